@@ -1,0 +1,3 @@
+from longge.cli import main
+
+raise SystemExit(main())

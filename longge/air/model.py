@@ -1,0 +1,484 @@
+"""The air, sans-IO: a discrete-event model of nRF24L01+ radios sharing 2.4 GHz channels.
+
+Nothing here reads a clock or touches a socket. Callers pass the time in (integer ns) and get
+back what each radio would see: a TX result, a received frame. ``server.py`` runs this model
+against the wall clock for radios in other processes; tests run it on a virtual clock, where
+every figure is exact.
+
+What one data frame does (times from ``datasheet.py``)::
+
+    1. the TX FIFO head starts an attempt: 130 µs settling unless it follows a no-ack frame
+       back to back, then the packet is on air for TOA(data);
+    2. at the end of the data, each radio listening on that channel and address (same rate,
+       address width, CRC, payload mode) receives it unless the link's loss process or an
+       overlapping transmission on an interfering channel destroys it;
+    3. the receiver drops a repeat (same PID and CRC as the last frame on that pipe), stores a
+       new frame if its RX FIFO (3) has room, and sends an ACK 130 µs later unless the frame
+       is NO_ACK, or its FIFO was full;
+    4. the transmitter, if it expects an ACK, succeeds when the ACK survives; else it
+       retransmits ARD after the end of the data, up to ARC times, then raises MAX_RT and
+       stops with the payload still in its FIFO until flushed or reused.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from enum import Enum
+
+from longge.air.datasheet import (
+    ADDRESS_WIDTHS,
+    ARC_MAX,
+    ARD_STEPS,
+    CHANNEL_MAX,
+    CHANNEL_MIN,
+    CRC_LENGTHS,
+    MAX_PAYLOAD,
+    MIN_ARD_US_FOR_EMPTY_ACK,
+    RATE_BPS,
+    RX_FIFO_DEPTH,
+    T_SETTLE_NS,
+    TX_FIFO_DEPTH,
+    ard_ns,
+    time_on_air_ns,
+)
+from longge.air.loss import LossModel
+from longge.errors import ConfigError
+
+
+@dataclass
+class RadioRegisters:
+    """The chip settings that matter on air (defaults are RF24's ``begin()`` values)."""
+
+    channel: int = 76
+    rate: str = "1M"
+    address_width: int = 5
+    crc_len: int = 2
+    auto_ack: tuple[bool, ...] = (True,) * 6
+    dynamic_payloads: bool = False
+    dynamic_ack: bool = False
+    payload_size: int = MAX_PAYLOAD
+    ard_step: int = 5
+    arc: int = 15
+    pa_level: int = 3
+    powered: bool = True
+    tx_address: bytes = b""
+    rx_pipes: dict[int, bytes] = field(default_factory=dict)
+
+    def validate(self) -> None:
+        """Refuse values the chip cannot hold (they would be a bug in the radio client)."""
+        checks = [
+            ("channel", CHANNEL_MIN <= self.channel <= CHANNEL_MAX, "0..125"),
+            ("rate", self.rate in RATE_BPS, "one of 250k, 1M, 2M"),
+            ("address_width", self.address_width in ADDRESS_WIDTHS, "3..5"),
+            ("crc_len", self.crc_len in CRC_LENGTHS, "1 or 2"),
+            ("auto_ack", len(self.auto_ack) == 6, "6 pipes"),
+            ("payload_size", 1 <= self.payload_size <= MAX_PAYLOAD, "1..32"),
+            ("ard_step", 0 <= self.ard_step < ARD_STEPS, "0..15"),
+            ("arc", 0 <= self.arc <= ARC_MAX, "0..15"),
+            ("pa_level", 0 <= self.pa_level <= 3, "0..3"),
+            ("rx_pipes", all(0 <= p <= 5 for p in self.rx_pipes), "pipes 0..5"),
+        ]
+        for key, ok, allowed in checks:
+            if not ok:
+                raise ConfigError(key, getattr(self, key), allowed)
+
+    def bandwidth(self) -> int:
+        """Channels occupied: 2 MHz at 2 Mbit/s, 1 MHz otherwise (p. 23)."""
+        return 2 if self.rate == "2M" else 1
+
+
+class Outcome(Enum):
+    OK = "ok"
+    MAX_RT = "max_rt"
+
+
+@dataclass(frozen=True)
+class TxResult:
+    radio: int
+    outcome: Outcome
+    arc_count: int  # retransmissions of this payload (OBSERVE_TX.ARC_CNT)
+
+
+@dataclass(frozen=True)
+class RxFrame:
+    radio: int
+    pipe: int
+    payload: bytes
+
+
+Output = TxResult | RxFrame
+
+
+@dataclass
+class _Transmission:
+    sender: int
+    channel: int
+    bandwidth: int
+    start: int
+    end: int
+    collided: bool = False
+
+
+@dataclass
+class _Attempt:
+    payload: bytes
+    no_ack: bool
+    pid: int
+    tries: int = 0
+    tx: _Transmission | None = None
+    acked_by: list[int] = field(default_factory=list)
+    ack_tx: _Transmission | None = None
+
+
+class _Radio:
+    def __init__(self, rid: int, name: str) -> None:
+        self.id = rid
+        self.name = name
+        self.regs = RadioRegisters()
+        self.listening = False
+        self.rx_since = 0  # RX mode is settled from this time on
+        self.busy_until = 0  # the radio is transmitting (data or ACK) until then
+        self.tx_fifo: deque[tuple[bytes, bool]] = deque()
+        self.attempt: _Attempt | None = None
+        self.blocked = False  # MAX_RT raised, waiting for flush_tx / reuse_tx
+        self.chain_at: int | None = None  # a no-ack frame just ended here: next one needs no settle
+        self.next_pid = 0
+        self.rx_fifo = 0
+        self.last_rx: dict[int, tuple[int, bytes]] = {}
+        self.counters: Counter[str] = Counter()
+
+
+class Air:
+    """Radios, channels and the events between them."""
+
+    def __init__(self, loss: LossModel | None = None) -> None:
+        self.loss = loss or LossModel()
+        self.radios: dict[int, _Radio] = {}
+        self.channels: dict[int, Counter[str]] = {}
+        self._events: list[tuple[int, int, str, int, _Attempt | None]] = []
+        self._seq = 0
+        self._now = 0
+        self._next_id = 1
+        self._on_air: list[_Transmission] = []
+        self._out: list[Output] = []
+        self.retired: list[_Radio] = []  # detached radios, kept for their counters
+
+    # -- radios ------------------------------------------------------------------------------
+
+    def attach(self, name: str) -> int:
+        rid = self._next_id
+        self._next_id += 1
+        self.radios[rid] = _Radio(rid, name)
+        return rid
+
+    def detach(self, rid: int) -> None:
+        radio = self.radios.pop(rid, None)
+        if radio is not None:
+            radio.attempt = None
+            self.retired.append(radio)
+            del self.retired[:-32]
+
+    def configure(self, rid: int, regs: RadioRegisters, now: int) -> None:
+        regs.validate()
+        self._clock(now)
+        radio = self.radios[rid]
+        radio.regs = regs
+        if not regs.powered:
+            radio.listening = False
+
+    def set_listening(self, rid: int, on: bool, now: int) -> None:
+        self._clock(now)
+        radio = self.radios[rid]
+        if on and not radio.listening:
+            radio.rx_since = max(now, radio.busy_until) + T_SETTLE_NS
+            radio.chain_at = None
+        radio.listening = on
+        if not on:
+            self._kick(radio)
+
+    def submit(self, rid: int, payload: bytes, no_ack: bool, now: int) -> bool:
+        """Load a payload into the TX FIFO. False (and counted) when the FIFO is full."""
+        self._clock(now)
+        radio = self.radios[rid]
+        if len(radio.tx_fifo) >= TX_FIFO_DEPTH:
+            radio.counters["tx_fifo_overflow"] += 1
+            return False
+        radio.tx_fifo.append((bytes(payload[:MAX_PAYLOAD]), no_ack and radio.regs.dynamic_ack))
+        radio.counters["frames_submitted"] += 1
+        self._kick(radio)
+        return True
+
+    def flush_tx(self, rid: int, now: int) -> None:
+        self._clock(now)
+        radio = self.radios[rid]
+        flushed = len(radio.tx_fifo) - (1 if radio.attempt and not radio.blocked else 0)
+        if radio.attempt is not None and not radio.blocked:
+            # The frame on air finishes; what waits behind it is discarded.
+            while len(radio.tx_fifo) > 1:
+                radio.tx_fifo.pop()
+        else:
+            radio.tx_fifo.clear()
+            radio.attempt = None
+        radio.counters["frames_flushed"] += max(flushed, 0)
+        radio.blocked = False
+
+    def reuse_tx(self, rid: int, now: int) -> None:
+        """Clear MAX_RT and send the FIFO head again (REUSE_TX_PL + CE pulse)."""
+        self._clock(now)
+        radio = self.radios[rid]
+        if radio.blocked:
+            radio.blocked = False
+            radio.attempt = None
+            self._kick(radio)
+
+    def consumed(self, rid: int, count: int) -> None:
+        """The host read ``count`` frames out of the RX FIFO."""
+        radio = self.radios[rid]
+        radio.rx_fifo = max(0, radio.rx_fifo - count)
+
+    def flush_rx(self, rid: int) -> None:
+        self.radios[rid].rx_fifo = 0
+
+    def tx_pending(self, rid: int) -> int:
+        return len(self.radios[rid].tx_fifo)
+
+    # -- time ----------------------------------------------------------------------------------
+
+    @property
+    def now(self) -> int:
+        return self._now
+
+    def next_event(self) -> int | None:
+        return self._events[0][0] if self._events else None
+
+    def advance(self, now: int) -> list[Output]:
+        """Run every event due at or before ``now``; return what the radios see."""
+        while self._events and self._events[0][0] <= now:
+            t, _, kind, rid, attempt = heapq.heappop(self._events)
+            self._now = max(self._now, t)
+            radio = self.radios.get(rid)
+            if radio is None or attempt is None or radio.attempt is not attempt:
+                continue  # detached, flushed or reused meanwhile
+            if kind == "data_end":
+                self._data_end(radio, attempt, t)
+            elif kind == "ack_end":
+                self._ack_end(radio, attempt, t)
+            elif kind == "retry":
+                self._start_attempt(radio, attempt, t)
+        self._clock(now)
+        out, self._out = self._out, []
+        return out
+
+    def run_until_idle(self, limit_ns: int = 10**12) -> list[Output]:
+        """Virtual-clock helper: run every event, however far ahead."""
+        out: list[Output] = []
+        while self._events and self._events[0][0] <= limit_ns:
+            out += self.advance(self._events[0][0])
+        return out
+
+    def _clock(self, now: int) -> None:
+        self._now = max(self._now, now)
+        # Every new transmission starts at or after now, so one that ended before now can
+        # collide with nothing more (its own `collided` flag is already set).
+        if self._on_air and self._on_air[0].end < self._now:
+            self._on_air = [t for t in self._on_air if t.end >= self._now]
+
+    def _schedule(self, t: int, kind: str, radio: _Radio, attempt: _Attempt) -> None:
+        self._seq += 1
+        heapq.heappush(self._events, (t, self._seq, kind, radio.id, attempt))
+
+    # -- transmitting --------------------------------------------------------------------------
+
+    def _kick(self, radio: _Radio) -> None:
+        """Start the next attempt if the radio is free to transmit."""
+        if (
+            radio.attempt is not None
+            or radio.blocked
+            or radio.listening
+            or not radio.regs.powered
+            or not radio.tx_fifo
+        ):
+            return
+        payload, no_ack = radio.tx_fifo[0]
+        attempt = _Attempt(payload, no_ack, radio.next_pid)
+        radio.next_pid = (radio.next_pid + 1) % 4
+        radio.attempt = attempt
+        if radio.chain_at is not None and radio.chain_at >= self._now:
+            start = radio.chain_at
+        else:
+            start = max(self._now, radio.busy_until) + T_SETTLE_NS
+            radio.counters["settles"] += 1
+        radio.chain_at = None
+        self._start_attempt(radio, attempt, start)
+
+    def _start_attempt(self, radio: _Radio, attempt: _Attempt, start: int) -> None:
+        regs = radio.regs
+        toa = time_on_air_ns(len(attempt.payload), regs.rate, regs.address_width, regs.crc_len)
+        tx = _Transmission(radio.id, regs.channel, regs.bandwidth(), start, start + toa)
+        self._transmit(tx)
+        attempt.tx = tx
+        attempt.tries += 1
+        attempt.acked_by = []
+        radio.busy_until = tx.end
+        radio.counters["attempts"] += 1
+        if attempt.tries > 1:
+            radio.counters["retransmissions"] += 1
+        radio.counters["airtime_ns"] += toa
+        self._schedule(tx.end, "data_end", radio, attempt)
+
+    def _transmit(self, tx: _Transmission) -> None:
+        for other in self._on_air:
+            if (
+                other.start < tx.end
+                and tx.start < other.end
+                and abs(other.channel - tx.channel) < max(other.bandwidth, tx.bandwidth)
+            ):
+                other.collided = True
+                tx.collided = True
+        self._on_air.append(tx)
+        ch = self.channels.setdefault(tx.channel, Counter())
+        ch["transmissions"] += 1
+        ch["airtime_ns"] += tx.end - tx.start
+
+    def _expects_ack(self, radio: _Radio, attempt: _Attempt) -> bool:
+        return radio.regs.auto_ack[0] and not attempt.no_ack
+
+    def _data_end(self, radio: _Radio, attempt: _Attempt, t: int) -> None:
+        tx = attempt.tx
+        assert tx is not None
+        if tx.collided:
+            self.channels[tx.channel]["collisions"] += 1
+            radio.counters["collisions"] += 1
+        ack_end = None
+        for rx in self.radios.values():
+            if rx is radio:
+                continue
+            if self._receive(radio, attempt, tx, rx):
+                ack_end = self._send_ack(attempt, rx, t)
+        if not self._expects_ack(radio, attempt):
+            self._complete(radio, attempt, t, chain=True)
+            return
+        if not self._ack_in_time(radio):
+            ack_end = None
+        if ack_end is None:
+            self._fail_attempt(radio, attempt, t)
+        else:
+            self._schedule(ack_end, "ack_end", radio, attempt)
+
+    def _ack_in_time(self, radio: _Radio) -> bool:
+        ard_us = ard_ns(radio.regs.ard_step) // 1000
+        if ard_us < MIN_ARD_US_FOR_EMPTY_ACK[radio.regs.rate]:
+            radio.counters["ack_timeouts"] += 1
+            return False
+        return True
+
+    def _receive(self, sender: _Radio, attempt: _Attempt, tx: _Transmission, rx: _Radio) -> bool:
+        """Does ``rx`` take the frame in, and answer it with an ACK?"""
+        s, r = sender.regs, rx.regs
+        pipe = self._matching_pipe(s, r)
+        if pipe is None or not r.powered or not rx.listening or r.channel != s.channel:
+            return False
+        if r.rate != s.rate or r.crc_len != s.crc_len:
+            return False
+        if rx.rx_since > tx.start or rx.busy_until > tx.start:
+            rx.counters["missed_not_listening"] += 1
+            return False
+        if r.dynamic_payloads != s.dynamic_payloads or (
+            not r.dynamic_payloads and len(attempt.payload) != r.payload_size
+        ):
+            rx.counters["format_mismatch"] += 1
+            return False
+        if tx.collided:
+            rx.counters["lost_collision"] += 1
+            return False
+        if self.loss.data_lost(sender.name, rx.name):
+            sender.counters["lost_data"] += 1
+            rx.counters["lost_data"] += 1
+            return False
+        fingerprint = (attempt.pid, attempt.payload)
+        ack_wanted = r.auto_ack[pipe] and not attempt.no_ack
+        if rx.last_rx.get(pipe) == fingerprint:
+            rx.counters["duplicates_dropped"] += 1
+            return ack_wanted
+        if rx.rx_fifo >= RX_FIFO_DEPTH:
+            rx.counters["rx_fifo_full"] += 1
+            return False
+        rx.last_rx[pipe] = fingerprint
+        rx.rx_fifo += 1
+        rx.counters["frames_received"] += 1
+        self._out.append(RxFrame(rx.id, pipe, attempt.payload))
+        return ack_wanted
+
+    @staticmethod
+    def _matching_pipe(s: RadioRegisters, r: RadioRegisters) -> int | None:
+        if r.address_width != s.address_width:
+            return None
+        aw = s.address_width
+        target = s.tx_address[:aw]
+        for pipe in sorted(r.rx_pipes):
+            if r.rx_pipes[pipe][:aw] == target and len(target) == aw:
+                return pipe
+        return None
+
+    def _send_ack(self, attempt: _Attempt, rx: _Radio, t: int) -> int:
+        regs = rx.regs
+        toa = time_on_air_ns(0, regs.rate, regs.address_width, regs.crc_len)
+        ack = _Transmission(rx.id, regs.channel, regs.bandwidth(), t + T_SETTLE_NS, 0)
+        ack.end = ack.start + toa
+        self._transmit(ack)
+        rx.busy_until = ack.end + T_SETTLE_NS  # back to RX after the ACK
+        rx.counters["acks_sent"] += 1
+        attempt.acked_by.append(rx.id)
+        attempt.ack_tx = ack
+        return ack.end
+
+    def _ack_end(self, radio: _Radio, attempt: _Attempt, t: int) -> None:
+        ack, tx = attempt.ack_tx, attempt.tx
+        assert ack is not None and tx is not None
+        acker = self.radios.get(attempt.acked_by[-1])
+        if ack.collided:  # two receivers answered, or something else was on air
+            radio.counters["ack_collisions"] += 1
+            self._fail_attempt(radio, attempt, tx.end)
+        elif acker is None or self.loss.ack_lost(radio.name, acker.name):
+            radio.counters["lost_ack"] += 1
+            self._fail_attempt(radio, attempt, tx.end)
+        else:
+            self._complete(radio, attempt, t, chain=False)
+
+    def _fail_attempt(self, radio: _Radio, attempt: _Attempt, data_end: int) -> None:
+        if attempt.tries <= radio.regs.arc:
+            retry_at = data_end + ard_ns(radio.regs.ard_step)
+            self._schedule(max(retry_at, self._now), "retry", radio, attempt)
+            return
+        radio.blocked = True
+        radio.counters["max_rt"] += 1
+        self._out.append(TxResult(radio.id, Outcome.MAX_RT, attempt.tries - 1))
+
+    def _complete(self, radio: _Radio, attempt: _Attempt, t: int, chain: bool) -> None:
+        radio.attempt = None
+        if radio.tx_fifo:
+            radio.tx_fifo.popleft()
+        radio.counters["frames_ok"] += 1
+        self._out.append(TxResult(radio.id, Outcome.OK, attempt.tries - 1))
+        radio.busy_until = max(radio.busy_until, t)
+        radio.chain_at = t if chain else None
+        self._kick(radio)
+
+    # -- ground truth ----------------------------------------------------------------------
+
+    def stats(self) -> dict[str, object]:
+        return {
+            "now_ns": self._now,
+            "radios": {
+                r.name: {
+                    "id": r.id,
+                    "attached": r.id in self.radios,
+                    "channel": r.regs.channel,
+                    **dict(r.counters),
+                }
+                for r in [*self.retired, *self.radios.values()]
+            },
+            "channels": {str(ch): dict(c) for ch, c in sorted(self.channels.items())},
+        }

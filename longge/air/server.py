@@ -1,0 +1,313 @@
+"""The air in real time: the sans-IO model of ``model.py`` driven by the wall clock.
+
+Radios in other processes (and other network namespaces) connect over a Unix socket (see
+``wire.py``). Pacing is by accumulated deadlines: every event has a virtual time computed
+from the event before it, never from when the server got round to it, so average rates are
+exact even when single wake-ups are late. The server measures how late it runs events
+(its *lag*) and reports it with the counters.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import select
+import socket
+import time
+from dataclasses import fields
+from typing import Any
+
+from longge.air import wire
+from longge.air.loss import LossModel, LossSpec
+from longge.air.model import Air, Outcome, RadioRegisters, RxFrame, TxResult
+from longge.errors import ConfigError
+
+DEFAULT_SOCKET = "/run/longge/air.sock"
+_REGISTER_FIELDS = {f.name for f in fields(RadioRegisters)}
+_MAX_WAIT_S = 0.2
+
+
+class LagHistogram:
+    """Lateness of event processing, in 10 µs buckets up to 100 ms."""
+
+    BUCKET_NS = 10_000
+    BUCKETS = 10_000
+
+    def __init__(self) -> None:
+        self.counts = [0] * (self.BUCKETS + 1)
+        self.n = 0
+        self.max_ns = 0
+
+    def add(self, lag_ns: int) -> None:
+        lag_ns = max(lag_ns, 0)
+        self.counts[min(lag_ns // self.BUCKET_NS, self.BUCKETS)] += 1
+        self.n += 1
+        self.max_ns = max(self.max_ns, lag_ns)
+
+    def quantile_us(self, q: float) -> float:
+        if self.n == 0:
+            return 0.0
+        target = q * self.n
+        seen = 0
+        for i, c in enumerate(self.counts):
+            seen += c
+            if seen >= target:
+                return (i + 1) * self.BUCKET_NS / 1000
+        return self.max_ns / 1000
+
+    def summary(self) -> dict[str, float]:
+        return {
+            "samples": self.n,
+            "p50_us": self.quantile_us(0.5),
+            "p99_us": self.quantile_us(0.99),
+            "max_us": self.max_ns / 1000,
+        }
+
+    def reset(self) -> None:
+        self.__init__()  # type: ignore[misc]
+
+
+def _tighten_timer_slack() -> None:
+    """Ask Linux for 1 µs timer slack (default 50 µs) so that sleeps end on time."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_timerslack = 29
+        libc.prctl(pr_set_timerslack, 1000, 0, 0, 0)
+
+
+def registers_from_json(data: dict[str, Any]) -> RadioRegisters:
+    unknown = set(data) - _REGISTER_FIELDS
+    if unknown:
+        raise ConfigError("registers", sorted(unknown), f"known fields: {sorted(_REGISTER_FIELDS)}")
+    data = dict(data)
+    if "auto_ack" in data:
+        data["auto_ack"] = tuple(bool(x) for x in data["auto_ack"])
+    if "tx_address" in data:
+        data["tx_address"] = bytes.fromhex(data["tx_address"])
+    if "rx_pipes" in data:
+        data["rx_pipes"] = {int(k): bytes.fromhex(v) for k, v in data["rx_pipes"].items()}
+    return RadioRegisters(**data)
+
+
+def registers_to_json(regs: RadioRegisters) -> dict[str, Any]:
+    out: dict[str, Any] = {f: getattr(regs, f) for f in _REGISTER_FIELDS}
+    out["auto_ack"] = list(regs.auto_ack)
+    out["tx_address"] = regs.tx_address.hex()
+    out["rx_pipes"] = {str(k): v.hex() for k, v in regs.rx_pipes.items()}
+    return out
+
+
+class _Client:
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.radio: int | None = None
+        self.accepted = 0
+        self.flushes = 0
+
+
+class AirServer:
+    def __init__(self, path: str = DEFAULT_SOCKET, loss: LossModel | None = None) -> None:
+        self.path = path
+        self.air = Air(loss)
+        self.lag = LagHistogram()
+        self.bad_messages = 0
+        self.started = time.monotonic_ns()
+        self._clients: dict[int, _Client] = {}
+        self._by_radio: dict[int, _Client] = {}
+        self._listener: socket.socket | None = None
+        self._stop = False
+
+    # -- life cycle -------------------------------------------------------------------------
+
+    def bind(self) -> None:
+        os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        sock.bind(self.path)
+        os.chmod(self.path, 0o666)
+        sock.listen(64)
+        sock.setblocking(False)
+        self._listener = sock
+
+    def stop(self) -> None:
+        self._stop = True
+
+    def close(self) -> None:
+        for client in list(self._clients.values()):
+            client.sock.close()
+        self._clients.clear()
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.path)
+
+    def serve_forever(self) -> None:
+        """Run until :meth:`stop` (e.g. from a signal handler)."""
+        if self._listener is None:
+            self.bind()
+        assert self._listener is not None
+        _tighten_timer_slack()
+        with contextlib.suppress(OSError):
+            os.nice(-10)  # root only: the air's clock matters more than anything else here
+        listener = self._listener
+        while not self._stop:
+            now = time.monotonic_ns()
+            due = self.air.next_event()
+            if due is not None and due <= now:
+                self.lag.add(now - due)
+                self._dispatch(self.air.advance(now))
+                continue
+            wait = _MAX_WAIT_S if due is None else min((due - now) / 1e9, _MAX_WAIT_S)
+            socks = [listener] + [c.sock for c in self._clients.values()]
+            try:
+                readable, _, _ = select.select(socks, [], [], wait)
+            except InterruptedError:
+                continue
+            for sock in readable:
+                if sock is listener:
+                    self._accept()
+                else:
+                    self._read(self._clients[sock.fileno()])
+
+    # -- sockets ------------------------------------------------------------------------------
+
+    def _accept(self) -> None:
+        assert self._listener is not None
+        while True:
+            try:
+                sock, _ = self._listener.accept()
+            except BlockingIOError:
+                return
+            sock.setblocking(False)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 20)
+            self._clients[sock.fileno()] = _Client(sock)
+
+    def _read(self, client: _Client) -> None:
+        while True:
+            try:
+                msg = client.sock.recv(wire.MAX_MESSAGE)
+            except BlockingIOError:
+                return
+            except OSError:
+                msg = b""
+            if not msg:
+                self._drop(client)
+                return
+            try:
+                self._handle(client, msg, time.monotonic_ns())
+            except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
+                self.bad_messages += 1
+                self._send(client, b"e" + str(exc).encode()[:200])
+
+    def _drop(self, client: _Client) -> None:
+        self._clients.pop(client.sock.fileno(), None)
+        if client.radio is not None:
+            self._by_radio.pop(client.radio, None)
+            self.air.detach(client.radio)
+        client.sock.close()
+
+    def _send(self, client: _Client, msg: bytes) -> None:
+        try:
+            client.sock.send(msg)
+        except BlockingIOError:
+            self.air_overflow(client)
+        except OSError:
+            pass
+
+    def air_overflow(self, client: _Client) -> None:
+        """A radio process stopped reading: its socket buffer is full. Count, do not block."""
+        self.bad_messages += 1
+
+    # -- messages -----------------------------------------------------------------------------
+
+    def _handle(self, client: _Client, msg: bytes, now: int) -> None:
+        kind, body = msg[:1], msg[1:]
+        air = self.air
+        if kind == b"S":
+            self._send(client, b"s" + json.dumps(self.stats()).encode())
+            return
+        if kind == b"P":
+            self._set_loss(json.loads(body))
+            self._send(client, b"s" + json.dumps(self.stats()).encode())
+            return
+        if kind == b"H":
+            if client.radio is None:
+                client.radio = air.attach(body.decode() or f"radio{len(self._by_radio) + 1}")
+                self._by_radio[client.radio] = client
+            self._send(client, b"h" + client.radio.to_bytes(2, "big"))
+            return
+        rid = client.radio
+        if rid is None:
+            raise ValueError("attach first (H)")
+        if kind == b"T":
+            if len(body) < 2 or len(body) > 33:
+                raise ValueError(f"payload of {len(body) - 1} bytes")
+            client.accepted += 1
+            air.submit(rid, body[1:], bool(body[0]), now)
+        elif kind == b"R":
+            air.consumed(rid, body[0])
+        elif kind == b"C":
+            air.configure(rid, registers_from_json(json.loads(body)), now)
+        elif kind == b"L":
+            air.set_listening(rid, bool(body[0]), now)
+        elif kind == b"F":
+            client.flushes += 1
+            air.flush_tx(rid, now)
+        elif kind == b"U":
+            air.reuse_tx(rid, now)
+        elif kind == b"X":
+            air.flush_rx(rid)
+        else:
+            raise ValueError(f"unknown message {kind!r}")
+
+    def _set_loss(self, spec: dict[str, Any]) -> None:
+        loss = LossSpec(
+            data_per=float(spec.get("per", 0.0)),
+            ack_per=float(spec.get("ack_per", spec.get("per", 0.0))),
+            burst=float(spec.get("burst", 1.0)),
+        )
+        if "tx" in spec or "rx" in spec:
+            self.air.loss.set_link(str(spec["tx"]), str(spec["rx"]), loss)
+        else:
+            self.air.loss.set_default(loss)
+
+    def _dispatch(self, outputs: list[TxResult | RxFrame]) -> None:
+        for out in outputs:
+            client = self._by_radio.get(out.radio)
+            if client is None:
+                continue
+            if isinstance(out, RxFrame):
+                self._send(client, b"r" + bytes((out.pipe,)) + out.payload)
+            else:
+                fifo = self.air.tx_pending(out.radio)
+                ok = out.outcome is Outcome.OK
+                msg = wire.tx_result(ok, out.arc_count, fifo, client.accepted, client.flushes)
+                self._send(client, msg)
+
+    def stats(self) -> dict[str, Any]:
+        loss = self.air.loss.default
+        return {
+            "air": self.air.stats(),
+            "lag": self.lag.summary(),
+            "uptime_s": (time.monotonic_ns() - self.started) / 1e9,
+            "bad_messages": self.bad_messages,
+            "loss": {"per": loss.data_per, "ack_per": loss.ack_per, "burst": loss.burst},
+            "seed": self.air.loss.seed,
+        }
+
+
+def query(path: str, msg: bytes = b"S", timeout: float = 2.0) -> dict[str, Any]:
+    """Ask a running air server for its counters (or send a control message)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as sock:
+        sock.settimeout(timeout)
+        sock.connect(path)
+        sock.send(msg)
+        reply = sock.recv(1 << 20)
+    if reply[:1] != b"s":
+        raise ValueError(reply[1:].decode(errors="replace"))
+    result: dict[str, Any] = json.loads(reply[1:])
+    return result

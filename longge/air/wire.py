@@ -1,0 +1,43 @@
+"""Messages between emulated radios (``radio/sim.py``) and the air server (``server.py``).
+
+One message per SOCK_SEQPACKET datagram on a Unix socket (a filesystem path, so radios in
+other network namespaces reach it). The first byte says what it is.
+
+Radio -> air:
+    ``H`` name                         attach as a radio called ``name`` (utf-8)
+    ``C`` json                         set the chip registers (``RadioRegisters`` fields)
+    ``L`` on(1)                        listen (RX mode) or not
+    ``T`` no_ack(1) payload            load a payload into the TX FIFO
+    ``F``                              flush the TX FIFO (also clears MAX_RT)
+    ``U``                              reuse the TX FIFO head after MAX_RT
+    ``R`` count(1)                     the host read ``count`` frames from the RX FIFO
+    ``X``                              flush the RX FIFO
+Anyone -> air (control; needs no ``H``):
+    ``S``                              ask for counters: the reply is ``s`` json
+    ``P`` json                         set loss: {"per", "ack_per", "burst", "tx", "rx"}
+Air -> radio:
+    ``h`` id(2)                        attached
+    ``t`` ok(1) arc(1) fifo(1) accepted(4) flushes(4)
+                                       a TX FIFO head finished: acknowledged (or no-ack sent),
+                                       or MAX_RT; ``fifo`` frames remain after ``accepted``
+                                       ``T`` messages and ``flushes`` ``F`` messages
+    ``r`` pipe(1) payload              a received frame
+    ``s`` json                         counters
+    ``e`` text                         the request was refused (text says why)
+"""
+
+from __future__ import annotations
+
+import struct
+
+TX_RESULT = struct.Struct("!cBBBII")
+MAX_MESSAGE = 4096
+
+
+def tx_result(ok: bool, arc: int, fifo: int, accepted: int, flushes: int) -> bytes:
+    return TX_RESULT.pack(b"t", int(ok), arc, fifo, accepted & 0xFFFFFFFF, flushes & 0xFFFFFFFF)
+
+
+def parse_tx_result(msg: bytes) -> tuple[bool, int, int, int, int]:
+    _, ok, arc, fifo, accepted, flushes = TX_RESULT.unpack(msg)
+    return bool(ok), arc, fifo, accepted, flushes

@@ -1,0 +1,72 @@
+"""Sender side: an IP packet becomes a list of frames (see ``frame.py`` for the format)."""
+
+from __future__ import annotations
+
+import secrets
+import zlib
+
+from longge.air.datasheet import MAX_PAYLOAD
+from longge.errors import ConfigError, UsageError
+from longge.protocol.frame import HEADER_LEN, PACKET_OVERHEAD, Header
+
+MIN_PAYLOAD = HEADER_LEN + 1 + 1  # header, at least one data byte, and room to make progress
+DEFAULT_MTU = 1500
+MAX_MTU = 65535 - PACKET_OVERHEAD
+
+
+def check_payload_size(payload_size: int) -> None:
+    """Refuse a frame size the format cannot use (the user's setting)."""
+    if not MIN_PAYLOAD <= payload_size <= MAX_PAYLOAD:
+        raise ConfigError("payload_size", payload_size, f"{MIN_PAYLOAD}..{MAX_PAYLOAD} bytes")
+
+
+def check_mtu(mtu: int) -> None:
+    """Refuse a packet size the format cannot carry (the user's setting)."""
+    if not 1 <= mtu <= MAX_MTU:
+        raise ConfigError("mtu", mtu, f"1..{MAX_MTU} bytes")
+
+
+class Fragmenter:
+    """Cuts packets into frames of at most ``payload_size`` bytes.
+
+    Packet numbers start at a random value (so that a restarted sender is unlikely to reuse
+    the numbers the receiver saw last) unless ``first_number`` is given.
+    """
+
+    def __init__(
+        self,
+        payload_size: int = MAX_PAYLOAD,
+        mtu: int = DEFAULT_MTU,
+        first_number: int | None = None,
+    ) -> None:
+        check_payload_size(payload_size)
+        check_mtu(mtu)
+        self.payload_size = payload_size
+        self.mtu = mtu
+        self._number = secrets.randbelow(1 << 16) if first_number is None else first_number & 0xFFFF
+        self.packets = 0
+        self.frames = 0
+
+    @property
+    def next_number(self) -> int:
+        return self._number
+
+    def fragment(self, packet: bytes) -> list[bytes]:
+        """Frames for one packet, in the order they must be sent."""
+        if not packet:
+            raise UsageError("cannot send an empty packet")
+        if len(packet) > self.mtu:
+            raise UsageError(f"packet of {len(packet)} bytes exceeds the MTU of {self.mtu}")
+        number = self._number
+        self._number = (number + 1) & 0xFFFF
+        body = number.to_bytes(2, "big") + packet
+        stream = body + zlib.crc32(body).to_bytes(4, "big")
+        step = self.payload_size - HEADER_LEN
+        count = -(-len(stream) // step)
+        frames = []
+        for i in range(count):
+            header = Header(first=i == 0, last=i == count - 1, seq=number, index=i).encode()
+            frames.append(bytes((header,)) + stream[i * step : (i + 1) * step])
+        self.packets += 1
+        self.frames += count
+        return frames

@@ -1,0 +1,99 @@
+"""The radio interface: the part of pyrf24's ``RF24`` that LongGe uses, with pyrf24's names.
+
+Every backend (``sim`` here; ``rf24`` and ``serial`` later) offers exactly these names with
+pyrf24 0.6.0's signatures and semantics, so the daemon cannot tell them apart.
+``tests/test_radio_conformance.py`` checks the emulated radio against the installed pyrf24.
+
+Semantics worth knowing (pyrf24 / RF24 C++):
+
+- ``write(buf, multicast=False)`` blocks until the payload is acknowledged (True), or until
+  MAX_RT, when it flushes the TX FIFO and returns False. ``multicast`` sets NO_ACK and needs
+  ``enable_dynamic_ack()`` first; without it the payload asks for an ACK as usual.
+- ``write_fast(buf, multicast=False)`` loads the TX FIFO, blocking while it is full; returns
+  False (payload not loaded) if MAX_RT is raised while it waits. The failed payload stays at
+  the FIFO head until ``flush_tx()`` or ``reuse_tx()``.
+- ``tx_standby()`` blocks until the TX FIFO is empty; on MAX_RT it flushes and returns False.
+  ``tx_standby(timeout, start_tx=True)`` retries failed payloads for up to 95 + timeout ms.
+- ``set_retries(delay, count)``: ARD = 250·(delay+1) µs, ``count`` retransmissions (0..15).
+- ``stop_listening(tx_address)`` enters TX mode and sets the TX address.
+- ``read(length)`` pops one payload from the RX FIFO.
+
+Extension beyond pyrf24 (optional, used for efficient waiting): ``fileno()`` returns a
+descriptor that becomes readable when the radio has news (received frame, TX result).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+#: The RF24 names a LongGe radio backend must provide (methods and properties).
+RADIO_METHODS = (
+    "begin",
+    "set_retries",
+    "set_auto_ack",
+    "set_pa_level",
+    "open_rx_pipe",
+    "close_rx_pipe",
+    "open_tx_pipe",
+    "stop_listening",
+    "start_listening",
+    "enable_dynamic_ack",
+    "write",
+    "write_fast",
+    "tx_standby",
+    "reuse_tx",
+    "available",
+    "available_pipe",
+    "read",
+    "get_dynamic_payload_size",
+    "get_arc",
+    "flush_tx",
+    "flush_rx",
+    "is_fifo",
+    "what_happened",
+)
+RADIO_PROPERTIES = (
+    "channel",
+    "data_rate",
+    "pa_level",
+    "payload_size",
+    "dynamic_payloads",
+    "address_width",
+    "crc_length",
+    "listen",
+    "power",
+    "is_chip_connected",
+    "is_plus_variant",
+    "failure_detected",
+    "rx_fifo_full",
+)
+
+
+@runtime_checkable
+class Radio(Protocol):
+    channel: int
+    data_rate: int
+    pa_level: int
+    payload_size: int
+    dynamic_payloads: bool
+    address_width: int
+    crc_length: int
+    listen: bool
+    failure_detected: int
+
+    def begin(self) -> bool: ...
+    def set_retries(self, delay: int, count: int) -> None: ...
+    def set_auto_ack(self, *args: int | bool) -> None: ...
+    def open_rx_pipe(self, pipe_number: int, address: bytes | bytearray) -> None: ...
+    def stop_listening(self, tx_address: bytes | bytearray | None = None) -> None: ...
+    def start_listening(self) -> None: ...
+    def enable_dynamic_ack(self) -> None: ...
+    def write(self, buf: bytes | bytearray, multicast: bool = False) -> bool: ...
+    def write_fast(self, buf: bytes | bytearray, multicast: bool = False) -> bool: ...
+    def tx_standby(self, timeout: int = ..., start_tx: bool = True) -> bool: ...
+    def reuse_tx(self) -> None: ...
+    def available(self) -> bool: ...
+    def read(self, length: int | None = None) -> bytearray: ...
+    def get_arc(self) -> int: ...
+    def flush_tx(self) -> None: ...
+    def flush_rx(self) -> None: ...

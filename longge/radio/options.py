@@ -1,0 +1,153 @@
+"""One spelling of radio options everywhere (radio-bench, testbed, daemon, tune).
+
+    --rate {250k,1M,2M}  --ard-us N (250..4000, step 250)  --arc N (0..15)  --no-ack
+    --payload N (3..32)  --address-width N (3..5)  --crc N (1..2)  --channel N (0..125)
+    --per Q  --ack-per Q  --burst L  (emulator only)  --seconds S  --seed N
+
+Values are checked here, where the user gave them; a wrong one raises ``ConfigError`` naming
+the key and the allowed range. ``configure()`` then applies a checked set to any radio backend.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, fields
+
+from longge.air.datasheet import (
+    ADDRESS_WIDTHS,
+    ARC_MAX,
+    ARD_STEP_NS,
+    ARD_STEPS,
+    CHANNEL_MAX,
+    CHANNEL_MIN,
+    CRC_LENGTHS,
+    MAX_PAYLOAD,
+    MIN_ARD_US_FOR_EMPTY_ACK,
+    RATE_BPS,
+    LinkTiming,
+)
+from longge.air.loss import LossSpec
+from longge.errors import ConfigError
+from longge.radio.constants import RATE_BY_NAME, rf24_crclength_e
+from longge.radio.interface import Radio
+
+ARD_STEP_US = ARD_STEP_NS // 1000
+ARD_US_MIN, ARD_US_MAX = ARD_STEP_US, ARD_STEP_US * ARD_STEPS
+
+
+@dataclass(frozen=True)
+class RadioOptions:
+    rate: str = "2M"
+    ard_us: int = 250
+    arc: int = 2
+    auto_ack: bool = True
+    payload: int = MAX_PAYLOAD
+    address_width: int = 5
+    crc: int = 2
+    channel: int = 76
+    per: float = 0.0
+    ack_per: float | None = None  # None: same as per
+    burst: float = 1.0
+    seconds: float = 5.0
+    seed: int = 1
+
+    def __post_init__(self) -> None:
+        if self.rate not in RATE_BPS:
+            raise ConfigError("rate", self.rate, "one of 250k, 1M, 2M")
+        if not ARD_US_MIN <= self.ard_us <= ARD_US_MAX or self.ard_us % ARD_STEP_US:
+            raise ConfigError(
+                "ard_us", self.ard_us, f"{ARD_US_MIN}..{ARD_US_MAX} in steps of {ARD_STEP_US}"
+            )
+        if not 0 <= self.arc <= ARC_MAX:
+            raise ConfigError("arc", self.arc, f"0..{ARC_MAX}")
+        if not 1 <= self.payload <= MAX_PAYLOAD:
+            raise ConfigError("payload", self.payload, f"1..{MAX_PAYLOAD} bytes")
+        if self.address_width not in ADDRESS_WIDTHS:
+            raise ConfigError("address_width", self.address_width, "3, 4 or 5 bytes")
+        if self.crc not in CRC_LENGTHS:
+            raise ConfigError("crc", self.crc, "1 or 2 bytes")
+        if not CHANNEL_MIN <= self.channel <= CHANNEL_MAX:
+            raise ConfigError("channel", self.channel, f"{CHANNEL_MIN}..{CHANNEL_MAX}")
+        if not self.seconds > 0:
+            raise ConfigError("seconds", self.seconds, "a duration > 0")
+        self.loss()  # checks per, ack_per, burst
+
+    @property
+    def ard_step(self) -> int:
+        return self.ard_us // ARD_STEP_US - 1
+
+    @property
+    def ard_too_short(self) -> bool:
+        """The datasheet says an ACK is missed with this ARD at this rate (p. 34)."""
+        return self.auto_ack and self.ard_us < MIN_ARD_US_FOR_EMPTY_ACK[self.rate]
+
+    def loss(self) -> LossSpec:
+        ack_per = self.per if self.ack_per is None else self.ack_per
+        return LossSpec(data_per=self.per, ack_per=ack_per, burst=self.burst)
+
+    def timing(self) -> LinkTiming:
+        return LinkTiming(
+            rate=self.rate,
+            payload_len=self.payload,
+            address_width=self.address_width,
+            crc_len=self.crc,
+            ard_us=self.ard_us,
+            arc=self.arc,
+        )
+
+    def as_dict(self) -> dict[str, object]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def add_radio_arguments(parser: argparse.ArgumentParser, emulator: bool = True) -> None:
+    d = RadioOptions()
+    g = parser.add_argument_group("radio")
+    g.add_argument("--rate", choices=sorted(RATE_BPS), default=d.rate, help="air data rate")
+    g.add_argument("--ard-us", type=int, default=d.ard_us, help="auto-retransmit delay, µs")
+    g.add_argument("--arc", type=int, default=d.arc, help="auto-retransmit count, 0..15")
+    g.add_argument("--no-ack", action="store_true", help="send without auto-ack")
+    g.add_argument("--payload", type=int, default=d.payload, help="frame payload, bytes")
+    g.add_argument("--address-width", type=int, default=d.address_width, help="3..5 bytes")
+    g.add_argument("--crc", type=int, default=d.crc, help="CRC length, 1 or 2 bytes")
+    g.add_argument("--channel", type=int, default=d.channel, help="RF channel 0..125")
+    g.add_argument("--seconds", type=float, default=d.seconds, help="duration, s")
+    g.add_argument("--seed", type=int, default=d.seed, help="seed of the emulator's losses")
+    if emulator:
+        e = parser.add_argument_group("emulated air")
+        e.add_argument("--per", type=float, default=d.per, help="frame error rate, data and ACK")
+        e.add_argument(
+            "--ack-per", type=float, default=None, help="ACK error rate (default: --per)"
+        )
+        e.add_argument(
+            "--burst", type=float, default=d.burst, help="mean loss burst length, frames"
+        )
+
+
+def options_from_args(ns: argparse.Namespace) -> RadioOptions:
+    return RadioOptions(
+        rate=ns.rate,
+        ard_us=ns.ard_us,
+        arc=ns.arc,
+        auto_ack=not ns.no_ack,
+        payload=ns.payload,
+        address_width=ns.address_width,
+        crc=ns.crc,
+        channel=ns.channel,
+        per=getattr(ns, "per", 0.0),
+        ack_per=getattr(ns, "ack_per", None),
+        burst=getattr(ns, "burst", 1.0),
+        seconds=ns.seconds,
+        seed=ns.seed,
+    )
+
+
+def configure(radio: Radio, opts: RadioOptions, channel: int | None = None) -> None:
+    """Apply checked options to a radio of any backend (the link always uses dynamic payloads)."""
+    radio.channel = opts.channel if channel is None else channel
+    radio.data_rate = int(RATE_BY_NAME[opts.rate])
+    radio.address_width = opts.address_width
+    radio.crc_length = int(rf24_crclength_e(opts.crc))
+    radio.dynamic_payloads = True
+    radio.set_auto_ack(opts.auto_ack)
+    radio.enable_dynamic_ack()
+    radio.set_retries(opts.ard_step, opts.arc)

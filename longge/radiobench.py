@@ -1,0 +1,222 @@
+"""Raw radio benchmark: stream frames between two emulated radios, compare with the datasheet.
+
+Two processes: the air server, and a host that drives both radios in one loop of
+non-blocking calls. The transmitter's TX FIFO is kept full (flushed after MAX_RT, as a link
+would); the receiver reads everything. Throughput is measured at the receiver, over the
+wall-clock span from its first to its last frame. Attempts, retransmissions and losses are
+the air's ground truth.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import random
+import select
+import signal
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from longge.air.datasheet import per_attempt_failure
+from longge.air.loss import LossModel
+from longge.air.server import AirServer, query
+from longge.radio.options import RadioOptions, configure
+from longge.radio.sim import SimRadio
+
+ADDRESS = b"LGbnc"
+_FIFO_FULL = 2
+_SPIN_NS = 2_000_000
+_CTX = mp.get_context("fork")
+
+
+def run_air(path: str, opts: RadioOptions, ready: Any) -> None:
+    """Body of an air-server process (also used by tests and the testbed)."""
+    server = AirServer(path, LossModel(opts.loss(), seed=opts.seed))
+    signal.signal(signal.SIGTERM, lambda *_: server.stop())
+    signal.signal(signal.SIGINT, lambda *_: server.stop())
+    server.bind()
+    ready.set()
+    try:
+        server.serve_forever()
+    finally:
+        server.close()
+
+
+@dataclass
+class BenchResult:
+    options: RadioOptions
+    frames_sent: int
+    frames_received: int
+    max_rt: int
+    throughput_bps: float
+    bound_bps: float
+    model_bps: float
+    attempts: int
+    retransmissions: int
+    lost: int
+    q_configured: float
+    q_measured: float
+    lag: dict[str, float]
+
+    @property
+    def ratio(self) -> float:
+        return self.throughput_bps / self.model_bps if self.model_bps else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "options": self.options.as_dict(),
+            "throughput_bps": round(self.throughput_bps, 1),
+            "bound_bps": round(self.bound_bps, 1),
+            "model_bps": round(self.model_bps, 1),
+            "ratio_to_model": round(self.ratio, 4),
+            "frames_sent": self.frames_sent,
+            "frames_received": self.frames_received,
+            "max_rt": self.max_rt,
+            "attempts": self.attempts,
+            "retransmissions": self.retransmissions,
+            "lost": self.lost,
+            "q_configured": round(self.q_configured, 4),
+            "q_measured": round(self.q_measured, 4),
+            "emulator_lag_us": self.lag,
+        }
+
+
+def run_bench(opts: RadioOptions, progress: Callable[[float], None] | None = None) -> BenchResult:
+    with tempfile.TemporaryDirectory(prefix="longge-bench-") as tmp:
+        path = os.path.join(tmp, "air.sock")
+        air_ready = _CTX.Event()
+        air = _CTX.Process(target=run_air, args=(path, opts, air_ready), daemon=True)
+        air.start()
+        try:
+            if not air_ready.wait(10):
+                raise RuntimeError("the air emulator did not start")
+            counts = _stream(path, opts, progress)
+            stats = query(path)
+        finally:
+            air.terminate()
+            air.join(5)
+    return _result(opts, counts, stats)
+
+
+@dataclass
+class _Counts:
+    sent: int = 0
+    max_rt: int = 0
+    received: int = 0
+    first_ns: int = 0
+    last_ns: int = 0
+    bytes_after_first: int = 0
+
+    def take(self, payload: bytes | bytearray) -> None:
+        now = time.monotonic_ns()
+        if self.received == 0:
+            self.first_ns = now
+        else:
+            self.bytes_after_first += len(payload)
+        self.received += 1
+        self.last_ns = now
+
+
+def _stream(path: str, opts: RadioOptions, progress: Callable[[float], None] | None) -> _Counts:
+    """One loop of non-blocking calls drives both radios (DESIGN.md §1, process model)."""
+    tx, rx = SimRadio(air=path, name="tx"), SimRadio(air=path, name="rx")
+    if not (tx.begin() and rx.begin()):
+        raise RuntimeError("a radio could not attach to the air")
+    for radio in (tx, rx):
+        configure(radio, opts)
+    rx.open_rx_pipe(1, ADDRESS)
+    rx.start_listening()
+    tx.stop_listening(ADDRESS)
+    rng = random.Random(opts.seed)
+    payloads = [rng.randbytes(opts.payload) for _ in range(64)]
+    no_ack = not opts.auto_ack
+    c = _Counts()
+    start = time.monotonic()
+    end = start + opts.seconds
+    next_report = start
+    fds = [tx.fileno(), rx.fileno()]
+    while (now := time.monotonic()) < end:
+        while tx.is_fifo(True) != _FIFO_FULL:
+            tx.write_fast(payloads[c.sent % 64], no_ack)
+            c.sent += 1
+        if tx.what_happened()[1]:  # MAX_RT: drop the frame, as a link would
+            c.max_rt += 1
+            tx.flush_tx()
+        while rx.available():
+            c.take(rx.read())
+        if progress is not None and now >= next_report:
+            progress((now - start) / opts.seconds)
+            next_report = now + 0.25
+        # A slot frees every frame time; a host that sleeps misses it (so does a slow host on
+        # real hardware). Poll while the link is busy, sleep when it has gone quiet.
+        if time.monotonic_ns() - c.last_ns > _SPIN_NS:
+            select.select(fds, [], [], 0.001)
+    if not tx.tx_standby():
+        c.max_rt += 1
+    while rx.wait(0.05):
+        while rx.available():
+            c.take(rx.read())
+    tx.close()
+    rx.close()
+    return c
+
+
+def _result(opts: RadioOptions, c: _Counts, stats: dict[str, Any]) -> BenchResult:
+    tx = stats["air"]["radios"].get("tx", {})
+    timing = opts.timing()
+    span_ns = c.last_ns - c.first_ns
+    throughput = c.bytes_after_first * 8 * 1e9 / span_ns if c.received > 1 and span_ns else 0.0
+    loss = opts.loss()
+    if opts.auto_ack:
+        q = per_attempt_failure(loss.data_per, loss.ack_per)
+        model = timing.expected_goodput_bps(q)
+    else:
+        q = loss.data_per
+        model = timing.bound_bps(False) * (1 - q)
+    attempts = tx.get("attempts", 0)
+    retrans = tx.get("retransmissions", 0)
+    lost = tx.get("lost_data", 0) + tx.get("lost_ack", 0) + tx.get("collisions", 0)
+    return BenchResult(
+        options=opts,
+        frames_sent=c.sent,
+        frames_received=c.received,
+        max_rt=c.max_rt,
+        throughput_bps=throughput,
+        bound_bps=timing.bound_bps(opts.auto_ack),
+        model_bps=model,
+        attempts=attempts,
+        retransmissions=retrans,
+        lost=lost,
+        q_configured=q,
+        q_measured=(lost / attempts) if attempts else 0.0,
+        lag=stats["lag"],
+    )
+
+
+def format_result(r: BenchResult) -> str:
+    o = r.options
+    mode = "auto-ack" if o.auto_ack else "no-ack"
+    lines = [
+        f"radio-bench: {o.rate}, {mode}, ARD {o.ard_us} µs, ARC {o.arc}, payload {o.payload} B, "
+        f"per {o.per:g}, {o.seconds:g} s",
+        f"  measured   {r.throughput_bps / 1e3:9.1f} kbit/s  ({r.frames_received} frames received, "
+        f"{r.frames_sent} sent, {r.max_rt} MAX_RT)",
+        f"  bound      {r.bound_bps / 1e3:9.1f} kbit/s  (datasheet, no loss)",
+    ]
+    if o.per or (o.ack_per or 0):
+        lines.append(
+            f"  model      {r.model_bps / 1e3:9.1f} kbit/s  (expected service time, "
+            f"q = {r.q_configured:.3f}; measured q = {r.q_measured:.3f})"
+        )
+    lines.append(f"  ratio      {r.ratio:9.3f}     (measured / {'model' if o.per else 'bound'})")
+    lines.append(
+        f"  air        {r.attempts} attempts, {r.retransmissions} retransmissions, {r.lost} lost; "
+        f"lag p50 {r.lag['p50_us']:.0f} µs, p99 {r.lag['p99_us']:.0f} µs, "
+        f"max {r.lag['max_us']:.0f} µs"
+    )
+    if o.ard_too_short:
+        lines.append(f"  warning: ARD {o.ard_us} µs is too short for an ACK at {o.rate} (p. 34)")
+    return "\n".join(lines)

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# LongGe entry point: bootstraps a virtual environment, then hands over to `python -m longge`.
+#
+#   ./run.sh test                 lint, type-check and run the test suite
+#   ./run.sh radio-bench [opts]   stream frames between two emulated radios
+#   ./run.sh air [opts]           run the air emulator in the foreground
+#   ./run.sh help                 list every subcommand
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+venv="$here/.venv"
+stamp="$venv/.longge-installed"
+
+say() { printf 'run.sh: %s\n' "$*" >&2; }
+
+pick_python() {
+    local cand
+    for cand in python3.13 python3.12 python3.11 python3; do
+        if command -v "$cand" >/dev/null 2>&1 &&
+            "$cand" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+            echo "$cand"
+            return 0
+        fi
+    done
+    return 1
+}
+
+# Debian packages the tool needs at run time; installed only when root and missing.
+debian_packages=(iproute2)
+
+install_debian_packages() {
+    local missing=() pkg
+    command -v dpkg-query >/dev/null 2>&1 || return 0
+    for pkg in "${debian_packages[@]}"; do
+        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    if [ "$(id -u)" -ne 0 ]; then
+        say "missing Debian packages: ${missing[*]} (run as root once, or: sudo apt-get install ${missing[*]})"
+        return 0
+    fi
+    say "installing Debian packages: ${missing[*]}"
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
+bootstrap() {
+    local py want
+    want=$(sha256sum "$here/pyproject.toml" | cut -d' ' -f1)
+    if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+        return 0
+    fi
+    install_debian_packages
+    py=$(pick_python) || { say "Python >= 3.11 is required"; exit 1; }
+    if [ ! -x "$venv/bin/python" ]; then
+        say "creating virtual environment in .venv ($py)"
+        if ! "$py" -m venv "$venv" 2>/dev/null; then
+            rm -rf "$venv"
+            if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+                DEBIAN_FRONTEND=noninteractive apt-get update -qq
+                DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
+                "$py" -m venv "$venv"
+            else
+                say "could not create a venv: install python3-venv"
+                exit 1
+            fi
+        fi
+    fi
+    say "installing LongGe and its dependencies into .venv"
+    "$venv/bin/python" -m pip install -q --upgrade pip >/dev/null
+    "$venv/bin/python" -m pip install -q -e "$here[dev]"
+    echo "$want" >"$stamp"
+}
+
+run_tests() {
+    cd "$here"
+    local py="$venv/bin/python"
+    echo "== ruff"
+    "$py" -m ruff check longge tests bench
+    "$py" -m ruff format --check longge tests bench
+    echo "== mypy"
+    "$py" -m mypy longge
+    echo "== pytest"
+    "$py" -m pytest "$@"
+}
+
+bootstrap
+cmd=${1:-help}
+case "$cmd" in
+    test)
+        shift
+        run_tests "$@"
+        ;;
+    *)
+        exec "$venv/bin/python" -m longge "$@"
+        ;;
+esac

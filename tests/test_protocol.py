@@ -1,0 +1,164 @@
+"""Stories of what survives the air, frame by frame (scripted drops on a virtual clock)."""
+
+from __future__ import annotations
+
+import pytest
+from linkpair import Pair
+
+from longge.errors import ConfigError, UsageError
+from longge.protocol import DropReason, Fragmenter, Reassembler
+
+A = bytes(range(100))  # 4 frames
+B = b"B" * 200  # 7 frames
+C = b"c" * 10  # 1 frame
+
+
+def test_clean_link_delivers_every_packet_in_order() -> None:
+    pair = Pair()
+    assert pair.send(A, B, C) == [A, B, C]
+    assert pair.rx.drops == {}
+
+
+def test_lost_middle_frame_drops_only_that_packet() -> None:
+    pair = Pair()
+    frames = pair.frames(A, B)
+    del frames[2]  # third frame of A
+    assert pair.feed(frames) == [B]
+    assert pair.rx.drops[DropReason.GAP] == 1
+
+
+def test_lost_last_frame_is_noticed_when_the_next_packet_starts() -> None:
+    pair = Pair()
+    frames = pair.frames(A, B)
+    del frames[3]  # last frame of A
+    assert pair.feed(frames) == [B]
+    assert pair.rx.drops[DropReason.INTERRUPTED] == 1
+
+
+def test_lost_first_frame_makes_the_rest_orphans() -> None:
+    pair = Pair()
+    frames = pair.frames(A, C)
+    del frames[0]
+    assert pair.feed(frames) == [C]
+    assert pair.rx.drops[DropReason.ORPHAN] == 3
+
+
+def test_repeated_frame_is_harmless() -> None:
+    pair = Pair()
+    frames = pair.frames(A)
+    frames.insert(2, frames[1])
+    assert pair.feed(frames) == [A]
+    assert pair.rx.drops[DropReason.DUPLICATE_FRAME] == 1
+
+
+def test_loss_of_exactly_eight_frames_is_caught_by_the_crc() -> None:
+    """The 3-bit index wraps; the CRC-32 still refuses the shortened packet."""
+    pair = Pair()
+    packet = bytes(range(256)) * 2  # 518-byte stream: 17 frames
+    frames = pair.frames(packet)
+    del frames[4:12]
+    assert pair.feed(frames) == []
+    assert pair.rx.drops[DropReason.CHECKSUM] == 1
+
+
+def test_spliced_packet_is_never_delivered() -> None:
+    """Head of one packet + tail of another with the same seq and index pattern."""
+    a = Pair(first_number=0)
+    b = Pair(first_number=0)
+    fa = a.frames(bytes(100))
+    fb = b.frames(bytes([1]) * 100)
+    spliced = fa[:2] + fb[2:]
+    rx = Pair()
+    assert rx.feed(spliced) == []
+    assert rx.rx.drops[DropReason.CHECKSUM] == 1
+
+
+def test_bit_flip_in_payload_is_caught() -> None:
+    pair = Pair()
+    frames = pair.frames(A)
+    frames[1] = frames[1][:5] + bytes([frames[1][5] ^ 0x10]) + frames[1][6:]
+    assert pair.feed(frames) == []
+    assert pair.rx.drops[DropReason.CHECKSUM] == 1
+
+
+def test_replayed_packet_is_stale() -> None:
+    pair = Pair()
+    frames = pair.frames(A, C)
+    assert pair.feed(frames + frames[:4]) == [A, C]
+    assert pair.rx.drops[DropReason.STALE] == 1
+
+
+def test_sender_restart_mid_packet() -> None:
+    """The sender dies halfway through B and comes back numbering from scratch."""
+    rx = Pair(first_number=1000)
+    frames = rx.frames(A, B)[:7]  # A whole, B cut short
+    assert rx.feed(frames) == [A]
+    restarted = Pair(first_number=3)  # "older" numbers than 1000
+    fresh = [bytes([i]) * 40 for i in range(5)]
+    got = rx.feed(restarted.frames(*fresh))
+    # B is dropped; the receiver follows the new sender after RESYNC_AFTER packets.
+    assert rx.rx.drops[DropReason.INTERRUPTED] == 1
+    assert got == fresh[2:]
+    assert rx.rx.drops[DropReason.STALE] == 2
+
+
+def test_partial_packet_times_out_and_memory_is_released() -> None:
+    pair = Pair()
+    frames = pair.frames(B)
+    pair.feed(frames[:3])
+    assert pair.rx.in_progress > 0
+    pair.rx.expire(pair.now + 0.5)
+    assert pair.rx.in_progress > 0
+    pair.rx.expire(pair.now + 1.5)
+    assert pair.rx.in_progress == 0
+    assert pair.rx.drops[DropReason.TIMEOUT] == 1
+    # The tail that arrives late is orphaned, not glued onto anything.
+    pair.now += 2
+    assert pair.feed(frames[3:]) == []
+
+
+def test_oversize_packet_is_dropped_by_a_receiver_with_a_smaller_mtu() -> None:
+    tx = Fragmenter(mtu=1500, first_number=0)
+    rx = Reassembler(mtu=100)
+    for f in tx.fragment(bytes(400)):
+        assert rx.receive(f, 0.0) is None
+    assert rx.drops[DropReason.OVERSIZE] == 1
+    assert rx.in_progress == 0
+
+
+def test_small_frames_for_experiments() -> None:
+    pair = Pair(payload_size=8)
+    frames = pair.frames(A)
+    assert all(len(f) <= 8 for f in frames)
+    assert pair.feed(frames) == [A]
+
+
+def test_garbage_frames_never_deliver_and_never_raise() -> None:
+    rx = Reassembler()
+    junk = [b"", b"\x00", b"\xff" * 32, b"\xc0", b"\xc0\x00", b"\xc0\x00\x00" + b"\x00" * 4]
+    for f in junk:
+        assert rx.receive(f, 0.0) is None
+    assert sum(rx.drops.values()) >= len(junk)
+
+
+def test_caller_mistakes_are_usage_errors() -> None:
+    tx = Fragmenter(mtu=100)
+    with pytest.raises(UsageError):
+        tx.fragment(b"")
+    with pytest.raises(UsageError, match="exceeds the MTU"):
+        tx.fragment(bytes(101))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "key"),
+    [
+        ({"payload_size": 2}, "payload_size"),
+        ({"payload_size": 33}, "payload_size"),
+        ({"mtu": 0}, "mtu"),
+    ],
+)
+def test_bad_sizes_are_config_errors_naming_the_key(kwargs: dict[str, int], key: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        Fragmenter(**kwargs)
+    assert err.value.key == key
+    assert key in str(err.value)
