@@ -211,17 +211,13 @@ class Air:
         return True
 
     def flush_tx(self, rid: int, now: int) -> None:
+        """Empty the TX FIFO. A frame already on air still occupies the channel until its end,
+        but its outcome is forgotten (RF24 flushes only after MAX_RT or when idle anyway)."""
         self._clock(now)
         radio = self.radios[rid]
-        flushed = len(radio.tx_fifo) - (1 if radio.attempt and not radio.blocked else 0)
-        if radio.attempt is not None and not radio.blocked:
-            # The frame on air finishes; what waits behind it is discarded.
-            while len(radio.tx_fifo) > 1:
-                radio.tx_fifo.pop()
-        else:
-            radio.tx_fifo.clear()
-            radio.attempt = None
-        radio.counters["frames_flushed"] += max(flushed, 0)
+        radio.counters["frames_flushed"] += len(radio.tx_fifo)
+        radio.tx_fifo.clear()
+        radio.attempt = None
         radio.blocked = False
 
     def reuse_tx(self, rid: int, now: int) -> None:
@@ -428,7 +424,9 @@ class Air:
         ack = _Transmission(rx.id, regs.channel, regs.bandwidth(), t + T_SETTLE_NS, 0)
         ack.end = ack.start + toa
         self._transmit(ack)
-        rx.busy_until = ack.end + T_SETTLE_NS  # back to RX after the ACK
+        # Deaf while it sends the ACK. Back in RX right after: otherwise a retransmission at
+        # ARD 250 µs (2 Mbit/s) could never be heard, which real links contradict.
+        rx.busy_until = ack.end
         rx.counters["acks_sent"] += 1
         attempt.acked_by.append(rx.id)
         attempt.ack_tx = ack

@@ -77,8 +77,10 @@ class SimRadio:
 
     # -- connection ---------------------------------------------------------------------------
 
-    def begin(self) -> bool:
+    def begin(self, ce_pin: int | None = None, csn_pin: int | None = None) -> bool:
         """Attach to the air. False (like a radio that does not answer) if it is not there."""
+        if ce_pin is not None and csn_pin is not None:
+            self.ce_pin, self.csn_pin = ce_pin, csn_pin
         self.close()
         try:
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)

@@ -1,0 +1,67 @@
+"""Radio options: one spelling, checked where the user typed them; the CLI refuses clearly."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from longge.errors import ConfigError
+from longge.radio.options import RadioOptions
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "key"),
+    [
+        ({"rate": "3M"}, "rate"),
+        ({"ard_us": 100}, "ard_us"),
+        ({"ard_us": 300}, "ard_us"),
+        ({"ard_us": 4250}, "ard_us"),
+        ({"arc": 16}, "arc"),
+        ({"payload": 0}, "payload"),
+        ({"address_width": 6}, "address_width"),
+        ({"crc": 0}, "crc"),
+        ({"channel": 126}, "channel"),
+        ({"per": 1.2}, "per"),
+        ({"burst": 0.5}, "burst"),
+        ({"seconds": 0}, "seconds"),
+    ],
+)
+def test_bad_values_name_their_key(kwargs: dict[str, object], key: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        RadioOptions(**kwargs)  # type: ignore[arg-type]
+    assert err.value.key == key
+
+
+def test_ard_steps_and_the_250k_ack_pitfall() -> None:
+    assert RadioOptions(ard_us=250).ard_step == 0
+    assert RadioOptions(ard_us=4000).ard_step == 15
+    assert RadioOptions(rate="250k", ard_us=250).ard_too_short
+    assert not RadioOptions(rate="250k", ard_us=500).ard_too_short
+    assert not RadioOptions(rate="250k", ard_us=250, auto_ack=False).ard_too_short
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "longge", *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def test_cli_refuses_a_bad_value_with_the_key_and_exit_2() -> None:
+    r = run_cli("radio-bench", "--arc", "20")
+    assert r.returncode == 2
+    assert "arc = 20 is not allowed: 0..15" in r.stderr
+
+
+def test_radio_bench_json_reports_what_the_air_saw() -> None:
+    r = run_cli("radio-bench", "--seconds", "1", "--json", "--per", "0.05", "--seed", "3")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    for key in ("throughput_bps", "bound_bps", "attempts", "retransmissions", "lost"):
+        assert key in out
+    assert 0 < out["frames_received"] <= out["frames_sent"]
+    assert out["attempts"] >= out["frames_received"]
+    assert out["retransmissions"] > 0 and out["lost"] > 0
+    assert out["throughput_bps"] < out["bound_bps"]

@@ -1,0 +1,157 @@
+"""Emulated radios through the real-time air server: pyrf24 semantics over a socket."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+from longge.air.server import query
+from longge.radio.constants import RF24_2MBPS, RF24_250KBPS
+from longge.radio.options import RadioOptions, configure
+from longge.radio.sim import SimRadio
+
+ADDR = b"1Node"
+
+
+def pair(air_path: str, **kw: object) -> tuple[SimRadio, SimRadio]:
+    opts = RadioOptions(**kw)  # type: ignore[arg-type]
+    tx, rx = SimRadio(air=air_path, name="tx"), SimRadio(air=air_path, name="rx")
+    assert tx.begin() and rx.begin()
+    configure(tx, opts)
+    configure(rx, opts)
+    rx.open_rx_pipe(1, ADDR)
+    rx.start_listening()
+    tx.stop_listening(ADDR)
+    time.sleep(0.01)  # RX settles (130 µs) in air time
+    return tx, rx
+
+
+def receive_all(rx: SimRadio, count: int, timeout: float = 5.0) -> list[bytes]:
+    got: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    while len(got) < count and time.monotonic() < deadline:
+        rx.wait(0.05)
+        while rx.available():
+            got.append(bytes(rx.read()))
+    return got
+
+
+def test_begin_fails_cleanly_without_an_air(tmp_path: object) -> None:
+    radio = SimRadio(air="/nonexistent/air.sock")
+    assert radio.begin() is False
+    assert radio.is_chip_connected is False
+    assert radio.write(b"x") is False  # no crash, no hang
+    assert radio.failure_detected > 0
+
+
+def test_write_is_acknowledged_and_read_returns_the_payload(air_path: str) -> None:
+    tx, rx = pair(air_path)
+    payloads = [bytes([i]) * (1 + i % 32) for i in range(50)]
+    got = []
+    for p in payloads:
+        assert tx.write(p) is True
+        assert tx.get_arc() == 0
+        got += receive_all(rx, 1)
+    assert got == payloads
+
+
+def test_a_receiver_that_does_not_read_stops_acknowledging(air_path: str) -> None:
+    """RX FIFO holds 3; a full FIFO is not acknowledged, so the 4th write hits MAX_RT."""
+    tx, rx = pair(air_path)
+    assert [tx.write(b"x%d" % i) for i in range(4)] == [True, True, True, False]
+    assert rx.rx_fifo_full
+    assert query(air_path)["air"]["radios"]["rx"]["rx_fifo_full"] == 3  # ARC 2: 3 attempts
+
+
+def test_write_fast_and_tx_standby_stream_many_frames(air_path: str) -> None:
+    tx, rx = pair(air_path)
+    got: list[bytes] = []
+    for i in range(300):
+        while tx.is_fifo(True) == 2:  # full: read while the air drains it
+            got += receive_all(rx, 1, timeout=0.01)
+        assert tx.write_fast(i.to_bytes(2, "big"))
+    while not tx.is_fifo(True, True):
+        got += receive_all(rx, 1, timeout=0.01)
+    assert tx.tx_standby() is True
+    got += receive_all(rx, 300 - len(got))
+    assert [int.from_bytes(g, "big") for g in got] == list(range(300))
+
+
+def test_write_without_a_listener_fails_after_max_rt_and_flushes(air_path: str) -> None:
+    tx = SimRadio(air=air_path, name="lonely")
+    assert tx.begin()
+    configure(tx, RadioOptions(arc=3))
+    tx.stop_listening(b"Nobdy")
+    assert tx.write(b"hello") is False
+    assert tx.get_arc() == 3
+    assert tx.is_fifo(True, True)  # flushed: empty
+    stats = query(air_path)["air"]["radios"]["lonely"]
+    assert stats["max_rt"] == 1 and stats["attempts"] == 4
+
+
+def test_write_fast_returns_false_on_max_rt_and_reuse_tx_retries(air_path: str) -> None:
+    tx = SimRadio(air=air_path, name="t2")
+    assert tx.begin()
+    configure(tx, RadioOptions(arc=0))
+    tx.stop_listening(b"Nobdy")
+    results = [tx.write_fast(b"a") for _ in range(4)]
+    assert results[:3] == [True, True, True]
+    assert results[3] is False  # FIFO full and MAX_RT raised
+    assert tx.what_happened()[1] is True
+    tx.reuse_tx()
+    assert tx.tx_standby(10) is False  # retried for ~105 ms, then flushed
+    assert tx.is_fifo(True, True)
+
+
+def test_multicast_needs_dynamic_ack(air_path: str) -> None:
+    tx, rx = pair(air_path, auto_ack=True)
+    assert tx.write(b"m", multicast=True) is True
+    assert receive_all(rx, 1) == [b"m"]
+    stats = query(air_path)["air"]["radios"]["rx"]
+    assert stats.get("acks_sent", 0) == 0  # configure() enabled dynamic ack: NO_ACK honoured
+
+
+def test_settings_read_back(air_path: str) -> None:
+    r = SimRadio(air=air_path)
+    assert r.begin()
+    r.data_rate = RF24_250KBPS
+    r.channel = 200  # RF24 clamps to 125
+    r.set_retries(3, 7)
+    assert r.data_rate == RF24_250KBPS and r.channel == 125
+    r.data_rate = RF24_2MBPS
+    assert int(r.data_rate) == int(RF24_2MBPS)
+    r.payload_size = 99
+    assert r.payload_size == 32
+
+
+def test_static_payloads_pad_to_payload_size(air_path: str) -> None:
+    tx, rx = pair(air_path)
+    for r in (tx, rx):
+        r.dynamic_payloads = False
+        r.payload_size = 8
+    assert tx.write(b"abc")
+    assert receive_all(rx, 1) == [b"abc" + bytes(5)]
+
+
+def test_air_counts_garbage_and_keeps_serving(air_path: str) -> None:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as s:
+        s.settimeout(2)
+        s.connect(air_path)
+        for junk in [b"T\x00" + bytes(40), b"Z", b"C{not json", b"H" + b"\xff\xfe"]:
+            s.send(junk)
+        s.send(b"Cjunk")
+        replies = [s.recv(4096) for _ in range(4)]
+    assert all(r[:1] in (b"e", b"h") for r in replies)
+    assert query(air_path)["bad_messages"] >= 3
+    tx, rx = pair(air_path)  # still works
+    assert tx.write(b"ok") and receive_all(rx, 1) == [b"ok"]
+
+
+def test_radio_whose_peer_vanishes_sees_max_rt_not_a_hang(air_path: str) -> None:
+    tx, rx = pair(air_path, arc=2)
+    assert tx.write(b"1")
+    rx.close()
+    time.sleep(0.05)
+    start = time.monotonic()
+    assert tx.write(b"2") is False
+    assert time.monotonic() - start < 1.0
