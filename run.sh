@@ -26,7 +26,7 @@ pick_python() {
 }
 
 # Debian packages the tool needs at run time; installed only when root and missing.
-debian_packages=(iproute2)
+debian_packages=(iproute2 iptables iperf3 libiperf0 irtt iputils-ping curl procps)
 
 install_debian_packages() {
     local missing=() pkg

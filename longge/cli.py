@@ -61,6 +61,123 @@ def cmd_air_stats(ns: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_daemon(ns: argparse.Namespace) -> int:
+    from longge import config
+    from longge.daemon.supervisor import Supervisor
+    from longge.radio.options import given_options
+
+    overrides = _radio_overrides(given_options(ns))
+    cfg = config.load(ns.config, overrides)
+    print(
+        f"longge daemon: {cfg.role} on {cfg.tun} {cfg.address}, control {cfg.control}", flush=True
+    )
+    Supervisor(cfg).run()
+    return 0
+
+
+def _radio_overrides(given: dict[str, object]) -> dict[str, dict[str, object]]:
+    radio = {
+        k: v
+        for k, v in given.items()
+        if k not in ("channel", "seconds", "per", "ack_per", "burst", "seed")
+    }
+    if "channel" in given:
+        radio["tx_channel"] = given["channel"]
+    return {"radio": radio} if radio else {}
+
+
+def _control_paths(ns: argparse.Namespace) -> dict[str, str]:
+    from longge import testbed
+
+    if ns.control:
+        return {"node": ns.control}
+    p = testbed.paths()
+    if p["state"].exists():
+        return {"base": str(p["base"]), "mobile": str(p["mobile"])}
+    return {"node": "/run/longge/longge0.sock"}
+
+
+def cmd_status(ns: argparse.Namespace) -> int:
+    from longge.daemon.control import ControlError, request
+    from longge.daemon.statusview import node_text
+
+    out: dict[str, object] = {}
+    for name, path in _control_paths(ns).items():
+        try:
+            out[name] = request(path, {"cmd": "status"})
+        except ControlError as exc:
+            out[name] = {"error": str(exc)}
+    if ns.json:
+        print(json.dumps(out, indent=2))
+    else:
+        for name, st in out.items():
+            print(f"{name}:")
+            print(node_text(st))  # type: ignore[arg-type]
+    return 0 if all("error" not in st for st in out.values()) else 1  # type: ignore[operator]
+
+
+def cmd_radio_set(ns: argparse.Namespace) -> int:
+    from longge.daemon.control import ControlError, request
+    from longge.radio.options import given_options
+
+    options = given_options(ns)
+    options.pop("seconds", None)
+    if "channel" in options:
+        raise ConfigError("channel", options["channel"], "set tx/rx channels in the config file")
+    if not options:
+        print("nothing to set: give radio options, e.g. --ard-us 250 --arc 2", file=sys.stderr)
+        return 2
+    code = 0
+    for name, path in _control_paths(ns).items():
+        try:
+            reply = request(path, {"cmd": "set", "options": options})
+        except ControlError as exc:
+            reply = {"error": str(exc)}
+        if "error" in reply:
+            code = 2 if "key" in reply else 1
+            print(f"{name}: error: {reply['error']}", file=sys.stderr)
+        else:
+            r = reply["radio"]
+            print(
+                f"{name}: {r['rate']} ARD {r['ard_us']} µs ARC {r['arc']} "
+                f"{'auto-ack' if r['auto_ack'] else 'no-ack'} payload {r['payload']}"
+            )
+    return code
+
+
+def cmd_testbed(ns: argparse.Namespace) -> int:
+    from longge import testbed
+    from longge.daemon.statusview import node_text
+    from longge.radio.options import options_from_args
+
+    if ns.action == "down":
+        removed = testbed.down()
+        print("testbed down" + (f": removed {', '.join(removed)}" if removed else ""))
+        return 0
+    if ns.action == "up":
+        st = testbed.up(options_from_args(ns), say=lambda s: print(f"testbed: {s}", flush=True))
+    else:
+        st = testbed.status()
+    if ns.json:
+        print(json.dumps(st, indent=2))
+        return 0 if st["up"] else 1
+    print(
+        f"testbed {'UP' if st['up'] else 'DOWN'}: namespaces "
+        + ", ".join(f"{k}{'' if v else ' (missing)'}" for k, v in st["namespaces"].items())
+    )
+    a = st["addresses"]
+    print(
+        f"  mobile {a['mobile']} (lg-mobile), base {a['base']} (lg-base), "
+        f"internet host {a['internet']} (lg-inet, via the base station's NAT)"
+    )
+    for role, node in st["nodes"].items():
+        print(f"{role}:")
+        print(node_text(node))
+    if st["up"]:
+        print("  try: ip netns exec lg-mobile ping -c 3 10.24.0.1")
+    return 0 if st["up"] else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     from longge.air.server import DEFAULT_SOCKET
     from longge.radio.options import add_radio_arguments
@@ -85,6 +202,29 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("air-stats", help="print a running air emulator's counters")
     p.add_argument("--socket", default=DEFAULT_SOCKET)
     p.set_defaults(func=cmd_air_stats)
+
+    p = sub.add_parser("daemon", help="run the link daemon (TUN + radios) in the foreground")
+    p.add_argument("--config", required=True, help="node config (TOML)")
+    add_radio_arguments(p, emulator=False, timing=False, only_given=True)
+    p.set_defaults(func=cmd_daemon)
+
+    p = sub.add_parser("status", help="link state and counters of the running daemon(s)")
+    p.add_argument("--control", help="daemon control socket (default: testbed, else longge0)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_status)
+
+    p = sub.add_parser("radio", help="change radio settings of the running daemon(s) live")
+    rsub = p.add_subparsers(dest="radio_cmd", required=True, metavar="set")
+    q = rsub.add_parser("set", help="e.g. radio set --ard-us 250 --arc 2")
+    add_radio_arguments(q, emulator=False, timing=False, only_given=True)
+    q.add_argument("--control", help="daemon control socket (default: testbed, else longge0)")
+    q.set_defaults(func=cmd_radio_set)
+
+    p = sub.add_parser("testbed", help="emulated link in network namespaces: up | down | status")
+    p.add_argument("action", choices=["up", "down", "status"])
+    add_radio_arguments(p, timing=False)
+    p.add_argument("--json", action="store_true", help="status as JSON")
+    p.set_defaults(func=cmd_testbed)
     return parser
 
 

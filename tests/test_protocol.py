@@ -162,3 +162,13 @@ def test_bad_sizes_are_config_errors_naming_the_key(kwargs: dict[str, int], key:
         Fragmenter(**kwargs)
     assert err.value.key == key
     assert key in str(err.value)
+
+
+def test_keepalive_is_one_frame_that_comes_back_empty_and_keeps_order() -> None:
+    pair = Pair()
+    frames = pair.frames(A)
+    ka = pair.tx.keepalive()
+    assert len(ka) == 1 and len(ka[0]) == 7
+    frames += ka + pair.frames(C)
+    assert pair.feed(frames) == [A, b"", C]
+    assert pair.rx.keepalives == 1 and pair.rx.delivered == 2

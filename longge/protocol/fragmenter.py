@@ -54,9 +54,16 @@ class Fragmenter:
     def fragment(self, packet: bytes) -> list[bytes]:
         """Frames for one packet, in the order they must be sent."""
         if not packet:
-            raise UsageError("cannot send an empty packet")
+            raise UsageError("cannot send an empty packet (use keepalive())")
         if len(packet) > self.mtu:
             raise UsageError(f"packet of {len(packet)} bytes exceeds the MTU of {self.mtu}")
+        return self._frames(packet)
+
+    def keepalive(self) -> list[bytes]:
+        """One frame that carries no packet: the peer learns the link is alive (7 bytes)."""
+        return self._frames(b"")
+
+    def _frames(self, packet: bytes) -> list[bytes]:
         number = self._number
         self._number = (number + 1) & 0xFFFF
         body = number.to_bytes(2, "big") + packet

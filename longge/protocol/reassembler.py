@@ -42,7 +42,6 @@ class DropReason(enum.StrEnum):
     CHECKSUM = "checksum"  # CRC-32 mismatch: corrupted or spliced
     TIMEOUT = "timeout"  # no frame for `timeout` seconds
     STALE = "stale"  # valid but not newer than the last delivered packet
-    EMPTY_PACKET = "empty_packet"  # valid stream that carries no IP bytes
 
 
 class Reassembler:
@@ -52,6 +51,7 @@ class Reassembler:
         self.timeout = timeout
         self.drops: Counter[DropReason] = Counter()
         self.delivered = 0
+        self.keepalives = 0
         self.frames = 0
         self._buf = bytearray()
         self._active = False
@@ -73,7 +73,11 @@ class Reassembler:
             self._abandon(DropReason.TIMEOUT)
 
     def receive(self, frame: bytes, now: float) -> bytes | None:
-        """Feed one frame; returns a whole packet when this frame completes a valid one."""
+        """Feed one frame; returns a whole packet when this frame completes a valid one.
+
+        A valid packet of zero bytes is a keepalive (``Fragmenter.keepalive``): it comes back
+        as ``b""`` so that the caller can note that the peer is alive; it is not an IP packet.
+        """
         self.frames += 1
         self.expire(now)
         if not frame:
@@ -149,9 +153,9 @@ class Reassembler:
             return None
         packet = body[NUMBER_LEN:]
         if not packet:
-            self.drops[DropReason.EMPTY_PACKET] += 1
-            return None
-        self.delivered += 1
+            self.keepalives += 1
+        else:
+            self.delivered += 1
         return packet
 
     def _accept_number(self, number: int) -> bool:

@@ -99,28 +99,66 @@ class RadioOptions:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
-def add_radio_arguments(parser: argparse.ArgumentParser, emulator: bool = True) -> None:
+def add_radio_arguments(
+    parser: argparse.ArgumentParser,
+    emulator: bool = True,
+    timing: bool = True,
+    only_given: bool = False,
+) -> None:
+    """The shared radio options. ``only_given``: no defaults, so that the namespace holds just
+    what the user typed (for overrides and live changes); adds ``--ack`` to undo ``--no-ack``."""
     d = RadioOptions()
+
+    def dflt(value: object) -> object:
+        return argparse.SUPPRESS if only_given else value
+
     g = parser.add_argument_group("radio")
-    g.add_argument("--rate", choices=sorted(RATE_BPS), default=d.rate, help="air data rate")
-    g.add_argument("--ard-us", type=int, default=d.ard_us, help="auto-retransmit delay, µs")
-    g.add_argument("--arc", type=int, default=d.arc, help="auto-retransmit count, 0..15")
-    g.add_argument("--no-ack", action="store_true", help="send without auto-ack")
-    g.add_argument("--payload", type=int, default=d.payload, help="frame payload, bytes")
-    g.add_argument("--address-width", type=int, default=d.address_width, help="3..5 bytes")
-    g.add_argument("--crc", type=int, default=d.crc, help="CRC length, 1 or 2 bytes")
-    g.add_argument("--channel", type=int, default=d.channel, help="RF channel 0..125")
-    g.add_argument("--seconds", type=float, default=d.seconds, help="duration, s")
-    g.add_argument("--seed", type=int, default=d.seed, help="seed of the emulator's losses")
+    g.add_argument("--rate", choices=sorted(RATE_BPS), default=dflt(d.rate), help="air data rate")
+    g.add_argument("--ard-us", type=int, default=dflt(d.ard_us), help="auto-retransmit delay, µs")
+    g.add_argument("--arc", type=int, default=dflt(d.arc), help="auto-retransmit count, 0..15")
+    g.add_argument("--no-ack", action="store_true", default=dflt(False), help="no auto-ack")
+    if only_given:
+        g.add_argument(
+            "--ack",
+            dest="no_ack",
+            action="store_false",
+            default=argparse.SUPPRESS,
+            help="auto-ack on",
+        )
+    g.add_argument("--payload", type=int, default=dflt(d.payload), help="frame payload, bytes")
+    g.add_argument("--address-width", type=int, default=dflt(d.address_width), help="3..5 bytes")
+    g.add_argument("--crc", type=int, default=dflt(d.crc), help="CRC length, 1 or 2 bytes")
+    g.add_argument("--channel", type=int, default=dflt(d.channel), help="RF channel 0..125")
+    if timing:
+        g.add_argument("--seconds", type=float, default=dflt(d.seconds), help="duration, s")
     if emulator:
         e = parser.add_argument_group("emulated air")
-        e.add_argument("--per", type=float, default=d.per, help="frame error rate, data and ACK")
-        e.add_argument(
-            "--ack-per", type=float, default=None, help="ACK error rate (default: --per)"
-        )
-        e.add_argument(
-            "--burst", type=float, default=d.burst, help="mean loss burst length, frames"
-        )
+        e.add_argument("--per", type=float, default=dflt(d.per), help="frame error rate, data+ACK")
+        e.add_argument("--ack-per", type=float, default=dflt(None), help="ACK error rate (=--per)")
+        e.add_argument("--burst", type=float, default=dflt(d.burst), help="mean loss burst, frames")
+        e.add_argument("--seed", type=int, default=dflt(d.seed), help="seed of the losses")
+
+
+def given_options(ns: argparse.Namespace) -> dict[str, object]:
+    """RadioOptions fields the user typed (from an ``only_given`` parser)."""
+    names = {
+        "rate",
+        "ard_us",
+        "arc",
+        "payload",
+        "address_width",
+        "crc",
+        "channel",
+        "seconds",
+        "per",
+        "ack_per",
+        "burst",
+        "seed",
+    }
+    out = {k: v for k, v in vars(ns).items() if k in names}
+    if "no_ack" in vars(ns):
+        out["auto_ack"] = not ns.no_ack
+    return out
 
 
 def options_from_args(ns: argparse.Namespace) -> RadioOptions:
@@ -136,8 +174,8 @@ def options_from_args(ns: argparse.Namespace) -> RadioOptions:
         per=getattr(ns, "per", 0.0),
         ack_per=getattr(ns, "ack_per", None),
         burst=getattr(ns, "burst", 1.0),
-        seconds=ns.seconds,
-        seed=ns.seed,
+        seconds=getattr(ns, "seconds", RadioOptions.seconds),
+        seed=getattr(ns, "seed", RadioOptions.seed),
     )
 
 

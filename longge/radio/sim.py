@@ -72,6 +72,8 @@ class SimRadio:
         self._arc = 0
         self._rx: deque[tuple[int, bytes]] = deque()
         self.failure_detected = 0
+        #: Sum of ARC_CNT over every finished payload (extension: pyrf24 shows only the last).
+        self.retransmissions = 0
         self.air_errors: list[str] = []
         self._reads_unreported = 0
 
@@ -179,6 +181,7 @@ class SimRadio:
             self._fifo = fifo
             self._reported_accepted = accepted
             self._arc = arc
+            self.retransmissions += arc
             if ok:
                 self._tx_ds = True
             else:

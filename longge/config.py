@@ -1,0 +1,201 @@
+"""Node configuration: a TOML file, overridden by command-line options, checked in one place.
+
+Every wrong value raises ``ConfigError`` naming the key (``radio.arc``, ``node.address``, …)
+and what is allowed; unknown keys are refused too, so a typo does not pass silently.
+See ``basestation/longge.toml`` and ``mobile/longge.toml`` for annotated examples.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import tomllib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from longge.air.server import DEFAULT_SOCKET
+from longge.errors import ConfigError
+from longge.protocol.fragmenter import MIN_PAYLOAD, check_mtu
+from longge.radio.options import RadioOptions
+from longge.tun import check_ifname
+
+ROLES = ("base", "mobile")
+BACKENDS = ("sim", "rf24", "serial")
+PA_LEVELS = {"min": 0, "low": 1, "high": 2, "max": 3}
+
+
+@dataclass(frozen=True)
+class NodeConfig:
+    role: str = "mobile"
+    tun: str = "longge0"
+    address: str = "10.24.0.2/24"
+    peer: str = "10.24.0.1"
+    mtu: int = 1500
+    txqueuelen: int = 32
+    queue_ms: int = 100
+    control: str = "/run/longge/longge0.sock"
+    keepalive_s: float = 1.0
+    backend: str = "sim"
+    air: str = DEFAULT_SOCKET
+    radio: RadioOptions = field(default_factory=RadioOptions)
+    pa_level: str = "low"
+    tx_channel: int = 76
+    rx_channel: int = 86
+    tx_address: bytes = b"LGm2b"
+    rx_address: bytes = b"LGb2m"
+    default_route: bool = False
+    routes: tuple[str, ...] = ()
+    nat: bool = True
+    uplink: str = ""
+
+    def __post_init__(self) -> None:
+        _one_of("node.role", self.role, ROLES)
+        check_ifname(self.tun)
+        try:
+            iface = ipaddress.ip_interface(self.address)
+        except ValueError as exc:
+            raise ConfigError("node.address", self.address, "an address/prefix") from exc
+        try:
+            peer = ipaddress.ip_address(self.peer)
+        except ValueError as exc:
+            raise ConfigError("node.peer", self.peer, "an IP address") from exc
+        if peer not in iface.network or peer == iface.ip:
+            raise ConfigError("node.peer", self.peer, f"another address in {iface.network}")
+        check_mtu(self.mtu)
+        if not 576 <= self.mtu <= 9000:
+            raise ConfigError("node.mtu", self.mtu, "576..9000 bytes")
+        _in_range("node.txqueuelen", self.txqueuelen, 1, 10_000)
+        _in_range("node.queue_ms", self.queue_ms, 1, 10_000)
+        if not 0.1 <= self.keepalive_s <= 60:
+            raise ConfigError("node.keepalive_s", self.keepalive_s, "0.1..60 s")
+        _one_of("radio.backend", self.backend, BACKENDS)
+        _one_of("radio.pa_level", self.pa_level, tuple(PA_LEVELS))
+        if self.radio.payload < MIN_PAYLOAD:
+            raise ConfigError("radio.payload", self.radio.payload, f"{MIN_PAYLOAD}..32 bytes")
+        for key, ch in (
+            ("radio.tx_channel", self.tx_channel),
+            ("radio.rx_channel", self.rx_channel),
+        ):
+            _in_range(key, ch, 0, 125)
+        if abs(self.tx_channel - self.rx_channel) < 2:
+            raise ConfigError(
+                "radio.rx_channel", self.rx_channel, "at least 2 channels from radio.tx_channel"
+            )
+        for key, addr in (
+            ("radio.tx_address", self.tx_address),
+            ("radio.rx_address", self.rx_address),
+        ):
+            if len(addr) != self.radio.address_width:
+                raise ConfigError(key, addr, f"{self.radio.address_width} bytes (address_width)")
+        if self.tx_address == self.rx_address:
+            raise ConfigError("radio.rx_address", self.rx_address, "different from tx_address")
+        for route in self.routes:
+            try:
+                ipaddress.ip_network(route)
+            except ValueError as exc:
+                raise ConfigError("mobile.routes", route, "networks like 10.99.0.0/24") from exc
+
+    @property
+    def pa_value(self) -> int:
+        return PA_LEVELS[self.pa_level]
+
+
+def _one_of(key: str, value: object, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ConfigError(key, value, "one of " + ", ".join(allowed))
+
+
+def _in_range(key: str, value: int, lo: int, hi: int) -> None:
+    if not isinstance(value, int) or not lo <= value <= hi:
+        raise ConfigError(key, value, f"{lo}..{hi}")
+
+
+def parse_address(key: str, value: object) -> bytes:
+    """An address is 3..5 ASCII characters ("LGm2b") or hex with 0x ("0xe7e7e7e7e7")."""
+    if not isinstance(value, str):
+        raise ConfigError(key, value, "a string: 3..5 characters or 0x-prefixed hex")
+    if value.startswith("0x"):
+        try:
+            return bytes.fromhex(value[2:])
+        except ValueError as exc:
+            raise ConfigError(key, value, "hex digits after 0x") from exc
+    return value.encode()
+
+
+# Where each TOML key lands: section.key -> NodeConfig field (radio options go to `radio`).
+_NODE_KEYS = {
+    "node": {
+        "role",
+        "tun",
+        "address",
+        "peer",
+        "mtu",
+        "txqueuelen",
+        "queue_ms",
+        "control",
+        "keepalive_s",
+    },
+    "radio": {"backend", "pa_level", "tx_channel", "rx_channel", "tx_address", "rx_address"},
+    "sim": {"air"},
+    "mobile": {"default_route", "routes"},
+    "base": {"nat", "uplink"},
+}
+_RADIO_KEYS = {
+    "rate",
+    "ard_us",
+    "arc",
+    "auto_ack",
+    "payload",
+    "address_width",
+    "crc",
+    "per",
+    "ack_per",
+    "burst",
+    "seed",
+}
+
+
+def from_mapping(data: dict[str, Any], base: NodeConfig | None = None) -> NodeConfig:
+    """Build a config from parsed TOML (sections as above) on top of ``base``."""
+    node: dict[str, Any] = {}
+    radio: dict[str, Any] = {}
+    for section, values in data.items():
+        if section not in _NODE_KEYS:
+            raise ConfigError(section, "...", "sections: " + ", ".join(_NODE_KEYS))
+        if not isinstance(values, dict):
+            raise ConfigError(section, values, "a [section] table")
+        for key, value in values.items():
+            name = f"{section}.{key}"
+            if section == "radio" and key in _RADIO_KEYS:
+                radio[key] = value
+            elif key in _NODE_KEYS[section]:
+                if key in ("tx_address", "rx_address"):
+                    value = parse_address(name, value)
+                if key == "routes":
+                    value = tuple(value)
+                node[key] = value
+            else:
+                raise ConfigError(name, value, "not a known key (typo?)")
+    cfg = base or NodeConfig()
+    try:
+        opts = replace(cfg.radio, **radio)
+    except ConfigError as exc:
+        raise ConfigError(f"radio.{exc.key}", exc.value, exc.allowed) from exc
+    except TypeError as exc:
+        raise ConfigError("radio", radio, str(exc)) from exc
+    try:
+        return replace(cfg, radio=opts, **node)
+    except TypeError as exc:
+        raise ConfigError("node", node, str(exc)) from exc
+
+
+def load(path: str | Path, overrides: dict[str, Any] | None = None) -> NodeConfig:
+    """Read a TOML file; ``overrides`` has the same shape and wins."""
+    try:
+        data = tomllib.loads(Path(path).read_text())
+    except FileNotFoundError as exc:
+        raise ConfigError("config", str(path), "an existing TOML file") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError("config", str(path), f"valid TOML ({exc})") from exc
+    cfg = from_mapping(data)
+    return from_mapping(overrides, cfg) if overrides else cfg

@@ -1,0 +1,110 @@
+"""What both radio processes share: bringing a radio up, and talking to the supervisor.
+
+The supervisor and each radio process are joined by a ``multiprocessing`` pipe:
+
+    supervisor -> radio process   ("set", {radio option: value, ...})   reconfigure live
+                                  ("stop", None)                        leave the loop
+    radio process -> supervisor   ("stats", {...})                      every STATS_EVERY_S
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from dataclasses import replace
+from multiprocessing.connection import Connection
+from typing import Any
+
+from longge.config import NodeConfig
+from longge.errors import ConfigError
+from longge.radio.factory import open_radio
+from longge.radio.interface import Radio
+from longge.radio.options import configure
+
+STATS_EVERY_S = 0.25
+RETRY_RADIO_S = 1.0
+
+
+def bring_up(cfg: NodeConfig, which: str) -> Radio | None:
+    """A begun and configured radio, or None if it does not answer (caller retries)."""
+    radio = open_radio(cfg, which)
+    if not radio.begin():
+        return None
+    apply_settings(radio, cfg, which)
+    return radio
+
+
+def apply_settings(radio: Radio, cfg: NodeConfig, which: str) -> None:
+    channel = cfg.tx_channel if which == "tx" else cfg.rx_channel
+    configure(radio, cfg.radio, channel=channel)
+    radio.pa_level = cfg.pa_value
+    if which == "tx":
+        radio.stop_listening(cfg.tx_address)
+    else:
+        radio.open_rx_pipe(1, cfg.rx_address)
+        radio.start_listening()
+
+
+class Child:
+    """Pipe handling and periodic stats for one radio process."""
+
+    def __init__(self, cfg: NodeConfig, which: str, conn: Connection) -> None:
+        with contextlib.suppress(OSError):
+            os.nice(-5)  # root only: a radio process that sleeps too long overflows a FIFO
+        self.cfg = cfg
+        self.which = which
+        self.conn = conn
+        self.radio: Radio | None = None
+        self.running = True
+        self.state = "starting"
+        self.radio_attempts = 0
+        self._next_stats = 0.0
+        self._next_radio_try = 0.0
+
+    def ensure_radio(self, now: float) -> Radio | None:
+        if (
+            self.radio is not None
+            and self.radio.failure_detected
+            and not getattr(self.radio, "is_chip_connected", True)
+        ):
+            self.radio = None  # lost it (air gone, chip unplugged): start over
+        if self.radio is None and now >= self._next_radio_try:
+            self.radio_attempts += 1
+            self.radio = bring_up(self.cfg, self.which)
+            self._next_radio_try = now + RETRY_RADIO_S
+            self.state = "up" if self.radio is not None else "radio_not_answering"
+        return self.radio
+
+    def handle_control(self) -> None:
+        while self.conn.poll():
+            try:
+                cmd, arg = self.conn.recv()
+            except (EOFError, OSError):
+                self.running = False  # the supervisor is gone
+                return
+            if cmd == "stop":
+                self.running = False
+            elif cmd == "set":
+                self.reconfigure(arg)
+
+    def reconfigure(self, options: dict[str, Any]) -> None:
+        channels = {k: options.pop(k) for k in ("tx_channel", "rx_channel") if k in options}
+        try:
+            self.cfg = replace(self.cfg, radio=replace(self.cfg.radio, **options), **channels)
+        except (ConfigError, TypeError):
+            return  # the supervisor checked already; a stale request is ignored
+        if self.radio is not None:
+            apply_settings(self.radio, self.cfg, self.which)
+
+    def maybe_send_stats(self, now: float, stats: dict[str, Any]) -> None:
+        if now < self._next_stats:
+            return
+        self._next_stats = now + STATS_EVERY_S
+        stats.update(state=self.state, radio_attempts=self.radio_attempts, pid_time=time.time())
+        if self.radio is not None:
+            stats["radio_failures"] = self.radio.failure_detected
+        try:
+            self.conn.send(("stats", stats))
+        except (BrokenPipeError, OSError):
+            self.running = False

@@ -1,0 +1,120 @@
+"""The link's transmit queue, sans-IO: flow-fair, bounded in bytes and in time.
+
+Latency under overload is set here, on purpose, not by a 500-packet kernel queue
+(DESIGN.md §1). Packets are hashed into flows by their addresses, protocol and ports, and
+served by deficit round robin with fq_codel's trick: a flow that was idle (a ping, a DNS
+query, a TCP ACK) joins the "new" list and is served before the bulk flows. Two bounds:
+
+- bytes: at most ``limit_bytes`` queued; on overflow the head of the fattest flow is dropped;
+- time: a packet older than ``max_age`` seconds when its turn comes is dropped.
+
+Both drops are counted. Time is passed in; nothing here reads a clock.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections import Counter, deque
+from dataclasses import dataclass, field
+
+BUCKETS = 64
+
+
+def flow_key(packet: bytes) -> int:
+    """Bucket of an IPv4/IPv6 packet: addresses, protocol and (if present) ports."""
+    if not packet:
+        return 0
+    version = packet[0] >> 4
+    if version == 4 and len(packet) >= 20:
+        ihl = (packet[0] & 0x0F) * 4
+        proto = packet[9]
+        key = packet[12:20] + bytes((proto,))
+        frag = int.from_bytes(packet[6:8], "big") & 0x1FFF
+        if proto in (6, 17) and frag == 0 and len(packet) >= ihl + 4:
+            key += packet[ihl : ihl + 4]
+    elif version == 6 and len(packet) >= 40:
+        proto = packet[6]
+        key = packet[8:40] + bytes((proto,))
+        if proto in (6, 17) and len(packet) >= 44:
+            key += packet[40:44]
+    else:
+        key = packet[:1]
+    return zlib.crc32(key) % BUCKETS
+
+
+@dataclass
+class _Flow:
+    packets: deque[tuple[bytes, float]] = field(default_factory=deque)
+    bytes: int = 0
+    deficit: int = 0
+    listed: bool = False
+
+
+class FairQueue:
+    def __init__(self, limit_bytes: int, max_age: float, quantum: int = 1514) -> None:
+        self.limit_bytes = limit_bytes
+        self.max_age = max_age
+        self.quantum = quantum
+        self.bytes = 0
+        self.packets = 0
+        self.drops: Counter[str] = Counter()
+        self._flows = [_Flow() for _ in range(BUCKETS)]
+        self._new: deque[_Flow] = deque()
+        self._old: deque[_Flow] = deque()
+
+    def __len__(self) -> int:
+        return self.packets
+
+    def push(self, packet: bytes, now: float) -> None:
+        flow = self._flows[flow_key(packet)]
+        flow.packets.append((packet, now))
+        flow.bytes += len(packet)
+        self.bytes += len(packet)
+        self.packets += 1
+        if not flow.listed:
+            flow.listed = True
+            flow.deficit = self.quantum
+            self._new.append(flow)
+        while self.bytes > self.limit_bytes:
+            fattest = max(self._flows, key=lambda f: f.bytes)
+            self._drop_head(fattest)
+            self.drops["overflow"] += 1
+
+    def pop(self, now: float) -> bytes | None:
+        while True:
+            if self._new:
+                lst = self._new
+            elif self._old:
+                lst = self._old
+            else:
+                return None
+            flow = lst[0]
+            if flow.deficit <= 0:
+                flow.deficit += self.quantum
+                lst.popleft()
+                self._old.append(flow)
+                continue
+            if not flow.packets:
+                lst.popleft()
+                if lst is self._new:
+                    self._old.append(flow)  # as fq_codel: no starving the old list
+                else:
+                    flow.listed = False
+                continue
+            packet, since = self._drop_head(flow)
+            if now - since > self.max_age:
+                self.drops["expired"] += 1
+                continue
+            flow.deficit -= len(packet)
+            return packet
+
+    def _drop_head(self, flow: _Flow) -> tuple[bytes, float]:
+        packet, since = flow.packets.popleft()
+        flow.bytes -= len(packet)
+        self.bytes -= len(packet)
+        self.packets -= 1
+        return packet, since
+
+    def oldest_age(self, now: float) -> float:
+        ages = [now - f.packets[0][1] for f in self._flows if f.packets]
+        return max(ages, default=0.0)

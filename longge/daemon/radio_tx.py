@@ -1,0 +1,125 @@
+"""The TX radio process: TUN -> queue -> frames -> radio. One loop of non-blocking calls:
+
+1. tun_reader   read every packet the kernel has for the link into the fair queue;
+2. scheduler    when the previous packet is loaded, take the next one (fair, bounded, aged);
+3. fragmenter   cut it into frames (``longge.protocol``);
+4. radio_tx     load frames while the TX FIFO has room (``write_fast`` never blocks here);
+5. max_rt       a frame that exhausted its retries: flush, abandon the rest of its packet;
+6. keepalive    nothing sent for ``keepalive_s``: send a keepalive frame so the peer knows;
+7. wait         sleep until the TUN, the radio or the supervisor has something.
+"""
+
+from __future__ import annotations
+
+import select
+import signal
+import time
+from collections import deque
+from multiprocessing.connection import Connection
+from typing import Any
+
+from longge.config import NodeConfig
+from longge.daemon.child import Child
+from longge.daemon.fairqueue import FairQueue
+from longge.protocol import Fragmenter
+from longge.tun import Tun
+
+FIFO_FULL = 2
+READ_BURST = 64
+
+
+def queue_limit_bytes(cfg: NodeConfig) -> int:
+    """The byte budget: what the air carries in ``queue_ms`` (at least three packets)."""
+    rate = cfg.radio.timing().bound_bps(cfg.radio.auto_ack)
+    return max(3 * (cfg.mtu + 14), int(rate / 8 * cfg.queue_ms / 1000))
+
+
+def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor decides when we stop
+    child = Child(cfg, "tx", conn)
+    fragmenter = Fragmenter(cfg.radio.payload, cfg.mtu)
+    queue = FairQueue(queue_limit_bytes(cfg), cfg.queue_ms / 1000)
+    frames: deque[bytes] = deque()
+    c: dict[str, Any] = dict.fromkeys(
+        (
+            "packets_in",
+            "bytes_in",
+            "packets_sent",
+            "frames_sent",
+            "max_rt",
+            "packets_aborted",
+            "keepalives_sent",
+            "dropped_no_radio",
+            "oversize",
+        ),
+        0,
+    )
+    last_sent = time.monotonic()
+    while child.running:
+        now = time.monotonic()
+        radio = child.ensure_radio(now)
+        # 1. tun_reader
+        for _ in range(READ_BURST):
+            packet = tun.read()
+            if not packet:
+                break
+            c["packets_in"] += 1
+            c["bytes_in"] += len(packet)
+            if len(packet) > cfg.mtu:
+                c["oversize"] += 1
+            elif radio is None:
+                c["dropped_no_radio"] += 1
+            else:
+                queue.push(packet, now)
+        if radio is not None:
+            # 5. max_rt (checked first: it decides what the FIFO holds)
+            if radio.what_happened()[1]:
+                radio.flush_tx()
+                c["max_rt"] += 1
+                if frames:
+                    frames.clear()
+                    c["packets_aborted"] += 1
+            while radio.is_fifo(True) != FIFO_FULL:
+                if not frames:
+                    # 2. scheduler, 3. fragmenter
+                    next_packet = queue.pop(now)
+                    if next_packet is None:
+                        break
+                    frames.extend(fragmenter.fragment(next_packet))
+                    c["packets_sent"] += 1
+                # 4. radio_tx
+                radio.write_fast(frames.popleft())
+                c["frames_sent"] += 1
+                last_sent = now
+            # 6. keepalive
+            if now - last_sent >= cfg.keepalive_s and not frames and not len(queue):
+                for frame in fragmenter.keepalive():
+                    radio.write_fast(frame)
+                c["keepalives_sent"] += 1
+                last_sent = now
+        child.handle_control()
+        stats = dict(c)
+        stats.update(
+            queue_packets=len(queue),
+            queue_bytes=queue.bytes,
+            queue_limit_bytes=queue.limit_bytes,
+            queue_oldest_ms=round(queue.oldest_age(now) * 1000, 1),
+            queue_drops=dict(queue.drops),
+            retransmissions=getattr(radio, "retransmissions", None),
+        )
+        child.maybe_send_stats(now, stats)
+        # 7. wait
+        fds: list[Any] = [conn]
+        timeout = 0.25
+        if radio is not None:
+            if hasattr(radio, "fileno"):
+                fds.append(radio)
+            elif frames:
+                timeout = 0.0002  # a backend without a descriptor is polled
+        if not frames:
+            fds.append(tun)
+        select.select(fds, [], [], timeout)
+    if child.radio is not None:
+        close = getattr(child.radio, "close", None)
+        if close is not None:
+            close()

@@ -1,0 +1,241 @@
+"""The link daemon: one TUN interface, a TX and an RX radio process, a control socket.
+
+    supervisor (this process)
+      ├─ creates and configures the TUN interface, sets up the role (NAT / routes)
+      ├─ radio_tx process   TUN -> fair queue -> frames -> TX radio   (radio_tx.py)
+      ├─ radio_rx process   RX radio -> frames -> packets -> TUN      (radio_rx.py)
+      └─ control socket     status, live radio settings                (control.py)
+
+Each radio runs in its own process (pyrf24 holds the GIL in its blocking calls); both share
+the TUN descriptor. A radio process that dies is reported and restarted; a peer that goes
+silent shows as link "down" and comes back by itself when its keepalives do.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing as mp
+import os
+import select
+import signal
+import time
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from typing import Any
+
+from longge import __version__
+from longge.config import NodeConfig
+from longge.daemon import control, radio_rx, radio_tx
+from longge.errors import ConfigError
+from longge.radio.options import RadioOptions
+from longge.roles import Undo, setup_role
+from longge.tun import LinuxTun, Tun, configure_link
+
+_CTX = mp.get_context("fork")
+RESTART_AFTER_S = 1.0
+PEER_SILENT_S = 3.0
+#: Radio settings that can change while the link runs (RadioOptions fields + channels).
+LIVE_KEYS = {
+    "rate",
+    "ard_us",
+    "arc",
+    "auto_ack",
+    "payload",
+    "address_width",
+    "crc",
+    "tx_channel",
+    "rx_channel",
+}
+
+
+class _Worker:
+    def __init__(self, which: str, target: Callable[[NodeConfig, Tun, Connection], None]):
+        self.which = which
+        self.target = target
+        self.proc: BaseProcess | None = None
+        self.conn: Connection | None = None
+        self.stats: dict[str, Any] = {}
+        self.restarts = 0
+        self.died_at: float | None = None
+        self.last_exit: int | None = None
+
+
+class Supervisor:
+    def __init__(self, cfg: NodeConfig, tun: Tun | None = None, network: bool = True) -> None:
+        """``tun`` None: create the Linux TUN named in the config. ``network``: configure the
+        interface and the role (needs root); tests pass a MemoryTun and network=False."""
+        self.cfg = cfg
+        self._tun = tun
+        self._network = network
+        self.tun: Tun | None = None
+        self.workers = [_Worker("tx", radio_tx.run), _Worker("rx", radio_rx.run)]
+        self.started = time.monotonic()
+        self._undo: list[Undo] = []
+        self._stop = False
+        self._control: control.ControlServer | None = None
+
+    # -- life cycle --------------------------------------------------------------------------
+
+    def request_stop(self, *_: object) -> None:
+        self._stop = True
+
+    def start(self) -> None:
+        cfg = self.cfg
+        self.tun = self._tun if self._tun is not None else LinuxTun(cfg.tun, cfg.mtu)
+        if self._network:
+            configure_link(self.tun.name, cfg.address, cfg.mtu, cfg.txqueuelen)
+            self._undo = setup_role(cfg)
+        for w in self.workers:
+            self._spawn(w)
+        self._control = control.ControlServer(cfg.control, self.handle_request)
+
+    def _spawn(self, w: _Worker) -> None:
+        parent, child = _CTX.Pipe()
+        assert self.tun is not None
+        w.proc = _CTX.Process(
+            target=w.target, args=(self.cfg, self.tun, child), name=f"longge-{w.which}"
+        )
+        w.proc.start()
+        child.close()
+        w.conn = parent
+        w.died_at = None
+
+    def run(self) -> None:
+        """Serve until SIGTERM/SIGINT or :meth:`request_stop`."""
+        signal.signal(signal.SIGTERM, self.request_stop)
+        signal.signal(signal.SIGINT, self.request_stop)
+        self.start()
+        try:
+            while not self._stop:
+                self.step(0.5)
+        finally:
+            self.shutdown()
+
+    def step(self, timeout: float) -> None:
+        assert self._control is not None
+        waitables: list[Any] = list(self._control.waitables())
+        for w in self.workers:
+            if w.proc is not None and w.died_at is None:
+                waitables += [w.conn, w.proc.sentinel]
+        try:
+            ready, _, _ = select.select(waitables, [], [], timeout)
+        except InterruptedError:
+            return
+        now = time.monotonic()
+        for w in self.workers:
+            self._service_worker(w, ready, now)
+        self._control.service(ready)
+
+    def _service_worker(self, w: _Worker, ready: list[Any], now: float) -> None:
+        if w.died_at is None and w.conn is not None and w.conn in ready:
+            with contextlib.suppress(EOFError, OSError):
+                while w.conn.poll():
+                    kind, payload = w.conn.recv()
+                    if kind == "stats":
+                        w.stats = payload
+        if w.died_at is None and w.proc is not None and not w.proc.is_alive():
+            w.proc.join(0)
+            w.last_exit = w.proc.exitcode
+            w.died_at = now
+            w.stats["state"] = f"process died (exit {w.last_exit}); restarting"
+        if w.died_at is not None and now - w.died_at >= RESTART_AFTER_S and not self._stop:
+            w.restarts += 1
+            self._spawn(w)
+
+    def shutdown(self) -> None:
+        for w in self.workers:
+            if w.conn is not None:
+                with contextlib.suppress(OSError):
+                    w.conn.send(("stop", None))
+        for w in self.workers:
+            if w.proc is not None:
+                w.proc.join(2)
+                if w.proc.is_alive():
+                    w.proc.terminate()
+                    w.proc.join(2)
+        if self._control is not None:
+            self._control.close()
+        for undo in reversed(self._undo):
+            with contextlib.suppress(Exception):
+                undo()
+        if self.tun is not None:
+            self.tun.close()
+
+    # -- control -----------------------------------------------------------------------------
+
+    def handle_request(self, req: dict[str, Any]) -> dict[str, Any]:
+        cmd = req.get("cmd")
+        if cmd == "status":
+            return self.status()
+        if cmd == "set":
+            return self.set_radio(req.get("options") or {})
+        return {"error": f"unknown command {cmd!r}: status or set"}
+
+    def set_radio(self, options: dict[str, Any]) -> dict[str, Any]:
+        unknown = set(options) - LIVE_KEYS
+        if unknown:
+            return {"error": f"cannot set {sorted(unknown)} live; settable: {sorted(LIVE_KEYS)}"}
+        radio_opts = {k: v for k, v in options.items() if k not in ("tx_channel", "rx_channel")}
+        channels = {k: v for k, v in options.items() if k in ("tx_channel", "rx_channel")}
+        try:
+            new_radio = RadioOptions(**{**self.cfg.radio.as_dict(), **radio_opts})
+            from dataclasses import replace
+
+            self.cfg = replace(self.cfg, radio=new_radio, **channels)
+        except ConfigError as exc:
+            return {"error": str(exc), "key": exc.key}
+        for w in self.workers:
+            if w.conn is not None and w.died_at is None:
+                with contextlib.suppress(OSError):
+                    w.conn.send(("set", dict(options)))
+        return {"ok": True, "radio": self.radio_settings()}
+
+    def radio_settings(self) -> dict[str, Any]:
+        r = self.cfg.radio
+        return {
+            "backend": self.cfg.backend,
+            "rate": r.rate,
+            "ard_us": r.ard_us,
+            "arc": r.arc,
+            "auto_ack": r.auto_ack,
+            "payload": r.payload,
+            "address_width": r.address_width,
+            "crc": r.crc,
+            "pa_level": self.cfg.pa_level,
+            "tx_channel": self.cfg.tx_channel,
+            "rx_channel": self.cfg.rx_channel,
+            "tx_address": self.cfg.tx_address.decode(errors="replace"),
+            "rx_address": self.cfg.rx_address.decode(errors="replace"),
+        }
+
+    def status(self) -> dict[str, Any]:
+        tx, rx = (w.stats for w in self.workers)
+        heard = rx.get("peer_last_heard_s")
+        link = "up" if heard is not None and heard < PEER_SILENT_S else "down"
+        return {
+            "version": __version__,
+            "pid": os.getpid(),
+            "uptime_s": round(time.monotonic() - self.started, 1),
+            "node": {
+                "role": self.cfg.role,
+                "tun": self.tun.name if self.tun else self.cfg.tun,
+                "address": self.cfg.address,
+                "peer": self.cfg.peer,
+                "mtu": self.cfg.mtu,
+                "queue_ms": self.cfg.queue_ms,
+            },
+            "link": link,
+            "peer_last_heard_s": heard,
+            "radio": self.radio_settings(),
+            "tx": tx,
+            "rx": rx,
+            "processes": {
+                w.which: {
+                    "alive": w.died_at is None,
+                    "restarts": w.restarts,
+                    "last_exit": w.last_exit,
+                }
+                for w in self.workers
+            },
+        }

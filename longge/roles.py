@@ -1,0 +1,63 @@
+"""The two roles' networking: the base station forwards and NATs, the mobile unit routes.
+
+Each function returns the undo steps, which the daemon runs at shutdown, so a stopped node
+leaves no rule behind.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import subprocess
+from collections.abc import Callable
+
+from longge.config import NodeConfig
+from longge.tun import TunError, ip
+
+Undo = Callable[[], None]
+
+
+def _iptables(*args: str, check: bool = True) -> bool:
+    try:
+        proc = subprocess.run(["iptables", *args], capture_output=True, text=True, timeout=10)
+    except FileNotFoundError as exc:
+        raise TunError("iptables is not installed (apt-get install iptables)") from exc
+    if check and proc.returncode != 0:
+        raise TunError(f"iptables {' '.join(args)}: {proc.stderr.strip()}")
+    return proc.returncode == 0
+
+
+def _nat_rule(cfg: NodeConfig) -> list[str]:
+    net = str(ipaddress.ip_interface(cfg.address).network)
+    out = ["-o", cfg.uplink] if cfg.uplink else ["!", "-o", cfg.tun]
+    return ["POSTROUTING", "-s", net, *out, "-j", "MASQUERADE"]
+
+
+def setup_base(cfg: NodeConfig) -> list[Undo]:
+    """IP forwarding, and NAT from the radio network to the uplink (if ``base.nat``)."""
+    undo: list[Undo] = []
+    with open("/proc/sys/net/ipv4/ip_forward", "w") as f:
+        f.write("1\n")
+    if cfg.nat:
+        rule = _nat_rule(cfg)
+        if not _iptables("-t", "nat", "-C", *rule, check=False):
+            _iptables("-t", "nat", "-A", *rule)
+
+            def remove_nat() -> None:
+                _iptables("-t", "nat", "-D", *rule, check=False)
+
+            undo.append(remove_nat)
+    return undo
+
+
+def setup_mobile(cfg: NodeConfig) -> list[Undo]:
+    """Routes through the radio link: the listed networks, and the default route if asked."""
+    undo: list[Undo] = []
+    for net in cfg.routes:
+        ip("route", "replace", net, "via", cfg.peer, "dev", cfg.tun)
+    if cfg.default_route:
+        ip("route", "replace", "default", "via", cfg.peer, "dev", cfg.tun)
+    return undo  # routes vanish with the interface
+
+
+def setup_role(cfg: NodeConfig) -> list[Undo]:
+    return setup_base(cfg) if cfg.role == "base" else setup_mobile(cfg)

@@ -1,0 +1,287 @@
+"""The one-machine testbed: three network namespaces, the air emulator, two link daemons.
+
+    lg-mobile                       lg-base                            lg-inet
+    longge0 10.24.0.2 ~~radio~~ longge0 10.24.0.1 ── NAT ── up0 10.99.0.2 ── eth0 10.99.0.1
+
+The air emulator runs in the root namespace; the radios reach it through a Unix socket in
+``STATE_DIR``. ``lg-inet`` stands for the internet: it has no route to 10.24.0.0/24, so the
+mobile unit reaches it only through the base station's NAT. ``down`` removes everything ``up``
+made, also after a crash (it finds processes by namespace and by their use of ``STATE_DIR``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from longge.air.server import query
+from longge.daemon.control import ControlError, request
+from longge.errors import LongGeError
+from longge.radio.options import RadioOptions
+
+STATE_DIR = Path(os.environ.get("LONGGE_TESTBED_DIR", "/run/longge/testbed"))
+NAMESPACES = ("lg-base", "lg-mobile", "lg-inet")
+BASE_IP, MOBILE_IP, INET_IP, UPLINK_IP = "10.24.0.1", "10.24.0.2", "10.99.0.1", "10.99.0.2"
+UP_TIMEOUT_S = 20.0
+
+
+class TestbedError(LongGeError):
+    """The testbed could not be built (names what failed)."""
+
+
+def _run(*cmd: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(list(cmd), capture_output=True, text=True, timeout=30)
+    if check and proc.returncode != 0:
+        raise TestbedError(f"{' '.join(cmd)}: {proc.stderr.strip() or proc.returncode}")
+    return proc
+
+
+def _netns(ns: str, *cmd: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return _run("ip", "netns", "exec", ns, *cmd, check=check)
+
+
+def paths() -> dict[str, Path]:
+    return {
+        "air": STATE_DIR / "air.sock",
+        "base": STATE_DIR / "base.sock",
+        "mobile": STATE_DIR / "mobile.sock",
+        "state": STATE_DIR / "state.json",
+    }
+
+
+def node_toml(role: str, opts: RadioOptions) -> str:
+    """The daemon config of one testbed node (a real node's config has the same shape)."""
+    p = paths()
+    up_ch = opts.channel
+    down_ch = up_ch + 10 if up_ch + 10 <= 125 else up_ch - 10
+    mobile = role == "mobile"
+    return f"""# written by ./run.sh testbed up
+[node]
+role = "{role}"
+tun = "longge0"
+address = "{MOBILE_IP if mobile else BASE_IP}/24"
+peer = "{BASE_IP if mobile else MOBILE_IP}"
+control = "{p[role]}"
+
+[radio]
+backend = "sim"
+rate = "{opts.rate}"
+ard_us = {opts.ard_us}
+arc = {opts.arc}
+auto_ack = {"true" if opts.auto_ack else "false"}
+payload = {opts.payload}
+address_width = {opts.address_width}
+crc = {opts.crc}
+tx_channel = {up_ch if mobile else down_ch}
+rx_channel = {down_ch if mobile else up_ch}
+tx_address = "{"LGm2b" if mobile else "LGb2m"}"
+rx_address = "{"LGb2m" if mobile else "LGm2b"}"
+
+[sim]
+air = "{p["air"]}"
+""" + (
+        """
+[mobile]
+default_route = true
+"""
+        if mobile
+        else """
+[base]
+nat = true
+uplink = "up0"
+"""
+    )
+
+
+def _spawn(args: list[str], log: Path) -> int:
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(
+            args,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    return proc.pid
+
+
+def up(opts: RadioOptions, say: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
+    if os.geteuid() != 0:
+        raise TestbedError("the testbed needs root (network namespaces, TUN devices)")
+    down()
+    STATE_DIR.mkdir(parents=True, exist_ok=True)
+    p = paths()
+    state: dict[str, Any] = {"options": opts.as_dict(), "pids": {}, "started": time.time()}
+    try:
+        say("creating namespaces lg-base, lg-mobile, lg-inet")
+        for ns in NAMESPACES:
+            _run("ip", "netns", "add", ns)
+            _netns(ns, "ip", "link", "set", "lo", "up")
+        _run(
+            "ip",
+            "link",
+            "add",
+            "up0",
+            "netns",
+            "lg-base",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "eth0",
+            "netns",
+            "lg-inet",
+        )
+        _netns("lg-base", "ip", "addr", "add", f"{UPLINK_IP}/24", "dev", "up0")
+        _netns("lg-base", "ip", "link", "set", "up0", "up")
+        _netns("lg-inet", "ip", "addr", "add", f"{INET_IP}/24", "dev", "eth0")
+        _netns("lg-inet", "ip", "link", "set", "eth0", "up")
+        py = sys.executable
+        say("starting the air emulator")
+        air_args = [
+            py,
+            "-m",
+            "longge",
+            "air",
+            "--socket",
+            str(p["air"]),
+            "--per",
+            str(opts.per),
+            "--burst",
+            str(opts.burst),
+            "--seed",
+            str(opts.seed),
+        ]
+        if opts.ack_per is not None:
+            air_args += ["--ack-per", str(opts.ack_per)]
+        state["pids"]["air"] = _spawn(air_args, STATE_DIR / "air.log")
+        _wait_for(lambda: p["air"].exists(), "the air emulator", STATE_DIR / "air.log")
+        for role in ("base", "mobile"):
+            conf = STATE_DIR / f"{role}.toml"
+            conf.write_text(node_toml(role, opts))
+            say(f"starting the {role} daemon in lg-{role}")
+            state["pids"][role] = _spawn(
+                [
+                    "ip",
+                    "netns",
+                    "exec",
+                    f"lg-{role}",
+                    py,
+                    "-m",
+                    "longge",
+                    "daemon",
+                    "--config",
+                    str(conf),
+                ],
+                STATE_DIR / f"{role}.log",
+            )
+        p["state"].write_text(json.dumps(state, indent=2))
+        for role in ("base", "mobile"):
+            sock = p[role]
+            _wait_for(
+                partial(_link_up, sock), f"the {role} daemon's link", STATE_DIR / f"{role}.log"
+            )
+    except Exception:
+        down()
+        raise
+    return status()
+
+
+def _link_up(path: Path) -> bool:
+    try:
+        return request(str(path), {"cmd": "status"}, timeout=1).get("link") == "up"
+    except ControlError:
+        return False
+
+
+def _wait_for(ok: Callable[[], bool], what: str, log: Path) -> None:
+    deadline = time.monotonic() + UP_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if ok():
+            return
+        time.sleep(0.1)
+    tail = log.read_text()[-1500:] if log.exists() else "(no log)"
+    raise TestbedError(f"{what} did not come up within {UP_TIMEOUT_S:.0f} s; log:\n{tail}")
+
+
+def _testbed_pids() -> set[int]:
+    """Every process of ours: in the namespaces, or using STATE_DIR (the air, ip netns exec)."""
+    pids: set[int] = set()
+    for ns in NAMESPACES:
+        out = _run("ip", "netns", "pids", ns, check=False).stdout
+        pids |= {int(x) for x in out.split()}
+    marker = str(STATE_DIR).encode()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            with contextlib.suppress(OSError):
+                if marker in (entry / "cmdline").read_bytes():
+                    pids.add(int(entry.name))
+    pids.discard(os.getpid())
+    return pids
+
+
+def down() -> list[str]:
+    """Remove everything the testbed made. Safe to call any time, also after a crash."""
+    removed: list[str] = []
+    pids = _testbed_pids()
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + 3
+        while pids and time.monotonic() < deadline:
+            pids = {pid for pid in pids if Path(f"/proc/{pid}").exists() and not _zombie(pid)}
+            time.sleep(0.05)
+        if not pids:
+            break
+    existing = _run("ip", "netns", "list", check=False).stdout.split()
+    for ns in NAMESPACES:
+        if ns in existing:
+            _run("ip", "netns", "del", ns, check=False)
+            removed.append(ns)
+    if STATE_DIR.exists():
+        for f in STATE_DIR.iterdir():
+            with contextlib.suppress(OSError):
+                f.unlink()
+    return removed
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def status() -> dict[str, Any]:
+    p = paths()
+    existing = _run("ip", "netns", "list", check=False).stdout.split()
+    out: dict[str, Any] = {
+        "namespaces": {ns: ns in existing for ns in NAMESPACES},
+        "addresses": {"base": BASE_IP, "mobile": MOBILE_IP, "internet": INET_IP},
+        "nodes": {},
+    }
+    if p["state"].exists():
+        out["state"] = json.loads(p["state"].read_text())
+    for role in ("base", "mobile"):
+        try:
+            out["nodes"][role] = request(str(p[role]), {"cmd": "status"}, timeout=2)
+        except ControlError as exc:
+            out["nodes"][role] = {"error": str(exc)}
+    try:
+        out["air"] = query(str(p["air"]))
+    except OSError as exc:
+        out["air"] = {"error": str(exc)}
+    out["up"] = all(out["namespaces"].values()) and all(
+        n.get("link") == "up" for n in out["nodes"].values()
+    )
+    return out
