@@ -46,7 +46,7 @@ install_debian_packages() {
 
 bootstrap() {
     local py want
-    want=$(sha256sum "$here/pyproject.toml" | cut -d' ' -f1)
+    want=$(printf '%s\n' "$(sha256sum "$here/pyproject.toml")" "${debian_packages[*]}" | sha256sum | cut -d' ' -f1)
     if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
         return 0
     fi

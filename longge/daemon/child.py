@@ -46,6 +46,15 @@ def apply_settings(radio: Radio, cfg: NodeConfig, which: str) -> None:
         radio.start_listening()
 
 
+def waitable(radio: Radio | None) -> int | None:
+    """The radio's descriptor to sleep on, or None (no radio, or a backend without one)."""
+    fileno = getattr(radio, "fileno", None)
+    if fileno is None:
+        return None
+    fd: int = fileno()
+    return fd if fd >= 0 else None
+
+
 class Child:
     """Pipe handling and periodic stats for one radio process."""
 

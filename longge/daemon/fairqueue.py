@@ -89,7 +89,8 @@ class FairQueue:
             else:
                 return None
             flow = lst[0]
-            if flow.deficit <= 0:
+            if flow.packets and flow.deficit < len(flow.packets[0][0]):
+                # Used up its turn (classic DRR: serve only what the deficit covers).
                 flow.deficit += self.quantum
                 lst.popleft()
                 self._old.append(flow)

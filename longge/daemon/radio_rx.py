@@ -16,7 +16,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from longge.config import NodeConfig
-from longge.daemon.child import Child
+from longge.daemon.child import Child, waitable
 from longge.protocol import Reassembler
 from longge.tun import Tun
 
@@ -63,13 +63,13 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
         # 5. wait
         fds: list[Any] = [conn]
         timeout = 0.25
-        if radio is not None:
-            if radio.available():
-                timeout = 0.0  # frames already taken in: no sleeping on them
-            elif hasattr(radio, "fileno"):
-                fds.append(radio)
-            else:
-                timeout = 0.0002
+        fd = waitable(radio)
+        if radio is not None and radio.available():
+            timeout = 0.0  # frames already taken in: no sleeping on them
+        elif fd is not None:
+            fds.append(fd)
+        elif radio is not None:
+            timeout = 0.0002  # a backend without a descriptor is polled
         select.select(fds, [], [], timeout)
     if child.radio is not None:
         close = getattr(child.radio, "close", None)

@@ -19,7 +19,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from longge.config import NodeConfig
-from longge.daemon.child import Child
+from longge.daemon.child import Child, waitable
 from longge.daemon.fairqueue import FairQueue
 from longge.protocol import Fragmenter
 from longge.tun import Tun
@@ -111,11 +111,11 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
         # 7. wait
         fds: list[Any] = [conn]
         timeout = 0.25
-        if radio is not None:
-            if hasattr(radio, "fileno"):
-                fds.append(radio)
-            elif frames:
-                timeout = 0.0002  # a backend without a descriptor is polled
+        fd = waitable(radio)
+        if fd is not None:
+            fds.append(fd)
+        elif radio is not None and frames:
+            timeout = 0.0002  # a backend without a descriptor is polled
         if not frames:
             fds.append(tun)
         select.select(fds, [], [], timeout)

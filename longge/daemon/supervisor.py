@@ -94,7 +94,10 @@ class Supervisor:
         parent, child = _CTX.Pipe()
         assert self.tun is not None
         w.proc = _CTX.Process(
-            target=w.target, args=(self.cfg, self.tun, child), name=f"longge-{w.which}"
+            target=w.target,
+            args=(self.cfg, self.tun, child),
+            name=f"longge-{w.which}",
+            daemon=True,  # never outlive the supervisor
         )
         w.proc.start()
         child.close()
@@ -113,7 +116,9 @@ class Supervisor:
             self.shutdown()
 
     def step(self, timeout: float) -> None:
-        assert self._control is not None
+        if self._control is None:  # not started, or shut down
+            time.sleep(timeout)
+            return
         waitables: list[Any] = list(self._control.waitables())
         for w in self.workers:
             if w.proc is not None and w.died_at is None:
@@ -156,11 +161,13 @@ class Supervisor:
                     w.proc.join(2)
         if self._control is not None:
             self._control.close()
+            self._control = None
         for undo in reversed(self._undo):
             with contextlib.suppress(Exception):
                 undo()
         if self.tun is not None:
             self.tun.close()
+            self.tun = None
 
     # -- control -----------------------------------------------------------------------------
 

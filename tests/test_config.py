@@ -1,0 +1,62 @@
+"""Node configuration: the shipped examples load; every wrong value names its key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from longge import config
+from longge.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_example_configs_load_and_mirror_each_other() -> None:
+    base = config.load(ROOT / "basestation" / "longge.toml")
+    mobile = config.load(ROOT / "mobile" / "longge.toml")
+    assert (base.role, mobile.role) == ("base", "mobile")
+    assert base.tx_channel == mobile.rx_channel and base.rx_channel == mobile.tx_channel
+    assert base.tx_address == mobile.rx_address and base.rx_address == mobile.tx_address
+    assert base.peer == mobile.address.split("/")[0]
+
+
+def test_overrides_win(tmp_path: Path) -> None:
+    cfg = config.load(ROOT / "mobile" / "longge.toml", {"radio": {"arc": 7, "rate": "1M"}})
+    assert cfg.radio.arc == 7 and cfg.radio.rate == "1M"
+
+
+@pytest.mark.parametrize(
+    ("toml", "key"),
+    [
+        ("[radio]\narc = 16", "radio.arc"),
+        ("[radio]\nard_us = 260", "radio.ard_us"),
+        ('[radio]\nrate = "4M"', "radio.rate"),
+        ("[radio]\nrx_channel = 77", "radio.rx_channel"),  # 1 MHz from tx 76
+        ("[radio]\ntx_channel = 130", "radio.tx_channel"),
+        ("[radio]\npayload = 2", "radio.payload"),
+        ('[radio]\nbackend = "usb"', "radio.backend"),
+        ('[radio]\ntx_address = "abc"', "radio.tx_address"),  # 3 bytes, width 5
+        ('[radio]\npa_level = "loud"', "radio.pa_level"),
+        ("[radio]\narcc = 2", "radio.arcc"),
+        ('[node]\naddress = "10.24.0.2"\npeer = "10.25.0.1"', "node.peer"),
+        ('[node]\naddress = "banana"', "node.address"),
+        ('[node]\nrole = "relay"', "node.role"),
+        ("[node]\nmtu = 100", "node.mtu"),
+        ('[node]\ntun = "a-very-long-interface-name"', "tun"),
+        ('[mobile]\nroutes = ["10.99.0.0/33"]', "mobile.routes"),
+        ("[wifi]\nssid = 1", "wifi"),
+        ("[radio\n", "config"),
+    ],
+)
+def test_wrong_values_name_their_key(tmp_path: Path, toml: str, key: str) -> None:
+    f = tmp_path / "bad.toml"
+    f.write_text(toml)
+    with pytest.raises(ConfigError) as err:
+        config.load(f)
+    assert err.value.key == key
+
+
+def test_missing_file_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="an existing TOML file"):
+        config.load(tmp_path / "nope.toml")

@@ -1,0 +1,198 @@
+"""The link daemon over in-memory TUNs and the emulated air (no root needed): packets cross
+both ways byte for byte, counters add up, settings change live, processes and peers that die
+come back."""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import socket
+import struct
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from longge.air.server import query
+from longge.config import NodeConfig
+from longge.daemon.control import request
+from longge.daemon.supervisor import Supervisor
+from longge.tun import MemoryTun
+
+
+def ip_packet(size: int, tag: int) -> bytes:
+    """An IPv4/UDP-looking packet of one flow (the daemon does not check validity)."""
+    head = struct.pack(
+        "!BBHHHBBH4s4sHH",
+        0x45,
+        0,
+        size,
+        tag,
+        0,
+        64,
+        17,
+        0,
+        b"\x0a\x18\x00\x02",
+        b"\x0a\x18\x00\x01",
+        4000,
+        5000,
+    )
+    return (head + tag.to_bytes(4, "big") * 400)[:size]
+
+
+@dataclass
+class Link:
+    mobile: Supervisor
+    base: Supervisor
+    mtun: MemoryTun
+    btun: MemoryTun
+    air: str
+
+    def pump(self, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            self.mobile.step(0.01)
+            self.base.step(0.01)
+
+    def send(
+        self, tun: MemoryTun, packets: list[bytes], to: MemoryTun, timeout: float = 5.0
+    ) -> list[bytes]:
+        for p in packets:
+            tun.peer.send(p)
+        got: list[bytes] = []
+        deadline = time.monotonic() + timeout
+        while len(got) < len(packets) and time.monotonic() < deadline:
+            ready, _, _ = select.select([to.peer], [], [], 0.02)
+            if ready:
+                got.append(to.peer.recv(65536))
+            self.mobile.step(0)
+            self.base.step(0)
+        return got
+
+    def wait_link(self, sup: Supervisor, state: str, timeout: float = 8.0) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.pump(0.1)
+            if sup.status()["link"] == state:
+                return True
+        return False
+
+
+@pytest.fixture
+def link(air_path: str, tmp_path: os.PathLike[str]) -> Iterator[Link]:
+    d = str(tmp_path)
+    # A long queue budget: these tests send bursts and want every packet through.
+    mob = NodeConfig(role="mobile", air=air_path, control=os.path.join(d, "m.sock"), queue_ms=5000)
+    base = NodeConfig(
+        role="base",
+        address="10.24.0.1/24",
+        peer="10.24.0.2",
+        air=air_path,
+        control=os.path.join(d, "b.sock"),
+        tx_channel=86,
+        rx_channel=76,
+        tx_address=b"LGb2m",
+        rx_address=b"LGm2b",
+        queue_ms=5000,
+    )
+    mtun, btun = MemoryTun("m0"), MemoryTun("b0")
+    sm, sb = Supervisor(mob, mtun, network=False), Supervisor(base, btun, network=False)
+    sm.start()
+    sb.start()
+    lk = Link(sm, sb, mtun, btun, air_path)
+    try:
+        assert lk.wait_link(sm, "up") and lk.wait_link(sb, "up"), "link did not come up"
+        yield lk
+    finally:
+        lk.mobile.shutdown()
+        lk.base.shutdown()
+
+
+def test_packets_cross_both_ways_byte_for_byte(link: Link) -> None:
+    up = [ip_packet(20 + 37 * i, i) for i in range(40)]
+    down = [ip_packet(1500 - 13 * i, 1000 + i) for i in range(20)]
+    assert link.send(link.mtun, up, to=link.btun) == up
+    assert link.send(link.btun, down, to=link.mtun) == down
+    link.pump(0.6)
+    tx, rx = link.mobile.status()["tx"], link.base.status()["rx"]
+    assert tx["packets_in"] == 40 and tx["packets_sent"] == 40
+    assert rx["packets_out"] == 40 and rx["bytes_out"] == sum(map(len, up))
+    assert rx["frames_in"] >= tx["frames_sent"]  # plus keepalives
+
+
+def test_status_and_live_settings_over_the_control_socket(link: Link) -> None:
+    path = link.mobile.cfg.control
+    # The control socket is served by step(); a client request needs the loop running.
+    import threading
+
+    replies: dict[str, object] = {}
+
+    def ask() -> None:
+        replies["status"] = request(path, {"cmd": "status"})
+        replies["set"] = request(path, {"cmd": "set", "options": {"ard_us": 1000, "arc": 5}})
+        replies["bad"] = request(path, {"cmd": "set", "options": {"arc": 99}})
+        replies["unknown"] = request(path, {"cmd": "set", "options": {"mtu": 9000}})
+
+    t = threading.Thread(target=ask)
+    t.start()
+    while t.is_alive():
+        link.pump(0.05)
+    assert replies["status"]["link"] == "up"  # type: ignore[index]
+    assert replies["set"]["radio"]["ard_us"] == 1000  # type: ignore[index]
+    assert replies["bad"]["key"] == "arc"  # type: ignore[index]
+    assert "cannot set" in replies["unknown"]["error"]  # type: ignore[index]
+    link.pump(0.3)
+    # The change reached the radio on the air: a frame to nowhere now takes ARC 5 retries.
+    before = query(link.air)["air"]["radios"]["mobile-tx"].get("retransmissions", 0)
+    link.base.shutdown()
+    link.mtun.peer.send(ip_packet(40, 1))
+    link.pump(0.5)
+    after = query(link.air)["air"]["radios"]["mobile-tx"].get("retransmissions", 0)
+    assert after - before >= 5
+
+
+def test_garbage_on_the_control_socket_gets_an_error_not_a_crash(link: Link) -> None:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.connect(link.mobile.cfg.control)
+        s.sendall(b"\xff\xfenot json\n")
+        s.settimeout(3)
+        buf = b""
+        while not buf.endswith(b"\n"):
+            link.pump(0.05)
+            try:
+                buf += s.recv(4096)
+            except TimeoutError:
+                break
+    assert b"error" in buf
+    assert link.send(link.mtun, [ip_packet(60, 7)], to=link.btun) == [ip_packet(60, 7)]
+
+
+def test_a_radio_process_that_dies_is_restarted(link: Link) -> None:
+    worker = link.base.workers[1]  # rx
+    assert worker.proc is not None and worker.proc.pid is not None
+    os.kill(worker.proc.pid, signal.SIGKILL)
+    link.pump(1.8)
+    assert link.base.status()["processes"]["rx"]["restarts"] == 1
+    assert link.wait_link(link.mobile, "up")
+    pkts = [ip_packet(300, i) for i in range(5)]
+    assert link.send(link.mtun, pkts, to=link.btun) == pkts
+
+
+def test_a_silent_peer_shows_as_down_and_comes_back(link: Link) -> None:
+    cfg = link.base.cfg
+    link.base.shutdown()
+    assert link.wait_link(link.mobile, "down")
+    # Packets to a missing peer end in MAX_RT and are dropped: no hang, no pile-up.
+    for i in range(5):
+        link.mtun.peer.send(ip_packet(200, i))
+    link.pump(1.0)
+    assert link.mobile.status()["tx"]["max_rt"] >= 1
+    btun = MemoryTun("b1")
+    link.base = Supervisor(cfg, btun, network=False)
+    link.btun = btun
+    link.base.start()
+    assert link.wait_link(link.mobile, "up")
+    pkts = [ip_packet(100, i) for i in range(3)]
+    assert link.send(link.mtun, pkts, to=link.btun) == pkts

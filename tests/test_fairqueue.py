@@ -1,0 +1,82 @@
+"""The link's queue: fair between flows, sparse flows first, bounded in bytes and in time."""
+
+from __future__ import annotations
+
+import struct
+
+from longge.daemon.fairqueue import FairQueue, flow_key
+
+
+def udp(src: int, dst_port: int, size: int, tag: int = 0) -> bytes:
+    """A minimal IPv4/UDP packet from 10.0.0.src to 10.0.0.1:dst_port."""
+    ip = struct.pack(
+        "!BBHHHBBH4s4s",
+        0x45,
+        0,
+        size,
+        tag,
+        0,
+        64,
+        17,
+        0,
+        bytes([10, 0, 0, src]),
+        bytes([10, 0, 0, 1]),
+    )
+    ports = struct.pack("!HH", 40000, dst_port)
+    return (ip + ports).ljust(size, b"\0")
+
+
+def drain(q: FairQueue, now: float = 0.0) -> list[bytes]:
+    out = []
+    while (p := q.pop(now)) is not None:
+        out.append(p)
+    return out
+
+
+def test_flows_are_told_apart_by_addresses_and_ports() -> None:
+    assert flow_key(udp(2, 5201, 100)) == flow_key(udp(2, 5201, 1400, tag=9))
+    assert flow_key(udp(2, 5201, 100)) != flow_key(udp(2, 5202, 100))
+    assert 0 <= flow_key(b"\x60" + bytes(60)) < 64 and flow_key(b"") == 0
+
+
+def test_a_sparse_flow_overtakes_the_bulk_flow() -> None:
+    q = FairQueue(limit_bytes=1_000_000, max_age=10)
+    bulk = [udp(2, 5201, 1400, tag=i) for i in range(20)]
+    for p in bulk:
+        q.push(p, 0)
+    q.pop(0)  # bulk is being served
+    ping = udp(3, 7, 84)
+    q.push(ping, 0)
+    assert q.pop(0) == ping
+
+
+def test_two_bulk_flows_share_in_bytes() -> None:
+    q = FairQueue(limit_bytes=1_000_000, max_age=10)
+    for i in range(30):
+        q.push(udp(2, 1000, 1400, tag=i), 0)
+        q.push(udp(4, 2000, 700, tag=i), 0)
+        q.push(udp(4, 2000, 700, tag=100 + i), 0)
+    first = [drain_one for drain_one in drain(q)[:40]]
+    big = sum(len(p) for p in first if flow_key(p) == flow_key(udp(2, 1000, 1400)))
+    small = sum(len(p) for p in first) - big
+    assert abs(big - small) <= 1400 * 2
+
+
+def test_overflow_drops_from_the_fattest_flow() -> None:
+    q = FairQueue(limit_bytes=10 * 1400, max_age=10)
+    for i in range(20):
+        q.push(udp(2, 1000, 1400, tag=i), 0)
+    ping = udp(3, 7, 84)
+    q.push(ping, 0)
+    assert q.bytes <= 10 * 1400
+    assert q.drops["overflow"] == 11
+    assert ping in drain(q)
+
+
+def test_packets_older_than_the_budget_are_dropped_when_their_turn_comes() -> None:
+    q = FairQueue(limit_bytes=1_000_000, max_age=0.1)
+    q.push(udp(2, 1000, 500), 0.0)
+    q.push(udp(2, 1000, 500, tag=1), 0.05)
+    assert q.pop(0.12) == udp(2, 1000, 500, tag=1)
+    assert q.drops["expired"] == 1
+    assert len(q) == 0 and q.bytes == 0

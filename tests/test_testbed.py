@@ -1,0 +1,172 @@
+"""End to end, as root: the testbed in network namespaces, real kernel, real iperf3 and curl,
+the real daemons over the emulated air. Builds it, passes traffic both ways, tears it down."""
+
+from __future__ import annotations
+
+import filecmp
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from longge import testbed
+
+NEEDS = ("ip", "ping", "iperf3", "curl", "iptables")
+
+
+def _skip_reason() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root (network namespaces, TUN)"
+    missing = [t for t in NEEDS if shutil.which(t) is None]
+    if missing:
+        return f"missing tools: {', '.join(missing)} (./run.sh installs them when run as root)"
+    return None
+
+
+reason = _skip_reason()
+if reason and os.environ.get("CI"):
+    pytest.fail(f"the testbed test must run on CI: {reason}", pytrace=False)
+pytestmark = pytest.mark.skipif(reason is not None, reason=reason or "")
+
+
+def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "longge", *args], capture_output=True, text=True, timeout=timeout
+    )
+
+
+def in_ns(ns: str, *cmd: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["ip", "netns", "exec", ns, *cmd], capture_output=True, text=True, timeout=timeout
+    )
+
+
+@pytest.fixture(scope="module")
+def bed() -> Iterator[None]:
+    testbed.down()
+    up = cli("testbed", "up")
+    try:
+        assert up.returncode == 0, up.stdout + up.stderr
+        assert "testbed UP" in up.stdout
+        yield
+    finally:
+        down = cli("testbed", "down")
+        assert down.returncode == 0, down.stderr
+        left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        assert not any(ns in left for ns in testbed.NAMESPACES), left
+
+
+def test_status_reports_both_nodes_up(bed: None) -> None:
+    r = cli("testbed", "status", "--json")
+    st = json.loads(r.stdout)
+    assert r.returncode == 0 and st["up"]
+    assert st["nodes"]["mobile"]["radio"]["rate"] == "2M"
+    assert st["nodes"]["base"]["node"]["address"] == "10.24.0.1/24"
+
+
+def test_ping_the_base_station(bed: None) -> None:
+    r = in_ns("lg-mobile", "ping", "-c", "10", "-i", "0.05", "-W", "2", "10.24.0.1")
+    assert r.returncode == 0, r.stdout
+    assert " 0% packet loss" in r.stdout
+
+
+def test_large_ping_through_nat_to_the_internet_host(bed: None) -> None:
+    r = in_ns("lg-mobile", "ping", "-c", "3", "-i", "0.3", "-s", "1400", "-W", "3", "10.99.0.1")
+    assert r.returncode == 0, r.stdout
+    # lg-inet has no route back to the radio network: the reply came through the NAT.
+    routes = in_ns("lg-inet", "ip", "route").stdout
+    assert "10.24.0.0" not in routes
+
+
+def test_tcp_with_stock_iperf3_both_ways(bed: None) -> None:
+    server = subprocess.Popen(
+        ["ip", "netns", "exec", "lg-inet", "iperf3", "-s", "-p", "5301"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        time.sleep(0.5)
+        for extra in ([], ["-R"]):  # mobile -> internet, then internet -> mobile
+            r = in_ns(
+                "lg-mobile",
+                "iperf3",
+                "-c",
+                "10.99.0.1",
+                "-p",
+                "5301",
+                "-t",
+                "3",
+                "-J",
+                *extra,
+                timeout=40,
+            )
+            assert r.returncode == 0, r.stdout[-500:]
+            end = json.loads(r.stdout)["end"]
+            assert end["sum_received"]["bytes"] > 50_000
+            time.sleep(0.5)
+    finally:
+        server.kill()
+        server.wait(5)
+
+
+def test_http_download_from_the_internet_host(bed: None, tmp_path: Path) -> None:
+    www = tmp_path / "www"
+    www.mkdir()
+    blob = www / "blob.bin"
+    blob.write_bytes(os.urandom(60_000))
+    server = subprocess.Popen(
+        [
+            "ip",
+            "netns",
+            "exec",
+            "lg-inet",
+            sys.executable,
+            "-m",
+            "http.server",
+            "8088",
+            "--bind",
+            "10.99.0.1",
+            "--directory",
+            str(www),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        got = tmp_path / "got.bin"
+        for _ in range(50):  # the server needs a moment to listen
+            r = in_ns(
+                "lg-mobile",
+                "curl",
+                "-sf",
+                "--max-time",
+                "20",
+                "-o",
+                str(got),
+                "http://10.99.0.1:8088/blob.bin",
+            )
+            if r.returncode != 7:  # 7: connection refused
+                break
+            time.sleep(0.1)
+        assert r.returncode == 0, r.stderr
+        assert filecmp.cmp(got, blob, shallow=False)
+    finally:
+        server.kill()
+        server.wait(5)
+
+
+def test_live_radio_change_keeps_the_interface(bed: None) -> None:
+    r = cli("radio", "set", "--ard-us", "500", "--arc", "3")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("ARD 500 µs ARC 3") == 2  # both nodes
+    p = in_ns("lg-mobile", "ping", "-c", "3", "-i", "0.1", "-W", "2", "10.24.0.1")
+    assert p.returncode == 0
+    bad = cli("radio", "set", "--arc", "40")
+    assert bad.returncode == 2 and "arc = 40 is not allowed" in bad.stderr
+    assert cli("radio", "set", "--ard-us", "250", "--arc", "2").returncode == 0
