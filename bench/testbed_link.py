@@ -1,0 +1,139 @@
+"""The testbed link against its targets (issue 3), with the stock tools. Run by hand, as root:
+
+    .venv/bin/python bench/testbed_link.py [--seconds 10]
+
+Brings the testbed up (2 Mbit/s, auto-ack, ARD 250 µs, ARC 2, no loss), then measures
+1. idle ping RTT (56-byte payload), median             target <= 4 ms
+2. UDP goodput at saturation: stock iperf3 client, 1400-byte datagrams, received rate at
+   the server, as a ratio to what the air allows for that packet size    target >= 0.90
+3. ping RTT p95 while 1.5x that rate is offered                           target <= 150 ms
+and tears the testbed down.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import subprocess
+import time
+
+from longge import testbed
+from longge.air.datasheet import T_SETTLE_NS, time_on_air_ns
+from longge.protocol.frame import HEADER_LEN, PACKET_OVERHEAD
+from longge.radio.options import RadioOptions
+
+UDP_PAYLOAD = 1400
+IP_UDP_HEADERS = 28
+
+
+def air_goodput_bps(opts: RadioOptions, udp_payload: int) -> float:
+    """UDP payload bit rate the air allows: every frame of the packet in its ack cycle."""
+    stream = udp_payload + IP_UDP_HEADERS + PACKET_OVERHEAD
+    step = opts.payload - HEADER_LEN
+    total_ns = 0
+    while stream > 0:
+        data = min(step, stream)
+        toa = time_on_air_ns(data + HEADER_LEN, opts.rate, opts.address_width, opts.crc)
+        ack = time_on_air_ns(0, opts.rate, opts.address_width, opts.crc)
+        total_ns += T_SETTLE_NS + toa + T_SETTLE_NS + ack
+        stream -= data
+    return udp_payload * 8 * 1e9 / total_ns
+
+
+def ns(netns: str, *cmd: str, timeout: float = 120) -> str:
+    return subprocess.run(
+        ["ip", "netns", "exec", netns, *cmd], capture_output=True, text=True, timeout=timeout
+    ).stdout
+
+
+def rtts(out: str) -> list[float]:
+    return sorted(float(x) for x in re.findall(r"time=([\d.]+)", out))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seconds", type=int, default=10)
+    args = ap.parse_args()
+    opts = RadioOptions(rate="2M", ard_us=250, arc=2)
+    bound = air_goodput_bps(opts, UDP_PAYLOAD)
+    testbed.up(opts)
+    server = subprocess.Popen(
+        ["ip", "netns", "exec", "lg-base", "iperf3", "-s", "-p", "5401"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        time.sleep(1)
+        idle = rtts(ns("lg-mobile", "ping", "-c", "100", "-i", "0.05", "10.24.0.1"))
+        print(
+            f"idle ping RTT: median {statistics.median(idle):.2f} ms, "
+            f"p95 {idle[int(0.95 * len(idle)) - 1]:.2f} ms (n={len(idle)})   target <= 4 ms"
+        )
+        run = json.loads(
+            ns(
+                "lg-mobile",
+                "iperf3",
+                "-c",
+                "10.24.0.1",
+                "-p",
+                "5401",
+                "-u",
+                "-b",
+                f"{int(bound * 1.2)}",
+                "-l",
+                str(UDP_PAYLOAD),
+                "-t",
+                str(args.seconds),
+                "-J",
+            )
+        )
+        got = run["end"]["sum_received"]["bits_per_second"]
+        print(
+            f"UDP goodput at saturation: {got / 1e3:.1f} kbit/s received of "
+            f"{bound / 1e3:.1f} kbit/s the air allows: ratio {got / bound:.3f}   target >= 0.90"
+        )
+        time.sleep(1)
+        load = subprocess.Popen(
+            [
+                "ip",
+                "netns",
+                "exec",
+                "lg-mobile",
+                "iperf3",
+                "-c",
+                "10.24.0.1",
+                "-p",
+                "5401",
+                "-u",
+                "-b",
+                f"{int(bound * 1.5)}",
+                "-l",
+                str(UDP_PAYLOAD),
+                "-t",
+                str(args.seconds + 4),
+                "-J",
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        time.sleep(2)
+        loaded = rtts(
+            ns("lg-mobile", "ping", "-c", str(args.seconds * 5), "-i", "0.2", "10.24.0.1")
+        )
+        out, _ = load.communicate(timeout=60)
+        recv = json.loads(out)["end"]["sum_received"]["bits_per_second"]
+        p95 = loaded[int(0.95 * len(loaded)) - 1] if loaded else float("nan")
+        print(
+            f"ping RTT at 1.5x offered load ({bound * 1.5 / 1e3:.0f} kbit/s offered, "
+            f"{recv / 1e3:.0f} received): median {statistics.median(loaded):.1f} ms, "
+            f"p95 {p95:.1f} ms, {len(loaded)}/{args.seconds * 5} replies   target <= 150 ms"
+        )
+    finally:
+        server.kill()
+        testbed.down()
+
+
+if __name__ == "__main__":
+    main()
