@@ -20,26 +20,10 @@ import subprocess
 import time
 
 from longge import testbed
-from longge.air.datasheet import T_SETTLE_NS, time_on_air_ns
-from longge.protocol.frame import HEADER_LEN, PACKET_OVERHEAD
+from longge.measure.model import udp_goodput_bps
 from longge.radio.options import RadioOptions
 
 UDP_PAYLOAD = 1400
-IP_UDP_HEADERS = 28
-
-
-def air_goodput_bps(opts: RadioOptions, udp_payload: int) -> float:
-    """UDP payload bit rate the air allows: every frame of the packet in its ack cycle."""
-    stream = udp_payload + IP_UDP_HEADERS + PACKET_OVERHEAD
-    step = opts.payload - HEADER_LEN
-    total_ns = 0
-    while stream > 0:
-        data = min(step, stream)
-        toa = time_on_air_ns(data + HEADER_LEN, opts.rate, opts.address_width, opts.crc)
-        ack = time_on_air_ns(0, opts.rate, opts.address_width, opts.crc)
-        total_ns += T_SETTLE_NS + toa + T_SETTLE_NS + ack
-        stream -= data
-    return udp_payload * 8 * 1e9 / total_ns
 
 
 def ns(netns: str, *cmd: str, timeout: float = 120) -> str:
@@ -57,7 +41,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=int, default=10)
     args = ap.parse_args()
     opts = RadioOptions(rate="2M", ard_us=250, arc=2)
-    bound = air_goodput_bps(opts, UDP_PAYLOAD)
+    bound = udp_goodput_bps(opts, UDP_PAYLOAD)
     testbed.up(opts)
     server = subprocess.Popen(
         ["ip", "netns", "exec", "lg-base", "iperf3", "-s", "-p", "5401"],

@@ -7,6 +7,7 @@ import json
 import signal
 import sys
 from collections.abc import Callable
+from typing import Any
 
 from longge import __version__
 from longge.errors import ConfigError, LongGeError
@@ -178,6 +179,121 @@ def cmd_testbed(ns: argparse.Namespace) -> int:
     return 0 if st["up"] else 1
 
 
+def cmd_servers(ns: argparse.Namespace) -> int:
+    from longge.measure.servers import run_servers
+
+    counters = run_servers(
+        ns.iperf_port, ns.rtt_port, ns.log_dir, ready=lambda s: print(f"servers: {s}", flush=True)
+    )
+    print(f"servers: stopped; RTT echo counters {counters}", flush=True)
+    return 0
+
+
+def _progress(label: str) -> Callable[[str, float], None]:
+    last = [""]
+
+    def show(message: str, fraction: float) -> None:
+        width = 30
+        done = int(max(0.0, min(fraction, 1.0)) * width)
+        line = f"{label} [{'#' * done}{'.' * (width - done)}] {fraction:4.0%} {message}"
+        if sys.stderr.isatty():
+            sys.stderr.write("\r" + line.ljust(len(last[0])))
+            if fraction >= 1.0:
+                sys.stderr.write("\n")
+        elif message != last[0]:
+            sys.stderr.write(line + "\n")
+        last[0] = line if sys.stderr.isatty() else message
+        sys.stderr.flush()
+
+    return show
+
+
+def _sweep(ns: argparse.Namespace, kind: str) -> int:
+    from dataclasses import replace
+
+    from longge.measure import runner, sweep
+    from longge.measure.report import summary_text
+    from longge.radio.options import options_from_args
+
+    plan: sweep.TTestPlan | sweep.LTestPlan
+    if kind == "tTest":
+        plan = sweep.QUICK_TTEST if ns.quick else sweep.TTestPlan()
+        changes: dict[str, Any] = {
+            "protocol": "tcp" if ns.tcp else "udp",
+            "streams": ns.parallel,
+        }
+        for key, value in (("duration", ns.time), ("length", ns.length), ("repeats", ns.repeats)):
+            if value is not None:
+                changes[key] = value
+        plan = replace(plan, **changes)
+    else:
+        plan = sweep.QUICK_LTEST if ns.quick else sweep.LTestPlan()
+        changes = {}
+        if ns.capacity:
+            changes["capacity_bps"] = ns.capacity
+        if ns.time is not None:
+            changes["seconds"] = ns.time
+        if ns.length is not None:
+            changes["length"] = ns.length
+        plan = replace(plan, **changes)
+    path, summary = runner.run(
+        kind,
+        plan,
+        ns.host,
+        ns.port,
+        ns.rtt_port,
+        options_from_args(ns),
+        ns.out,
+        ns.keep_testbed,
+        say=lambda s: print(f"{kind}: {s}", flush=True),
+        progress=_progress(kind),
+    )
+    print(summary_text(summary))
+    print(f"{kind}: results, CSV and plots in {path}/")
+    return 1 if summary.get("error") else 0
+
+
+def cmd_ttest(ns: argparse.Namespace) -> int:
+    return _sweep(ns, "tTest")
+
+
+def cmd_ltest(ns: argparse.Namespace) -> int:
+    return _sweep(ns, "lTest")
+
+
+def cmd_plot(ns: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from longge.measure.plots import plot_runs
+
+    made = plot_runs([Path(d) for d in ns.dirs], Path(ns.out) if ns.out else None)
+    for p in made:
+        print(p)
+    return 0 if made else 1
+
+
+def _add_sweep_arguments(p: argparse.ArgumentParser, kind: str) -> None:
+    from longge.radio.options import add_radio_arguments
+
+    p.add_argument("--quick", action="store_true", help="a short sweep (about a minute)")
+    p.add_argument("-t", "--time", type=int, help="seconds per trial (tTest) / per level (lTest)")
+    p.add_argument("-l", "--length", type=int, help="UDP datagram size, bytes")
+    p.add_argument("--host", help="base station address (default: the testbed)")
+    p.add_argument("-p", "--port", type=int, default=5201, help="iperf3 server port")
+    p.add_argument("--rtt-port", type=int, default=7770, help="RTT echo server port")
+    p.add_argument("--out", help="results folder (default results/DATE-KIND)")
+    p.add_argument(
+        "--keep-testbed", action="store_true", help="leave a testbed brought up for this run"
+    )
+    if kind == "tTest":
+        p.add_argument("--tcp", action="store_true", help="TCP instead of UDP")
+        p.add_argument("-P", "--parallel", type=int, default=1, help="parallel streams")
+        p.add_argument("--repeats", type=int, help="trials per load")
+    else:
+        p.add_argument("--capacity", type=float, help="capacity in bit/s (default: measure it)")
+    add_radio_arguments(p, timing=False)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from longge.air.server import DEFAULT_SOCKET
     from longge.radio.options import add_radio_arguments
@@ -219,6 +335,25 @@ def build_parser() -> argparse.ArgumentParser:
     add_radio_arguments(q, emulator=False, timing=False, only_given=True)
     q.add_argument("--control", help="daemon control socket (default: testbed, else longge0)")
     q.set_defaults(func=cmd_radio_set)
+
+    p = sub.add_parser("tTest", help="throughput sweep: offered load to past capacity")
+    _add_sweep_arguments(p, "tTest")
+    p.set_defaults(func=cmd_ttest)
+
+    p = sub.add_parser("lTest", help="latency sweep: RTT probes at each offered load")
+    _add_sweep_arguments(p, "lTest")
+    p.set_defaults(func=cmd_ltest)
+
+    p = sub.add_parser("servers", help="base station: iperf3 server and RTT echo server")
+    p.add_argument("--iperf-port", type=int, default=5201)
+    p.add_argument("--rtt-port", type=int, default=7770)
+    p.add_argument("--log-dir", help="write a line per iperf3 test here")
+    p.set_defaults(func=cmd_servers)
+
+    p = sub.add_parser("plot", help="re-plot (and overlay) saved results: plot DIR [DIR ...]")
+    p.add_argument("dirs", nargs="+")
+    p.add_argument("--out", help="where to write the plots (default: the first DIR)")
+    p.set_defaults(func=cmd_plot)
 
     p = sub.add_parser("testbed", help="emulated link in network namespaces: up | down | status")
     p.add_argument("action", choices=["up", "down", "status"])

@@ -32,6 +32,7 @@ STATE_DIR = Path(os.environ.get("LONGGE_TESTBED_DIR", "/run/longge/testbed"))
 NAMESPACES = ("lg-base", "lg-mobile", "lg-inet")
 BASE_IP, MOBILE_IP, INET_IP, UPLINK_IP = "10.24.0.1", "10.24.0.2", "10.99.0.1", "10.99.0.2"
 UP_TIMEOUT_S = 20.0
+IPERF_PORT, RTT_PORT = 5201, 7770
 
 
 class TestbedError(LongGeError):
@@ -184,6 +185,26 @@ def up(opts: RadioOptions, say: Callable[[str], None] = lambda s: None) -> dict[
                 ],
                 STATE_DIR / f"{role}.log",
             )
+        say("starting the measurement servers in lg-base (iperf3, RTT echo)")
+        state["pids"]["servers"] = _spawn(
+            [
+                "ip",
+                "netns",
+                "exec",
+                "lg-base",
+                py,
+                "-m",
+                "longge",
+                "servers",
+                "--iperf-port",
+                str(IPERF_PORT),
+                "--rtt-port",
+                str(RTT_PORT),
+                "--log-dir",
+                str(STATE_DIR),
+            ],
+            STATE_DIR / "servers.log",
+        )
         p["state"].write_text(json.dumps(state, indent=2))
         for role in ("base", "mobile"):
             sock = p[role]

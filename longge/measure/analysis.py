@@ -1,0 +1,104 @@
+"""Pure analysis of saved measurements: capacity, saturation, knees, fairness, intervals.
+
+Every function here takes numbers and returns numbers; nothing measures, nothing plots, so
+a re-analysis of a results folder gives the same answer every time (DESIGN.md §4).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+#: received/offered below this means the link no longer carries what it is offered.
+EFFICIENCY_KNEE = 0.97
+
+
+@dataclass(frozen=True)
+class Point:
+    offered_bps: float
+    received_bps: float
+
+
+def fit_capacity(points: Sequence[Point]) -> float:
+    """C minimising Σ (received − min(offered, C))² (the "hockey stick" fit).
+
+    For a given set of saturated points (offered > C) the best C is their mean received rate,
+    so it is enough to try each split of the points sorted by offered load.
+    """
+    pts = sorted(points, key=lambda p: p.offered_bps)
+    if not pts:
+        raise ValueError("no points to fit")
+    best_c, best_sse = pts[-1].received_bps, math.inf
+    for k in range(len(pts)):
+        sat = pts[k:]
+        c = statistics.fmean(p.received_bps for p in sat)
+        # the split is consistent only if C lies between the last unsaturated and first saturated
+        lo = pts[k - 1].offered_bps if k > 0 else 0.0
+        c = min(max(c, lo), sat[0].offered_bps)
+        sse = sum((p.received_bps - min(p.offered_bps, c)) ** 2 for p in pts)
+        if sse < best_sse:
+            best_c, best_sse = c, sse
+    if pts[-1].received_bps >= EFFICIENCY_KNEE * pts[-1].offered_bps:
+        # never saturated: C is at least what the highest point carried
+        best_c = max(best_c, pts[-1].received_bps)
+    return best_c
+
+
+def first_inefficient(points: Sequence[Point], threshold: float = EFFICIENCY_KNEE) -> Point | None:
+    """The lowest offered load whose received/offered falls below ``threshold``."""
+    for p in sorted(points, key=lambda p: p.offered_bps):
+        if p.offered_bps > 0 and p.received_bps / p.offered_bps < threshold:
+            return p
+    return None
+
+
+def jain_index(xs: Sequence[float]) -> float:
+    """Jain's fairness index (Σx)² / (n·Σx²): 1 when all equal, 1/n when one takes all."""
+    if not xs:
+        raise ValueError("no flows")
+    sq = sum(x * x for x in xs)
+    return 1.0 if sq == 0 else sum(xs) ** 2 / (len(xs) * sq)
+
+
+def wilson_interval(lost: int, total: int, z: float = 1.96) -> tuple[float, float]:
+    """95 % Wilson score interval for a loss proportion (sound also at 0 and at small n)."""
+    if total <= 0:
+        return (0.0, 1.0)
+    p = lost / total
+    denom = 1 + z * z / total
+    centre = (p + z * z / (2 * total)) / denom
+    half = z * math.sqrt(p * (1 - p) / total + z * z / (4 * total * total)) / denom
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def percentile(xs: Sequence[float], q: float) -> float:
+    """The q-quantile (0..1) by linear interpolation between order statistics."""
+    if not xs:
+        return math.nan
+    s = sorted(xs)
+    pos = q * (len(s) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+@dataclass(frozen=True)
+class Level:
+    rho: float
+    median_ms: float
+    p95_ms: float
+
+
+def latency_knee(
+    levels: Sequence[Level], baseline_ms: float, factor: float = 2.0, floor_ms: float = 10.0
+) -> Level | None:
+    """The lowest load whose median RTT leaves the idle baseline: exceeds both
+    ``factor`` × baseline and baseline + ``floor_ms`` (so that milliseconds of noise on a fast
+    link do not count)."""
+    limit = max(baseline_ms * factor, baseline_ms + floor_ms)
+    for lv in sorted(levels, key=lambda lv: lv.rho):
+        if lv.median_ms > limit:
+            return lv
+    return None

@@ -1,0 +1,60 @@
+"""One iperf3 client test through libiperf (python-iperf3), run as its own process:
+
+    python -m longge.measure.iperf_client SPEC_JSON OUT_FILE
+
+It writes libiperf's JSON result (or {"error": ...}) to OUT_FILE. Running each test in a
+fresh process is how we live with python-iperf3's traps (DESIGN.md §4): a ``Client`` runs
+once, it redirects the process's stdout, Ctrl-C does not stop it, and it hangs once its JSON
+passes the 64 KiB of its pipe (we enlarge the pipe to 1 MiB, and the caller has a timeout).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import sys
+from typing import Any
+
+_F_SETPIPE_SZ = 1031
+
+
+def run(spec: dict[str, Any]) -> dict[str, Any]:
+    import iperf3
+
+    client = iperf3.Client()
+    for fd in (client._pipe_in, client._pipe_out):  # python-iperf3's stdout capture pipe
+        with contextlib.suppress(OSError):
+            fcntl.fcntl(fd, _F_SETPIPE_SZ, 1 << 20)
+    client.server_hostname = spec["host"]
+    client.port = int(spec["port"])
+    client.protocol = spec["protocol"]
+    client.duration = int(spec["duration"])
+    client.num_streams = int(spec.get("streams", 1))
+    client.reverse = bool(spec.get("reverse", False))
+    if spec["protocol"] == "udp":
+        client.bandwidth = int(spec["rate_bps"])  # python-iperf3's default is unlimited
+        client.blksize = int(spec["length"])  # and 64 KB datagrams: always set both
+    elif spec.get("rate_bps"):
+        client.bandwidth = int(spec["rate_bps"])
+    client.json_output = True
+    result = client.run()
+    raw: dict[str, Any] = result.json if getattr(result, "json", None) else {}
+    if not raw:
+        raw = {"error": getattr(result, "error", None) or "no result from libiperf"}
+    return raw
+
+
+def main() -> None:
+    spec = json.loads(sys.argv[1])
+    out = sys.argv[2]
+    try:
+        raw = run(spec)
+    except Exception as exc:  # report, do not crash silently: the sweep records the error
+        raw = {"error": f"{type(exc).__name__}: {exc}"}
+    with open(out, "w") as f:
+        json.dump(raw, f)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,27 @@
+"""What the emulated air allows for IP traffic over the LongGe protocol (for comparison)."""
+
+from __future__ import annotations
+
+from longge.air.datasheet import T_SETTLE_NS, time_on_air_ns
+from longge.protocol.frame import HEADER_LEN, PACKET_OVERHEAD
+from longge.radio.options import RadioOptions
+
+IP_UDP_HEADERS = 28
+
+
+def udp_goodput_bps(opts: RadioOptions, udp_payload: int) -> float:
+    """UDP payload bit rate with no loss: each frame of the packet costs its own ack cycle
+    (or its time on air without auto-ack), the last frame being shorter."""
+    stream = udp_payload + IP_UDP_HEADERS + PACKET_OVERHEAD
+    step = opts.payload - HEADER_LEN
+    total_ns = 0
+    while stream > 0:
+        data = min(step, stream)
+        toa = time_on_air_ns(data + HEADER_LEN, opts.rate, opts.address_width, opts.crc)
+        if opts.auto_ack:
+            ack = time_on_air_ns(0, opts.rate, opts.address_width, opts.crc)
+            total_ns += T_SETTLE_NS + toa + T_SETTLE_NS + ack
+        else:
+            total_ns += toa
+        stream -= data
+    return udp_payload * 8 * 1e9 / total_ns

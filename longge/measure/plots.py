@@ -1,0 +1,144 @@
+"""Plots from saved results only (summary.json): a re-plot never re-measures.
+
+``plot_runs([dir, ...])`` draws one run, or overlays several (e.g. two retry settings).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+
+def _label(run: dict[str, Any], path: Path) -> str:
+    radio = run.get("context", {}).get("radio", {})
+    if radio:
+        return (
+            f"{path.name}: {radio.get('rate')} ARD {radio.get('ard_us')} µs ARC {radio.get('arc')}"
+        )
+    return path.name
+
+
+def _save(fig: Any, out: Path, name: str) -> list[Path]:
+    paths = [out / f"{name}.png", out / f"{name}.svg"]
+    for p in paths:
+        fig.savefig(p, dpi=120, bbox_inches="tight")
+    plt.close(fig)
+    return paths
+
+
+def plot_ttest(runs: list[tuple[Path, dict[str, Any]]], out: Path) -> list[Path]:
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12, 4.8))
+    top = 0.0
+    for path, run in runs:
+        pts = [p for p in run["points"] if p["received_bps"]]
+        x = [p["offered_bps"] / 1e3 for p in pts]
+        y = [p["received_bps"] / 1e3 for p in pts]
+        lo = [(p["received_bps"] - (p["received_min_bps"] or p["received_bps"])) / 1e3 for p in pts]
+        hi = [((p["received_max_bps"] or p["received_bps"]) - p["received_bps"]) / 1e3 for p in pts]
+        line = ax.errorbar(x, y, yerr=[lo, hi], marker="o", capsize=3, label=_label(run, path))
+        color = line[0].get_color()
+        cap = run.get("capacity_bps")
+        if cap:
+            ax.axhline(
+                cap / 1e3,
+                color=color,
+                linestyle="--",
+                linewidth=1,
+                label=f"C = {cap / 1e3:.0f} kbit/s",
+            )
+        sat = run.get("saturation")
+        if sat:
+            ax.axvline(sat["offered_bps"] / 1e3, color=color, linestyle=":", linewidth=1)
+        lx = [p["offered_bps"] / 1e3 for p in run["points"] if p["loss"] is not None]
+        ly = [100 * p["loss"] for p in run["points"] if p["loss"] is not None]
+        ax2.plot(lx, ly, marker="o", color=color, label=_label(run, path))
+        top = max([top, *x])
+    ax.plot([0, top], [0, top], color="grey", linewidth=1, label="received = offered")
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="offered load (kbit/s)",
+        ylabel="received at the server (kbit/s)",
+        title="tTest: throughput",
+    )
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    ax2.set(
+        xscale="log",
+        xlabel="offered load (kbit/s)",
+        ylabel="datagrams lost (%)",
+        title="tTest: loss",
+    )
+    ax2.grid(True, which="both", alpha=0.3)
+    return _save(fig, out, "ttest")
+
+
+def plot_ltest(runs: list[tuple[Path, dict[str, Any]]], out: Path) -> list[Path]:
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12, 4.8))
+    for path, run in runs:
+        lv = [v for v in run["levels"] if v["rtt_median_ms"] == v["rtt_median_ms"]]
+        x = [v["rho"] for v in lv]
+        med = [v["rtt_median_ms"] for v in lv]
+        p95 = [v["rtt_p95_ms"] for v in lv]
+        line = ax.plot(x, med, marker="o", label=f"{_label(run, path)} median")
+        color = line[0].get_color()
+        ax.plot(x, p95, marker=".", linestyle="--", color=color, label="p95")
+        ax.axhline(
+            run["baseline_rtt_ms"],
+            color=color,
+            linewidth=1,
+            alpha=0.6,
+            label=f"idle baseline {run['baseline_rtt_ms']:.1f} ms",
+        )
+        if run.get("knee_rho") is not None:
+            ax.axvline(
+                run["knee_rho"],
+                color=color,
+                linestyle=":",
+                label=f"latency knee ρ = {run['knee_rho']:.2f}",
+            )
+        ax2.plot(
+            x,
+            [100 * v["probes_lost"] / v["probes_sent"] if v["probes_sent"] else 0 for v in lv],
+            marker="o",
+            color=color,
+            label=_label(run, path),
+        )
+    ax.axvline(1.0, color="grey", linewidth=1, alpha=0.5)
+    ax.set(
+        yscale="log",
+        xlabel="ρ = offered / capacity",
+        ylabel="RTT (ms)",
+        title="lTest: round-trip time under load",
+    )
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    ax2.set(xlabel="ρ = offered / capacity", ylabel="probes lost (%)", title="lTest: probe loss")
+    ax2.grid(True, alpha=0.3)
+    return _save(fig, out, "ltest")
+
+
+def plot_runs(dirs: list[Path], out: Path | None = None) -> list[Path]:
+    from longge.measure.results import read_summary
+
+    runs = [(Path(d), read_summary(d)) for d in dirs]
+    out = out or Path(dirs[0])
+    out.mkdir(parents=True, exist_ok=True)
+    made: list[Path] = []
+    tt = [(p, r) for p, r in runs if r.get("kind") == "tTest" and r.get("points")]
+    tt += [
+        (p, r["ttest"])
+        for p, r in runs
+        if r.get("kind") == "lTest" and r.get("ttest") and len(runs) == 1
+    ]
+    lt = [(p, r) for p, r in runs if r.get("kind") == "lTest" and r.get("levels")]
+    if tt:
+        made += plot_ttest(tt, out)
+    if lt:
+        made += plot_ltest(lt, out)
+    return made

@@ -1,0 +1,59 @@
+"""A results summary as a few lines of text for the terminal."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _k(bps: float | None) -> str:
+    return "-" if bps is None else f"{bps / 1e3:.1f} kbit/s"
+
+
+def summary_text(s: dict[str, Any]) -> str:
+    lines: list[str] = []
+    ctx = s.get("context", {})
+    model = ctx.get("model_capacity_bps")
+    if s.get("kind") == "tTest" or s.get("ttest"):
+        t = s if s.get("kind") == "tTest" else s["ttest"]
+        lines.append("  offered        received       efficiency  ρ      loss (95% CI)")
+        for p in t.get("points", []):
+            ci = p.get("loss_ci95")
+            loss = (
+                "-"
+                if p.get("loss") is None
+                else (f"{100 * p['loss']:.2f}% ({100 * ci[0]:.2f}–{100 * ci[1]:.2f})")
+            )
+            rho = "-" if p.get("rho") is None else f"{p['rho']:.2f}"
+            lines.append(
+                f"  {_k(p['offered_bps']):>14} {_k(p['received_bps']):>14}  "
+                f"{p['efficiency']:9.3f}  {rho:>5}  {loss}"
+            )
+        cap = t.get("capacity_bps")
+        line = f"  capacity C = {_k(cap)}"
+        if model and cap:
+            line += f"  (emulator's model {_k(model)}: ratio {cap / model:.3f})"
+        lines.append(line)
+        sat = t.get("saturation")
+        if sat:
+            lines.append(f"  saturation at {_k(sat['offered_bps'])} offered, ρ = {sat['rho']:.2f}")
+    if s.get("kind") == "lTest":
+        lines.append(
+            f"  idle baseline RTT {s.get('baseline_rtt_ms', float('nan')):.2f} ms; "
+            f"capacity {_k(s.get('capacity_bps'))} ({s.get('capacity_source', '')})"
+        )
+        lines.append("  ρ      received       RTT median    p95      p99      max     probes lost")
+        for lv in s.get("levels", []):
+            lines.append(
+                f"  {lv['rho']:4.2f} {_k(lv['received_bps']):>14} {lv['rtt_median_ms']:9.1f} ms "
+                f"{lv['rtt_p95_ms']:7.1f} {lv['rtt_p99_ms']:8.1f} {lv['rtt_max_ms'] or 0:8.1f} "
+                f"{lv['probes_lost']:5d}/{lv['probes_sent']}"
+            )
+        knee = s.get("knee_rho")
+        lines.append(
+            f"  latency knee: {'none up to the highest ρ' if knee is None else f'ρ = {knee:.2f}'}"
+        )
+    if s.get("error"):
+        lines.append(f"  ERROR: {s['error']}")
+    if s.get("interrupted"):
+        lines.append("  (interrupted)")
+    return "\n".join(lines)

@@ -1,0 +1,108 @@
+"""Results folders: what a run measured, written as it is measured, read back for analysis.
+
+    DIR/context.json     versions, system, radio settings (daemon and emulator), command line
+    DIR/trials.csv       one row per trial, appended as each trial ends
+    DIR/trials/NNN.csv   the per-interval (tTest) or per-probe (lTest) records of trial NNN
+    DIR/summary.json     the findings and the per-point data (written at the end, also after
+                         an interruption, with "error" or "interrupted" set)
+    DIR/*.png, *.svg     plots made from summary.json only
+
+Field meanings and units are documented in README ("Results folders").
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from longge import __version__
+
+TRIAL_FIELDS = [
+    "trial",
+    "kind",
+    "level",
+    "offered_bps",
+    "received_bps",
+    "sent_bps",
+    "efficiency",
+    "packets",
+    "lost_packets",
+    "jitter_ms",
+    "retransmits",
+    "streams",
+    "rtt_median_ms",
+    "rtt_p95_ms",
+    "probes_sent",
+    "probes_lost",
+    "error",
+    "started",
+    "seconds",
+]
+
+
+def default_dir(kind: str) -> Path:
+    return Path("results") / f"{time.strftime('%Y%m%d-%H%M%S')}-{kind}"
+
+
+class ResultsDir:
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        (self.path / "trials").mkdir(parents=True, exist_ok=True)
+        self._n = 0
+        self._csv = self.path / "trials.csv"
+        if not self._csv.exists():
+            with open(self._csv, "w", newline="") as f:
+                csv.DictWriter(f, TRIAL_FIELDS).writeheader()
+
+    def write_json(self, name: str, obj: Any) -> Path:
+        p = self.path / name
+        tmp = p.with_suffix(".tmp")
+        tmp.write_text(json.dumps(obj, indent=2, default=str))
+        os.replace(tmp, p)
+        return p
+
+    def add_trial(self, row: dict[str, Any], records: list[dict[str, Any]]) -> int:
+        self._n += 1
+        row = {"trial": self._n, **row}
+        with open(self._csv, "a", newline="") as f:
+            csv.DictWriter(f, TRIAL_FIELDS, extrasaction="ignore").writerow(row)
+        if records:
+            with open(self.path / "trials" / f"{self._n:03d}.csv", "w", newline="") as f:
+                w = csv.DictWriter(f, list(records[0]))
+                w.writeheader()
+                w.writerows(records)
+        return self._n
+
+
+def read_summary(path: str | Path) -> dict[str, Any]:
+    p = Path(path)
+    if p.is_dir():
+        p = p / "summary.json"
+    data: dict[str, Any] = json.loads(p.read_text())
+    return data
+
+
+def system_context(argv: list[str] | None = None) -> dict[str, Any]:
+    iperf_version = None
+    try:
+        import iperf3
+
+        iperf_version = iperf3.Client().iperf_version
+    except Exception as exc:  # the context records what it could not find
+        iperf_version = f"unavailable: {exc}"
+    return {
+        "longge_version": __version__,
+        "python": sys.version.split()[0],
+        "libiperf": iperf_version,
+        "system": platform.platform(),
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "command": argv if argv is not None else sys.argv,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }

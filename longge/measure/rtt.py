@@ -1,0 +1,185 @@
+"""UDP round-trip-time probes: an echo server (base station) and an isochronous client.
+
+Probe (client -> server), at least ``PROBE_LEN`` bytes, big endian::
+
+    magic "LGRT" | version 1 | kind 0=probe | 0 0 | seq u32 | client_send_ns u64 | zeros…
+
+Reply (server -> client), exactly ``PROBE_LEN`` bytes: the same with kind 1 and the server's
+receive time in the last 8 bytes. A reply is never larger than its probe (no amplification);
+a probe shorter than ``PROBE_LEN``, with a wrong magic or version, or over the per-client rate
+is counted and dropped. RTT is measured on the client's own clock only, so the two clocks
+need not agree (DESIGN.md §4: RTT, not one-way delay).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import select
+import socket
+import struct
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+MAGIC = b"LGRT"
+VERSION = 1
+HEADER = struct.Struct("!4sBBxxIQ")
+PROBE_LEN = HEADER.size + 8  # 32 bytes
+DEFAULT_PORT = 7770
+
+
+def encode_probe(seq: int, send_ns: int, size: int = PROBE_LEN) -> bytes:
+    return HEADER.pack(MAGIC, VERSION, 0, seq & 0xFFFFFFFF, send_ns).ljust(
+        max(size, PROBE_LEN), b"\0"
+    )
+
+
+def decode_reply(data: bytes) -> tuple[int, int, int] | None:
+    """(seq, client_send_ns, server_ns) of a valid reply, else None."""
+    if len(data) != PROBE_LEN:
+        return None
+    magic, version, kind, seq, send_ns = HEADER.unpack_from(data)
+    if magic != MAGIC or version != VERSION or kind != 1:
+        return None
+    return seq, send_ns, struct.unpack_from("!Q", data, HEADER.size)[0]
+
+
+@dataclass
+class _Bucket:
+    tokens: float
+    last: float
+
+
+class EchoCore:
+    """The server's decisions, sans-IO: ``handle(data, peer, now)`` -> reply or None."""
+
+    def __init__(self, rate_pps: float = 500.0, burst: float = 100.0, max_clients: int = 1024):
+        self.rate_pps = rate_pps
+        self.burst = burst
+        self.max_clients = max_clients
+        self.counters: Counter[str] = Counter()
+        self._buckets: dict[Any, _Bucket] = {}
+
+    def handle(self, data: bytes, peer: Any, now: float) -> bytes | None:
+        if len(data) < PROBE_LEN:
+            self.counters["short"] += 1
+            return None
+        magic, version, kind, seq, send_ns = HEADER.unpack_from(data)
+        if magic != MAGIC or version != VERSION or kind != 0:
+            self.counters["garbage"] += 1
+            return None
+        if not self._allow(peer[0] if isinstance(peer, tuple) else peer, now):
+            self.counters["rate_limited"] += 1
+            return None
+        self.counters["echoed"] += 1
+        reply = HEADER.pack(MAGIC, VERSION, 1, seq, send_ns)
+        return reply + struct.pack("!Q", time.monotonic_ns())
+
+    def _allow(self, client: Any, now: float) -> bool:
+        b = self._buckets.get(client)
+        if b is None:
+            if len(self._buckets) >= self.max_clients:
+                self._buckets.pop(next(iter(self._buckets)))  # forget the oldest client
+            b = self._buckets[client] = _Bucket(self.burst, now)
+        b.tokens = min(self.burst, b.tokens + (now - b.last) * self.rate_pps)
+        b.last = now
+        if b.tokens < 1:
+            return False
+        b.tokens -= 1
+        return True
+
+
+def serve(
+    host: str = "0.0.0.0", port: int = DEFAULT_PORT, core: EchoCore | None = None, stop: Any = None
+) -> EchoCore:
+    """Echo until ``stop`` (an Event-like object) is set."""
+    core = core or EchoCore()
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.bind((host, port))
+        while stop is None or not stop.is_set():
+            ready, _, _ = select.select([sock], [], [], 0.5)
+            if not ready:
+                continue
+            data, peer = sock.recvfrom(2048)
+            reply = core.handle(data, peer, time.monotonic())
+            if reply is not None:
+                sock.sendto(reply, peer)
+    return core
+
+
+@dataclass
+class ProbeRun:
+    interval_s: float
+    sent: int = 0
+    rtt_ms: dict[int, float] = field(default_factory=dict)
+    send_ns: dict[int, int] = field(default_factory=dict)
+    bad_replies: int = 0
+
+    @property
+    def lost(self) -> int:
+        return self.sent - len(self.rtt_ms)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "interval_s": self.interval_s,
+            "sent": self.sent,
+            "received": len(self.rtt_ms),
+            "lost": self.lost,
+            "bad_replies": self.bad_replies,
+            "records": [
+                {"seq": s, "send_ns": self.send_ns[s], "rtt_ms": self.rtt_ms.get(s)}
+                for s in sorted(self.send_ns)
+            ],
+        }
+
+
+def probe(
+    host: str, port: int, count: int, interval_s: float, size: int = PROBE_LEN, wait_s: float = 2.0
+) -> ProbeRun:
+    """Send ``count`` probes every ``interval_s`` (by deadline, so the rate is exact) and
+    collect replies until ``wait_s`` after the last one."""
+    run = ProbeRun(interval_s)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.connect((host, port))
+        start = time.monotonic_ns()
+        step = int(interval_s * 1e9)
+        end = start + (count - 1) * step + int(wait_s * 1e9)
+        while True:
+            now = time.monotonic_ns()
+            if run.sent < count and now >= start + run.sent * step:
+                run.send_ns[run.sent] = now
+                with contextlib.suppress(OSError):  # e.g. no route yet: the probe is lost
+                    sock.send(encode_probe(run.sent, now, size))
+                run.sent += 1
+                continue
+            if now >= end or (run.sent == count and len(run.rtt_ms) == count):
+                break
+            nxt = start + run.sent * step if run.sent < count else end
+            ready, _, _ = select.select([sock], [], [], max(0.0, (nxt - now) / 1e9))
+            if ready:
+                try:
+                    data = sock.recv(2048)
+                except OSError:
+                    continue
+                got = time.monotonic_ns()
+                dec = decode_reply(data)
+                if dec is None or dec[0] not in run.send_ns or dec[1] != run.send_ns[dec[0]]:
+                    run.bad_replies += 1
+                    continue
+                run.rtt_ms[dec[0]] = (got - dec[1]) / 1e6
+    return run
+
+
+def main() -> None:
+    """``python -m longge.measure.rtt HOST PORT COUNT INTERVAL_S OUT_JSON`` (used by lTest)."""
+    host, port, count, interval, out = sys.argv[1:6]
+    run = probe(host, int(port), int(count), float(interval))
+    with open(out, "w") as f:
+        json.dump(run.as_dict(), f)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,151 @@
+"""Run tTest / lTest end to end: find the link, record the context, sweep, save, plot.
+
+Where the link is, in this order: ``--host`` (a real base station, clients run here); the
+testbed if it is up; a local daemon's peer (``/run/longge/longge0.sock``); otherwise the
+emulated testbed is brought up for the run (and taken down after it), which is what a new
+user without radios sees first.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from longge import testbed
+from longge.air.server import query
+from longge.daemon.control import ControlError, request
+from longge.measure import plots
+from longge.measure.model import udp_goodput_bps
+from longge.measure.results import ResultsDir, default_dir, system_context
+from longge.measure.sweep import LTest, LTestPlan, Progress, Target, TTest, TTestPlan
+from longge.radio.options import RadioOptions
+
+LOCAL_CONTROL = "/run/longge/longge0.sock"
+
+Say = Callable[[str], None]
+
+
+def resolve_target(
+    host: str | None, iperf_port: int, rtt_port: int, opts: RadioOptions, say: Say
+) -> tuple[Target, bool]:
+    """The target, and whether we brought the testbed up ourselves."""
+    if host:
+        controls = (LOCAL_CONTROL,) if os.path.exists(LOCAL_CONTROL) else ()
+        return Target(host, iperf_port, rtt_port, None, controls), False
+    p = testbed.paths()
+    started = False
+    if not (p["state"].exists() and testbed.status().get("up")):
+        if os.path.exists(LOCAL_CONTROL):
+            st = request(LOCAL_CONTROL, {"cmd": "status"})
+            return Target(st["node"]["peer"], iperf_port, rtt_port, None, (LOCAL_CONTROL,)), False
+        say("no radio configured: bringing up the emulated testbed (./run.sh testbed up)")
+        testbed.up(opts, say=lambda s: say(f"testbed: {s}"))
+        started = True
+    return Target(
+        testbed.BASE_IP,
+        testbed.IPERF_PORT,
+        testbed.RTT_PORT,
+        "lg-mobile",
+        (str(p["mobile"]), str(p["base"])),
+    ), started
+
+
+def link_context(target: Target, length: int) -> dict[str, Any]:
+    ctx: dict[str, Any] = {"target": {"host": target.host, "netns": target.netns}}
+    for path in target.controls:
+        try:
+            st = request(path, {"cmd": "status"}, timeout=2)
+        except ControlError as exc:
+            ctx.setdefault("daemons", {})[path] = {"error": str(exc)}
+            continue
+        ctx.setdefault("daemons", {})[path] = {k: st.get(k) for k in ("node", "radio", "version")}
+        if st.get("node", {}).get("role") == "mobile":
+            ctx["radio"] = st.get("radio")
+    air = testbed.paths()["air"]
+    if target.netns and air.exists():
+        try:
+            stats = query(str(air))
+            ctx["emulator"] = {"loss": stats.get("loss"), "seed": stats.get("seed")}
+        except OSError as exc:
+            ctx["emulator"] = {"error": str(exc)}
+        r = ctx.get("radio") or {}
+        if r:
+            opts = RadioOptions(
+                rate=r["rate"],
+                ard_us=r["ard_us"],
+                arc=r["arc"],
+                auto_ack=r["auto_ack"],
+                payload=r["payload"],
+                address_width=r["address_width"],
+                crc=r["crc"],
+            )
+            ctx["model_capacity_bps"] = udp_goodput_bps(opts, length)
+            ctx["model_note"] = (
+                f"UDP payload rate the air allows for {length}-byte datagrams "
+                "with no loss and no host overhead"
+            )
+    return ctx
+
+
+def run(
+    kind: str,
+    plan: TTestPlan | LTestPlan,
+    host: str | None,
+    iperf_port: int,
+    rtt_port: int,
+    opts: RadioOptions,
+    out: str | None,
+    keep_testbed: bool,
+    say: Say,
+    progress: Progress,
+) -> tuple[Path, dict[str, Any]]:
+    target, started = resolve_target(host, iperf_port, rtt_port, opts, say)
+    results = ResultsDir(out or default_dir(kind))
+    say(f"results in {results.path}")
+    length = plan.length or 1400
+    context = {**system_context(), **link_context(target, length)}
+    results.write_json("context.json", context)
+    t0 = time.time()
+    sweep: TTest | LTest = (
+        TTest(target, plan, results, progress)
+        if isinstance(plan, TTestPlan)
+        else LTest(target, plan, results, progress)
+    )
+    summary: dict[str, Any]
+    try:
+        summary = sweep.run()
+    except KeyboardInterrupt:
+        summary = _partial(sweep)
+        summary["interrupted"] = True
+        say("interrupted: keeping what was measured")
+    except Exception as exc:
+        summary = _partial(sweep)
+        summary["error"] = f"{type(exc).__name__}: {exc}"
+        say(f"error: {summary['error']} (keeping what was measured)")
+    finally:
+        if started and not keep_testbed:
+            say("taking the testbed down")
+            testbed.down()
+    summary["context"] = context
+    summary["seconds"] = round(time.time() - t0, 1)
+    results.write_json("summary.json", summary)
+    plots.plot_runs([results.path])
+    return results.path, summary
+
+
+def _partial(sweep: TTest | LTest) -> dict[str, Any]:
+    if isinstance(sweep, TTest):
+        return sweep.summary()
+    return {
+        "kind": "lTest",
+        "levels": sweep.levels,
+        "capacity_bps": None,
+        "baseline_rtt_ms": next(
+            (lv["rtt_median_ms"] for lv in sweep.levels if lv["rho"] == 0.0), float("nan")
+        ),
+        "knee_rho": None,
+        "ttest": sweep.ttest,
+    }

@@ -1,0 +1,454 @@
+"""tTest and lTest: offered-load sweeps, described as data, run one trial at a time.
+
+tTest: a few log-spaced loads, then doubling until the link stops carrying what it is offered
+(received/offered < 0.97), then bisection on a log scale between the last good and the first
+bad load; each load repeated; the queues drained between trials. Capacity C comes from the
+hockey-stick fit of all points, ρ = offered / C.
+
+lTest: at each ρ (of a C measured first, or given), a background iperf3 UDP load and, on top of
+it, isochronous RTT probes (small: at most 5 % of C).
+
+Both report progress through a callback and keep what they measured when interrupted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from longge.daemon.control import ControlError, request
+from longge.measure import analysis
+from longge.measure.iperf import TrialResult, TrialSpec, parse_result, run_trial
+from longge.measure.results import ResultsDir
+
+Progress = Callable[[str, float], None]  # (message, fraction done)
+
+PROBE_IP_BYTES = 32 + 28  # probe + UDP/IP headers
+MIN_PACKETS = 50
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where the servers are, and where the clients run."""
+
+    host: str
+    iperf_port: int = 5201
+    rtt_port: int = 7770
+    netns: str | None = None  # run the clients inside this network namespace
+    controls: tuple[str, ...] = ()  # daemon control sockets: settings, queue drain
+
+
+@dataclass(frozen=True)
+class TTestPlan:
+    protocol: str = "udp"
+    duration: int = 10
+    length: int | None = None  # None: 1400, smaller at low loads for >= 50 datagrams
+    streams: int = 1
+    repeats: int = 3
+    start_bps: float = 2_000
+    max_bps: float = 20_000_000
+    bisect_steps: int = 4
+    efficiency_knee: float = analysis.EFFICIENCY_KNEE
+
+    def datagram(self, rate_bps: float) -> int:
+        if self.length:
+            return self.length
+        fit = int(rate_bps * self.duration / 8 / MIN_PACKETS)
+        return max(64, min(1400, fit))
+
+
+QUICK_TTEST = TTestPlan(duration=3, repeats=1, bisect_steps=3)
+
+
+@dataclass(frozen=True)
+class LTestPlan:
+    rhos: tuple[float, ...] = (
+        0.0,
+        0.2,
+        0.4,
+        0.6,
+        0.7,
+        0.8,
+        0.85,
+        0.9,
+        0.95,
+        1.0,
+        1.05,
+        1.1,
+        1.2,
+        1.5,
+    )
+    seconds: int = 10
+    interval_s: float = 0.05
+    length: int = 1400
+    capacity_bps: float | None = None  # None: measure it first (quick tTest)
+
+
+QUICK_LTEST = LTestPlan(rhos=(0.0, 0.5, 0.8, 0.9, 1.0, 1.1, 1.3), seconds=4)
+
+
+@dataclass
+class PointResult:
+    offered_bps: float
+    trials: list[TrialResult] = field(default_factory=list)
+
+    @property
+    def ok_trials(self) -> list[TrialResult]:
+        return [t for t in self.trials if t.error is None and t.received_bps > 0]
+
+    @property
+    def received_bps(self) -> float:
+        vals = [t.received_bps for t in self.ok_trials]
+        return analysis.percentile(vals, 0.5) if vals else 0.0
+
+    @property
+    def efficiency(self) -> float:
+        return self.received_bps / self.offered_bps if self.offered_bps else 0.0
+
+
+# -- shared plumbing ---------------------------------------------------------------------------
+
+
+def daemon_status(target: Target) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for path in target.controls:
+        try:
+            out[path] = request(path, {"cmd": "status"}, timeout=2)
+        except ControlError as exc:
+            out[path] = {"error": str(exc)}
+    return out
+
+
+def drain(target: Target, max_wait_s: float = 5.0) -> None:
+    """Wait until the link's queues are empty (daemon status), or a fixed second without one."""
+    time.sleep(0.5)
+    deadline = time.monotonic() + max_wait_s
+    while target.controls and time.monotonic() < deadline:
+        st = daemon_status(target)
+        if all(s.get("tx", {}).get("queue_packets", 0) == 0 for s in st.values()):
+            break
+        time.sleep(0.2)
+    time.sleep(0.5)
+
+
+def trial_row(
+    kind: str, level: float, spec: TrialSpec, r: TrialResult, started: float
+) -> dict[str, Any]:
+    return {
+        "kind": kind,
+        "level": level,
+        "offered_bps": round(r.offered_bps, 1),
+        "received_bps": round(r.received_bps, 1),
+        "sent_bps": round(r.sent_bps, 1),
+        "efficiency": round(r.efficiency, 4),
+        "packets": r.packets,
+        "lost_packets": r.lost_packets,
+        "jitter_ms": round(r.jitter_ms, 3),
+        "retransmits": r.retransmits,
+        "streams": spec.streams,
+        "error": r.error or "",
+        "started": round(started, 3),
+        "seconds": spec.duration,
+    }
+
+
+# -- tTest -------------------------------------------------------------------------------------
+
+
+class TTest:
+    def __init__(
+        self,
+        target: Target,
+        plan: TTestPlan,
+        out: ResultsDir,
+        progress: Progress = lambda m, f: None,
+    ) -> None:
+        self.target = target
+        self.plan = plan
+        self.out = out
+        self.progress = progress
+        self.points: dict[float, PointResult] = {}
+
+    def measure(self, offered: float) -> PointResult:
+        plan = self.plan
+        point = self.points.setdefault(offered, PointResult(offered))
+        for _ in range(plan.repeats):
+            spec = TrialSpec(
+                host=self.target.host,
+                port=self.target.iperf_port,
+                protocol=plan.protocol,
+                rate_bps=int(offered),
+                duration=plan.duration,
+                length=plan.datagram(offered),
+                streams=plan.streams,
+            )
+            started = time.time()
+            raw = run_trial(spec, self.target.netns)
+            res = parse_result(spec, raw)
+            point.trials.append(res)
+            records = [
+                {"interval": i + 1, "received_bps": round(v, 1)}
+                for i, v in enumerate(res.interval_received_bps)
+            ]
+            self.out.add_trial(trial_row("tTest", offered, spec, res, started), records)
+            drain(self.target)
+        return point
+
+    def saturated(self, p: PointResult) -> bool:
+        return p.efficiency < self.plan.efficiency_knee
+
+    def run(self) -> dict[str, Any]:
+        plan = self.plan
+        expected = 6 + plan.bisect_steps
+        done = 0
+
+        def step(offered: float) -> PointResult:
+            nonlocal done
+            self.progress(f"offered {offered / 1e3:.1f} kbit/s", done / expected)
+            p = self.measure(offered)
+            done += 1
+            return p
+
+        last_ok: float | None = None
+        first_bad: float | None = None
+        load = plan.start_bps
+        while load <= plan.max_bps:
+            p = step(load)
+            if self.saturated(p):
+                first_bad = load
+                break
+            last_ok = load
+            load = load * 10 if load < 200_000 else load * 2
+        if first_bad is not None and last_ok is not None:
+            lo, hi = last_ok, first_bad
+            for _ in range(plan.bisect_steps):
+                mid = (lo * hi) ** 0.5
+                if self.saturated(step(mid)):
+                    hi = mid
+                else:
+                    lo = mid
+            step(first_bad * 1.5)  # well past capacity: what overload looks like
+        self.progress("done", 1.0)
+        return self.summary()
+
+    def summary(self) -> dict[str, Any]:
+        pts = [p for p in sorted(self.points.values(), key=lambda p: p.offered_bps) if p.ok_trials]
+        fit_pts = [analysis.Point(p.offered_bps, p.received_bps) for p in pts]
+        capacity = analysis.fit_capacity(fit_pts) if fit_pts else None
+        first_bad = analysis.first_inefficient(fit_pts, self.plan.efficiency_knee)
+        rows = []
+        for p in sorted(self.points.values(), key=lambda p: p.offered_bps):
+            ok = p.ok_trials
+            packets = sum(t.packets for t in ok)
+            lost = sum(t.lost_packets for t in ok)
+            streams = [t.stream_received_bps for t in ok if len(t.stream_received_bps) > 1]
+            rows.append(
+                {
+                    "offered_bps": p.offered_bps,
+                    "received_bps": p.received_bps,
+                    "received_min_bps": min((t.received_bps for t in ok), default=None),
+                    "received_max_bps": max((t.received_bps for t in ok), default=None),
+                    "efficiency": p.efficiency,
+                    "rho": p.offered_bps / capacity if capacity else None,
+                    "trials": len(p.trials),
+                    "failed_trials": len(p.trials) - len(ok),
+                    "errors": sorted({t.error for t in p.trials if t.error}),
+                    "packets": packets,
+                    "lost_packets": lost,
+                    "loss": lost / packets if packets else None,
+                    "loss_ci95": analysis.wilson_interval(lost, packets) if packets else None,
+                    "jitter_ms": analysis.percentile([t.jitter_ms for t in ok], 0.5)
+                    if ok
+                    else None,
+                    "retransmits": sum(t.retransmits for t in ok),
+                    "jain_index": analysis.jain_index(streams[0]) if streams else None,
+                    "datagram_bytes": self.plan.datagram(p.offered_bps),
+                }
+            )
+        return {
+            "kind": "tTest",
+            "plan": asdict(self.plan),
+            "capacity_bps": capacity,
+            "saturation": None
+            if first_bad is None or not capacity
+            else {
+                "offered_bps": first_bad.offered_bps,
+                "rho": first_bad.offered_bps / capacity,
+                "rule": f"first load with received/offered < {self.plan.efficiency_knee}",
+            },
+            "points": rows,
+        }
+
+
+# -- lTest -------------------------------------------------------------------------------------
+
+
+def probe_in(target: Target, count: int, interval_s: float) -> dict[str, Any]:
+    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as tmp:
+        out = tmp.name
+    cmd = [
+        sys.executable,
+        "-m",
+        "longge.measure.rtt",
+        target.host,
+        str(target.rtt_port),
+        str(count),
+        str(interval_s),
+        out,
+    ]
+    if target.netns:
+        cmd = ["ip", "netns", "exec", target.netns, *cmd]
+    try:
+        subprocess.run(cmd, timeout=count * interval_s + 30, capture_output=True)
+        with open(out) as f:
+            data: dict[str, Any] = json.load(f)
+        return data
+    except (subprocess.TimeoutExpired, OSError, ValueError) as exc:
+        return {"error": f"probe client failed: {exc}", "sent": 0, "received": 0, "records": []}
+    finally:
+        if os.path.exists(out):
+            os.unlink(out)
+
+
+class LTest:
+    def __init__(
+        self,
+        target: Target,
+        plan: LTestPlan,
+        out: ResultsDir,
+        progress: Progress = lambda m, f: None,
+    ) -> None:
+        self.target = target
+        self.plan = plan
+        self.out = out
+        self.progress = progress
+        self.levels: list[dict[str, Any]] = []
+        self.capacity_source = "given"
+        self.ttest: dict[str, Any] | None = None
+
+    def capacity(self) -> float:
+        if self.plan.capacity_bps:
+            return self.plan.capacity_bps
+        self.capacity_source = "measured by a quick tTest first"
+        t = TTest(
+            self.target,
+            QUICK_TTEST,
+            self.out,
+            lambda m, f: self.progress(f"capacity: {m}", 0.4 * f),
+        )
+        self.ttest = t.run()
+        cap = self.ttest.get("capacity_bps")
+        if not cap:
+            raise RuntimeError("could not measure the capacity (no trial succeeded)")
+        return float(cap)
+
+    def run(self) -> dict[str, Any]:
+        plan = self.plan
+        cap = self.capacity()
+        interval = plan.interval_s
+        probe_bps = PROBE_IP_BYTES * 8 / interval
+        if probe_bps > 0.05 * cap:
+            interval = PROBE_IP_BYTES * 8 / (0.05 * cap)  # keep probes <= 5 % of capacity
+        count = max(10, int(plan.seconds / interval))
+        for i, rho in enumerate(plan.rhos):
+            base = 0.4 if self.ttest is not None else 0.0
+            self.progress(f"ρ = {rho:.2f}", base + (1 - base) * i / len(plan.rhos))
+            self.levels.append(self.level(rho, cap, count, interval))
+            drain(self.target)
+        self.progress("done", 1.0)
+        return self.summary(cap, interval)
+
+    def level(self, rho: float, cap: float, count: int, interval: float) -> dict[str, Any]:
+        load: dict[str, Any] = {}
+        spec = TrialSpec(
+            host=self.target.host,
+            port=self.target.iperf_port,
+            protocol="udp",
+            rate_bps=int(rho * cap),
+            duration=int(count * interval + 3),
+            length=self.plan.length,
+        )
+        thread = None
+        started = time.time()
+        if rho > 0:
+
+            def background() -> None:
+                load["raw"] = run_trial(spec, self.target.netns)
+
+            thread = threading.Thread(target=background, daemon=True)
+            thread.start()
+            time.sleep(1.5)  # let the queue reach its steady state
+        probes = probe_in(self.target, count, interval)
+        if thread is not None:
+            thread.join(spec.duration + 30)
+        res = parse_result(spec, load["raw"]) if "raw" in load else None
+        rtts = [r["rtt_ms"] for r in probes.get("records", []) if r["rtt_ms"] is not None]
+        sent = probes.get("sent", 0)
+        lost = sent - len(rtts)
+        lv = {
+            "rho": rho,
+            "offered_bps": rho * cap,
+            "received_bps": res.received_bps if res else 0.0,
+            "load_error": res.error if res else None,
+            "probes_sent": sent,
+            "probes_lost": lost,
+            "probe_loss_ci95": analysis.wilson_interval(lost, sent) if sent else None,
+            "rtt_median_ms": analysis.percentile(rtts, 0.5),
+            "rtt_p95_ms": analysis.percentile(rtts, 0.95),
+            "rtt_p99_ms": analysis.percentile(rtts, 0.99),
+            "rtt_max_ms": max(rtts) if rtts else None,
+            "rtt_min_ms": min(rtts) if rtts else None,
+            "probe_error": probes.get("error"),
+        }
+        row = {
+            "kind": "lTest",
+            "level": rho,
+            "offered_bps": round(rho * cap, 1),
+            "received_bps": round(lv["received_bps"], 1),
+            "rtt_median_ms": lv["rtt_median_ms"],
+            "rtt_p95_ms": lv["rtt_p95_ms"],
+            "probes_sent": sent,
+            "probes_lost": lost,
+            "error": lv["load_error"] or lv["probe_error"] or "",
+            "started": round(started, 3),
+            "seconds": spec.duration,
+        }
+        self.out.add_trial(row, probes.get("records", []))
+        return lv
+
+    def summary(self, cap: float, interval: float) -> dict[str, Any]:
+        idle = [lv for lv in self.levels if lv["rho"] == 0.0]
+        baseline = (
+            idle[0]["rtt_median_ms"]
+            if idle
+            else min((lv["rtt_median_ms"] for lv in self.levels), default=float("nan"))
+        )
+        knee = analysis.latency_knee(
+            [
+                analysis.Level(lv["rho"], lv["rtt_median_ms"], lv["rtt_p95_ms"])
+                for lv in self.levels
+                if lv["rho"] > 0
+            ],
+            baseline,
+        )
+        return {
+            "kind": "lTest",
+            "plan": asdict(replace(self.plan, capacity_bps=cap)),
+            "capacity_bps": cap,
+            "capacity_source": self.capacity_source,
+            "probe_interval_s": interval,
+            "probe_bps": PROBE_IP_BYTES * 8 / interval,
+            "baseline_rtt_ms": baseline,
+            "knee_rho": knee.rho if knee else None,
+            "knee_rule": "lowest ρ whose median RTT exceeds max(2 × baseline, baseline + 10 ms)",
+            "levels": self.levels,
+            "ttest": self.ttest,
+        }

@@ -1,0 +1,77 @@
+"""Analysis on synthetic data whose answer is known by construction."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from longge.measure.analysis import (
+    Level,
+    Point,
+    first_inefficient,
+    fit_capacity,
+    jain_index,
+    latency_knee,
+    percentile,
+    wilson_interval,
+)
+
+
+def hockey(capacity: float, loads: list[float], noise: float = 0.0, seed: int = 1) -> list[Point]:
+    rng = random.Random(seed)
+    return [Point(x, min(x, capacity) * (1 + rng.uniform(-noise, noise))) for x in loads]
+
+
+LOADS = [2e3, 2e4, 2e5, 4e5, 5e5, 5.5e5, 6e5, 8e5, 1.6e6]
+
+
+@pytest.mark.parametrize("capacity", [120e3, 519e3, 1.2e6])
+def test_capacity_fit_recovers_the_knee(capacity: float) -> None:
+    assert fit_capacity(hockey(capacity, LOADS, noise=0.02)) == pytest.approx(capacity, rel=0.03)
+
+
+def test_capacity_fit_of_an_unsaturated_sweep_is_at_least_the_top() -> None:
+    pts = hockey(10e6, LOADS)
+    assert fit_capacity(pts) >= 1.6e6
+
+
+def test_first_inefficient_point() -> None:
+    pts = hockey(519e3, LOADS)
+    p = first_inefficient(pts)
+    assert p is not None and p.offered_bps == 5.5e5
+
+
+def test_jain_index_bounds() -> None:
+    assert jain_index([5, 5, 5, 5]) == pytest.approx(1.0)
+    assert jain_index([1, 0, 0, 0]) == pytest.approx(0.25)
+    assert jain_index([3, 1]) == pytest.approx(16 / 20)
+
+
+def test_wilson_interval_covers_and_handles_zero() -> None:
+    lo, hi = wilson_interval(0, 100)
+    assert lo == 0.0 and 0.02 < hi < 0.05
+    lo, hi = wilson_interval(10, 100)
+    assert lo < 0.1 < hi
+    # coverage: the interval holds the true p in about 95 % of simulated trials
+    rng = random.Random(3)
+    hits = 0
+    for _ in range(2000):
+        lost = sum(rng.random() < 0.05 for _ in range(200))
+        lo, hi = wilson_interval(lost, 200)
+        hits += lo <= 0.05 <= hi
+    assert 0.92 < hits / 2000 < 0.98
+
+
+def test_percentile_interpolates() -> None:
+    assert percentile([1, 2, 3, 4], 0.5) == 2.5
+    assert percentile([7], 0.99) == 7
+    assert percentile(list(range(101)), 0.95) == 95
+
+
+def test_latency_knee_is_where_rtt_leaves_the_baseline() -> None:
+    levels = [Level(r, m, m * 1.2) for r, m in
+              [(0.2, 3.5), (0.5, 4.0), (0.8, 6.0), (0.95, 9.0), (1.05, 60.0), (1.3, 120.0)]]
+    knee = latency_knee(levels, baseline_ms=3.3)
+    assert knee is not None and knee.rho == 1.05
+    assert latency_knee(levels[:4], baseline_ms=3.3) is None
