@@ -70,8 +70,10 @@ def test_percentile_interpolates() -> None:
 
 
 def test_latency_knee_is_where_rtt_leaves_the_baseline() -> None:
-    levels = [Level(r, m, m * 1.2) for r, m in
-              [(0.2, 3.5), (0.5, 4.0), (0.8, 6.0), (0.95, 9.0), (1.05, 60.0), (1.3, 120.0)]]
+    levels = [
+        Level(r, m, m * 1.2)
+        for r, m in [(0.2, 3.5), (0.5, 4.0), (0.8, 6.0), (0.95, 9.0), (1.05, 60.0), (1.3, 120.0)]
+    ]
     knee = latency_knee(levels, baseline_ms=3.3)
     assert knee is not None and knee.rho == 1.05
     assert latency_knee(levels[:4], baseline_ms=3.3) is None

@@ -1,0 +1,122 @@
+"""The measurement servers against real clients on loopback, and against malformed input."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from longge.measure import rtt
+from longge.measure.iperf import TrialSpec, parse_result, run_trial
+from longge.measure.servers import run_servers
+
+_CTX = mp.get_context("fork")
+
+
+def test_echo_core_replies_small_and_drops_junk() -> None:
+    core = rtt.EchoCore(rate_pps=1000, burst=10)
+    probe = rtt.encode_probe(7, 123456789, size=200)
+    reply = core.handle(probe, ("10.0.0.2", 1), 0.0)
+    assert reply is not None and len(reply) == rtt.PROBE_LEN <= len(probe)
+    assert rtt.decode_reply(reply)[:2] == (7, 123456789)  # type: ignore[index]
+    assert core.handle(b"LGRT", ("a", 1), 0.0) is None
+    assert core.handle(b"X" * 64, ("a", 1), 0.0) is None
+    bad_version = bytearray(rtt.encode_probe(1, 1))
+    bad_version[4] = 9
+    assert core.handle(bytes(bad_version), ("a", 1), 0.0) is None
+    assert core.counters == {"echoed": 1, "short": 1, "garbage": 2}
+
+
+def test_echo_core_limits_each_clients_rate() -> None:
+    core = rtt.EchoCore(rate_pps=10, burst=5)
+    p = rtt.encode_probe(1, 1)
+    answered = sum(core.handle(p, ("flood", 1), 0.0) is not None for _ in range(100))
+    assert answered == 5
+    assert core.handle(p, ("other", 1), 0.0) is not None  # others are not punished
+    assert core.handle(p, ("flood", 1), 1.0) is not None  # tokens come back with time
+    assert core.counters["rate_limited"] == 95
+
+
+@pytest.fixture
+def servers() -> Iterator[tuple[int, int]]:
+    iperf_port, rtt_port = 5311, 7311
+    proc = _CTX.Process(target=run_servers, args=(iperf_port, rtt_port), daemon=False)
+    proc.start()
+    time.sleep(0.5)
+    try:
+        yield iperf_port, rtt_port
+    finally:
+        assert proc.pid is not None
+        os.kill(proc.pid, signal.SIGTERM)
+        proc.join(10)
+        if proc.is_alive():
+            proc.kill()
+
+
+def test_rtt_probes_over_loopback_and_garbage_does_not_stop_the_server(
+    servers: tuple[int, int],
+) -> None:
+    _, port = servers
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        for junk in [b"", b"x", b"LGRT" + bytes(40), os.urandom(1400)]:
+            s.sendto(junk, ("127.0.0.1", port))
+    run = rtt.probe("127.0.0.1", port, count=30, interval_s=0.01)
+    assert run.sent == 30 and run.lost == 0 and run.bad_replies == 0
+    assert all(0 < v < 100 for v in run.rtt_ms.values())
+
+
+def test_back_to_back_iperf3_trials_all_succeed(servers: tuple[int, int]) -> None:
+    port, _ = servers
+    spec = TrialSpec(host="127.0.0.1", port=port, rate_bps=500_000, duration=1, length=500)
+    for _ in range(4):
+        r = parse_result(spec, run_trial(spec))
+        assert r.error is None, r.error
+        assert r.received_bps == pytest.approx(500_000, rel=0.1)
+
+
+def test_a_client_killed_mid_test_does_not_take_the_server_down(
+    servers: tuple[int, int],
+) -> None:
+    port, _ = servers
+    victim = subprocess.Popen(
+        ["iperf3", "-c", "127.0.0.1", "-p", str(port), "-u", "-b", "1M", "-t", "30"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    time.sleep(1.5)
+    victim.kill()
+    victim.wait()
+    spec = TrialSpec(host="127.0.0.1", port=port, rate_bps=200_000, duration=1, length=200)
+    start = time.monotonic()
+    r = parse_result(spec, run_trial(spec))
+    assert r.error is None, r.error
+    assert time.monotonic() - start < 15
+
+
+def test_a_client_trial_that_hangs_is_killed(servers: tuple[int, int]) -> None:
+    """A 'server' that accepts and says nothing: the trial process is killed on time."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        spec = TrialSpec(host="127.0.0.1", port=silent.getsockname()[1], duration=1)
+        start = time.monotonic()
+        raw = run_trial(spec, grace_s=2, retries=1)
+    assert "error" in raw
+    assert time.monotonic() - start < 10
+
+
+def test_iperf_client_module_reports_bad_specs() -> None:
+    out = "/tmp/longge-test-badspec.json"
+    subprocess.run([sys.executable, "-m", "longge.measure.iperf_client", "{}", out], timeout=30)
+    with open(out) as f:
+        assert "error" in f.read()
+    os.unlink(out)
+    assert struct.calcsize("!Q") == 8
