@@ -25,14 +25,16 @@ def test_echo_core_replies_small_and_drops_junk() -> None:
     core = rtt.EchoCore(rate_pps=1000, burst=10)
     probe = rtt.encode_probe(7, 123456789, size=200)
     reply = core.handle(probe, ("10.0.0.2", 1), 0.0)
-    assert reply is not None and len(reply) == rtt.PROBE_LEN <= len(probe)
+    assert reply is not None and len(reply) == len(probe)  # same size back, never larger
+    big = core.handle(rtt.encode_probe(8, 1, size=4000), ("10.0.0.2", 1), 0.0)
+    assert big is not None and len(big) == rtt.MAX_REPLY
     assert rtt.decode_reply(reply)[:2] == (7, 123456789)  # type: ignore[index]
     assert core.handle(b"LGRT", ("a", 1), 0.0) is None
     assert core.handle(b"X" * 64, ("a", 1), 0.0) is None
     bad_version = bytearray(rtt.encode_probe(1, 1))
     bad_version[4] = 9
     assert core.handle(bytes(bad_version), ("a", 1), 0.0) is None
-    assert core.counters == {"echoed": 1, "short": 1, "garbage": 2}
+    assert core.counters == {"echoed": 2, "short": 1, "garbage": 2}
 
 
 def test_echo_core_limits_each_clients_rate() -> None:

@@ -10,15 +10,20 @@ import subprocess
 import sys
 from pathlib import Path
 
-from longge import testbed
 from test_testbed import pytestmark  # noqa: F401  (same root/tool requirements)
+
+from longge import testbed
 
 
 def test_ltest_quick_from_nothing(tmp_path: Path) -> None:
     testbed.down()
     out = tmp_path / "run"
-    r = subprocess.run([sys.executable, "-m", "longge", "lTest", "--quick", "--out", str(out)],
-                       capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        [sys.executable, "-m", "longge", "lTest", "--quick", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     assert "bringing up the emulated testbed" in r.stdout
     s = json.loads((out / "summary.json").read_text())
@@ -28,9 +33,10 @@ def test_ltest_quick_from_nothing(tmp_path: Path) -> None:
     # Plausibility, not a timing target (bench/ has those): the pipeline found a knee.
     assert 0.5 * model < t["capacity_bps"] < 1.5 * model
     assert s["baseline_rtt_ms"] > 0
-    assert [lv["rho"] for lv in s["levels"]][0] == 0.0
+    assert s["levels"][0]["rho"] == 0.0
     assert all(lv["probes_sent"] > 0 for lv in s["levels"])
-    rows = list(csv.DictReader(open(out / "trials.csv")))
+    with open(out / "trials.csv") as f:
+        rows = list(csv.DictReader(f))
     assert len(rows) >= len(s["levels"]) + len(t["points"])
     for name in ("ltest.png", "ltest.svg", "ttest.png", "context.json"):
         assert (out / name).stat().st_size > 500

@@ -4,8 +4,9 @@ Probe (client -> server), at least ``PROBE_LEN`` bytes, big endian::
 
     magic "LGRT" | version 1 | kind 0=probe | 0 0 | seq u32 | client_send_ns u64 | zeros…
 
-Reply (server -> client), exactly ``PROBE_LEN`` bytes: the same with kind 1 and the server's
-receive time in the last 8 bytes. A reply is never larger than its probe (no amplification);
+Reply (server -> client), as long as its probe (so that both directions cost the same frames,
+as with ping and irtt): the same header with kind 1, the server's receive time in bytes
+24..31, zeros after. A reply is never larger than its probe (no amplification);
 a probe shorter than ``PROBE_LEN``, with a wrong magic or version, or over the per-client rate
 is counted and dropped. RTT is measured on the client's own clock only, so the two clocks
 need not agree (DESIGN.md §4: RTT, not one-way delay).
@@ -29,6 +30,7 @@ VERSION = 1
 HEADER = struct.Struct("!4sBBxxIQ")
 PROBE_LEN = HEADER.size + 8  # 32 bytes
 DEFAULT_PORT = 7770
+MAX_REPLY = 1472  # one unfragmented datagram on a 1500-byte MTU
 
 
 def encode_probe(seq: int, send_ns: int, size: int = PROBE_LEN) -> bytes:
@@ -39,7 +41,7 @@ def encode_probe(seq: int, send_ns: int, size: int = PROBE_LEN) -> bytes:
 
 def decode_reply(data: bytes) -> tuple[int, int, int] | None:
     """(seq, client_send_ns, server_ns) of a valid reply, else None."""
-    if len(data) != PROBE_LEN:
+    if len(data) < PROBE_LEN:
         return None
     magic, version, kind, seq, send_ns = HEADER.unpack_from(data)
     if magic != MAGIC or version != VERSION or kind != 1:
@@ -75,8 +77,10 @@ class EchoCore:
             self.counters["rate_limited"] += 1
             return None
         self.counters["echoed"] += 1
-        reply = HEADER.pack(MAGIC, VERSION, 1, seq, send_ns)
-        return reply + struct.pack("!Q", time.monotonic_ns())
+        reply = HEADER.pack(MAGIC, VERSION, 1, seq, send_ns) + struct.pack(
+            "!Q", time.monotonic_ns()
+        )
+        return reply.ljust(min(len(data), MAX_REPLY), b"\0")
 
     def _allow(self, client: Any, now: float) -> bool:
         b = self._buckets.get(client)
@@ -174,9 +178,9 @@ def probe(
 
 
 def main() -> None:
-    """``python -m longge.measure.rtt HOST PORT COUNT INTERVAL_S OUT_JSON`` (used by lTest)."""
-    host, port, count, interval, out = sys.argv[1:6]
-    run = probe(host, int(port), int(count), float(interval))
+    """``python -m longge.measure.rtt HOST PORT COUNT INTERVAL_S SIZE OUT_JSON`` (lTest)."""
+    host, port, count, interval, size, out = sys.argv[1:7]
+    run = probe(host, int(port), int(count), float(interval), int(size))
     with open(out, "w") as f:
         json.dump(run.as_dict(), f)
 

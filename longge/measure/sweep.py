@@ -31,7 +31,7 @@ from longge.measure.results import ResultsDir
 
 Progress = Callable[[str, float], None]  # (message, fraction done)
 
-PROBE_IP_BYTES = 32 + 28  # probe + UDP/IP headers
+IP_UDP_HEADERS = 28
 MIN_PACKETS = 50
 
 
@@ -90,6 +90,7 @@ class LTestPlan:
     interval_s: float = 0.05
     length: int = 1400
     capacity_bps: float | None = None  # None: measure it first (quick tTest)
+    probe_bytes: int = 60  # UDP payload of a probe: irtt's smallest packet, for comparison
 
 
 QUICK_LTEST = LTestPlan(rhos=(0.0, 0.5, 0.8, 0.9, 1.0, 1.1, 1.3), seconds=4)
@@ -291,7 +292,7 @@ class TTest:
 # -- lTest -------------------------------------------------------------------------------------
 
 
-def probe_in(target: Target, count: int, interval_s: float) -> dict[str, Any]:
+def probe_in(target: Target, count: int, interval_s: float, size: int = 60) -> dict[str, Any]:
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as tmp:
         out = tmp.name
     cmd = [
@@ -302,6 +303,7 @@ def probe_in(target: Target, count: int, interval_s: float) -> dict[str, Any]:
         str(target.rtt_port),
         str(count),
         str(interval_s),
+        str(size),
         out,
     ]
     if target.netns:
@@ -354,9 +356,9 @@ class LTest:
         plan = self.plan
         cap = self.capacity()
         interval = plan.interval_s
-        probe_bps = PROBE_IP_BYTES * 8 / interval
-        if probe_bps > 0.05 * cap:
-            interval = PROBE_IP_BYTES * 8 / (0.05 * cap)  # keep probes <= 5 % of capacity
+        probe_bits = (plan.probe_bytes + IP_UDP_HEADERS) * 8
+        if probe_bits / interval > 0.05 * cap:
+            interval = probe_bits / (0.05 * cap)  # keep probes <= 5 % of capacity
         count = max(10, int(plan.seconds / interval))
         for i, rho in enumerate(plan.rhos):
             base = 0.4 if self.ttest is not None else 0.0
@@ -386,7 +388,7 @@ class LTest:
             thread = threading.Thread(target=background, daemon=True)
             thread.start()
             time.sleep(1.5)  # let the queue reach its steady state
-        probes = probe_in(self.target, count, interval)
+        probes = probe_in(self.target, count, interval, self.plan.probe_bytes)
         if thread is not None:
             thread.join(spec.duration + 30)
         res = parse_result(spec, load["raw"]) if "raw" in load else None
@@ -445,7 +447,8 @@ class LTest:
             "capacity_bps": cap,
             "capacity_source": self.capacity_source,
             "probe_interval_s": interval,
-            "probe_bps": PROBE_IP_BYTES * 8 / interval,
+            "probe_bytes": self.plan.probe_bytes,
+            "probe_bps": (self.plan.probe_bytes + IP_UDP_HEADERS) * 8 / interval,
             "baseline_rtt_ms": baseline,
             "knee_rho": knee.rho if knee else None,
             "knee_rule": "lowest ρ whose median RTT exceeds max(2 × baseline, baseline + 10 ms)",
