@@ -16,7 +16,7 @@ from typing import Any
 from longge.air.server import DEFAULT_SOCKET
 from longge.errors import ConfigError
 from longge.protocol.fragmenter import MIN_PAYLOAD, check_mtu
-from longge.radio.options import RadioOptions
+from longge.radio.options import LINK_KEYS, RadioOptions
 from longge.tun import check_ifname
 
 ROLES = ("base", "mobile")
@@ -140,19 +140,7 @@ _NODE_KEYS = {
     "mobile": {"default_route", "routes"},
     "base": {"nat", "uplink"},
 }
-_RADIO_KEYS = {
-    "rate",
-    "ard_us",
-    "arc",
-    "auto_ack",
-    "payload",
-    "address_width",
-    "crc",
-    "per",
-    "ack_per",
-    "burst",
-    "seed",
-}
+_RADIO_KEYS = {*LINK_KEYS, "per", "ack_per", "burst", "seed"}
 
 
 def from_mapping(data: dict[str, Any], base: NodeConfig | None = None) -> NodeConfig:

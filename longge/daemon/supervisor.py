@@ -28,7 +28,7 @@ from longge import __version__
 from longge.config import NodeConfig
 from longge.daemon import control, radio_rx, radio_tx
 from longge.errors import ConfigError
-from longge.radio.options import RadioOptions
+from longge.radio.options import LINK_KEYS, RadioOptions
 from longge.roles import Undo, setup_role
 from longge.tun import LinuxTun, Tun, configure_link
 
@@ -36,17 +36,7 @@ _CTX = mp.get_context("fork")
 RESTART_AFTER_S = 1.0
 PEER_SILENT_S = 3.0
 #: Radio settings that can change while the link runs (RadioOptions fields + channels).
-LIVE_KEYS = {
-    "rate",
-    "ard_us",
-    "arc",
-    "auto_ack",
-    "payload",
-    "address_width",
-    "crc",
-    "tx_channel",
-    "rx_channel",
-}
+LIVE_KEYS = {*LINK_KEYS, "tx_channel", "rx_channel"}
 
 
 class _Worker:

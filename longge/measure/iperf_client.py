@@ -32,11 +32,12 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     client.duration = int(spec["duration"])
     client.num_streams = int(spec.get("streams", 1))
     client.reverse = bool(spec.get("reverse", False))
-    if spec["protocol"] == "udp":
-        client.bandwidth = int(spec["rate_bps"])  # python-iperf3's default is unlimited
-        client.blksize = int(spec["length"])  # and 64 KB datagrams: always set both
-    elif spec.get("rate_bps"):
-        client.bandwidth = int(spec["rate_bps"])
+    # Always set both: python-iperf3's defaults are an unlimited rate and 64 KB UDP datagrams
+    # (128 KB TCP writes, which alone exceed a low target rate). iperf3's rate is per stream.
+    streams = max(1, int(spec.get("streams", 1)))
+    if spec.get("rate_bps"):
+        client.bandwidth = max(1, int(spec["rate_bps"]) // streams)
+    client.blksize = int(spec["length"])
     client.json_output = True
     result = client.run()
     raw: dict[str, Any] = result.json if getattr(result, "json", None) else {}

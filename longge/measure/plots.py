@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import matplotlib
-import matplotlib.ticker
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
@@ -59,7 +58,7 @@ def plot_ttest(runs: list[tuple[Path, dict[str, Any]]], out: Path) -> list[Path]
         ly = [100 * p["loss"] for p in run["points"] if p["loss"] is not None]
         ax2.plot(lx, ly, marker="o", color=color, label=_label(run, path))
         top = max([top, *x])
-    ax.plot([0, top], [0, top], color="grey", linewidth=1, label="received = offered")
+    ax.plot([1, top], [1, top], color="grey", linewidth=1, label="received = offered")
     ax.set(
         xscale="log",
         yscale="log",
@@ -111,15 +110,19 @@ def plot_ltest(runs: list[tuple[Path, dict[str, Any]]], out: Path) -> list[Path]
             label=_label(run, path),
         )
     ax.axvline(1.0, color="grey", linewidth=1, alpha=0.5)
+    lo, hi = ax.get_ylim()
     ax.set(
-        yscale="log",
+        yscale="log" if lo > 0 and hi / lo > 30 else "linear",  # seconds of latency: log
         xlabel="ρ = offered / capacity",
         ylabel="RTT (ms)",
         title="lTest: round-trip time under load",
     )
+    if ax.get_yscale() == "linear":
+        ax.set_ylim(bottom=0)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     ax2.set(xlabel="ρ = offered / capacity", ylabel="probes lost (%)", title="lTest: probe loss")
+    ax2.set_ylim(bottom=0, top=max(1.0, ax2.get_ylim()[1]))
     ax2.grid(True, alpha=0.3)
     return _save(fig, out, "ltest")
 

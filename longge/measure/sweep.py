@@ -164,7 +164,14 @@ def trial_row(
 # -- tTest -------------------------------------------------------------------------------------
 
 
-class TTest:
+class _Sweep:
+    def __init__(self, target: Target, out: ResultsDir, progress: Progress) -> None:
+        self.target = target
+        self.out = out
+        self.progress = progress
+
+
+class TTest(_Sweep):
     def __init__(
         self,
         target: Target,
@@ -172,10 +179,8 @@ class TTest:
         out: ResultsDir,
         progress: Progress = lambda m, f: None,
     ) -> None:
-        self.target = target
+        super().__init__(target, out, progress)
         self.plan = plan
-        self.out = out
-        self.progress = progress
         self.points: dict[float, PointResult] = {}
 
     def measure(self, offered: float) -> PointResult:
@@ -320,7 +325,7 @@ def probe_in(target: Target, count: int, interval_s: float, size: int = 60) -> d
             os.unlink(out)
 
 
-class LTest:
+class LTest(_Sweep):
     def __init__(
         self,
         target: Target,
@@ -328,10 +333,8 @@ class LTest:
         out: ResultsDir,
         progress: Progress = lambda m, f: None,
     ) -> None:
-        self.target = target
+        super().__init__(target, out, progress)
         self.plan = plan
-        self.out = out
-        self.progress = progress
         self.levels: list[dict[str, Any]] = []
         self.capacity_source = "given"
         self.ttest: dict[str, Any] | None = None

@@ -31,6 +31,9 @@ from longge.errors import ConfigError
 from longge.radio.constants import RATE_BY_NAME, rf24_crclength_e
 from longge.radio.interface import Radio
 
+#: The RadioOptions fields that describe the link itself (both nodes must agree on them).
+LINK_KEYS = ("rate", "ard_us", "arc", "auto_ack", "payload", "address_width", "crc")
+
 ARD_STEP_US = ARD_STEP_NS // 1000
 ARD_US_MIN, ARD_US_MAX = ARD_STEP_US, ARD_STEP_US * ARD_STEPS
 
