@@ -474,6 +474,9 @@ class Air:
                     "id": r.id,
                     "attached": r.id in self.radios,
                     "channel": r.regs.channel,
+                    "rate": r.regs.rate,
+                    "ard_us": ard_ns(r.regs.ard_step) // 1000,
+                    "arc": r.regs.arc,
                     **dict(r.counters),
                 }
                 for r in [*self.retired, *self.radios.values()]
