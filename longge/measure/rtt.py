@@ -5,11 +5,13 @@ Probe (client -> server), at least ``PROBE_LEN`` bytes, big endian::
     magic "LGRT" | version 1 | kind 0=probe | 0 0 | seq u32 | client_send_ns u64 | zeros…
 
 Reply (server -> client), as long as its probe (so that both directions cost the same frames,
-as with ping and irtt): the same header with kind 1, the server's receive time in bytes
-24..31, zeros after. A reply is never larger than its probe (no amplification);
+as with ping and irtt): the same header with kind 1, the server's processing time (receive
+to send, ns) in bytes 24..31, zeros after. A reply is never larger than its probe (no
+amplification);
 a probe shorter than ``PROBE_LEN``, with a wrong magic or version, or over the per-client rate
 is counted and dropped. RTT is measured on the client's own clock only, so the two clocks
-need not agree (DESIGN.md §4: RTT, not one-way delay).
+need not agree (DESIGN.md §4: RTT, not one-way delay); like irtt's, it excludes the server's
+processing time, which is recorded beside it.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ def encode_probe(seq: int, send_ns: int, size: int = PROBE_LEN) -> bytes:
 
 
 def decode_reply(data: bytes) -> tuple[int, int, int] | None:
-    """(seq, client_send_ns, server_ns) of a valid reply, else None."""
+    """(seq, client_send_ns, server_processing_ns) of a valid reply, else None."""
     if len(data) < PROBE_LEN:
         return None
     magic, version, kind, seq, send_ns = HEADER.unpack_from(data)
@@ -77,9 +79,7 @@ class EchoCore:
             self.counters["rate_limited"] += 1
             return None
         self.counters["echoed"] += 1
-        reply = HEADER.pack(MAGIC, VERSION, 1, seq, send_ns) + struct.pack(
-            "!Q", time.monotonic_ns()
-        )
+        reply = HEADER.pack(MAGIC, VERSION, 1, seq, send_ns) + bytes(8)
         return reply.ljust(min(len(data), MAX_REPLY), b"\0")
 
     def _allow(self, client: Any, now: float) -> bool:
@@ -96,6 +96,12 @@ class EchoCore:
         return True
 
 
+def stamp_processing(reply: bytes, received_ns: int) -> bytes:
+    """Write the server's processing time into a reply, just before it is sent."""
+    took = max(0, time.monotonic_ns() - received_ns)
+    return reply[: HEADER.size] + struct.pack("!Q", took) + reply[HEADER.size + 8 :]
+
+
 def serve(
     host: str = "0.0.0.0", port: int = DEFAULT_PORT, core: EchoCore | None = None, stop: Any = None
 ) -> EchoCore:
@@ -108,9 +114,10 @@ def serve(
             if not ready:
                 continue
             data, peer = sock.recvfrom(2048)
+            received = time.monotonic_ns()
             reply = core.handle(data, peer, time.monotonic())
             if reply is not None:
-                sock.sendto(reply, peer)
+                sock.sendto(stamp_processing(reply, received), peer)
     return core
 
 
@@ -119,6 +126,7 @@ class ProbeRun:
     interval_s: float
     sent: int = 0
     rtt_ms: dict[int, float] = field(default_factory=dict)
+    server_ms: dict[int, float] = field(default_factory=dict)
     send_ns: dict[int, int] = field(default_factory=dict)
     bad_replies: int = 0
 
@@ -134,7 +142,12 @@ class ProbeRun:
             "lost": self.lost,
             "bad_replies": self.bad_replies,
             "records": [
-                {"seq": s, "send_ns": self.send_ns[s], "rtt_ms": self.rtt_ms.get(s)}
+                {
+                    "seq": s,
+                    "send_ns": self.send_ns[s],
+                    "rtt_ms": self.rtt_ms.get(s),
+                    "server_ms": self.server_ms.get(s),
+                }
                 for s in sorted(self.send_ns)
             ],
         }
@@ -173,7 +186,8 @@ def probe(
                 if dec is None or dec[0] not in run.send_ns or dec[1] != run.send_ns[dec[0]]:
                     run.bad_replies += 1
                     continue
-                run.rtt_ms[dec[0]] = (got - dec[1]) / 1e6
+                run.rtt_ms[dec[0]] = (got - dec[1] - dec[2]) / 1e6
+                run.server_ms[dec[0]] = dec[2] / 1e6
     return run
 
 
