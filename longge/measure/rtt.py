@@ -96,9 +96,30 @@ class EchoCore:
         return True
 
 
+# Kernel receive timestamps (Linux SO_TIMESTAMPNS, CLOCK_REALTIME): they leave the time a busy
+# machine takes to wake the process up out of the measurement, at both ends.
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
+_TIMESPEC = struct.Struct("@qq")
+
+
+def enable_rx_timestamps(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+
+
+def recv_stamped(sock: socket.socket) -> tuple[bytes, Any, int]:
+    """(data, peer, receive time in ns on the realtime clock: the kernel's if it gave one)."""
+    data, anc, _, peer = sock.recvmsg(2048, socket.CMSG_SPACE(_TIMESPEC.size))
+    for level, kind, value in anc:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(value) >= 16:
+            sec, nsec = _TIMESPEC.unpack_from(value)
+            return data, peer, sec * 1_000_000_000 + nsec
+    return data, peer, time.time_ns()
+
+
 def stamp_processing(reply: bytes, received_ns: int) -> bytes:
     """Write the server's processing time into a reply, just before it is sent."""
-    took = max(0, time.monotonic_ns() - received_ns)
+    took = max(0, time.time_ns() - received_ns)
     return reply[: HEADER.size] + struct.pack("!Q", took) + reply[HEADER.size + 8 :]
 
 
@@ -109,12 +130,12 @@ def serve(
     core = core or EchoCore()
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
         sock.bind((host, port))
+        enable_rx_timestamps(sock)
         while stop is None or not stop.is_set():
             ready, _, _ = select.select([sock], [], [], 0.5)
             if not ready:
                 continue
-            data, peer = sock.recvfrom(2048)
-            received = time.monotonic_ns()
+            data, peer, received = recv_stamped(sock)
             reply = core.handle(data, peer, time.monotonic())
             if reply is not None:
                 sock.sendto(stamp_processing(reply, received), peer)
@@ -161,15 +182,17 @@ def probe(
     run = ProbeRun(interval_s)
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
         sock.connect((host, port))
+        enable_rx_timestamps(sock)
         start = time.monotonic_ns()
         step = int(interval_s * 1e9)
         end = start + (count - 1) * step + int(wait_s * 1e9)
         while True:
             now = time.monotonic_ns()
             if run.sent < count and now >= start + run.sent * step:
-                run.send_ns[run.sent] = now
+                sent_at = time.time_ns()  # realtime, the kernel's receive stamps' clock
+                run.send_ns[run.sent] = sent_at
                 with contextlib.suppress(OSError):  # e.g. no route yet: the probe is lost
-                    sock.send(encode_probe(run.sent, now, size))
+                    sock.send(encode_probe(run.sent, sent_at, size))
                 run.sent += 1
                 continue
             if now >= end or (run.sent == count and len(run.rtt_ms) == count):
@@ -178,10 +201,9 @@ def probe(
             ready, _, _ = select.select([sock], [], [], max(0.0, (nxt - now) / 1e9))
             if ready:
                 try:
-                    data = sock.recv(2048)
+                    data, _, got = recv_stamped(sock)
                 except OSError:
                     continue
-                got = time.monotonic_ns()
                 dec = decode_reply(data)
                 if dec is None or dec[0] not in run.send_ns or dec[1] != run.send_ns[dec[0]]:
                     run.bad_replies += 1
