@@ -156,7 +156,9 @@ def cmd_testbed(ns: argparse.Namespace) -> int:
         print("testbed down" + (f": removed {', '.join(removed)}" if removed else ""))
         return 0
     if ns.action == "up":
-        st = testbed.up(options_from_args(ns), say=lambda s: print(f"testbed: {s}", flush=True))
+        st = testbed.up(
+            options_from_args(ns), say=lambda s: print(f"testbed: {s}", flush=True), queue=ns.queue
+        )
     else:
         st = testbed.status()
     if ns.json:
@@ -247,6 +249,7 @@ def _sweep(ns: argparse.Namespace, kind: str) -> int:
         ns.keep_testbed,
         say=lambda s: print(f"{kind}: {s}", flush=True),
         progress=_progress(kind),
+        queue=ns.queue,
     )
     print(summary_text(summary))
     print(f"{kind}: results, CSV and plots in {path}/")
@@ -292,6 +295,12 @@ def _add_sweep_arguments(p: argparse.ArgumentParser, kind: str) -> None:
     else:
         p.add_argument("--capacity", type=float, help="capacity in bit/s (default: measure it)")
     add_radio_arguments(p, timing=False)
+    p.add_argument(
+        "--queue",
+        choices=["fair", "fifo"],
+        default="fair",
+        help="the testbed daemons' queue: flow-fair (default) or one FIFO",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -357,6 +366,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("testbed", help="emulated link in network namespaces: up | down | status")
     p.add_argument("action", choices=["up", "down", "status"])
+    p.add_argument(
+        "--queue",
+        choices=["fair", "fifo"],
+        default="fair",
+        help="the daemons' queue: flow-fair (default) or one FIFO",
+    )
     add_radio_arguments(p, timing=False)
     p.add_argument("--json", action="store_true", help="status as JSON")
     p.set_defaults(func=cmd_testbed)

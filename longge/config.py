@@ -33,6 +33,7 @@ class NodeConfig:
     mtu: int = 1500
     txqueuelen: int = 32
     queue_ms: int = 100
+    queue: str = "fair"  # "fair" (flow queueing) or "fifo" (one queue, for comparison)
     control: str = "/run/longge/longge0.sock"
     keepalive_s: float = 1.0
     backend: str = "sim"
@@ -66,6 +67,7 @@ class NodeConfig:
             raise ConfigError("node.mtu", self.mtu, "576..9000 bytes")
         _in_range("node.txqueuelen", self.txqueuelen, 1, 10_000)
         _in_range("node.queue_ms", self.queue_ms, 1, 10_000)
+        _one_of("node.queue", self.queue, ("fair", "fifo"))
         if not 0.1 <= self.keepalive_s <= 60:
             raise ConfigError("node.keepalive_s", self.keepalive_s, "0.1..60 s")
         _one_of("radio.backend", self.backend, BACKENDS)
@@ -132,6 +134,7 @@ _NODE_KEYS = {
         "mtu",
         "txqueuelen",
         "queue_ms",
+        "queue",
         "control",
         "keepalive_s",
     },

@@ -59,7 +59,7 @@ def paths() -> dict[str, Path]:
     }
 
 
-def node_toml(role: str, opts: RadioOptions) -> str:
+def node_toml(role: str, opts: RadioOptions, queue: str = "fair") -> str:
     """The daemon config of one testbed node (a real node's config has the same shape)."""
     p = paths()
     up_ch = opts.channel
@@ -72,6 +72,7 @@ tun = "longge0"
 address = "{MOBILE_IP if mobile else BASE_IP}/24"
 peer = "{BASE_IP if mobile else MOBILE_IP}"
 control = "{p[role]}"
+queue = "{queue}"
 
 [radio]
 backend = "sim"
@@ -115,7 +116,9 @@ def _spawn(args: list[str], log: Path) -> int:
     return proc.pid
 
 
-def up(opts: RadioOptions, say: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
+def up(
+    opts: RadioOptions, say: Callable[[str], None] = lambda s: None, queue: str = "fair"
+) -> dict[str, Any]:
     if os.geteuid() != 0:
         raise TestbedError("the testbed needs root (network namespaces, TUN devices)")
     down()
@@ -168,7 +171,7 @@ def up(opts: RadioOptions, say: Callable[[str], None] = lambda s: None) -> dict[
         _wait_for(lambda: p["air"].exists(), "the air emulator", STATE_DIR / "air.log")
         for role in ("base", "mobile"):
             conf = STATE_DIR / f"{role}.toml"
-            conf.write_text(node_toml(role, opts))
+            conf.write_text(node_toml(role, opts, queue))
             say(f"starting the {role} daemon in lg-{role}")
             state["pids"][role] = _spawn(
                 [

@@ -43,6 +43,7 @@ def test_overrides_win(tmp_path: Path) -> None:
         ('[node]\naddress = "banana"', "node.address"),
         ('[node]\nrole = "relay"', "node.role"),
         ("[node]\nmtu = 100", "node.mtu"),
+        ('[node]\nqueue = "lifo"', "node.queue"),
         ('[node]\ntun = "a-very-long-interface-name"', "tun"),
         ('[mobile]\nroutes = ["10.99.0.0/33"]', "mobile.routes"),
         ("[wifi]\nssid = 1", "wifi"),

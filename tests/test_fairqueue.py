@@ -80,3 +80,13 @@ def test_packets_older_than_the_budget_are_dropped_when_their_turn_comes() -> No
     assert q.pop(0.12) == udp(2, 1000, 500, tag=1)
     assert q.drops["expired"] == 1
     assert len(q) == 0 and q.bytes == 0
+
+
+def test_fifo_mode_keeps_arrival_order_across_flows() -> None:
+    q = FairQueue(limit_bytes=1_000_000, max_age=10, fair=False)
+    bulk = [udp(2, 5201, 1400, tag=i) for i in range(5)]
+    for p in bulk:
+        q.push(p, 0)
+    ping = udp(3, 7, 84)
+    q.push(ping, 0)
+    assert drain(q) == [*bulk, ping]  # the ping waits behind the bulk flow

@@ -51,7 +51,11 @@ class _Flow:
 
 
 class FairQueue:
-    def __init__(self, limit_bytes: int, max_age: float, quantum: int = 1514) -> None:
+    def __init__(
+        self, limit_bytes: int, max_age: float, quantum: int = 1514, fair: bool = True
+    ) -> None:
+        """``fair=False``: one FIFO for all packets (same bounds), for comparison."""
+        self.fair = fair
         self.limit_bytes = limit_bytes
         self.max_age = max_age
         self.quantum = quantum
@@ -66,7 +70,7 @@ class FairQueue:
         return self.packets
 
     def push(self, packet: bytes, now: float) -> None:
-        flow = self._flows[flow_key(packet)]
+        flow = self._flows[flow_key(packet) if self.fair else 0]
         flow.packets.append((packet, now))
         flow.bytes += len(packet)
         self.bytes += len(packet)

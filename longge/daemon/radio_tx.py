@@ -38,7 +38,7 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor decides when we stop
     child = Child(cfg, "tx", conn)
     fragmenter = Fragmenter(cfg.radio.payload, cfg.mtu)
-    queue = FairQueue(queue_limit_bytes(cfg), cfg.queue_ms / 1000)
+    queue = FairQueue(queue_limit_bytes(cfg), cfg.queue_ms / 1000, fair=cfg.queue == "fair")
     frames: deque[bytes] = deque()
     c: dict[str, Any] = dict.fromkeys(
         (

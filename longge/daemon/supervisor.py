@@ -221,6 +221,7 @@ class Supervisor:
                 "peer": self.cfg.peer,
                 "mtu": self.cfg.mtu,
                 "queue_ms": self.cfg.queue_ms,
+                "queue": self.cfg.queue,
             },
             "link": link,
             "peer_last_heard_s": heard,

@@ -29,7 +29,12 @@ Say = Callable[[str], None]
 
 
 def resolve_target(
-    host: str | None, iperf_port: int, rtt_port: int, opts: RadioOptions, say: Say
+    host: str | None,
+    iperf_port: int,
+    rtt_port: int,
+    opts: RadioOptions,
+    say: Say,
+    queue: str = "fair",
 ) -> tuple[Target, bool]:
     """The target, and whether we brought the testbed up ourselves."""
     if host:
@@ -42,7 +47,7 @@ def resolve_target(
             st = request(LOCAL_CONTROL, {"cmd": "status"})
             return Target(st["node"]["peer"], iperf_port, rtt_port, None, (LOCAL_CONTROL,)), False
         say("no radio configured: bringing up the emulated testbed (./run.sh testbed up)")
-        testbed.up(opts, say=lambda s: say(f"testbed: {s}"))
+        testbed.up(opts, say=lambda s: say(f"testbed: {s}"), queue=queue)
         started = True
     return Target(
         testbed.BASE_IP,
@@ -101,8 +106,9 @@ def run(
     keep_testbed: bool,
     say: Say,
     progress: Progress,
+    queue: str = "fair",
 ) -> tuple[Path, dict[str, Any]]:
-    target, started = resolve_target(host, iperf_port, rtt_port, opts, say)
+    target, started = resolve_target(host, iperf_port, rtt_port, opts, say, queue)
     results = ResultsDir(out or default_dir(kind))
     say(f"results in {results.path}")
     length = plan.length or 1400
