@@ -65,7 +65,7 @@ class TTestPlan:
         return max(64, min(1400, fit))
 
 
-QUICK_TTEST = TTestPlan(duration=3, repeats=1, bisect_steps=3)
+QUICK_TTEST = TTestPlan(duration=3, repeats=2, bisect_steps=3)
 
 
 @dataclass(frozen=True)
