@@ -210,8 +210,17 @@ def _progress(label: str) -> Callable[[str, float], None]:
     return show
 
 
+def _interrupt(*_: object) -> None:
+    raise KeyboardInterrupt
+
+
 def _sweep(ns: argparse.Namespace, kind: str) -> int:
     from dataclasses import replace
+
+    # Ctrl-C and SIGTERM stop the sweep cleanly, keeping what was measured (also when the
+    # shell started us with SIGINT ignored, as it does for background jobs).
+    signal.signal(signal.SIGINT, _interrupt)
+    signal.signal(signal.SIGTERM, _interrupt)
 
     from longge.measure import runner, sweep
     from longge.measure.report import summary_text

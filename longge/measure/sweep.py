@@ -283,6 +283,8 @@ class TTest(_Sweep):
             "kind": "tTest",
             "plan": asdict(self.plan),
             "capacity_bps": capacity,
+            # False: no load was carried below the efficiency knee, C is only a lower bound
+            "capacity_reached": first_bad is not None,
             "saturation": None
             if first_bad is None or not capacity
             else {
