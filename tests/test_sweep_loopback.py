@@ -1,0 +1,73 @@
+"""tTest against servers on loopback (any link works; no root needed): it sweeps, writes its
+results folder as it goes, and an interrupted run keeps what it measured."""
+
+from __future__ import annotations
+
+import csv
+import json
+import multiprocessing as mp
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from longge.measure.servers import run_servers
+
+_CTX = mp.get_context("fork")
+
+
+def test_interrupted_ttest_keeps_its_trials(tmp_path: Path) -> None:
+    servers = _CTX.Process(target=run_servers, args=(5321, 7321), daemon=False)
+    servers.start()
+    out = tmp_path / "run"
+    try:
+        time.sleep(0.5)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "longge",
+                "tTest",
+                "--host",
+                "127.0.0.1",
+                "-p",
+                "5321",
+                "--rtt-port",
+                "7321",
+                "-t",
+                "1",
+                "--repeats",
+                "1",
+                "--out",
+                str(out),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # wait until a few trials are on disk
+            rows = (
+                (out / "trials.csv").read_text().count("\n") if (out / "trials.csv").exists() else 0
+            )
+            if rows >= 4:
+                break
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        stdout, _ = proc.communicate(timeout=60)
+    finally:
+        assert servers.pid is not None
+        os.kill(servers.pid, signal.SIGTERM)
+        servers.join(10)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["interrupted"] is True
+    assert "interrupted" in stdout
+    with open(out / "trials.csv") as f:
+        trials = list(csv.DictReader(f))
+    assert len(trials) >= 3
+    assert all(float(t["received_bps"]) > 0 for t in trials if not t["error"])
+    assert len(summary["points"]) >= 3
+    assert summary["capacity_reached"] is False  # loopback never saturates at these loads
+    assert (out / "ttest.png").exists()
