@@ -273,6 +273,56 @@ def cmd_ltest(ns: argparse.Namespace) -> int:
     return _sweep(ns, "lTest")
 
 
+def cmd_tune(ns: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from longge.measure import runner, tune
+    from longge.radio.options import options_from_args
+
+    signal.signal(signal.SIGINT, _interrupt)
+    signal.signal(signal.SIGTERM, _interrupt)
+    plan = tune.QUICK_TUNE if ns.quick else tune.TunePlan()
+    if ns.ard_list:
+        plan = replace(plan, ard_us=tuple(int(x) for x in ns.ard_list.split(",")))
+    if ns.arc_list:
+        plan = replace(plan, arc=tuple(int(x) for x in ns.arc_list.split(",")))
+    for ard in plan.ard_us:  # refuse a bad grid before anything starts
+        options_from_args(ns).__class__(ard_us=ard)
+    for arc in plan.arc:
+        options_from_args(ns).__class__(arc=arc)
+    path, summary = runner.run_tune(
+        plan,
+        options_from_args(ns),
+        ns.out,
+        ns.keep_testbed,
+        say=lambda s: print(f"tune: {s}", flush=True),
+        progress=_progress("tune"),
+    )
+    print(
+        f"  idle RTT {summary['idle_rtt_ms']:.1f} ms; q from the emulator's settings "
+        f"{summary['q_hint']:.3f}"
+    )
+    print("  ARD µs ARC  capacity  model     q meas  RTT p95 ρ.5  ρ.9   loss ρ.9")
+    for r in summary["grid"]:
+        if r.get("error"):
+            print(f"  {int(r['ard_us']):6d} {int(r['arc']):3d}  error: {r['error']}")
+            continue
+        print(
+            f"  {int(r['ard_us']):6d} {int(r['arc']):3d}  {r['capacity_bps'] / 1e3:7.1f}  "
+            f"{r['model_capacity_bps'] / 1e3:7.1f}  {r['q_measured']:7.3f}  "
+            f"{r['rtt_p95_05_ms']:9.1f} {r['rtt_p95_09_ms']:6.1f}  {100 * r['loss_09']:7.2f}%"
+        )
+    best = summary.get("recommendation")
+    print(f"  rule: {summary['rule']}" + ("" if summary["rule_met"] else " (no point met it)"))
+    if best:
+        print(
+            f"  recommended: ARD {int(best['ard_us'])} µs, ARC {int(best['arc'])} -> "
+            f"{summary['apply']}"
+        )
+    print(f"tune: results, grid.csv, heatmaps in {path}/")
+    return 0
+
+
 def cmd_plot(ns: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -361,6 +411,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("lTest", help="latency sweep: RTT probes at each offered load")
     _add_sweep_arguments(p, "lTest")
     p.set_defaults(func=cmd_ltest)
+
+    p = sub.add_parser("tune", help="retry tuning: sweep ARD x ARC live, measure, recommend")
+    p.add_argument("--quick", action="store_true", help="a 2 x 2 grid (ARD 250/2500, ARC 2/15)")
+    p.add_argument("--ard-list", help="ARD values, µs, comma separated (default 250,500,1000,2500)")
+    p.add_argument("--arc-list", help="ARC values, comma separated (default 0,1,2,3,5,10,15)")
+    p.add_argument("--out", help="results folder; an existing one is resumed")
+    p.add_argument("--keep-testbed", action="store_true")
+    add_radio_arguments(p, timing=False)
+    p.set_defaults(func=cmd_tune)
 
     p = sub.add_parser("servers", help="base station: iperf3 server and RTT echo server")
     p.add_argument("--iperf-port", type=int, default=5201)

@@ -155,3 +155,32 @@ def _partial(sweep: TTest | LTest) -> dict[str, Any]:
         "knee_rho": None,
         "ttest": sweep.ttest,
     }
+
+
+def run_tune(
+    plan: Any, opts: RadioOptions, out: str | None, keep_testbed: bool, say: Say, progress: Progress
+) -> tuple[Path, dict[str, Any]]:
+    """Tune on the testbed (brought up with ``opts``, e.g. --per) or a running one."""
+    from longge.air.datasheet import per_attempt_failure
+    from longge.measure.tune import Tune, plot_tune
+
+    target, started = resolve_target(None, testbed.IPERF_PORT, testbed.RTT_PORT, opts, say)
+    results = ResultsDir(out or default_dir("tune"))
+    say(f"results in {results.path} (an interrupted tune resumes with the same --out)")
+    results.write_json("context.json", {**system_context(), **link_context(target, 1400)})
+    loss = opts.loss()
+    q_hint = per_attempt_failure(loss.data_per, loss.ack_per)
+    tune = Tune(target, opts, plan, results, q_hint, progress)
+    try:
+        summary = tune.run()
+    except KeyboardInterrupt:
+        summary = tune.summary()
+        summary["interrupted"] = True
+        say("interrupted: keeping what was measured")
+    finally:
+        if started and not keep_testbed:
+            say("taking the testbed down")
+            testbed.down()
+    results.write_json("summary.json", summary)
+    plot_tune(summary, results.path)
+    return results.path, summary
