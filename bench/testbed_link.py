@@ -26,6 +26,25 @@ from longge.radio.options import RadioOptions
 UDP_PAYLOAD = 1400
 
 
+def iperf_udp(rate: float, seconds: int) -> list[str]:
+    """The stock iperf3 client: UDP, 1400-byte datagrams, to the base station's server."""
+    return [
+        "iperf3",
+        "-c",
+        "10.24.0.1",
+        "-p",
+        "5401",
+        "-u",
+        "-b",
+        str(int(rate)),
+        "-l",
+        str(UDP_PAYLOAD),
+        "-t",
+        str(seconds),
+        "-J",
+    ]
+
+
 def ns(netns: str, *cmd: str, timeout: float = 120) -> str:
     return subprocess.run(
         ["ip", "netns", "exec", netns, *cmd], capture_output=True, text=True, timeout=timeout
@@ -55,24 +74,7 @@ def main() -> None:
             f"idle ping RTT: median {statistics.median(idle):.2f} ms, "
             f"p95 {idle[int(0.95 * len(idle)) - 1]:.2f} ms (n={len(idle)})   target <= 4 ms"
         )
-        run = json.loads(
-            ns(
-                "lg-mobile",
-                "iperf3",
-                "-c",
-                "10.24.0.1",
-                "-p",
-                "5401",
-                "-u",
-                "-b",
-                f"{int(bound * 1.2)}",
-                "-l",
-                str(UDP_PAYLOAD),
-                "-t",
-                str(args.seconds),
-                "-J",
-            )
-        )
+        run = json.loads(ns("lg-mobile", *iperf_udp(bound * 1.2, args.seconds)))
         got = run["end"]["sum_received"]["bits_per_second"]
         print(
             f"UDP goodput at saturation: {got / 1e3:.1f} kbit/s received of "
@@ -80,25 +82,7 @@ def main() -> None:
         )
         time.sleep(1)
         load = subprocess.Popen(
-            [
-                "ip",
-                "netns",
-                "exec",
-                "lg-mobile",
-                "iperf3",
-                "-c",
-                "10.24.0.1",
-                "-p",
-                "5401",
-                "-u",
-                "-b",
-                f"{int(bound * 1.5)}",
-                "-l",
-                str(UDP_PAYLOAD),
-                "-t",
-                str(args.seconds + 4),
-                "-J",
-            ],
+            ["ip", "netns", "exec", "lg-mobile", *iperf_udp(bound * 1.5, args.seconds + 4)],
             stdout=subprocess.PIPE,
             text=True,
         )

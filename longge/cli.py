@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import signal
 import sys
@@ -286,13 +287,12 @@ def cmd_tune(ns: argparse.Namespace) -> int:
         plan = replace(plan, ard_us=tuple(int(x) for x in ns.ard_list.split(",")))
     if ns.arc_list:
         plan = replace(plan, arc=tuple(int(x) for x in ns.arc_list.split(",")))
-    for ard in plan.ard_us:  # refuse a bad grid before anything starts
-        options_from_args(ns).__class__(ard_us=ard)
-    for arc in plan.arc:
-        options_from_args(ns).__class__(arc=arc)
+    base = options_from_args(ns)
+    for ard, arc in itertools.product(plan.ard_us, plan.arc):  # refuse a bad grid up front
+        replace(base, ard_us=ard, arc=arc)
     path, summary = runner.run_tune(
         plan,
-        options_from_args(ns),
+        base,
         ns.out,
         ns.keep_testbed,
         say=lambda s: print(f"tune: {s}", flush=True),

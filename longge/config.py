@@ -102,6 +102,17 @@ class NodeConfig:
         return PA_LEVELS[self.pa_level]
 
 
+CHANNEL_KEYS = ("tx_channel", "rx_channel")
+
+
+def with_live_options(cfg: NodeConfig, options: dict[str, Any]) -> NodeConfig:
+    """``cfg`` with radio settings changed while the link runs (RadioOptions fields and the
+    two channels). Raises ConfigError for a value out of range, TypeError for an unknown key."""
+    radio = {k: v for k, v in options.items() if k not in CHANNEL_KEYS}
+    channels = {k: v for k, v in options.items() if k in CHANNEL_KEYS}
+    return replace(cfg, radio=replace(cfg.radio, **radio), **channels)
+
+
 def _one_of(key: str, value: object, allowed: tuple[str, ...]) -> None:
     if value not in allowed:
         raise ConfigError(key, value, "one of " + ", ".join(allowed))

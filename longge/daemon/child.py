@@ -12,11 +12,10 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from dataclasses import replace
 from multiprocessing.connection import Connection
 from typing import Any
 
-from longge.config import NodeConfig
+from longge.config import NodeConfig, with_live_options
 from longge.errors import ConfigError
 from longge.radio.factory import open_radio
 from longge.radio.interface import Radio
@@ -98,9 +97,8 @@ class Child:
                 self.reconfigure(arg)
 
     def reconfigure(self, options: dict[str, Any]) -> None:
-        channels = {k: options.pop(k) for k in ("tx_channel", "rx_channel") if k in options}
         try:
-            self.cfg = replace(self.cfg, radio=replace(self.cfg.radio, **options), **channels)
+            self.cfg = with_live_options(self.cfg, options)
         except (ConfigError, TypeError):
             return  # the supervisor checked already; a stale request is ignored
         if self.radio is not None:

@@ -25,10 +25,10 @@ from multiprocessing.process import BaseProcess
 from typing import Any
 
 from longge import __version__
-from longge.config import NodeConfig
+from longge.config import CHANNEL_KEYS, NodeConfig, with_live_options
 from longge.daemon import control, radio_rx, radio_tx
 from longge.errors import ConfigError
-from longge.radio.options import LINK_KEYS, RadioOptions
+from longge.radio.options import LINK_KEYS
 from longge.roles import Undo, setup_role
 from longge.tun import LinuxTun, Tun, configure_link
 
@@ -36,7 +36,7 @@ _CTX = mp.get_context("fork")
 RESTART_AFTER_S = 1.0
 PEER_SILENT_S = 3.0
 #: Radio settings that can change while the link runs (RadioOptions fields + channels).
-LIVE_KEYS = {*LINK_KEYS, "tx_channel", "rx_channel"}
+LIVE_KEYS = {*LINK_KEYS, *CHANNEL_KEYS}
 
 
 class _Worker:
@@ -173,13 +173,8 @@ class Supervisor:
         unknown = set(options) - LIVE_KEYS
         if unknown:
             return {"error": f"cannot set {sorted(unknown)} live; settable: {sorted(LIVE_KEYS)}"}
-        radio_opts = {k: v for k, v in options.items() if k not in ("tx_channel", "rx_channel")}
-        channels = {k: v for k, v in options.items() if k in ("tx_channel", "rx_channel")}
         try:
-            new_radio = RadioOptions(**{**self.cfg.radio.as_dict(), **radio_opts})
-            from dataclasses import replace
-
-            self.cfg = replace(self.cfg, radio=new_radio, **channels)
+            self.cfg = with_live_options(self.cfg, options)
         except ConfigError as exc:
             return {"error": str(exc), "key": exc.key}
         for w in self.workers:
