@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import signal
 import sys
 from collections.abc import Callable
@@ -147,6 +148,24 @@ def cmd_radio_set(ns: argparse.Namespace) -> int:
     return code
 
 
+def cmd_keygen(ns: argparse.Namespace) -> int:
+    from longge.protocol.secure import generate_key
+
+    key = generate_key()
+    if not ns.out:
+        print(key)
+        return 0
+    try:
+        fd = os.open(ns.out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        print(f"keygen: {ns.out} exists; not overwriting a key (remove it first)", file=sys.stderr)
+        return 1
+    with os.fdopen(fd, "w") as f:
+        f.write(key + "\n")
+    print(f"keygen: wrote {ns.out} (mode 0600); copy it to the other node's key_file")
+    return 0
+
+
 def cmd_testbed(ns: argparse.Namespace) -> int:
     from longge import testbed
     from longge.daemon.statusview import node_text
@@ -158,7 +177,10 @@ def cmd_testbed(ns: argparse.Namespace) -> int:
         return 0
     if ns.action == "up":
         st = testbed.up(
-            options_from_args(ns), say=lambda s: print(f"testbed: {s}", flush=True), queue=ns.queue
+            options_from_args(ns),
+            say=lambda s: print(f"testbed: {s}", flush=True),
+            queue=ns.queue,
+            secured=not ns.insecure,
         )
     else:
         st = testbed.status()
@@ -297,6 +319,8 @@ def cmd_tune(ns: argparse.Namespace) -> int:
         ns.keep_testbed,
         say=lambda s: print(f"tune: {s}", flush=True),
         progress=_progress("tune"),
+        host=ns.host,
+        controls=tuple(ns.control),
     )
     print(
         f"  idle RTT {summary['idle_rtt_ms']:.1f} ms; q from the emulator's settings "
@@ -418,6 +442,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--arc-list", help="ARC values, comma separated (default 0,1,2,3,5,10,15)")
     p.add_argument("--out", help="results folder; an existing one is resumed")
     p.add_argument("--keep-testbed", action="store_true")
+    p.add_argument("--host", help="real link: the base station's address (servers running there)")
+    p.add_argument(
+        "--control",
+        action="append",
+        default=[],
+        help="a daemon control socket to apply settings to (repeat; real link: the base "
+        "station's, e.g. forwarded with ssh -L /tmp/base.sock:/run/longge/longge0.sock)",
+    )
     add_radio_arguments(p, timing=False)
     p.set_defaults(func=cmd_tune)
 
@@ -440,9 +472,18 @@ def build_parser() -> argparse.ArgumentParser:
         default="fair",
         help="the daemons' queue: flow-fair (default) or one FIFO",
     )
+    p.add_argument(
+        "--insecure",
+        action="store_true",
+        help="no link key: frames unauthenticated (to measure what security costs)",
+    )
     add_radio_arguments(p, timing=False)
     p.add_argument("--json", action="store_true", help="status as JSON")
     p.set_defaults(func=cmd_testbed)
+
+    p = sub.add_parser("keygen", help="make a link key (the same file on both nodes)")
+    p.add_argument("--out", help="write it to this file (mode 0600; refuses to overwrite)")
+    p.set_defaults(func=cmd_keygen)
     return parser
 
 

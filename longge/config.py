@@ -16,6 +16,7 @@ from typing import Any
 from longge.air.server import DEFAULT_SOCKET
 from longge.errors import ConfigError
 from longge.protocol.fragmenter import MIN_PAYLOAD, check_mtu
+from longge.protocol.secure import KEY_LEN, parse_key
 from longge.radio.options import LINK_KEYS, RadioOptions
 from longge.tun import check_ifname
 
@@ -48,6 +49,12 @@ class NodeConfig:
     routes: tuple[str, ...] = ()
     nat: bool = True
     uplink: str = ""
+    # [security]: the link key (32 bytes), a previous key still accepted while rotating, an
+    # explicit opt-out, and where the nonce epoch / replay mark survive restarts.
+    key: bytes | None = field(default=None, repr=False)
+    previous_key: bytes | None = field(default=None, repr=False)
+    insecure: bool = False
+    state_dir: str = "/var/lib/longge"
 
     def __post_init__(self) -> None:
         _one_of("node.role", self.role, ROLES)
@@ -96,6 +103,27 @@ class NodeConfig:
                 ipaddress.ip_network(route)
             except ValueError as exc:
                 raise ConfigError("mobile.routes", route, "networks like 10.99.0.0/24") from exc
+        if not isinstance(self.insecure, bool):
+            raise ConfigError("security.insecure", self.insecure, "true or false")
+        if self.key is None and not self.insecure:
+            raise ConfigError(
+                "security.key",
+                None,
+                'a link key: key_file = "/etc/longge/key" (make one with ./run.sh keygen, '
+                "the same on both nodes), or insecure = true to run an open link that anyone "
+                "with a radio can inject into",
+            )
+        if self.key is not None and self.insecure:
+            raise ConfigError("security.insecure", True, "false when a key is given")
+        for name, k in (("security.key", self.key), ("security.previous_key", self.previous_key)):
+            if k is not None and len(k) != KEY_LEN:
+                raise ConfigError(name, f"<{len(k)} bytes>", f"{KEY_LEN} bytes")
+        if self.previous_key is not None and self.key is None:
+            raise ConfigError("security.previous_key", "<key>", "only together with a key")
+
+    @property
+    def secured(self) -> bool:
+        return self.key is not None
 
     @property
     def pa_value(self) -> int:
@@ -153,8 +181,31 @@ _NODE_KEYS = {
     "sim": {"air"},
     "mobile": {"default_route", "routes"},
     "base": {"nat", "uplink"},
+    "security": {"key", "key_file", "previous_key", "previous_key_file", "insecure", "state_dir"},
 }
 _RADIO_KEYS = {*LINK_KEYS, "per", "ack_per", "burst", "seed"}
+
+
+_KEY_SOURCES = {
+    "key": "key",
+    "key_file": "key",
+    "previous_key": "previous_key",
+    "previous_key_file": "previous_key",
+}
+
+
+def _read_key(name: str, source: str, value: object) -> bytes:
+    if not isinstance(value, str):
+        raise ConfigError(name, "<hidden>", "a string")
+    if source.endswith("_file"):
+        try:
+            text = Path(value).read_text()
+        except OSError as exc:
+            raise ConfigError(
+                name, value, f"a readable file holding the key ({exc.strerror})"
+            ) from exc
+        return parse_key(text, name)
+    return parse_key(value, name)
 
 
 def from_mapping(data: dict[str, Any], base: NodeConfig | None = None) -> NodeConfig:
@@ -175,10 +226,15 @@ def from_mapping(data: dict[str, Any], base: NodeConfig | None = None) -> NodeCo
                     value = parse_address(name, value)
                 if key == "routes":
                     value = tuple(value)
+                if section == "security" and key in _KEY_SOURCES:
+                    key, value = _KEY_SOURCES[key], _read_key(name, key, value)
                 node[key] = value
             else:
                 raise ConfigError(name, value, "not a known key (typo?)")
-    cfg = base or NodeConfig()
+    if base is None:
+        # A file says how its link is secured; the template below is only a starting point.
+        node.setdefault("insecure", False)
+    cfg = base or NodeConfig(insecure=True)
     try:
         opts = replace(cfg.radio, **radio)
     except ConfigError as exc:

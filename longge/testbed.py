@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -26,6 +27,7 @@ from typing import Any
 from longge.air.server import query
 from longge.daemon.control import ControlError, request
 from longge.errors import LongGeError
+from longge.protocol.secure import generate_key
 from longge.radio.options import RadioOptions
 
 STATE_DIR = Path(os.environ.get("LONGGE_TESTBED_DIR", "/run/longge/testbed"))
@@ -56,12 +58,18 @@ def paths() -> dict[str, Path]:
         "base": STATE_DIR / "base.sock",
         "mobile": STATE_DIR / "mobile.sock",
         "state": STATE_DIR / "state.json",
+        "key": STATE_DIR / "key",
     }
 
 
-def node_toml(role: str, opts: RadioOptions, queue: str = "fair") -> str:
+def node_toml(role: str, opts: RadioOptions, queue: str = "fair", secured: bool = True) -> str:
     """The daemon config of one testbed node (a real node's config has the same shape)."""
     p = paths()
+    security = (
+        f'key_file = "{p["key"]}"\nstate_dir = "{STATE_DIR / "security"}"'
+        if secured
+        else "insecure = true   # testbed up --insecure: an open link, for comparison"
+    )
     up_ch = opts.channel
     down_ch = up_ch + 10 if up_ch + 10 <= 125 else up_ch - 10
     mobile = role == "mobile"
@@ -90,6 +98,9 @@ rx_address = "{"LGb2m" if mobile else "LGm2b"}"
 
 [sim]
 air = "{p["air"]}"
+
+[security]
+{security}
 """ + (
         """
 [mobile]
@@ -117,14 +128,28 @@ def _spawn(args: list[str], log: Path) -> int:
 
 
 def up(
-    opts: RadioOptions, say: Callable[[str], None] = lambda s: None, queue: str = "fair"
+    opts: RadioOptions,
+    say: Callable[[str], None] = lambda s: None,
+    queue: str = "fair",
+    secured: bool = True,
 ) -> dict[str, Any]:
     if os.geteuid() != 0:
         raise TestbedError("the testbed needs root (network namespaces, TUN devices)")
     down()
     STATE_DIR.mkdir(parents=True, exist_ok=True)
     p = paths()
-    state: dict[str, Any] = {"options": opts.as_dict(), "pids": {}, "started": time.time()}
+    state: dict[str, Any] = {
+        "options": opts.as_dict(),
+        "pids": {},
+        "started": time.time(),
+        "secured": secured,
+    }
+    if secured:  # a fresh key for each testbed, and fresh nonce/replay state with it
+        shutil.rmtree(STATE_DIR / "security", ignore_errors=True)
+        fd = os.open(p["key"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(generate_key() + "\n")
+        say(f"link key generated: {p['key']} (ChaCha20-Poly1305; --insecure for an open link)")
     try:
         say("creating namespaces lg-base, lg-mobile, lg-inet")
         for ns in NAMESPACES:
@@ -171,7 +196,7 @@ def up(
         _wait_for(lambda: p["air"].exists(), "the air emulator", STATE_DIR / "air.log")
         for role in ("base", "mobile"):
             conf = STATE_DIR / f"{role}.toml"
-            conf.write_text(node_toml(role, opts, queue))
+            conf.write_text(node_toml(role, opts, queue, secured))
             say(f"starting the {role} daemon in lg-{role}")
             state["pids"][role] = _spawn(
                 [

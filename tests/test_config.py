@@ -12,9 +12,24 @@ from longge.errors import ConfigError
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_example_configs_load_and_mirror_each_other() -> None:
-    base = config.load(ROOT / "basestation" / "longge.toml")
-    mobile = config.load(ROOT / "mobile" / "longge.toml")
+KEY = "ab" * 32
+
+
+def example(name: str, tmp_path: Path) -> Path:
+    """A shipped example config, its key_file pointed at a key made for the test."""
+    key = tmp_path / "key"
+    key.write_text(KEY + "\n")
+    text = (ROOT / name / "longge.toml").read_text()
+    assert 'key_file = "/etc/longge/key"' in text
+    out = tmp_path / f"{name}.toml"
+    out.write_text(text.replace("/etc/longge/key", str(key)))
+    return out
+
+
+def test_example_configs_load_and_mirror_each_other(tmp_path: Path) -> None:
+    base = config.load(example("basestation", tmp_path))
+    mobile = config.load(example("mobile", tmp_path))
+    assert base.key == mobile.key == bytes.fromhex(KEY)
     assert (base.role, mobile.role) == ("base", "mobile")
     assert base.tx_channel == mobile.rx_channel and base.rx_channel == mobile.tx_channel
     assert base.tx_address == mobile.rx_address and base.rx_address == mobile.tx_address
@@ -22,7 +37,7 @@ def test_example_configs_load_and_mirror_each_other() -> None:
 
 
 def test_overrides_win(tmp_path: Path) -> None:
-    cfg = config.load(ROOT / "mobile" / "longge.toml", {"radio": {"arc": 7, "rate": "1M"}})
+    cfg = config.load(example("mobile", tmp_path), {"radio": {"arc": 7, "rate": "1M"}})
     assert cfg.radio.arc == 7 and cfg.radio.rate == "1M"
 
 
@@ -48,6 +63,16 @@ def test_overrides_win(tmp_path: Path) -> None:
         ('[mobile]\nroutes = ["10.99.0.0/33"]', "mobile.routes"),
         ("[wifi]\nssid = 1", "wifi"),
         ("[radio\n", "config"),
+        # security: on unless refused explicitly; keys checked
+        ("[node]\nmtu = 1500", "security.key"),
+        ('[security]\nkey = "abcd"', "security.key"),
+        ('[security]\nkey = "' + "00" * 32 + '"', "security.key"),
+        ('[security]\nkey = "' + "zz" * 32 + '"', "security.key"),
+        ('[security]\nkey_file = "/nonexistent/key"', "security.key_file"),
+        ('[security]\ninsecure = "yes"', "security.insecure"),
+        ('[security]\ninsecure = true\nkey = "' + KEY + '"', "security.insecure"),
+        ('[security]\ninsecure = true\nprevious_key = "' + KEY + '"', "security.previous_key"),
+        ('[security]\ncipher = "rot13"', "security.cipher"),
     ],
 )
 def test_wrong_values_name_their_key(tmp_path: Path, toml: str, key: str) -> None:
@@ -61,3 +86,13 @@ def test_wrong_values_name_their_key(tmp_path: Path, toml: str, key: str) -> Non
 def test_missing_file_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="an existing TOML file"):
         config.load(tmp_path / "nope.toml")
+
+
+def test_an_open_link_must_be_asked_for(tmp_path: Path) -> None:
+    f = tmp_path / "open.toml"
+    f.write_text("[security]\ninsecure = true\n")
+    cfg = config.load(f)
+    assert cfg.key is None and not cfg.secured
+    f.write_text('[security]\nkey = "' + KEY + '"\n')
+    cfg = config.load(f)
+    assert cfg.secured and KEY not in repr(cfg)  # the key stays out of logs and status

@@ -5,115 +5,23 @@ come back."""
 from __future__ import annotations
 
 import os
-import select
 import signal
 import socket
-import struct
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import pytest
+from daemonlink import Link, ip_packet, make_link
 
 from longge.air.server import query
-from longge.config import NodeConfig
 from longge.daemon.control import request
 from longge.daemon.supervisor import Supervisor
-from longge.radio.options import RadioOptions
 from longge.tun import MemoryTun
-
-
-def ip_packet(size: int, tag: int) -> bytes:
-    """An IPv4/UDP-looking packet of one flow (the daemon does not check validity)."""
-    head = struct.pack(
-        "!BBHHHBBH4s4sHH",
-        0x45,
-        0,
-        size,
-        tag,
-        0,
-        64,
-        17,
-        0,
-        b"\x0a\x18\x00\x02",
-        b"\x0a\x18\x00\x01",
-        4000,
-        5000,
-    )
-    return (head + tag.to_bytes(4, "big") * 400)[:size]
-
-
-@dataclass
-class Link:
-    mobile: Supervisor
-    base: Supervisor
-    mtun: MemoryTun
-    btun: MemoryTun
-    air: str
-
-    def pump(self, seconds: float) -> None:
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            self.mobile.step(0.01)
-            self.base.step(0.01)
-
-    def send(
-        self, tun: MemoryTun, packets: list[bytes], to: MemoryTun, timeout: float = 5.0
-    ) -> list[bytes]:
-        for p in packets:
-            tun.peer.send(p)
-        got: list[bytes] = []
-        deadline = time.monotonic() + timeout
-        while len(got) < len(packets) and time.monotonic() < deadline:
-            ready, _, _ = select.select([to.peer], [], [], 0.02)
-            if ready:
-                got.append(to.peer.recv(65536))
-            self.mobile.step(0)
-            self.base.step(0)
-        return got
-
-    def wait_link(self, sup: Supervisor, state: str, timeout: float = 8.0) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            self.pump(0.1)
-            if sup.status()["link"] == state:
-                return True
-        return False
 
 
 @pytest.fixture
 def link(air_path: str, tmp_path: os.PathLike[str]) -> Iterator[Link]:
-    d = str(tmp_path)
-    # These tests send bursts and want every packet through: a long queue budget, and retries
-    # enough (15 x 1 ms) that a radio process descheduled on a busy CI machine loses nothing.
-    radio = RadioOptions(ard_us=1000, arc=15)
-    mob = NodeConfig(
-        role="mobile", air=air_path, control=os.path.join(d, "m.sock"), queue_ms=5000, radio=radio
-    )
-    base = NodeConfig(
-        role="base",
-        address="10.24.0.1/24",
-        peer="10.24.0.2",
-        air=air_path,
-        control=os.path.join(d, "b.sock"),
-        tx_channel=86,
-        rx_channel=76,
-        tx_address=b"LGb2m",
-        rx_address=b"LGm2b",
-        queue_ms=5000,
-        radio=radio,
-    )
-    mtun, btun = MemoryTun("m0"), MemoryTun("b0")
-    sm, sb = Supervisor(mob, mtun, network=False), Supervisor(base, btun, network=False)
-    sm.start()
-    sb.start()
-    lk = Link(sm, sb, mtun, btun, air_path)
-    try:
-        assert lk.wait_link(sm, "up") and lk.wait_link(sb, "up"), "link did not come up"
+    with make_link(air_path, str(tmp_path)) as lk:
         yield lk
-    finally:
-        lk.mobile.shutdown()
-        lk.base.shutdown()
 
 
 def test_packets_cross_both_ways_byte_for_byte(link: Link) -> None:

@@ -24,15 +24,29 @@ def test_lost_middle_frame_drops_only_that_packet() -> None:
     frames = pair.frames(A, B)
     del frames[2]  # third frame of A
     assert pair.feed(frames) == [B]
-    assert pair.rx.drops[DropReason.GAP] == 1
+    assert pair.rx.drops == {DropReason.ORPHAN: 1}  # A's last frame fits nothing
+    pair.rx.expire(pair.now + 1.5)  # A's head is given up after the timeout
+    assert pair.rx.drops[DropReason.TIMEOUT] == 1 and pair.rx.in_progress == 0
 
 
-def test_lost_last_frame_is_noticed_when_the_next_packet_starts() -> None:
+def test_lost_last_frame_is_noticed_when_its_number_comes_round_again() -> None:
     pair = Pair()
+    packets = [bytes([i]) * 50 for i in range(10)]
+    frames = pair.frames(*packets)
+    del frames[1]  # last frame of packet 0 (56-byte stream: 2 frames)
+    assert pair.feed(frames) == packets[1:]
+    assert pair.rx.drops == {DropReason.INTERRUPTED: 1}  # packet 8 reused its slot
+
+
+def test_foreign_frames_between_a_packets_frames_do_not_cost_it() -> None:
+    """Another radio's frames (whole packets, even packet starts) land inside packet B."""
+    pair = Pair()
+    other = Pair(first_number=65532)  # numbers 4, 5 mod 8 (never B's 1), and older than ours
     frames = pair.frames(A, B)
-    del frames[3]  # last frame of A
-    assert pair.feed(frames) == [B]
-    assert pair.rx.drops[DropReason.INTERRUPTED] == 1
+    foreign = other.frames(bytes(70), bytes(40))  # 3 + 2 frames
+    mixed = frames[:5] + foreign[:2] + frames[5:7] + foreign[2:] + frames[7:] + [b"\x07junk"]
+    assert pair.feed(mixed) == [A, B]
+    assert pair.rx.drops == {DropReason.STALE: 2, DropReason.ORPHAN: 1}
 
 
 def test_lost_first_frame_makes_the_rest_orphans() -> None:
@@ -97,9 +111,10 @@ def test_sender_restart_mid_packet() -> None:
     fresh = [bytes([i]) * 40 for i in range(5)]
     got = rx.feed(restarted.frames(*fresh))
     # B is dropped; the receiver follows the new sender after RESYNC_AFTER packets.
-    assert rx.rx.drops[DropReason.INTERRUPTED] == 1
     assert got == fresh[2:]
     assert rx.rx.drops[DropReason.STALE] == 2
+    rx.rx.expire(rx.now + 1.5)
+    assert rx.rx.drops[DropReason.TIMEOUT] == 1
 
 
 def test_partial_packet_times_out_and_memory_is_released() -> None:

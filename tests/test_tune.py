@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import bisect
+import csv
+import json
 import math
+import random
 from pathlib import Path
 
 import pytest
@@ -10,7 +14,18 @@ import pytest
 from longge.measure.model import udp_goodput_bps
 from longge.measure.results import ResultsDir
 from longge.measure.sweep import Target
-from longge.measure.tune import Tune, TunePlan, model_capacity, plot_tune
+from longge.measure.tune import (
+    GRID_FIELDS,
+    Tune,
+    TunePlan,
+    best_and_worst,
+    curve_of,
+    model_capacity,
+    model_rtt_ms,
+    packet_service_ms,
+    plot_tune,
+    plot_tune_curves,
+)
 from longge.radio.options import RadioOptions
 
 
@@ -37,6 +52,10 @@ def row(ard: int, arc: int, cap: float, rtt: float, loss: float) -> dict[str, ob
         "rtt_p95_09_ms": rtt,
         "loss_09": loss,
         "model_residual_loss": 0.0,
+        "curve": {
+            "load": [[0.6 * cap, 0.6 * cap], [0.9 * cap, 0.9 * cap], [1.3 * cap, cap]],
+            "rtt": [[0.5, rtt / 2, rtt], [0.9, rtt / 1.5, rtt]],
+        },
         "error": "",
     }
 
@@ -61,7 +80,57 @@ def test_resume_reads_the_grid_written_so_far(tmp_path: Path) -> None:
     out = ResultsDir(tmp_path)
     first = Tune(Target("127.0.0.1"), RadioOptions(), TunePlan(), out, 0.1)
     assert first.rows == []
-    with open(first.grid_csv, "a") as f:
-        f.write("250,2,450000,460000,0.1,22,22,0.05,0.001,\n")
+    r = row(250, 2, 450e3, 22.0, 0.05)
+    r["curve"] = json.dumps(r["curve"])
+    with open(first.grid_csv, "a", newline="") as f:
+        csv.DictWriter(f, GRID_FIELDS, extrasaction="ignore").writerow(r)
     again = Tune(Target("127.0.0.1"), RadioOptions(), TunePlan(), out, 0.1)
     assert len(again.rows) == 1 and again.rows[0]["capacity_bps"] == 450000
+    assert curve_of(again.rows[0])["load"][2] == [1.3 * 450e3, 450e3]
+    assert curve_of({"curve": "not json"}) == {}
+
+
+def test_model_rtt_is_the_wait_for_the_datagram_in_service() -> None:
+    """Check the closed form against a small simulation of the queue it describes: datagrams
+    arrive as a Poisson stream and are served one at a time (service S); a probe, served first,
+    waits only for the remainder of the service in progress."""
+    opts = RadioOptions()
+    s_ms = packet_service_ms(opts, 0.0)
+    assert s_ms == pytest.approx(1400 * 8 / udp_goodput_bps(opts, 1400) * 1e3)
+    rng = random.Random(7)
+    for rho in (0.3, 0.5, 0.9):
+        t, free_at, starts = 0.0, 0.0, []
+        for _ in range(40_000):
+            t += rng.expovariate(rho / s_ms)
+            starts.append(max(t, free_at))
+            free_at = starts[-1] + s_ms
+        waits = []
+        for _ in range(20_000):  # probes at uniformly random instants
+            at = rng.uniform(0, t)
+            i = bisect.bisect_right(starts, at) - 1
+            in_service = i >= 0 and at < starts[i] + s_ms
+            waits.append(starts[i] + s_ms - at if in_service else 0.0)
+        measured = sorted(waits)[int(0.95 * len(waits))]
+        model = model_rtt_ms(opts, 0.0, rho, 0.0, opts)
+        assert model == pytest.approx(measured, rel=0.08, abs=0.3), rho
+    # idle: nothing to wait for; a slower setting costs the probe's own frames more
+    assert model_rtt_ms(opts, 0.1, 0.0, 3.0, opts) == 3.0
+    slow = RadioOptions(ard_us=2500, arc=15)
+    assert model_rtt_ms(slow, 0.1, 0.0, 3.0, opts) > 3.5
+    assert model_rtt_ms(slow, 0.1, 0.9, 3.0, opts) > model_rtt_ms(opts, 0.1, 0.9, 3.0, opts)
+
+
+def test_best_and_worst_curves_are_plotted(tmp_path: Path) -> None:
+    summary = {
+        "idle_rtt_ms": 3.3,
+        "grid": [row(250, 15, 467e3, 25.0, 0.0), row(2500, 15, 315e3, 40.0, 0.0)],
+        "recommendation": None,
+    }
+    pairs = best_and_worst(summary)
+    assert [(r["ard_us"], label) for label, r in pairs] == [
+        (250, "recommended"),
+        (2500, "lowest capacity"),
+    ]
+    made = plot_tune_curves(summary, RadioOptions(), tmp_path)
+    assert [p.name for p in made] == ["tune_curves.png", "tune_curves.svg"]
+    assert all(p.stat().st_size > 1000 for p in made)

@@ -13,20 +13,36 @@ import select
 import signal
 import time
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any
 
 from longge.config import NodeConfig
 from longge.daemon.child import Child, waitable
-from longge.protocol import Reassembler
+from longge.protocol import Reassembler, secure
 from longge.tun import Tun
 
 READ_BURST = 64
 
 
+def make_opener(cfg: NodeConfig) -> secure.Opener | None:
+    """This node's opener (None on an open link): the peer's direction key (and the previous
+    one while rotating), with the replay mark kept in the state directory."""
+    if cfg.key is None:
+        return None
+    peer = "mobile" if cfg.role == "base" else "base"
+    keys = [secure.direction_key(k, peer) for k in (cfg.key, cfg.previous_key) if k is not None]
+    state = Path(cfg.state_dir) / f"{cfg.tun}.{cfg.role}.rx-mark"
+    return secure.Opener(keys, state, clock=time.monotonic)
+
+
 def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     child = Child(cfg, "rx", conn)
-    reassembler = Reassembler(cfg.mtu)
+    opener = make_opener(cfg)
+    if opener is None:
+        reassembler = Reassembler(cfg.mtu)
+    else:
+        reassembler = Reassembler(cfg.mtu + secure.OVERHEAD, authenticate=opener.open)
     c: dict[str, Any] = dict.fromkeys(("frames_in", "packets_out", "bytes_out", "tun_refused"), 0)
     last_heard: float | None = None
     while child.running:
@@ -51,6 +67,8 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
                         c["tun_refused"] += 1
         # 4. expire
         reassembler.expire(now)
+        if opener is not None:
+            opener.tick()
         child.handle_control()
         stats = dict(c)
         stats.update(
@@ -58,6 +76,9 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
             drops={str(k): v for k, v in reassembler.drops.items()},
             peer_last_heard_s=None if last_heard is None else round(now - last_heard, 3),
             retransmissions=None,
+            security=None
+            if opener is None
+            else {"opened": opener.opened, "drops": {str(k): v for k, v in opener.drops.items()}},
         )
         child.maybe_send_stats(now, stats)
         # 5. wait
@@ -71,6 +92,8 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
         elif radio is not None:
             timeout = 0.0002  # a backend without a descriptor is polled
         select.select(fds, [], [], timeout)
+    if opener is not None:
+        opener.flush()
     if child.radio is not None:
         close = getattr(child.radio, "close", None)
         if close is not None:

@@ -16,12 +16,13 @@ import signal
 import time
 from collections import deque
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any
 
 from longge.config import NodeConfig
 from longge.daemon.child import Child, waitable
 from longge.daemon.fairqueue import FairQueue
-from longge.protocol import Fragmenter
+from longge.protocol import Fragmenter, secure
 from longge.tun import Tun
 
 FIFO_FULL = 2
@@ -34,10 +35,24 @@ def queue_limit_bytes(cfg: NodeConfig) -> int:
     return max(3 * (cfg.mtu + 14), int(rate / 8 * cfg.queue_ms / 1000))
 
 
+def make_sealer(cfg: NodeConfig) -> secure.Sealer | None:
+    """This node's sealer (None on an open link); its epoch is recorded before first use."""
+    if cfg.key is None:
+        return None
+    store = secure.EpochStore(Path(cfg.state_dir) / f"{cfg.tun}.{cfg.role}.tx-epoch")
+    return secure.Sealer(secure.direction_key(cfg.key, cfg.role), store.next)
+
+
 def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor decides when we stop
     child = Child(cfg, "tx", conn)
-    fragmenter = Fragmenter(cfg.radio.payload, cfg.mtu)
+    sealer = make_sealer(cfg)
+    overhead = secure.OVERHEAD if sealer is not None else 0
+    fragmenter = Fragmenter(cfg.radio.payload, cfg.mtu + overhead)
+
+    def seal(packet: bytes) -> bytes:
+        return sealer.seal(packet) if sealer is not None else packet
+
     queue = FairQueue(queue_limit_bytes(cfg), cfg.queue_ms / 1000, fair=cfg.queue == "fair")
     frames: deque[bytes] = deque()
     c: dict[str, Any] = dict.fromkeys(
@@ -85,7 +100,7 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
                     next_packet = queue.pop(now)
                     if next_packet is None:
                         break
-                    frames.extend(fragmenter.fragment(next_packet))
+                    frames.extend(fragmenter.fragment(seal(next_packet)))
                     c["packets_sent"] += 1
                 # 4. radio_tx
                 radio.write_fast(frames.popleft())
@@ -93,7 +108,8 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
                 last_sent = now
             # 6. keepalive
             if now - last_sent >= cfg.keepalive_s and not frames and not len(queue):
-                for frame in fragmenter.keepalive():
+                alive = fragmenter.fragment(seal(b"")) if sealer else fragmenter.keepalive()
+                for frame in alive:
                     radio.write_fast(frame)
                 c["keepalives_sent"] += 1
                 last_sent = now
@@ -106,6 +122,8 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
             queue_oldest_ms=round(queue.oldest_age(now) * 1000, 1),
             queue_drops=dict(queue.drops),
             retransmissions=getattr(radio, "retransmissions", None),
+            sealed=None if sealer is None else sealer.sealed,
+            epoch=None if sealer is None else sealer.epoch,
         )
         child.maybe_send_stats(now, stats)
         # 7. wait

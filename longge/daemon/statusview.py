@@ -38,6 +38,18 @@ def node_text(st: dict[str, Any]) -> str:
             f"  rx     {rx.get('frames_in', 0)} frames in, {rx.get('packets_out', 0)} packets out, "
             f"{rx.get('keepalives', 0)} keepalives; drops: {_drops(rx.get('drops'))}; "
             f"radio {rx.get('state', '?')}",
+            _security_line(tx, rx),
             f"  procs  {procs}",
         ]
+    )
+
+
+def _security_line(tx: dict[str, Any], rx: dict[str, Any]) -> str:
+    sec = rx.get("security")
+    if sec is None and tx.get("sealed") is None:
+        return "  secure OFF: open link (insecure = true), frames are not authenticated"
+    sec = sec or {}
+    return (
+        f"  secure ChaCha20-Poly1305: {tx.get('sealed') or 0} sealed (epoch {tx.get('epoch')}), "
+        f"{sec.get('opened', 0)} opened; refused: {_drops(sec.get('drops'))}"
     )

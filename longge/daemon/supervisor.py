@@ -28,6 +28,7 @@ from longge import __version__
 from longge.config import CHANNEL_KEYS, NodeConfig, with_live_options
 from longge.daemon import control, radio_rx, radio_tx
 from longge.errors import ConfigError
+from longge.protocol import secure
 from longge.radio.options import LINK_KEYS
 from longge.roles import Undo, setup_role
 from longge.tun import LinuxTun, Tun, configure_link
@@ -72,6 +73,8 @@ class Supervisor:
 
     def start(self) -> None:
         cfg = self.cfg
+        if cfg.key is not None:
+            secure.check_state_dir(cfg.state_dir)
         self.tun = self._tun if self._tun is not None else LinuxTun(cfg.tun, cfg.mtu)
         if self._network:
             configure_link(self.tun.name, cfg.address, cfg.mtu, cfg.txqueuelen)

@@ -84,6 +84,22 @@ def percentile(xs: Sequence[float], q: float) -> float:
     return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
+def quantile_interval(xs: Sequence[float], q: float, z: float = 1.96) -> tuple[float, float]:
+    """Distribution-free ~95 % confidence interval for the q-quantile: the order statistics at
+    ranks n·q ∓ z·√(n·q·(1−q)) (normal approximation to the binomial). Needs no assumption about
+    the shape of the distribution, which matters for RTTs under load: they are often bimodal (a
+    probe either finds a packet in service or not), and then the median moves a lot with few
+    samples."""
+    if not xs:
+        return (math.nan, math.nan)
+    s = sorted(xs)
+    n = len(s)
+    half = z * math.sqrt(n * q * (1 - q))
+    lo = max(0, math.floor(n * q - half) - 1)
+    hi = min(n - 1, math.ceil(n * q + half))
+    return (s[lo], s[hi])
+
+
 @dataclass(frozen=True)
 class Level:
     rho: float

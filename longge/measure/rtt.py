@@ -148,6 +148,9 @@ class ProbeRun:
     sent: int = 0
     rtt_ms: dict[int, float] = field(default_factory=dict)
     server_ms: dict[int, float] = field(default_factory=dict)
+    #: RTT by the user-space receive time (what irtt and ping report): the kernel-stamped
+    #: ``rtt_ms`` plus the time this client took to wake up and read the reply.
+    app_rtt_ms: dict[int, float] = field(default_factory=dict)
     send_ns: dict[int, int] = field(default_factory=dict)
     bad_replies: int = 0
 
@@ -168,6 +171,7 @@ class ProbeRun:
                     "send_ns": self.send_ns[s],
                     "rtt_ms": self.rtt_ms.get(s),
                     "server_ms": self.server_ms.get(s),
+                    "app_rtt_ms": self.app_rtt_ms.get(s),
                 }
                 for s in sorted(self.send_ns)
             ],
@@ -204,12 +208,14 @@ def probe(
                     data, _, got = recv_stamped(sock)
                 except OSError:
                     continue
+                woke = time.time_ns()
                 dec = decode_reply(data)
                 if dec is None or dec[0] not in run.send_ns or dec[1] != run.send_ns[dec[0]]:
                     run.bad_replies += 1
                     continue
                 run.rtt_ms[dec[0]] = (got - dec[1] - dec[2]) / 1e6
                 run.server_ms[dec[0]] = dec[2] / 1e6
+                run.app_rtt_ms[dec[0]] = (woke - dec[1] - dec[2]) / 1e6
     return run
 
 

@@ -11,12 +11,14 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from longge import testbed
 from longge.air.server import query
 from longge.daemon.control import ControlError, request
+from longge.errors import ConfigError
 from longge.measure import plots
 from longge.measure.model import udp_goodput_bps
 from longge.measure.results import ResultsDir, default_dir, system_context
@@ -158,13 +160,32 @@ def _partial(sweep: TTest | LTest) -> dict[str, Any]:
 
 
 def run_tune(
-    plan: Any, opts: RadioOptions, out: str | None, keep_testbed: bool, say: Say, progress: Progress
+    plan: Any,
+    opts: RadioOptions,
+    out: str | None,
+    keep_testbed: bool,
+    say: Say,
+    progress: Progress,
+    host: str | None = None,
+    controls: tuple[str, ...] = (),
 ) -> tuple[Path, dict[str, Any]]:
-    """Tune on the testbed (brought up with ``opts``, e.g. --per) or a running one."""
+    """Tune on the testbed (brought up with ``opts``, e.g. --per), a running one, or a real
+    link (``host`` = the base station's address; ``controls`` = the daemons' control sockets,
+    both nodes: a setting applied to one radio only would break the link)."""
     from longge.air.datasheet import per_attempt_failure
-    from longge.measure.tune import Tune, plot_tune
+    from longge.measure.tune import Tune, plot_tune, plot_tune_curves
 
-    target, started = resolve_target(None, testbed.IPERF_PORT, testbed.RTT_PORT, opts, say)
+    target, started = resolve_target(host, testbed.IPERF_PORT, testbed.RTT_PORT, opts, say)
+    if controls:
+        target = replace(target, controls=tuple(dict.fromkeys((*target.controls, *controls))))
+    if host and len(target.controls) < 2:
+        raise ConfigError(
+            "--control",
+            list(target.controls),
+            "tune on a real link changes ARD/ARC on both radios: give the base station's "
+            "control socket too, e.g. forwarded over ssh: ssh -N -L /tmp/base.sock:"
+            f"{LOCAL_CONTROL} pi@base & then --control /tmp/base.sock",
+        )
     results = ResultsDir(out or default_dir("tune"))
     say(f"results in {results.path} (an interrupted tune resumes with the same --out)")
     results.write_json("context.json", {**system_context(), **link_context(target, 1400)})
@@ -183,4 +204,5 @@ def run_tune(
             testbed.down()
     results.write_json("summary.json", summary)
     plot_tune(summary, results.path)
+    plot_tune_curves(summary, opts, results.path)
     return results.path, summary

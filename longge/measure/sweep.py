@@ -409,6 +409,7 @@ class LTest(_Sweep):
             "probes_lost": lost,
             "probe_loss_ci95": analysis.wilson_interval(lost, sent) if sent else None,
             "rtt_median_ms": analysis.percentile(rtts, 0.5),
+            "rtt_median_ci95_ms": analysis.quantile_interval(rtts, 0.5) if rtts else None,
             "rtt_p95_ms": analysis.percentile(rtts, 0.95),
             "rtt_p99_ms": analysis.percentile(rtts, 0.99),
             "rtt_max_ms": max(rtts) if rtts else None,

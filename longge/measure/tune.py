@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import itertools
+import json
 import math
 import threading
 import time
@@ -34,10 +35,16 @@ GRID_FIELDS = [
     "q_measured",
     "rtt_p95_05_ms",
     "rtt_p95_09_ms",
+    "model_rtt_p95_05_ms",
+    "model_rtt_p95_09_ms",
+    "rtt_median_05_ms",
+    "rtt_median_09_ms",
     "loss_09",
     "model_residual_loss",
+    "curve",
     "error",
 ]
+PROBE_BYTES = 60
 
 
 @dataclass(frozen=True)
@@ -58,9 +65,47 @@ def model_capacity(opts: RadioOptions, q: float, length: int = 1400) -> float:
     got through; a frame lost after ARC+1 attempts loses its packet)."""
     t = opts.timing()
     no_loss = udp_goodput_bps(opts, length)
-    frames = math.ceil((length + 34) / (opts.payload - 1))
+    frames = _frames(length, opts)
     slow = t.expected_service_ns(q) / t.expected_service_ns(0.0)
     return no_loss / slow * (1 - t.residual_loss(q)) ** frames
+
+
+def _frames(udp_payload: int, opts: RadioOptions) -> int:
+    return math.ceil((udp_payload + 34) / (opts.payload - 1))
+
+
+def packet_service_ms(opts: RadioOptions, q: float, length: int = 1400) -> float:
+    """Mean air time of one ``length``-byte datagram's frames at per-attempt failure q."""
+    t = opts.timing()
+    slow = t.expected_service_ns(q) / t.expected_service_ns(0.0)
+    return length * 8 / udp_goodput_bps(opts, length) * slow * 1e3
+
+
+def model_rtt_ms(
+    opts: RadioOptions,
+    q: float,
+    rho: float,
+    idle_ms: float,
+    idle_opts: RadioOptions,
+    pct: float = 0.95,
+) -> float:
+    """The ``pct`` quantile of probe RTT at load ρ, as the model sees it.
+
+    Idle: the measured idle RTT (taken at ``idle_opts``), moved by what the probe's own frames
+    (both ways) cost more or less at this setting. Under load: the daemon's fair queue serves
+    the sparse probe flow first, so a probe waits only for the datagram in service, if any
+    (non-preemptive priority): with probability ρ it arrives during a service of mean length
+    S and waits a uniform share of it. The quantile of that wait is S·(1 − (1−pct)/ρ), or 0
+    when ρ ≤ 1 − pct. A FIFO queue (``--queue fifo``) would add the whole queue instead.
+    """
+
+    def probe_ns(o: RadioOptions) -> float:
+        return 2 * _frames(PROBE_BYTES, o) * o.timing().expected_service_ns(q)
+
+    idle = idle_ms + (probe_ns(opts) - probe_ns(idle_opts)) / 1e6
+    if rho <= 1 - pct:
+        return idle
+    return idle + packet_service_ms(opts, q) * (1 - (1 - pct) / min(rho, 1.0))
 
 
 def set_radio(target: Target, options: dict[str, Any]) -> None:
@@ -118,7 +163,8 @@ class Tune:
         )
         return parse_result(spec, run_trial(spec, self.target.netns))
 
-    def _rtt_p95(self, rate: float) -> float:
+    def _rtt(self, rate: float) -> tuple[float, float]:
+        """(median, p95) RTT of probes over ``rate`` of background load."""
         count = int(self.plan.probe_s / 0.05)
         box: dict[str, Any] = {}
         load = threading.Thread(
@@ -126,11 +172,11 @@ class Tune:
         )
         load.start()
         time.sleep(1.5)
-        probes = probe_in(self.target, count, 0.05)
+        probes = probe_in(self.target, count, 0.05, PROBE_BYTES)
         load.join()
         rtts = [r["rtt_ms"] for r in probes.get("records", []) if r["rtt_ms"] is not None]
         drain(self.target)
-        return analysis.percentile(rtts, 0.95)
+        return analysis.percentile(rtts, 0.5), analysis.percentile(rtts, 0.95)
 
     def point(self, ard: int, arc: int) -> dict[str, Any]:
         opts = replace(self.base, ard_us=ard, arc=arc)
@@ -151,18 +197,32 @@ class Tune:
         frames = max(1, f1 - f0)
         attempts = frames + (r1 - r0)
         q = (r1 - r0) / attempts  # failed attempts among all attempts (lower bound: MAX_RT)
+        med05, p95_05 = self._rtt(0.5 * capacity)
+        med09, p95_09 = self._rtt(0.9 * capacity)
+        curve = {
+            "load": [[round(p.offered_bps, 1), round(p.received_bps, 1)] for p in pts],
+            "rtt": [[0.5, med05, p95_05], [0.9, med09, p95_09]],
+        }
         return {
             "ard_us": ard,
             "arc": arc,
             "capacity_bps": capacity,
             "model_capacity_bps": model_capacity(opts, q),
             "q_measured": q,
-            "rtt_p95_05_ms": self._rtt_p95(0.5 * capacity),
-            "rtt_p95_09_ms": self._rtt_p95(0.9 * capacity),
+            "rtt_p95_05_ms": p95_05,
+            "rtt_p95_09_ms": p95_09,
+            "model_rtt_p95_05_ms": self._model_rtt(opts, q, 0.5),
+            "model_rtt_p95_09_ms": self._model_rtt(opts, q, 0.9),
+            "rtt_median_05_ms": med05,
+            "rtt_median_09_ms": med09,
             "loss_09": loss,
             "model_residual_loss": opts.timing().residual_loss(q),
+            "curve": json.dumps(curve),
             "error": "",
         }
+
+    def _model_rtt(self, opts: RadioOptions, q: float, rho: float) -> float:
+        return model_rtt_ms(opts, q, rho, self.idle_rtt_ms, self.base)
 
     def run(self) -> dict[str, Any]:
         self.progress("idle RTT", 0.0)
@@ -217,6 +277,92 @@ class Tune:
                 "[radio] section of both nodes' longge.toml)"
             ),
         }
+
+
+def curve_of(row: dict[str, Any]) -> dict[str, Any]:
+    """A grid row's load curve (stored as JSON text in grid.csv)."""
+    c = row.get("curve")
+    if isinstance(c, dict):
+        return c
+    try:
+        parsed = json.loads(c) if isinstance(c, str) and c else {}
+    except ValueError:
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
+
+
+def best_and_worst(summary: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """The recommended setting and the one with the lowest capacity (if they differ)."""
+    rows = [r for r in summary["grid"] if not r.get("error")]
+    if not rows:
+        return []
+    best = summary.get("recommendation") or max(rows, key=lambda r: r["capacity_bps"])
+    worst = min(rows, key=lambda r: r["capacity_bps"])
+    out = [("recommended", best)]
+    if (worst["ard_us"], worst["arc"]) != (best["ard_us"], best["arc"]):
+        out.append(("lowest capacity", worst))
+    return out
+
+
+def plot_tune_curves(summary: dict[str, Any], base: RadioOptions, out: Path) -> list[Path]:
+    """Load curves of the best and the worst setting, measured (points) over the model
+    (lines): received vs offered, and probe RTT (median, p95) vs ρ."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.8))
+    idle = float(summary.get("idle_rtt_ms", math.nan))
+    top = 0.0
+    for (label, row), colour in zip(
+        best_and_worst(summary), ("tab:green", "tab:red"), strict=False
+    ):
+        opts = replace(base, ard_us=int(row["ard_us"]), arc=int(row["arc"]))
+        q = float(row["q_measured"])
+        name = f"{label}: ARD {int(row['ard_us'])} µs, ARC {int(row['arc'])} (q {q:.3f})"
+        curve = curve_of(row)
+        load = curve.get("load", [])
+        xs = [o / 1e3 for o, _ in load]
+        ax1.plot(xs, [r / 1e3 for _, r in load], "o", color=colour, label=f"{name}, measured")
+        model_c = model_capacity(opts, q)
+        top = max([top, *xs, model_c / 1e3 * 1.4])
+        grid_x = [model_c / 1e3 * f / 50 for f in range(0, 71)]
+        ax1.plot(
+            grid_x,
+            [min(x, model_c / 1e3) for x in grid_x],
+            "--",
+            color=colour,
+            alpha=0.7,
+            label=f"model C {model_c / 1e3:.0f} kbit/s",
+        )
+        rtt = curve.get("rtt", [])
+        rhos = [0.0] + [lv[0] for lv in rtt]
+        ax2.plot(rhos, [idle] + [lv[1] for lv in rtt], "o-", color=colour, label=f"{name}, median")
+        ax2.plot(rhos, [idle] + [lv[2] for lv in rtt], "s:", color=colour, alpha=0.8, label="p95")
+        fine = [i / 100 for i in range(0, 101)]
+        ax2.plot(
+            fine,
+            [model_rtt_ms(opts, q, r, idle, base) for r in fine],
+            "--",
+            color=colour,
+            alpha=0.5,
+            label="model p95 (probe waits for the datagram in service)",
+        )
+    if top:
+        ax1.plot([0, top], [0, top], color="grey", lw=0.8, label="received = offered")
+    ax1.set(xlabel="offered (kbit/s)", ylabel="received (kbit/s)", title="throughput")
+    ax2.axhline(idle, color="grey", lw=0.8, label=f"idle RTT {idle:.1f} ms")
+    ax2.set(xlabel="ρ = offered / measured capacity", ylabel="probe RTT (ms)", title="latency")
+    for ax in (ax1, ax2):
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle("retry settings: best vs worst (points measured, dashed lines model)")
+    paths = [out / "tune_curves.png", out / "tune_curves.svg"]
+    for p in paths:
+        fig.savefig(p, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return paths
 
 
 def _num(v: str) -> Any:

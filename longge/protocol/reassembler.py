@@ -1,16 +1,21 @@
 """Receiver side: frames become packets, or counted drops.
 
-One packet is rebuilt at a time: a radio link delivers frames in the order they were sent,
-so a frame that does not continue the packet in progress means something was lost, and the
-packet in progress is dropped. Whatever the air does (loss, duplication, reordering, bit
-flips, a sender restarting mid-packet), a packet is delivered only if
+Frames are matched to packets by the packet number their header carries (mod 8) and the
+frame index the packet expects next. A radio link delivers one sender's frames in order, so
+normally one packet is in progress; but the air is open, and a foreign radio's frames can
+land between a packet's frames. They must not cost the genuine packet: a frame that fits no
+packet in progress is dropped on its own, and up to 8 packets (one per number mod 8) are
+rebuilt side by side. Whatever the air does (loss, duplication, reordering, bit flips,
+injected frames, a sender restarting mid-packet), a packet is delivered only if
 
 1. its frames arrived complete and in sequence (header checks),
 2. its CRC-32 matches (integrity, also against splices the header cannot see), and
-3. its number is newer than the last delivered one (order; no duplicates).
+3. its number is newer than the last delivered one (order; no duplicates) or, on a secured
+   link, the security layer accepts it (authentic, not a replay: ``secure.py``).
 
-Memory is bounded by one packet of ``mtu`` bytes. A packet in progress that receives no frame
-for ``timeout`` seconds is dropped on the next call that passes the time in.
+Memory is bounded by 8 packets of ``mtu`` bytes. A packet in progress is dropped when a new
+packet starts with its number mod 8 (INTERRUPTED: normally 8 packets later), or when it gets
+no frame for ``timeout`` seconds (TIMEOUT, on the next call that passes the time in).
 """
 
 from __future__ import annotations
@@ -18,9 +23,18 @@ from __future__ import annotations
 import enum
 import zlib
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from longge.protocol.fragmenter import DEFAULT_MTU, check_mtu
-from longge.protocol.frame import CRC_LEN, NUMBER_LEN, PACKET_OVERHEAD, SEQ_MOD, Header
+from longge.protocol.frame import (
+    CRC_LEN,
+    INDEX_MOD,
+    NUMBER_LEN,
+    PACKET_OVERHEAD,
+    SEQ_MOD,
+    Header,
+)
 
 #: Packet numbers are 16-bit; "newer" means ahead by less than half the space.
 NUMBER_SPACE = 1 << 16
@@ -33,44 +47,60 @@ class DropReason(enum.StrEnum):
     # frames discarded on their own
     EMPTY_FRAME = "empty_frame"  # zero-length frame
     BAD_FIRST = "bad_first"  # first frame too short, or its number disagrees with its header
-    ORPHAN = "orphan"  # continuation frame with no matching packet in progress
+    ORPHAN = "orphan"  # a frame that continues no packet in progress (lost or foreign)
     DUPLICATE_FRAME = "duplicate_frame"  # exact repeat of the previous frame (harmless)
     # packets dropped (in progress or complete)
-    GAP = "gap"  # a frame inside the packet is missing
     INTERRUPTED = "interrupted"  # a new packet began before this one ended
     OVERSIZE = "oversize"  # longer than the MTU allows
     CHECKSUM = "checksum"  # CRC-32 mismatch: corrupted or spliced
     TIMEOUT = "timeout"  # no frame for `timeout` seconds
     STALE = "stale"  # valid but not newer than the last delivered packet
+    REJECTED = "rejected"  # refused by the security layer (forged, replayed: see secure.py)
+
+
+@dataclass
+class _Partial:
+    """One packet being rebuilt."""
+
+    buf: bytearray
+    next_index: int
+    last_frame: bytes
+    last_time: float
 
 
 class Reassembler:
-    def __init__(self, mtu: int = DEFAULT_MTU, timeout: float = 1.0) -> None:
+    """``authenticate`` (optional, e.g. ``secure.Opener.open``) sees every packet whose CRC
+    matched and returns it opened, or ``None`` to refuse it. With it, order and duplicates are
+    its business (an authenticated sequence number beats the 16-bit one, which anyone can
+    forge), so the number check and its resync are skipped."""
+
+    def __init__(
+        self,
+        mtu: int = DEFAULT_MTU,
+        timeout: float = 1.0,
+        authenticate: Callable[[bytes], bytes | None] | None = None,
+    ) -> None:
         check_mtu(mtu)
         self.mtu = mtu
+        self.authenticate = authenticate
         self.timeout = timeout
         self.drops: Counter[DropReason] = Counter()
         self.delivered = 0
         self.keepalives = 0
         self.frames = 0
-        self._buf = bytearray()
-        self._active = False
-        self._seq = 0
-        self._next_index = 0
-        self._last_frame = b""
-        self._last_time = 0.0
+        self._partial: dict[int, _Partial] = {}  # by packet number mod 8
         self._last_number: int | None = None
         self._stale_run: list[int] = []
 
     @property
     def in_progress(self) -> int:
-        """Bytes held for the packet in progress (0 when idle)."""
-        return len(self._buf) if self._active else 0
+        """Bytes held for packets in progress (0 when idle)."""
+        return sum(len(p.buf) for p in self._partial.values())
 
     def expire(self, now: float) -> None:
-        """Drop the packet in progress if it has waited longer than the timeout."""
-        if self._active and now - self._last_time > self.timeout:
-            self._abandon(DropReason.TIMEOUT)
+        """Drop packets in progress that have waited longer than the timeout."""
+        for seq in [s for s, p in self._partial.items() if now - p.last_time > self.timeout]:
+            self._abandon(seq, DropReason.TIMEOUT)
 
     def receive(self, frame: bytes, now: float) -> bytes | None:
         """Feed one frame; returns a whole packet when this frame completes a valid one.
@@ -84,62 +114,46 @@ class Reassembler:
             self.drops[DropReason.EMPTY_FRAME] += 1
             return None
         header = Header.decode(frame[0])
+        part = self._partial.get(header.seq)
         if header.first:
-            return self._start(header, frame, now)
-        if not self._active or header.seq != self._seq:
-            if self._active:
-                self._abandon(DropReason.GAP)
-            self.drops[DropReason.ORPHAN] += 1
-            return None
-        if header.index != self._next_index:
-            if frame == self._last_frame:
-                self.drops[DropReason.DUPLICATE_FRAME] += 1
+            if part is not None:
+                if frame == part.last_frame:
+                    self.drops[DropReason.DUPLICATE_FRAME] += 1
+                    return None
+                self._abandon(header.seq, DropReason.INTERRUPTED)
+            data = frame[1:]
+            if len(data) < NUMBER_LEN or data[1] % SEQ_MOD != header.seq or header.index != 0:
+                self.drops[DropReason.BAD_FIRST] += 1
                 return None
-            self._abandon(DropReason.GAP)
-            self.drops[DropReason.ORPHAN] += 1
+            part = self._partial[header.seq] = _Partial(bytearray(), 0, b"", now)
+        elif part is None or header.index != part.next_index:
+            if part is not None and frame == part.last_frame:
+                self.drops[DropReason.DUPLICATE_FRAME] += 1
+            else:
+                self.drops[DropReason.ORPHAN] += 1
             return None
-        return self._append(header, frame, now)
+        return self._append(header, part, frame, now)
 
     # -- internals -----------------------------------------------------------------------
 
-    def _start(self, header: Header, frame: bytes, now: float) -> bytes | None:
-        if self._active:
-            if frame == self._last_frame:
-                self.drops[DropReason.DUPLICATE_FRAME] += 1
-                return None
-            self._abandon(DropReason.INTERRUPTED)
-        data = frame[1:]
-        if len(data) < NUMBER_LEN or data[1] % SEQ_MOD != header.seq or header.index != 0:
-            self.drops[DropReason.BAD_FIRST] += 1
-            return None
-        self._active = True
-        self._seq = header.seq
-        self._next_index = 0
-        self._buf.clear()
-        return self._append(header, frame, now)
-
-    def _append(self, header: Header, frame: bytes, now: float) -> bytes | None:
-        self._buf += frame[1:]
-        self._next_index = (self._next_index + 1) % 8
-        self._last_frame = frame
-        self._last_time = now
-        if len(self._buf) > self.mtu + PACKET_OVERHEAD:
-            self._abandon(DropReason.OVERSIZE)
+    def _append(self, header: Header, part: _Partial, frame: bytes, now: float) -> bytes | None:
+        part.buf += frame[1:]
+        part.next_index = (part.next_index + 1) % INDEX_MOD
+        part.last_frame = frame
+        part.last_time = now
+        if len(part.buf) > self.mtu + PACKET_OVERHEAD:
+            self._abandon(header.seq, DropReason.OVERSIZE)
             return None
         if header.last:
-            return self._finish()
+            del self._partial[header.seq]
+            return self._finish(bytes(part.buf))
         return None
 
-    def _abandon(self, reason: DropReason) -> None:
+    def _abandon(self, seq: int, reason: DropReason) -> None:
         self.drops[reason] += 1
-        self._active = False
-        self._buf.clear()
-        self._last_frame = b""
+        del self._partial[seq]
 
-    def _finish(self) -> bytes | None:
-        stream = bytes(self._buf)
-        self._active = False
-        self._buf.clear()
+    def _finish(self, stream: bytes) -> bytes | None:
         if len(stream) < PACKET_OVERHEAD:
             self.drops[DropReason.CHECKSUM] += 1
             return None
@@ -148,10 +162,16 @@ class Reassembler:
             self.drops[DropReason.CHECKSUM] += 1
             return None
         number = int.from_bytes(body[:NUMBER_LEN], "big")
-        if not self._accept_number(number):
+        packet = body[NUMBER_LEN:]
+        if self.authenticate is not None:
+            opened = self.authenticate(packet)
+            if opened is None:
+                self.drops[DropReason.REJECTED] += 1
+                return None
+            packet = opened
+        elif not self._accept_number(number):
             self.drops[DropReason.STALE] += 1
             return None
-        packet = body[NUMBER_LEN:]
         if not packet:
             self.keepalives += 1
         else:

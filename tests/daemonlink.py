@@ -1,0 +1,119 @@
+"""A mobile and a base daemon over in-memory TUNs and the emulated air (no root needed)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import struct
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from longge.config import NodeConfig
+from longge.daemon.supervisor import Supervisor
+from longge.radio.options import RadioOptions
+from longge.tun import MemoryTun
+
+
+def ip_packet(size: int, tag: int) -> bytes:
+    """An IPv4/UDP-looking packet of one flow (the daemon does not check validity)."""
+    head = struct.pack(
+        "!BBHHHBBH4s4sHH",
+        0x45,
+        0,
+        size,
+        tag,
+        0,
+        64,
+        17,
+        0,
+        b"\x0a\x18\x00\x02",
+        b"\x0a\x18\x00\x01",
+        4000,
+        5000,
+    )
+    return (head + tag.to_bytes(4, "big") * 400)[:size]
+
+
+LINK_KEY = bytes(range(1, 33))
+
+
+@dataclass
+class Link:
+    mobile: Supervisor
+    base: Supervisor
+    mtun: MemoryTun
+    btun: MemoryTun
+    air: str
+
+    def pump(self, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            self.mobile.step(0.01)
+            self.base.step(0.01)
+
+    def send(
+        self, tun: MemoryTun, packets: list[bytes], to: MemoryTun, timeout: float = 5.0
+    ) -> list[bytes]:
+        for p in packets:
+            tun.peer.send(p)
+        got: list[bytes] = []
+        deadline = time.monotonic() + timeout
+        while len(got) < len(packets) and time.monotonic() < deadline:
+            ready, _, _ = select.select([to.peer], [], [], 0.02)
+            if ready:
+                got.append(to.peer.recv(65536))
+            self.mobile.step(0)
+            self.base.step(0)
+        return got
+
+    def wait_link(self, sup: Supervisor, state: str, timeout: float = 8.0) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.pump(0.1)
+            if sup.status()["link"] == state:
+                return True
+        return False
+
+
+@contextlib.contextmanager
+def make_link(air_path: str, d: str, radio: RadioOptions | None = None) -> Iterator[Link]:
+    """Two supervisors (mobile, base) over in-memory TUNs, secured with LINK_KEY."""
+    # These tests send bursts and want every packet through: a long queue budget, and retries
+    # enough (15 x 1 ms) that a radio process descheduled on a busy CI machine loses nothing.
+    radio = radio or RadioOptions(ard_us=1000, arc=15)
+    secured = {"key": LINK_KEY, "state_dir": os.path.join(d, "state")}
+    mob = NodeConfig(
+        role="mobile",
+        air=air_path,
+        control=os.path.join(d, "m.sock"),
+        queue_ms=5000,
+        radio=radio,
+        **secured,
+    )
+    base = NodeConfig(
+        role="base",
+        address="10.24.0.1/24",
+        peer="10.24.0.2",
+        air=air_path,
+        control=os.path.join(d, "b.sock"),
+        tx_channel=86,
+        rx_channel=76,
+        tx_address=b"LGb2m",
+        rx_address=b"LGm2b",
+        queue_ms=5000,
+        radio=radio,
+        **secured,
+    )
+    mtun, btun = MemoryTun("m0"), MemoryTun("b0")
+    sm, sb = Supervisor(mob, mtun, network=False), Supervisor(base, btun, network=False)
+    sm.start()
+    sb.start()
+    lk = Link(sm, sb, mtun, btun, air_path)
+    try:
+        assert lk.wait_link(sm, "up") and lk.wait_link(sb, "up"), "link did not come up"
+        yield lk
+    finally:
+        lk.mobile.shutdown()
+        lk.base.shutdown()
