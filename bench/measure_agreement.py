@@ -24,6 +24,7 @@ from longge.measure import analysis, rtt
 from longge.measure.iperf import TrialSpec, parse_result, run_trial
 from longge.measure.model import udp_goodput_bps
 from longge.measure.sweep import Target, probe_in
+from longge.protocol.secure import OVERHEAD
 from longge.radio.options import RadioOptions
 
 NS = "lg-mobile"
@@ -119,7 +120,7 @@ def main() -> None:
     lo_ours, lo_theirs = loopback_floor()
     print(f"loopback floor (median): ours {lo_ours:.3f} ms, irtt {lo_theirs:.3f} ms")
     opts = RadioOptions()
-    cap = udp_goodput_bps(opts, 1400)
+    cap = udp_goodput_bps(opts, 1400, OVERHEAD)  # the testbed link is secured
     testbed.up(opts)
     irtt = subprocess.Popen(
         ["ip", "netns", "exec", "lg-base", "irtt", "server", "-b", f"{testbed.BASE_IP}:2112"],
@@ -171,6 +172,13 @@ def main() -> None:
                 f"  {rho:4.2f}   {om:6.2f} [{olo:5.2f}, {ohi:5.2f}]  n={len(ours):<5d}"
                 f" {tm:6.2f} [{tlo:5.2f}, {thi:5.2f}]  n={len(theirs):<5d}  {om / tm:6.3f}"
                 f"  intervals {'overlap' if olo <= thi and tlo <= ohi else 'DISJOINT'}"
+            )
+            qs = (0.1, 0.25, 0.5, 0.75, 0.9)
+            print(
+                "         quantiles p10..p90: ours "
+                + " ".join(f"{analysis.percentile(ours, q):.1f}" for q in qs)
+                + " | irtt "
+                + " ".join(f"{analysis.percentile(theirs, q):.1f}" for q in qs)
             )
             print(
                 f"         user-space stamps: {am:6.2f} [{alo:5.2f}, {ahi:5.2f}]"

@@ -2,7 +2,8 @@
 
     .venv/bin/python bench/testbed_link.py [--seconds 10]
 
-Brings the testbed up (2 Mbit/s, auto-ack, ARD 250 µs, ARC 2, no loss), then measures
+Brings the testbed up (2 Mbit/s, auto-ack, ARD 250 µs, ARC 2, no loss; secured unless
+--insecure), then measures
 1. idle ping RTT (56-byte payload), median             target <= 4 ms
 2. UDP goodput at saturation: stock iperf3 client, 1400-byte datagrams, received rate at
    the server, as a ratio to what the air allows for that packet size    target >= 0.90
@@ -21,6 +22,7 @@ import time
 
 from longge import testbed
 from longge.measure.model import udp_goodput_bps
+from longge.protocol.secure import OVERHEAD
 from longge.radio.options import RadioOptions
 
 UDP_PAYLOAD = 1400
@@ -58,10 +60,20 @@ def rtts(out: str) -> list[float]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=int, default=10)
+    ap.add_argument(
+        "--insecure", action="store_true", help="open link (no key): what security costs"
+    )
     args = ap.parse_args()
     opts = RadioOptions(rate="2M", ard_us=250, arc=2)
-    bound = udp_goodput_bps(opts, UDP_PAYLOAD)
-    testbed.up(opts)
+    overhead = 0 if args.insecure else OVERHEAD
+    bound = udp_goodput_bps(opts, UDP_PAYLOAD, overhead)
+    plain = udp_goodput_bps(opts, UDP_PAYLOAD)
+    print(
+        f"link {'open (--insecure)' if args.insecure else 'secured (ChaCha20-Poly1305)'}: "
+        f"the air allows {bound / 1e3:.1f} kbit/s of 1400-byte UDP"
+        + ("" if args.insecure else f" ({bound / plain:.3f} of the open link's {plain / 1e3:.1f})")
+    )
+    testbed.up(opts, secured=not args.insecure)
     server = subprocess.Popen(
         ["ip", "netns", "exec", "lg-base", "iperf3", "-s", "-p", "5401"],
         stdout=subprocess.DEVNULL,

@@ -148,6 +148,17 @@ def cmd_radio_set(ns: argparse.Namespace) -> int:
     return code
 
 
+def cmd_doctor(ns: argparse.Namespace) -> int:
+    from longge import doctor
+
+    checks = doctor.run(ns.config)
+    if ns.json:
+        print(json.dumps([c.__dict__ for c in checks], indent=2))
+    else:
+        print(doctor.render(checks))
+    return 1 if any(c.status == doctor.FAIL for c in checks) else 0
+
+
 def cmd_keygen(ns: argparse.Namespace) -> int:
     from longge.protocol.secure import generate_key
 
@@ -480,6 +491,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_radio_arguments(p, timing=False)
     p.add_argument("--json", action="store_true", help="status as JSON")
     p.set_defaults(func=cmd_testbed)
+
+    p = sub.add_parser("doctor", help="check this node's set-up: radios, SPI, TUN, NAT, tools")
+    p.add_argument("--config", help=f"node config (default {'/etc/longge/longge.toml'} if any)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_doctor)
 
     p = sub.add_parser("keygen", help="make a link key (the same file on both nodes)")
     p.add_argument("--out", help="write it to this file (mode 0600; refuses to overwrite)")

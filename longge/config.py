@@ -21,6 +21,7 @@ from longge.radio.options import LINK_KEYS, RadioOptions
 from longge.tun import check_ifname
 
 ROLES = ("base", "mobile")
+CSN_PINS = (0, 1, 10, 11, 12)
 BACKENDS = ("sim", "rf24", "serial")
 PA_LEVELS = {"min": 0, "low": 1, "high": 2, "max": 3}
 
@@ -55,6 +56,14 @@ class NodeConfig:
     previous_key: bytes | None = field(default=None, repr=False)
     insecure: bool = False
     state_dir: str = "/var/lib/longge"
+    # [rf24]: two radios on a Raspberry Pi's SPI bus (BCM GPIO numbers for CE; CSN = the
+    # spidev chip select: 0 -> /dev/spidev0.0, 1 -> /dev/spidev0.1, 10..12 -> spidev1.x).
+    tx_ce_pin: int = 22
+    tx_csn_pin: int = 0
+    rx_ce_pin: int = 25
+    rx_csn_pin: int = 1
+    spi_speed: int = 10_000_000
+    driver: str = "pyrf24"  # "sim": the rf24 backend's code over emulated chips (tests)
 
     def __post_init__(self) -> None:
         _one_of("node.role", self.role, ROLES)
@@ -120,6 +129,18 @@ class NodeConfig:
                 raise ConfigError(name, f"<{len(k)} bytes>", f"{KEY_LEN} bytes")
         if self.previous_key is not None and self.key is None:
             raise ConfigError("security.previous_key", "<key>", "only together with a key")
+        for name in ("tx_ce_pin", "rx_ce_pin"):
+            _in_range(f"rf24.{name}", getattr(self, name), 0, 27)
+        for name in ("tx_csn_pin", "rx_csn_pin"):
+            value = getattr(self, name)
+            if value not in CSN_PINS:
+                raise ConfigError(f"rf24.{name}", value, "0 or 1 (SPI0 CE0/CE1), 10..12 (SPI1)")
+        if self.tx_ce_pin == self.rx_ce_pin:
+            raise ConfigError("rf24.rx_ce_pin", self.rx_ce_pin, "a GPIO other than tx_ce_pin")
+        if self.tx_csn_pin == self.rx_csn_pin:
+            raise ConfigError("rf24.rx_csn_pin", self.rx_csn_pin, "a CSN other than tx_csn_pin")
+        _in_range("rf24.spi_speed", self.spi_speed, 500_000, 10_000_000)
+        _one_of("rf24.driver", self.driver, ("pyrf24", "sim"))
 
     @property
     def secured(self) -> bool:
@@ -182,6 +203,7 @@ _NODE_KEYS = {
     "mobile": {"default_route", "routes"},
     "base": {"nat", "uplink"},
     "security": {"key", "key_file", "previous_key", "previous_key_file", "insecure", "state_dir"},
+    "rf24": {"tx_ce_pin", "tx_csn_pin", "rx_ce_pin", "rx_csn_pin", "spi_speed", "driver"},
 }
 _RADIO_KEYS = {*LINK_KEYS, "per", "ack_per", "burst", "seed"}
 

@@ -29,3 +29,7 @@ class UsageError(LongGeError):
 
 class AirUnavailable(LongGeError):
     """The air emulator cannot be reached (not started, or it went away)."""
+
+
+class HardwareError(LongGeError):
+    """A radio (or its wiring) does not do what it must; the message says what to check."""

@@ -9,6 +9,7 @@ import struct
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from longge.config import NodeConfig
 from longge.daemon.supervisor import Supervisor
@@ -78,12 +79,17 @@ class Link:
 
 
 @contextlib.contextmanager
-def make_link(air_path: str, d: str, radio: RadioOptions | None = None) -> Iterator[Link]:
-    """Two supervisors (mobile, base) over in-memory TUNs, secured with LINK_KEY."""
+def make_link(
+    air_path: str, d: str, radio: RadioOptions | None = None, backend: str = "sim"
+) -> Iterator[Link]:
+    """Two supervisors (mobile, base) over in-memory TUNs, secured with LINK_KEY. With
+    ``backend="rf24"``, the rf24 backend's code drives emulated chips (``driver = "sim"``)."""
     # These tests send bursts and want every packet through: a long queue budget, and retries
     # enough (15 x 1 ms) that a radio process descheduled on a busy CI machine loses nothing.
     radio = radio or RadioOptions(ard_us=1000, arc=15)
-    secured = {"key": LINK_KEY, "state_dir": os.path.join(d, "state")}
+    secured: dict[str, Any] = {"key": LINK_KEY, "state_dir": os.path.join(d, "state")}
+    if backend != "sim":
+        secured.update(backend=backend, driver="sim")
     mob = NodeConfig(
         role="mobile",
         air=air_path,

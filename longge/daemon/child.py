@@ -16,7 +16,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from longge.config import NodeConfig, with_live_options
-from longge.errors import ConfigError
+from longge.errors import ConfigError, HardwareError
 from longge.radio.factory import open_radio
 from longge.radio.interface import Radio
 from longge.radio.options import configure
@@ -26,7 +26,8 @@ RETRY_RADIO_S = 1.0
 
 
 def bring_up(cfg: NodeConfig, which: str) -> Radio | None:
-    """A begun and configured radio, or None if it does not answer (caller retries)."""
+    """A begun and configured radio, or None if it does not answer (caller retries). A
+    backend that knows what is wrong raises HardwareError with a message for people."""
     radio = open_radio(cfg, which)
     if not radio.begin():
         return None
@@ -43,6 +44,9 @@ def apply_settings(radio: Radio, cfg: NodeConfig, which: str) -> None:
     else:
         radio.open_rx_pipe(1, cfg.rx_address)
         radio.start_listening()
+    verify = getattr(radio, "verify", None)  # backends for real chips read settings back
+    if verify is not None:
+        verify(cfg.radio, channel, cfg.pa_value)
 
 
 def waitable(radio: Radio | None) -> int | None:
@@ -69,6 +73,8 @@ class Child:
         self.radio_attempts = 0
         self._next_stats = 0.0
         self._next_radio_try = 0.0
+        self.reinits = 0
+        self.last_reinit = ""
 
     def ensure_radio(self, now: float) -> Radio | None:
         if (
@@ -79,10 +85,25 @@ class Child:
             self.radio = None  # lost it (air gone, chip unplugged): start over
         if self.radio is None and now >= self._next_radio_try:
             self.radio_attempts += 1
-            self.radio = bring_up(self.cfg, self.which)
             self._next_radio_try = now + RETRY_RADIO_S
+            try:
+                self.radio = bring_up(self.cfg, self.which)
+            except HardwareError as exc:
+                self.radio = None
+                self.state = f"radio_error: {exc}"
+                return None
             self.state = "up" if self.radio is not None else "radio_not_answering"
         return self.radio
+
+    def reinitialise(self, why: str) -> None:
+        """Drop the radio and bring it up again at once (the interface stays up)."""
+        self.reinits += 1
+        self.last_reinit = why
+        close = getattr(self.radio, "close", None)
+        if close is not None:
+            close()
+        self.radio = None
+        self._next_radio_try = 0.0
 
     def handle_control(self) -> None:
         while self.conn.poll():
@@ -102,13 +123,23 @@ class Child:
         except (ConfigError, TypeError):
             return  # the supervisor checked already; a stale request is ignored
         if self.radio is not None:
-            apply_settings(self.radio, self.cfg, self.which)
+            try:
+                apply_settings(self.radio, self.cfg, self.which)
+            except HardwareError as exc:
+                self.state = f"radio_error: {exc}"
+                self.reinitialise("settings did not stick")
 
     def maybe_send_stats(self, now: float, stats: dict[str, Any]) -> None:
         if now < self._next_stats:
             return
         self._next_stats = now + STATS_EVERY_S
-        stats.update(state=self.state, radio_attempts=self.radio_attempts, pid_time=time.time())
+        stats.update(
+            state=self.state,
+            radio_attempts=self.radio_attempts,
+            reinits=self.reinits,
+            last_reinit=self.last_reinit,
+            pid_time=time.time(),
+        )
         if self.radio is not None:
             stats["radio_failures"] = self.radio.failure_detected
         try:

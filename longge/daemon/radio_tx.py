@@ -26,6 +26,8 @@ from longge.protocol import Fragmenter, secure
 from longge.tun import Tun
 
 FIFO_FULL = 2
+#: After this many MAX_RT in a row the radio is re-initialised (the interface stays up).
+MAX_RT_STORM = 64
 READ_BURST = 64
 
 
@@ -70,6 +72,7 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
         0,
     )
     last_sent = time.monotonic()
+    storm = 0  # MAX_RT in a row, without a frame acknowledged in between
     while child.running:
         now = time.monotonic()
         radio = child.ensure_radio(now)
@@ -88,12 +91,20 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
                 queue.push(packet, now)
         if radio is not None:
             # 5. max_rt (checked first: it decides what the FIFO holds)
-            if radio.what_happened()[1]:
+            sent_ok, max_rt, _ = radio.what_happened()
+            if sent_ok:
+                storm = 0
+            if max_rt:
                 radio.flush_tx()
                 c["max_rt"] += 1
+                storm += 1
                 if frames:
                     frames.clear()
                     c["packets_aborted"] += 1
+                if storm >= MAX_RT_STORM:  # a wedged chip looks like this too: start it over
+                    storm = 0
+                    child.reinitialise(f"{MAX_RT_STORM} MAX_RT in a row")
+                    continue
             while radio.is_fifo(True) != FIFO_FULL:
                 if not frames:
                     # 2. scheduler, 3. fragmenter

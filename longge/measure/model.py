@@ -9,10 +9,11 @@ from longge.radio.options import RadioOptions
 IP_UDP_HEADERS = 28
 
 
-def udp_goodput_bps(opts: RadioOptions, udp_payload: int) -> float:
+def udp_goodput_bps(opts: RadioOptions, udp_payload: int, security_overhead: int = 0) -> float:
     """UDP payload bit rate with no loss: each frame of the packet costs its own ack cycle
-    (or its time on air without auto-ack), the last frame being shorter."""
-    stream = udp_payload + IP_UDP_HEADERS + PACKET_OVERHEAD
+    (or its time on air without auto-ack), the last frame being shorter. A secured link adds
+    ``security_overhead`` bytes per packet (``secure.OVERHEAD``)."""
+    stream = udp_payload + IP_UDP_HEADERS + PACKET_OVERHEAD + security_overhead
     step = opts.payload - HEADER_LEN
     total_ns = 0
     while stream > 0:

@@ -23,6 +23,7 @@ from longge.measure import plots
 from longge.measure.model import udp_goodput_bps
 from longge.measure.results import ResultsDir, default_dir, system_context
 from longge.measure.sweep import LTest, LTestPlan, Progress, Target, TTest, TTestPlan
+from longge.protocol import secure
 from longge.radio.options import RadioOptions
 
 LOCAL_CONTROL = "/run/longge/longge0.sock"
@@ -71,6 +72,7 @@ def link_context(target: Target, length: int) -> dict[str, Any]:
         ctx.setdefault("daemons", {})[path] = {k: st.get(k) for k in ("node", "radio", "version")}
         if st.get("node", {}).get("role") == "mobile":
             ctx["radio"] = st.get("radio")
+            ctx["secured"] = st.get("tx", {}).get("sealed") is not None
     air = testbed.paths()["air"]
     if target.netns and air.exists():
         try:
@@ -89,10 +91,12 @@ def link_context(target: Target, length: int) -> dict[str, Any]:
                 address_width=r["address_width"],
                 crc=r["crc"],
             )
-            ctx["model_capacity_bps"] = udp_goodput_bps(opts, length)
+            overhead = secure.OVERHEAD if ctx.get("secured") else 0
+            ctx["model_capacity_bps"] = udp_goodput_bps(opts, length, overhead)
             ctx["model_note"] = (
                 f"UDP payload rate the air allows for {length}-byte datagrams "
                 "with no loss and no host overhead"
+                + (f", {overhead} bytes of security per packet" if overhead else "")
             )
     return ctx
 
@@ -188,10 +192,12 @@ def run_tune(
         )
     results = ResultsDir(out or default_dir("tune"))
     say(f"results in {results.path} (an interrupted tune resumes with the same --out)")
-    results.write_json("context.json", {**system_context(), **link_context(target, 1400)})
+    ctx = link_context(target, 1400)
+    results.write_json("context.json", {**system_context(), **ctx})
     loss = opts.loss()
     q_hint = per_attempt_failure(loss.data_per, loss.ack_per)
-    tune = Tune(target, opts, plan, results, q_hint, progress)
+    overhead = secure.OVERHEAD if ctx.get("secured") else 0
+    tune = Tune(target, opts, plan, results, q_hint, progress, overhead)
     try:
         summary = tune.run()
     except KeyboardInterrupt:

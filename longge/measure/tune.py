@@ -60,12 +60,12 @@ class TunePlan:
 QUICK_TUNE = TunePlan(ard_us=(250, 2500), arc=(2, 15), trial_s=3, probe_s=3)
 
 
-def model_capacity(opts: RadioOptions, q: float, length: int = 1400) -> float:
+def model_capacity(opts: RadioOptions, q: float, length: int = 1400, overhead: int = 0) -> float:
     """UDP payload rate the model expects at per-attempt failure q (packets whose frames all
     got through; a frame lost after ARC+1 attempts loses its packet)."""
     t = opts.timing()
-    no_loss = udp_goodput_bps(opts, length)
-    frames = _frames(length, opts)
+    no_loss = udp_goodput_bps(opts, length, overhead)
+    frames = _frames(length + overhead, opts)
     slow = t.expected_service_ns(q) / t.expected_service_ns(0.0)
     return no_loss / slow * (1 - t.residual_loss(q)) ** frames
 
@@ -74,11 +74,11 @@ def _frames(udp_payload: int, opts: RadioOptions) -> int:
     return math.ceil((udp_payload + 34) / (opts.payload - 1))
 
 
-def packet_service_ms(opts: RadioOptions, q: float, length: int = 1400) -> float:
+def packet_service_ms(opts: RadioOptions, q: float, length: int = 1400, overhead: int = 0) -> float:
     """Mean air time of one ``length``-byte datagram's frames at per-attempt failure q."""
     t = opts.timing()
     slow = t.expected_service_ns(q) / t.expected_service_ns(0.0)
-    return length * 8 / udp_goodput_bps(opts, length) * slow * 1e3
+    return length * 8 / udp_goodput_bps(opts, length, overhead) * slow * 1e3
 
 
 def model_rtt_ms(
@@ -88,6 +88,7 @@ def model_rtt_ms(
     idle_ms: float,
     idle_opts: RadioOptions,
     pct: float = 0.95,
+    overhead: int = 0,
 ) -> float:
     """The ``pct`` quantile of probe RTT at load ρ, as the model sees it.
 
@@ -100,12 +101,12 @@ def model_rtt_ms(
     """
 
     def probe_ns(o: RadioOptions) -> float:
-        return 2 * _frames(PROBE_BYTES, o) * o.timing().expected_service_ns(q)
+        return 2 * _frames(PROBE_BYTES + overhead, o) * o.timing().expected_service_ns(q)
 
     idle = idle_ms + (probe_ns(opts) - probe_ns(idle_opts)) / 1e6
     if rho <= 1 - pct:
         return idle
-    return idle + packet_service_ms(opts, q) * (1 - (1 - pct) / min(rho, 1.0))
+    return idle + packet_service_ms(opts, q, 1400, overhead) * (1 - (1 - pct) / min(rho, 1.0))
 
 
 def set_radio(target: Target, options: dict[str, Any]) -> None:
@@ -134,12 +135,14 @@ class Tune:
         out: ResultsDir,
         q_hint: float,
         progress: Progress = lambda m, f: None,
+        overhead: int = 0,
     ) -> None:
         self.target = target
         self.base = base
         self.plan = plan
         self.out = out
         self.q_hint = q_hint
+        self.overhead = overhead  # security bytes per packet on this link (for the model)
         self.progress = progress
         self.grid_csv = out.path / "grid.csv"
         self.rows = self._load()
@@ -182,7 +185,7 @@ class Tune:
         opts = replace(self.base, ard_us=ard, arc=arc)
         set_radio(self.target, {"ard_us": ard, "arc": arc})
         drain(self.target)
-        predicted = model_capacity(opts, self.q_hint)
+        predicted = model_capacity(opts, self.q_hint, 1400, self.overhead)
         f0, r0 = tx_counters(self.target)
         pts = []
         loss = math.nan
@@ -207,7 +210,7 @@ class Tune:
             "ard_us": ard,
             "arc": arc,
             "capacity_bps": capacity,
-            "model_capacity_bps": model_capacity(opts, q),
+            "model_capacity_bps": model_capacity(opts, q, 1400, self.overhead),
             "q_measured": q,
             "rtt_p95_05_ms": p95_05,
             "rtt_p95_09_ms": p95_09,
@@ -222,7 +225,7 @@ class Tune:
         }
 
     def _model_rtt(self, opts: RadioOptions, q: float, rho: float) -> float:
-        return model_rtt_ms(opts, q, rho, self.idle_rtt_ms, self.base)
+        return model_rtt_ms(opts, q, rho, self.idle_rtt_ms, self.base, overhead=self.overhead)
 
     def run(self) -> dict[str, Any]:
         self.progress("idle RTT", 0.0)
@@ -265,6 +268,7 @@ class Tune:
             "kind": "tune",
             "idle_rtt_ms": self.idle_rtt_ms,
             "q_hint": self.q_hint,
+            "security_overhead": self.overhead,
             "grid": self.rows,
             "recommendation": best,
             "rule": rule,
@@ -325,7 +329,8 @@ def plot_tune_curves(summary: dict[str, Any], base: RadioOptions, out: Path) -> 
         load = curve.get("load", [])
         xs = [o / 1e3 for o, _ in load]
         ax1.plot(xs, [r / 1e3 for _, r in load], "o", color=colour, label=f"{name}, measured")
-        model_c = model_capacity(opts, q)
+        overhead = int(summary.get("security_overhead") or 0)
+        model_c = model_capacity(opts, q, 1400, overhead)
         top = max([top, *xs, model_c / 1e3 * 1.4])
         grid_x = [model_c / 1e3 * f / 50 for f in range(0, 71)]
         ax1.plot(
@@ -343,7 +348,7 @@ def plot_tune_curves(summary: dict[str, Any], base: RadioOptions, out: Path) -> 
         fine = [i / 100 for i in range(0, 101)]
         ax2.plot(
             fine,
-            [model_rtt_ms(opts, q, r, idle, base) for r in fine],
+            [model_rtt_ms(opts, q, r, idle, base, overhead=overhead) for r in fine],
             "--",
             color=colour,
             alpha=0.5,

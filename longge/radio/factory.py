@@ -13,10 +13,25 @@ if TYPE_CHECKING:
 
 def open_radio(cfg: NodeConfig, which: str) -> Radio:
     """An un-begun radio of the configured backend for direction ``which`` ("tx" or "rx")."""
+    name = f"{cfg.role}-{which}"
     if cfg.backend == "sim":
         from longge.radio.sim import SimRadio
 
-        return SimRadio(air=cfg.air, name=f"{cfg.role}-{which}")
+        return SimRadio(air=cfg.air, name=name)
+    if cfg.backend == "rf24":
+        from longge.radio.rf24 import Rf24Radio
+
+        ce, csn = (
+            (cfg.tx_ce_pin, cfg.tx_csn_pin) if which == "tx" else (cfg.rx_ce_pin, cfg.rx_csn_pin)
+        )
+        driver = None
+        if cfg.driver == "sim":  # the backend's own code over emulated chips (tests, demos)
+            from longge.radio.sim import SimRadio
+
+            def driver(ce: int, csn: int, speed: int) -> SimRadio:
+                return SimRadio(ce, csn, speed, air=cfg.air, name=name)
+
+        return Rf24Radio(ce, csn, cfg.spi_speed, name=name, driver=driver)
     raise ConfigError(
-        "radio.backend", cfg.backend, "sim (the rf24 and serial backends are not built yet)"
+        "radio.backend", cfg.backend, "sim or rf24 (the serial backend is not built yet)"
     )

@@ -1,0 +1,283 @@
+"""``./run.sh doctor``: is this machine ready to be a LongGe node? A pass/fail list, with the
+fix for each failure. Exits non-zero only for real problems: a machine without radios whose
+config does not ask for them is fine (it can run the emulator)."""
+
+from __future__ import annotations
+
+import ctypes.util
+import importlib
+import os
+import shutil
+import stat
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from longge import config
+from longge.errors import ConfigError, LongGeError
+
+DEFAULT_CONFIG = "/etc/longge/longge.toml"
+
+PASS, FAIL, WARN, INFO = "PASS", "FAIL", "WARN", "INFO"
+
+
+@dataclass(frozen=True)
+class Check:
+    status: str
+    what: str
+    detail: str = ""
+    fix: str = ""
+
+
+def _modules() -> list[Check]:
+    out = []
+    for mod, why in (
+        ("pyrf24", "radio driver (rf24 backend)"),
+        ("iperf3", "python-iperf3 (tTest)"),
+        ("cryptography", "link security"),
+        ("matplotlib", "plots"),
+    ):
+        try:
+            importlib.import_module(mod)
+            out.append(Check(PASS, f"python module {mod}", why))
+        except ImportError as exc:
+            out.append(Check(FAIL, f"python module {mod}", str(exc), "./run.sh help (installs)"))
+    return out
+
+
+def _tools() -> list[Check]:
+    out = []
+    for tool, pkg, needed in (
+        ("iperf3", "iperf3", True),
+        ("ip", "iproute2", True),
+        ("iptables", "iptables", True),
+        ("irtt", "irtt", False),
+    ):
+        if shutil.which(tool):
+            out.append(Check(PASS, f"{tool} installed"))
+        else:
+            out.append(
+                Check(
+                    FAIL if needed else WARN, f"{tool} installed", "not found", f"apt install {pkg}"
+                )
+            )
+    lib = ctypes.util.find_library("iperf")
+    out.append(
+        Check(PASS, "libiperf installed", lib)
+        if lib
+        else Check(FAIL, "libiperf installed", "not found", "apt install libiperf0")
+    )
+    return out
+
+
+def _tun() -> Check:
+    if not os.path.exists("/dev/net/tun"):
+        return Check(FAIL, "TUN device", "/dev/net/tun missing", "modprobe tun")
+    if os.geteuid() != 0:
+        return Check(WARN, "TUN device", "present; creating one needs root", "sudo ./run.sh doctor")
+    from longge.tun import LinuxTun
+
+    try:
+        tun = LinuxTun("lgdoctor0", 1500)
+        tun.close()
+    except OSError as exc:
+        return Check(FAIL, "TUN device", f"cannot create one: {exc}", "modprobe tun; run as root")
+    return Check(PASS, "TUN device", "created and removed lgdoctor0")
+
+
+def _config(path: str | None) -> tuple[list[Check], config.NodeConfig | None]:
+    target = path or DEFAULT_CONFIG
+    if not os.path.exists(target):
+        if path:
+            return [
+                Check(FAIL, "node config", f"{target} not found", "give an existing file")
+            ], None
+        return [
+            Check(
+                INFO,
+                "node config",
+                f"no {DEFAULT_CONFIG}: not set up as a node",
+                "README 'Installing a node' (or try the emulator: ./run.sh testbed up)",
+            )
+        ], None
+    try:
+        cfg = config.load(target)
+    except ConfigError as exc:
+        return [Check(FAIL, "node config", f"{target}: {exc}", "fix that key")], None
+    checks = [Check(PASS, "node config", f"{target}: {cfg.role}, backend {cfg.backend}")]
+    if cfg.key is None:
+        checks.append(
+            Check(WARN, "link security", "insecure = true: anyone with a radio can inject")
+        )
+    else:
+        checks.append(Check(PASS, "link security", "key set (ChaCha20-Poly1305)"))
+        checks.extend(_key_file(target))
+    return checks, cfg
+
+
+def _key_file(config_path: str) -> list[Check]:
+    import tomllib
+
+    data = tomllib.loads(Path(config_path).read_text()).get("security", {})
+    out = []
+    for key in ("key_file", "previous_key_file"):
+        if key in data:
+            mode = os.stat(data[key]).st_mode
+            if mode & (stat.S_IRWXG | stat.S_IRWXO):
+                out.append(
+                    Check(
+                        WARN,
+                        f"security.{key} permissions",
+                        f"{data[key]} readable by others ({stat.filemode(mode)})",
+                        f"chmod 600 {data[key]}",
+                    )
+                )
+    return out
+
+
+def _radios(cfg: config.NodeConfig | None) -> list[Check]:
+    from longge.radio.rf24 import Rf24Radio, spidev
+
+    wants_rf24 = cfg is not None and cfg.backend == "rf24" and cfg.driver == "pyrf24"
+    pins = (
+        [("tx", cfg.tx_ce_pin, cfg.tx_csn_pin), ("rx", cfg.rx_ce_pin, cfg.rx_csn_pin)]
+        if cfg is not None
+        else [("tx", 22, 0), ("rx", 25, 1)]
+    )
+    present = [p for p in pins if os.path.exists(spidev(p[2]))]
+    if not present:
+        if wants_rf24:
+            return [
+                Check(
+                    FAIL,
+                    "SPI devices",
+                    "backend = rf24 but no " + ", ".join(spidev(p[2]) for p in pins),
+                    "enable SPI: sudo raspi-config nonint do_spi 0, then reboot",
+                )
+            ]
+        return [
+            Check(
+                INFO,
+                "radios",
+                "no SPI bus (/dev/spidev*): no radios on this machine",
+                "use the emulator: ./run.sh testbed up, ./run.sh tTest",
+            )
+        ]
+    out = []
+    for which, ce, csn in pins:
+        if not os.path.exists(spidev(csn)):
+            out.append(
+                Check(FAIL, f"{which} radio", f"{spidev(csn)} missing", "enable SPI / fix CSN")
+            )
+            continue
+        radio = Rf24Radio(ce, csn, cfg.spi_speed if cfg else 10_000_000, name=which)
+        try:
+            radio.begin()
+            if cfg is not None:
+                from longge.daemon.child import apply_settings
+
+                apply_settings(radio, cfg, which)
+            plus = radio.is_plus_variant
+            out.append(
+                Check(
+                    PASS,
+                    f"{which} radio",
+                    f"answers on {radio.where}; settings stick; "
+                    f"{'nRF24L01+' if plus else 'nRF24L01 (no 250 kbit/s)'}",
+                )
+            )
+        except (LongGeError, RuntimeError) as exc:
+            out.append(Check(FAIL, f"{which} radio", str(exc), "see the wiring table in README"))
+        finally:
+            radio.close()
+    return out
+
+
+def _routing(cfg: config.NodeConfig | None) -> list[Check]:
+    if cfg is None or cfg.role != "base":
+        return []
+    out = []
+    forward = Path("/proc/sys/net/ipv4/ip_forward").read_text().strip()
+    running = os.path.exists(cfg.control)
+    if forward == "1":
+        out.append(Check(PASS, "IP forwarding"))
+    else:
+        out.append(
+            Check(
+                FAIL if running else INFO,
+                "IP forwarding",
+                "off" + ("" if running else " (the daemon turns it on when it starts)"),
+                "sysctl -w net.ipv4.ip_forward=1",
+            )
+        )
+    if cfg.nat and shutil.which("iptables") and os.geteuid() == 0:
+        rules = subprocess.run(
+            ["iptables", "-t", "nat", "-S", "POSTROUTING"], capture_output=True, text=True
+        ).stdout
+        network = str(__import__("ipaddress").ip_interface(cfg.address).network)
+        if "MASQUERADE" in rules and network in rules:
+            out.append(Check(PASS, "NAT", f"MASQUERADE for {network}"))
+        else:
+            out.append(
+                Check(
+                    FAIL if running else INFO,
+                    "NAT",
+                    f"no MASQUERADE rule for {network}"
+                    + ("" if running else " (the daemon adds it when it starts)"),
+                    "start the daemon (systemctl start longge)",
+                )
+            )
+    return out
+
+
+def _daemon(cfg: config.NodeConfig | None) -> list[Check]:
+    if cfg is None:
+        return []
+    from longge.daemon.control import ControlError, request
+
+    if not os.path.exists(cfg.control):
+        return [Check(INFO, "daemon", "not running", "systemctl start longge")]
+    try:
+        st = request(cfg.control, {"cmd": "status"}, timeout=2)
+    except ControlError as exc:
+        return [
+            Check(FAIL, "daemon", f"control socket does not answer: {exc}", "journalctl -u longge")
+        ]
+    link = st.get("link", "?")
+    return [
+        Check(
+            PASS if link == "up" else WARN,
+            "daemon",
+            f"running, link {link}",
+            "" if link == "up" else "is the peer running, on the mirrored channels/addresses?",
+        )
+    ]
+
+
+def run(config_path: str | None = None) -> list[Check]:
+    checks: list[Check] = []
+    steps: list[Callable[[], list[Check]]] = [_modules, _tools, lambda: [_tun()]]
+    for step in steps:
+        checks.extend(step())
+    cfg_checks, cfg = _config(config_path)
+    checks.extend(cfg_checks)
+    checks.extend(_radios(cfg))
+    checks.extend(_routing(cfg))
+    checks.extend(_daemon(cfg))
+    return checks
+
+
+def render(checks: list[Check]) -> str:
+    lines = []
+    for c in checks:
+        line = f"  {c.status:4s}  {c.what}" + (f": {c.detail}" if c.detail else "")
+        if c.fix and c.status in (FAIL, WARN, INFO):
+            line += f"\n          -> {c.fix}"
+        lines.append(line)
+    fails = sum(c.status == FAIL for c in checks)
+    lines.append(
+        f"doctor: {fails} problem{'s' if fails != 1 else ''}"
+        + ("" if fails else ", ready (INFO lines are not problems)")
+    )
+    return "\n".join(lines)

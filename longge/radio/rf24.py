@@ -1,0 +1,133 @@
+"""The ``rf24`` backend: a real nRF24L01+ on a Raspberry Pi's SPI bus, through pyrf24.
+
+pyrf24's ``RF24`` already has the radio interface (``interface.py``: LongGe uses pyrf24's
+names), so this backend is ``RF24`` plus what a daemon needs from real hardware:
+
+- ``begin()`` says precisely what is wrong when a radio does not answer: which radio, which
+  CE GPIO and spidev, what to check (SPI enabled, 3.3 V with a 10 µF capacitor, wiring);
+- ``verify()`` reads every setting back after it was written (a radio on a marginal supply or
+  a loose wire "accepts" writes and keeps its old values) and refuses 250 kbit/s on a chip that
+  is not the "+" variant;
+- ``retransmissions`` sums ARC_CNT over finished payloads (pyrf24 shows only the last one),
+  ``close()`` powers the radio down.
+
+Every other name goes straight to pyrf24. The daemon's code path is the one it uses with the
+``sim`` backend: the backend choice is configuration only. ``driver = "sim"`` (config
+``[rf24]``) runs this backend's code over emulated chips, so it is tested here without radios.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
+from longge.errors import HardwareError
+from longge.radio.constants import RATE_BY_NAME, rf24_crclength_e
+from longge.radio.options import RadioOptions
+
+#: What begin() failing usually means, in the order worth checking.
+WIRING_HINTS = (
+    "SPI enabled (sudo raspi-config nonint do_spi 0, then reboot; ls /dev/spidev*)",
+    "VCC on 3.3 V (never 5 V) with a 10 µF capacitor across VCC and GND at the module",
+    "MOSI GPIO10, MISO GPIO9, SCK GPIO11, CSN to the chip select of this spidev, CE to the GPIO",
+    "the radio not shared with another running program (systemctl stop longge)",
+)
+
+
+def spidev(csn_pin: int) -> str:
+    """The device file pyrf24 opens for a CSN number (Linux SPIDEV driver)."""
+    bus, cs = (1, csn_pin - 10) if csn_pin >= 10 else (0, csn_pin)
+    return f"/dev/spidev{bus}.{cs}"
+
+
+def _pyrf24_driver() -> Callable[[int, int, int], Any]:
+    from pyrf24 import RF24
+
+    return RF24
+
+
+class Rf24Radio:
+    """One radio: pyrf24's ``RF24`` with checks (see the module doc)."""
+
+    _own = frozenset({"_chip", "name", "ce_pin", "csn_pin", "spi_speed", "retransmissions"})
+
+    def __init__(
+        self,
+        ce_pin: int,
+        csn_pin: int,
+        spi_speed: int = 10_000_000,
+        *,
+        name: str = "radio",
+        driver: Callable[[int, int, int], Any] | None = None,
+    ) -> None:
+        self.name = name
+        self.ce_pin = ce_pin
+        self.csn_pin = csn_pin
+        self.spi_speed = spi_speed
+        self.retransmissions = 0
+        self._chip = (driver or _pyrf24_driver())(ce_pin, csn_pin, spi_speed)
+
+    # Every RF24 name not defined here is the chip's own (reads and writes).
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._chip, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in self._own:
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self._chip, name, value)
+
+    @property
+    def where(self) -> str:
+        return f"{self.name} radio (CE GPIO{self.ce_pin}, CSN {spidev(self.csn_pin)})"
+
+    def begin(self) -> bool:
+        try:
+            ok = bool(self._chip.begin())
+        except RuntimeError as exc:  # pyrf24: the SPI device or GPIO cannot be opened
+            raise HardwareError(
+                f"{self.where}: {exc}. Check: {WIRING_HINTS[0]}; {WIRING_HINTS[3]}"
+            ) from exc
+        if not ok or not self._chip.is_chip_connected:
+            raise HardwareError(
+                f"{self.where} does not answer on SPI. Check: " + "; ".join(WIRING_HINTS[1:])
+            )
+        return True
+
+    def verify(self, opts: RadioOptions, channel: int, pa_level: int) -> None:
+        """Every setting the daemon wrote reads back the same, else HardwareError."""
+        if opts.rate == "250k" and not self._chip.is_plus_variant:
+            raise HardwareError(
+                f"{self.where} is not an nRF24L01+ (no 250 kbit/s): use rate 1M or 2M, or a "
+                "'+' module"
+            )
+        want = {
+            "channel": channel,
+            "data_rate": int(RATE_BY_NAME[opts.rate]),
+            "address_width": opts.address_width,
+            "crc_length": int(rf24_crclength_e(opts.crc)),
+            "dynamic_payloads": True,
+            "pa_level": pa_level,
+        }
+        wrong = {
+            k: (v, int(getattr(self._chip, k)))
+            for k, v in want.items()
+            if int(getattr(self._chip, k)) != int(v)
+        }
+        if wrong:
+            detail = ", ".join(f"{k} wrote {w} read {r}" for k, (w, r) in wrong.items())
+            raise HardwareError(
+                f"{self.where}: settings do not stick ({detail}). Check the supply (3.3 V, "
+                "10 µF capacitor) and the SPI wiring; lower spi_speed in [rf24]"
+            )
+
+    def what_happened(self) -> tuple[bool, bool, bool]:
+        flags: tuple[bool, bool, bool] = tuple(self._chip.what_happened())
+        if flags[0] or flags[1]:  # a payload finished (sent or MAX_RT): count its retries
+            self.retransmissions += int(self._chip.get_arc())
+        return flags
+
+    def close(self) -> None:
+        with contextlib.suppress(RuntimeError, OSError):  # a chip that is gone stays down
+            self._chip.power = False

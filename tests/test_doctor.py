@@ -1,0 +1,59 @@
+"""./run.sh doctor on this machine (no radios): clear about it, and non-zero only for real
+problems (a config that asks for radios that are not there, a wrong config value)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from longge import doctor
+from longge.radio.rf24 import spidev
+
+pytestmark = pytest.mark.skipif(
+    os.path.exists(spidev(0)), reason="this machine has an SPI bus: radios may be real"
+)
+
+
+def statuses(checks: list[doctor.Check]) -> dict[str, str]:
+    return {c.what: c.status for c in checks}
+
+
+def test_without_radios_or_config_the_machine_is_fine(tmp_path: Path) -> None:
+    checks = doctor.run(None) if not os.path.exists(doctor.DEFAULT_CONFIG) else []
+    if not checks:
+        pytest.skip(f"{doctor.DEFAULT_CONFIG} exists here")
+    s = statuses(checks)
+    assert s["radios"] == doctor.INFO and s["node config"] == doctor.INFO
+    assert s["python module pyrf24"] == s["iperf3 installed"] == doctor.PASS
+    text = doctor.render(checks)
+    assert "no radios on this machine" in text and "./run.sh testbed up" in text
+    if os.geteuid() == 0:
+        assert s["TUN device"] == doctor.PASS
+    assert not [c for c in checks if c.status == doctor.FAIL], text
+
+
+def test_a_config_that_wants_radios_that_are_missing_fails_with_the_fix(tmp_path: Path) -> None:
+    f = tmp_path / "node.toml"
+    f.write_text('[radio]\nbackend = "rf24"\n[security]\ninsecure = true\n')
+    checks = doctor.run(str(f))
+    bad = [c for c in checks if c.status == doctor.FAIL]
+    assert [c.what for c in bad] == ["SPI devices"]
+    assert "/dev/spidev0.0" in bad[0].detail and "raspi-config" in bad[0].fix
+    assert statuses(checks)["link security"] == doctor.WARN
+
+
+def test_a_wrong_config_value_is_a_problem_named_by_its_key(tmp_path: Path) -> None:
+    f = tmp_path / "node.toml"
+    f.write_text("[radio]\narc = 99\n")
+    checks = doctor.run(str(f))
+    bad = [c for c in checks if c.status == doctor.FAIL]
+    assert len(bad) == 1 and "radio.arc" in bad[0].detail
+    key = tmp_path / "key"
+    key.write_text("ab" * 32)
+    os.chmod(key, 0o644)
+    f.write_text(f'[security]\nkey_file = "{key}"\nstate_dir = "{tmp_path}"\n')
+    s = statuses(doctor.run(str(f)))
+    assert s["link security"] == doctor.PASS
+    assert s["security.key_file permissions"] == doctor.WARN
