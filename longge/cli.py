@@ -159,6 +159,123 @@ def cmd_doctor(ns: argparse.Namespace) -> int:
     return 1 if any(c.status == doctor.FAIL for c in checks) else 0
 
 
+def cmd_scan(ns: argparse.Namespace) -> int:
+    import contextlib
+    import subprocess
+    import time
+    from pathlib import Path
+
+    from longge import scan, testbed
+    from longge.air.server import query
+    from longge.radio.rf24 import Rf24Radio as Rf24RadioType
+
+    radio: Any
+    where = ""
+    traffic = None
+    if ns.config or (ns.backend == "rf24"):
+        from longge import config
+        from longge.radio.rf24 import Rf24Radio
+
+        cfg = config.load(ns.config) if ns.config else config.NodeConfig(insecure=True)
+        if os.path.exists(cfg.control):
+            print(
+                f"scan: the daemon is using the radios ({cfg.control}): "
+                "systemctl stop longge first",
+                file=sys.stderr,
+            )
+            return 1
+        radio = Rf24Radio(cfg.rx_ce_pin, cfg.rx_csn_pin, cfg.spi_speed, name="scan")
+        where = radio.where
+    else:
+        from longge.radio.options import RadioOptions, configure
+        from longge.radio.sim import SimRadio
+
+        air = ns.air or str(testbed.paths()["air"])
+        if not os.path.exists(air):
+            print(
+                "scan: no radio configured and no emulator running: "
+                "sudo ./run.sh testbed up (then scan again), or --air SOCKET",
+                file=sys.stderr,
+            )
+            return 1
+        if ns.wifi:
+            query(air, b"W" + json.dumps({"wifi": ns.wifi, "duty": ns.duty}).encode())
+        radio = SimRadio(air=air, name="scanner")
+        where = f"emulated radio on {air}"
+        if ns.traffic and testbed.status().get("up"):
+            traffic = subprocess.Popen(
+                [
+                    "ip",
+                    "netns",
+                    "exec",
+                    "lg-mobile",
+                    "ping",
+                    "-q",
+                    "-i",
+                    "0.01",
+                    "-s",
+                    "600",
+                    "-w",
+                    "600",
+                    testbed.BASE_IP,
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        if not radio.begin():
+            print(f"scan: the emulator at {air} does not answer", file=sys.stderr)
+            return 1
+        configure(radio, RadioOptions(), channel=0)
+    print(f"scan: {ns.sweeps} sweeps of channels 0..125, {ns.dwell_us} µs each, {where}")
+    bar = _progress_bar("scan")
+    started = time.monotonic()
+    try:
+        if isinstance(radio, Rf24RadioType):
+            radio.begin()
+        survey = scan.sweep(radio, ns.sweeps, ns.dwell_us, lambda n: bar(n / ns.sweeps))
+    except LongGeError as exc:
+        print(f"scan: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        if traffic is not None:
+            traffic.terminate()
+        if ns.wifi and not ns.config and ns.backend != "rf24":
+            with contextlib.suppress(OSError):
+                query(air, b"W" + json.dumps({"clear": True}).encode())
+        close = getattr(radio, "close", None)
+        if close is not None:
+            close()
+    if sys.stderr.isatty():
+        sys.stderr.write("\n")
+    a, b = scan.suggest(survey)
+    print(scan.render(survey, marks=(a, b)))
+    busy = survey.busy()
+    print(f"  busy (> 5 % of sweeps): {', '.join(map(str, busy)) if busy else 'none'}")
+    print(
+        f"  suggested: channels {a} and {b} (quietest, {b - a} MHz apart, inside the ISM band "
+        f"0..83); set tx_channel/rx_channel on both nodes (mirrored)"
+    )
+    out = Path(ns.out) if ns.out else Path("results") / f"{time.strftime('%Y%m%d-%H%M%S')}-scan"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    paths = scan.plot(survey, out, marks=(a, b))
+    out.with_suffix(".json").write_text(
+        json.dumps(
+            {
+                "sweeps": survey.sweeps,
+                "dwell_us": ns.dwell_us,
+                "occupancy": survey.occupancy,
+                "busy": busy,
+                "suggested": [a, b],
+                "radio": where,
+                "seconds": round(time.monotonic() - started, 2),
+            },
+            indent=1,
+        )
+    )
+    print(f"scan: chart {paths[0]}, data {out.with_suffix('.json')}")
+    return 0
+
+
 def cmd_keygen(ns: argparse.Namespace) -> int:
     from longge.protocol.secure import generate_key
 
@@ -496,6 +613,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", help=f"node config (default {'/etc/longge/longge.toml'} if any)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_doctor)
+
+    p = sub.add_parser("scan", help="2.4 GHz channel survey with the radio's power detector")
+    p.add_argument("--sweeps", type=int, default=30)
+    p.add_argument("--dwell-us", type=int, default=200, help="listening time per channel")
+    p.add_argument("--out", help="chart/data path without extension (default results/...)")
+    p.add_argument("--config", help="node config: scan with its rx radio (rf24 backend)")
+    p.add_argument("--backend", choices=["sim", "rf24"], default="sim")
+    p.add_argument("--air", help="emulator socket (default: the testbed's)")
+    p.add_argument("--wifi", type=int, help="emulator: add a Wi-Fi interferer on channel 1..13")
+    p.add_argument("--duty", type=float, default=0.3, help="its share of air time")
+    p.add_argument("--traffic", action="store_true", help="testbed: ping the base during the scan")
+    p.set_defaults(func=cmd_scan)
 
     p = sub.add_parser("keygen", help="make a link key (the same file on both nodes)")
     p.add_argument("--out", help="write it to this file (mode 0600; refuses to overwrite)")

@@ -172,3 +172,39 @@ def test_live_radio_change_keeps_the_interface(bed: None) -> None:
     bad = cli("radio", "set", "--arc", "40")
     assert bad.returncode == 2 and "arc = 40 is not allowed" in bad.stderr
     assert cli("radio", "set", "--ard-us", "250", "--arc", "2").returncode == 0
+
+
+def test_the_link_is_secured_and_status_says_so(bed: None) -> None:
+    st = cli("status")
+    assert st.returncode == 0
+    assert st.stdout.count("secure ChaCha20-Poly1305") == 2, st.stdout
+    key = testbed.paths()["key"]
+    assert oct(key.stat().st_mode & 0o777) == "0o600" and len(key.read_text().strip()) == 64
+
+
+def test_scan_finds_the_links_channels_and_a_wifi_interferer(bed: None, tmp_path: Path) -> None:
+    out = tmp_path / "scan"
+    r = cli(
+        "scan",
+        "--sweeps",
+        "8",
+        "--traffic",
+        "--wifi",
+        "1",
+        "--duty",
+        "0.5",
+        "--out",
+        str(out),
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    data = json.loads(out.with_suffix(".json").read_text())
+    busy = set(data["busy"])
+    up, down = 76, 86  # the testbed's uplink and downlink channels
+    assert {up, down} <= busy, data["busy"]
+    assert len(busy & set(range(1, 24))) >= 15  # Wi-Fi channel 1: 2401..2423 MHz
+    assert not busy & set(range(30, 70))  # nothing there
+    a, b = data["suggested"]
+    assert a not in busy and b not in busy and b <= 83
+    assert out.with_suffix(".png").stat().st_size > 1000
+    assert "suggested: channels" in r.stdout

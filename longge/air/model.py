@@ -132,6 +132,35 @@ class _Attempt:
     ack_tx: _Transmission | None = None
 
 
+#: The RPD needs the carrier for at least this long (datasheet: 40 µs).
+RPD_MIN_NS = 40_000
+
+
+@dataclass
+class Interferer:
+    """A Wi-Fi-like transmitter for the channel scan: it occupies ``width`` MHz around
+    ``centre`` (an nRF channel number) a share ``duty`` of the time, in bursts of
+    ``burst_ns``. The scan's RPD sees it; it does not destroy LongGe frames (a simplification:
+    real Wi-Fi would)."""
+
+    centre: int
+    width: int = 22
+    duty: float = 0.3
+    burst_ns: int = 1_000_000
+
+    def covers(self, channel: int) -> bool:
+        return abs(channel - self.centre) <= self.width // 2
+
+    def active(self, start: int, end: int) -> bool:
+        """Was it on at some point in [start, end]? Deterministic per burst slot."""
+        first, last = start // self.burst_ns, end // self.burst_ns
+        for slot in range(first, min(last, first + 64) + 1):
+            h = (slot * 2654435761 + self.centre * 40503) & 0xFFFFFFFF
+            if h / 2**32 < self.duty:
+                return True
+        return False
+
+
 class _Radio:
     def __init__(self, rid: int, name: str) -> None:
         self.id = rid
@@ -148,6 +177,7 @@ class _Radio:
         self.rx_fifo = 0
         self.last_rx: dict[int, tuple[int, bytes]] = {}
         self.counters: Counter[str] = Counter()
+        self.rpd = False  # received power detector: latched in RX mode, reset on leaving it
 
 
 class Air:
@@ -164,6 +194,7 @@ class Air:
         self._on_air: list[_Transmission] = []
         self._out: list[Output] = []
         self.retired: list[_Radio] = []  # detached radios, kept for their counters
+        self.interferers: list[Interferer] = []
 
     # -- radios ------------------------------------------------------------------------------
 
@@ -194,7 +225,10 @@ class Air:
         if on and not radio.listening:
             radio.rx_since = max(now, radio.busy_until) + T_SETTLE_NS
             radio.chain_at = None
+            radio.rpd = False
         radio.listening = on
+        if not on:
+            radio.rpd = False
         if not on:
             self._kick(radio)
 
@@ -324,7 +358,41 @@ class Air:
         radio.counters["airtime_ns"] += toa
         self._schedule(tx.end, "data_end", radio, attempt)
 
+    def rpd(self, rid: int, now: int) -> bool:
+        """The radio's received power detector (RPD, datasheet §6.4): set when a carrier
+        stronger than −64 dBm was on its channel for 40 µs or more while it was in RX mode;
+        kept until it leaves RX mode. Every emulated transmitter counts as that strong."""
+        self._clock(now)
+        radio = self.radios[rid]
+        if not radio.listening or now < radio.rx_since + RPD_MIN_NS:
+            return False
+        if not radio.rpd:
+            for t in self._on_air:  # still on air now, started before or during RX mode
+                if self._heard(radio, t.sender, t.channel, t.bandwidth, t.start, t.end, now):
+                    radio.rpd = True
+            for w in self.interferers:
+                if w.covers(radio.regs.channel) and w.active(radio.rx_since, now):
+                    radio.rpd = True
+        return radio.rpd
+
+    @staticmethod
+    def _heard(
+        radio: _Radio, sender: int, channel: int, bandwidth: int, start: int, end: int, now: int
+    ) -> bool:
+        lo = max(start, radio.rx_since)
+        hi = min(end, now)
+        return (
+            sender != radio.id
+            and abs(channel - radio.regs.channel) < max(bandwidth, radio.regs.bandwidth())
+            and hi - lo >= RPD_MIN_NS
+        )
+
     def _transmit(self, tx: _Transmission) -> None:
+        for r in self.radios.values():  # latch RPD of listeners that will hear it
+            if r.listening and not r.rpd:
+                end = tx.end if tx.end else tx.start + RPD_MIN_NS
+                if self._heard(r, tx.sender, tx.channel, tx.bandwidth, tx.start, end, end):
+                    r.rpd = True
         for other in self._on_air:
             if (
                 other.start < tx.end

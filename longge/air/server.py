@@ -21,7 +21,7 @@ from typing import Any
 
 from longge.air import wire
 from longge.air.loss import LossModel, LossSpec
-from longge.air.model import Air, Outcome, RadioRegisters, RxFrame, TxResult
+from longge.air.model import Air, Interferer, Outcome, RadioRegisters, RxFrame, TxResult
 from longge.errors import ConfigError
 
 DEFAULT_SOCKET = "/run/longge/air.sock"
@@ -234,6 +234,10 @@ class AirServer:
             self._set_loss(json.loads(body))
             self._send(client, b"s" + json.dumps(self.stats()).encode())
             return
+        if kind == b"W":
+            self.set_interferer(json.loads(body))
+            self._send(client, b"s" + json.dumps(self.stats()).encode())
+            return
         if kind == b"H":
             if client.radio is None:
                 client.radio = air.attach(body.decode() or f"radio{len(self._by_radio) + 1}")
@@ -261,8 +265,19 @@ class AirServer:
             air.reuse_tx(rid, now)
         elif kind == b"X":
             air.flush_rx(rid)
+        elif kind == b"D":
+            self._send(client, b"d" + bytes((int(air.rpd(rid, now)),)))
         else:
             raise ValueError(f"unknown message {kind!r}")
+
+    def set_interferer(self, spec: dict[str, Any]) -> None:
+        if spec.get("clear"):
+            self.air.interferers.clear()
+            return
+        duty = float(spec.get("duty", 0.3))
+        if not 0 < duty <= 1:
+            raise ValueError(f"duty {duty}: 0..1")
+        self.air.interferers.append(Interferer(wire.wifi_centre(int(spec["wifi"])), duty=duty))
 
     def _set_loss(self, spec: dict[str, Any]) -> None:
         loss = LossSpec(
@@ -297,6 +312,10 @@ class AirServer:
             "bad_messages": self.bad_messages,
             "loss": {"per": loss.data_per, "ack_per": loss.ack_per, "burst": loss.burst},
             "seed": self.air.loss.seed,
+            "interferers": [
+                {"centre_channel": w.centre, "width_mhz": w.width, "duty": w.duty}
+                for w in self.air.interferers
+            ],
         }
 
 

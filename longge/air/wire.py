@@ -12,9 +12,12 @@ Radio -> air:
     ``U``                              reuse the TX FIFO head after MAX_RT
     ``R`` count(1)                     the host read ``count`` frames from the RX FIFO
     ``X``                              flush the RX FIFO
+    ``D``                              read the received power detector: reply ``d``
 Anyone -> air (control; needs no ``H``):
     ``S``                              ask for counters: the reply is ``s`` json
     ``P`` json                         set loss: {"per", "ack_per", "burst", "tx", "rx"}
+    ``W`` json                         add a Wi-Fi-like interferer {"wifi": 1..13, "duty"}
+                                       ({"clear": true} removes them); reply ``s``
 Air -> radio:
     ``h`` id(2)                        attached
     ``t`` ok(1) arc(1) fifo(1) accepted(4) flushes(4)
@@ -23,6 +26,7 @@ Air -> radio:
                                        ``T`` messages and ``flushes`` ``F`` messages
     ``r`` pipe(1) payload              a received frame
     ``s`` json                         counters
+    ``d`` rpd(1)                       the received power detector (after ``D``)
     ``e`` text                         the request was refused (text says why)
 """
 
@@ -31,6 +35,15 @@ from __future__ import annotations
 import struct
 
 TX_RESULT = struct.Struct("!cBBBII")
+
+
+def wifi_centre(wifi_channel: int) -> int:
+    """The nRF24 channel at the centre of a 2.4 GHz Wi-Fi channel (1..13: 2412 + 5·(n−1) MHz)."""
+    if not 1 <= wifi_channel <= 13:
+        raise ValueError(f"Wi-Fi channel {wifi_channel}: 1..13")
+    return 12 + 5 * (wifi_channel - 1)
+
+
 MAX_MESSAGE = 4096
 
 

@@ -75,6 +75,7 @@ class SimRadio:
         #: Sum of ARC_CNT over every finished payload (extension: pyrf24 shows only the last).
         self.retransmissions = 0
         self.air_errors: list[str] = []
+        self._rpd_reply: bool | None = None
         self._reads_unreported = 0
 
     # -- connection ---------------------------------------------------------------------------
@@ -186,6 +187,8 @@ class SimRadio:
                 self._tx_ds = True
             else:
                 self._max_rt = True
+        elif kind == b"d":
+            self._rpd_reply = bool(msg[1])
         elif kind == b"e":
             # The air refused a request: a bug on our side of the socket. Keep it visible.
             self.air_errors.append(msg[1:].decode(errors="replace"))
@@ -467,6 +470,23 @@ class SimRadio:
         self._pump()
         sent, self._tx_ds = self._tx_ds, False
         return sent, self._max_rt, bool(self._rx)
+
+    @property
+    def rpd(self) -> bool:
+        """Received power detector: a carrier above −64 dBm on the channel while listening
+        (asks the air; False if it does not answer within 0.2 s)."""
+        if self._sock is None:
+            return False
+        self._rpd_reply = None
+        self._send(b"D")
+        deadline = time.monotonic() + 0.2
+        while self._rpd_reply is None and self._sock is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.failure_detected += 1
+                return False
+            self._pump(left)
+        return bool(self._rpd_reply)
 
     def wait(self, timeout: float) -> bool:
         """Block until the air has news or ``timeout`` s pass (extension; not in pyrf24)."""

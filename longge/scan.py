@@ -1,0 +1,123 @@
+"""``./run.sh scan``: a 2.4 GHz channel survey with the radio's received power detector.
+
+For each sweep, every channel 0..125 is listened to for ``dwell_us`` and the RPD read (a
+carrier above −64 dBm for 40 µs or more); a channel's occupancy is the share of sweeps in
+which it was heard. This is the classic RF24 scanner, with two suggestions on top: the two
+quietest channels, well apart, inside the 2.4 GHz ISM band (channels 0..83 = 2400..2483 MHz:
+what may be used in most countries).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+CHANNELS = 126
+ISM_MAX_CHANNEL = 83
+#: Signal width at 2 Mbit/s is 2 MHz: a channel is judged by its neighbourhood.
+GUARD = 2
+BARS = " ▁▂▃▄▅▆▇█"
+
+
+@dataclass
+class Survey:
+    sweeps: int
+    hits: list[int]
+
+    @property
+    def occupancy(self) -> list[float]:
+        return [h / self.sweeps if self.sweeps else 0.0 for h in self.hits]
+
+    def busy(self, threshold: float = 0.05) -> list[int]:
+        return [ch for ch, occ in enumerate(self.occupancy) if occ > threshold]
+
+
+def sweep(
+    radio: Any, sweeps: int, dwell_us: int = 200, progress: Callable[[int], None] | None = None
+) -> Survey:
+    """Listen on every channel ``sweeps`` times; ``radio`` is any backend (pyrf24 names)."""
+    hits = [0] * CHANNELS
+    radio.stop_listening()
+    for n in range(sweeps):
+        for ch in range(CHANNELS):
+            radio.channel = ch
+            radio.start_listening()
+            end = time.perf_counter() + dwell_us / 1e6
+            while time.perf_counter() < end:
+                pass  # a busy wait: sleeping 200 µs costs a timer slack and a scheduler tick
+            hits[ch] += bool(radio.rpd)
+            radio.stop_listening()
+        if progress is not None:
+            progress(n + 1)
+    return Survey(sweeps, hits)
+
+
+def suggest(
+    survey: Survey, max_channel: int = ISM_MAX_CHANNEL, min_gap: int = 4
+) -> tuple[int, int]:
+    """Two quiet channels for the link (uplink, downlink): each judged by the busiest channel
+    within ±GUARD of it; among the quietest, the pair farthest apart (at least ``min_gap``)."""
+    occ = survey.occupancy
+    score = [
+        max(occ[max(0, ch - GUARD) : min(CHANNELS, ch + GUARD + 1)])
+        for ch in range(max_channel + 1)
+    ]
+    order = sorted(range(len(score)), key=lambda ch: (score[ch], ch))
+    best = score[order[0]]
+    quiet = [ch for ch in order if score[ch] <= best + 0.01]
+    if len(quiet) >= 2 and max(quiet) - min(quiet) >= min_gap:
+        return min(quiet), max(quiet)
+    first = order[0]
+    second = next(ch for ch in order if abs(ch - first) >= min_gap)
+    return tuple(sorted((first, second)))  # type: ignore[return-value]
+
+
+def render(survey: Survey, marks: Sequence[int] = ()) -> str:
+    """Occupancy as a one-line bar chart per 42 channels, with the channel numbers below."""
+    occ = survey.occupancy
+    lines = []
+    for start in range(0, CHANNELS, 42):
+        chs = range(start, min(CHANNELS, start + 42))
+        bars = "".join(
+            BARS[max(1, min(8, round(occ[ch] * 8)))] if occ[ch] > 0 else "·" for ch in chs
+        )
+        tens = "".join(str(ch // 10 % 10) if ch % 10 == 0 else " " for ch in chs)
+        ones = "".join(str(ch % 10) for ch in chs)
+        mark = "".join("^" if ch in marks else " " for ch in chs)
+        lines += [f"  {bars}", f"  {tens}", f"  {ones}", f"  {mark}".rstrip(), ""]
+    return "\n".join(lines).rstrip()
+
+
+def plot(survey: Survey, out: Path, marks: Sequence[int] = (), title: str = "") -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(12, 3.6))
+    occ = [100 * o for o in survey.occupancy]
+    colours = ["tab:green" if ch in marks else "tab:blue" for ch in range(CHANNELS)]
+    ax.bar(range(CHANNELS), occ, width=0.9, color=colours)
+    ax.axvspan(ISM_MAX_CHANNEL + 0.5, CHANNELS, color="grey", alpha=0.15, label="outside ISM band")
+    for i, ch in enumerate(marks):
+        ax.axvline(ch, color="tab:green", lw=2, label="suggested" if i == 0 else None)
+        ax.text(ch, 92, str(ch), ha="center", color="tab:green", fontsize=9)
+    for wifi, centre in ((1, 12), (6, 37), (11, 62)):
+        ax.axvspan(centre - 11, centre + 11, color="orange", alpha=0.06)
+        ax.text(centre, 101, f"Wi-Fi {wifi}", ha="center", fontsize=8, color="darkorange")
+    ax.set(
+        xlim=(-1, CHANNELS),
+        ylim=(0, 108),
+        xlabel="nRF24 channel (2400 + n MHz)",
+        ylabel="occupancy (% of sweeps)",
+        title=title or f"channel survey: {survey.sweeps} sweeps (green: suggested)",
+    )
+    ax.legend(loc="upper right", fontsize=8)
+    paths = [out.with_suffix(".png"), out.with_suffix(".svg")]
+    for p in paths:
+        fig.savefig(p, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return paths

@@ -1,0 +1,81 @@
+"""The channel survey: the emulated received power detector follows the datasheet (a carrier
+on the channel for 40 µs while in RX mode, latched until RX mode ends), the Wi-Fi interferer
+covers its 22 MHz, and the suggestion picks quiet, separated channels inside the ISM band."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from longge.air.model import RPD_MIN_NS, Air, Interferer, RadioRegisters
+from longge.air.wire import wifi_centre
+from longge.scan import Survey, plot, render, suggest
+
+
+def on_air(channel: int) -> tuple[Air, int]:
+    """A transmitter sending one 32-byte no-ack frame at t=0 on ``channel`` (2 Mbit/s)."""
+    air = Air()
+    tx = air.attach("tx")
+    air.configure(
+        tx,
+        RadioRegisters(
+            channel=channel, tx_address=b"Node1", dynamic_payloads=True, dynamic_ack=True
+        ),
+        0,
+    )
+    air.submit(tx, bytes(32), True, 0)
+    return air, tx
+
+
+def listener(air: Air, channel: int, at: int) -> int:
+    rid = air.attach("scanner")
+    air.configure(rid, RadioRegisters(channel=channel, rate="2M"), at)
+    air.set_listening(rid, True, at)
+    return rid
+
+
+def test_rpd_needs_a_carrier_on_the_channel_while_listening() -> None:
+    air, _ = on_air(40)
+    same, near, far = listener(air, 40, 0), listener(air, 41, 0), listener(air, 45, 0)
+    late = 400_000  # the frame (130 µs settle + 160 µs on air) is over by then
+    assert air.rpd(same, late) and air.rpd(near, late)  # 2 MHz wide at 2 Mbit/s
+    assert not air.rpd(far, late)
+    air.set_listening(same, False, late)  # leaving RX mode resets it
+    air.set_listening(same, True, late)
+    assert not air.rpd(same, late + 200_000)
+
+
+def test_rpd_of_a_listener_that_started_after_the_frame_stays_clear() -> None:
+    air, _ = on_air(40)
+    rid = listener(air, 40, 1_000_000)
+    assert not air.rpd(rid, 1_000_000 + 2 * RPD_MIN_NS)
+
+
+def test_wifi_interferer_covers_22_mhz() -> None:
+    air = Air()
+    air.interferers.append(Interferer(wifi_centre(6), duty=1.0))
+    assert wifi_centre(1) == 12 and wifi_centre(6) == 37 and wifi_centre(13) == 72
+    inside, edge, outside = listener(air, 30, 0), listener(air, 48, 0), listener(air, 60, 0)
+    t = 500_000
+    assert air.rpd(inside, t) and air.rpd(edge, t) and not air.rpd(outside, t)
+    quiet = Air()
+    quiet.interferers.append(Interferer(37, duty=0.0))
+    assert not quiet.rpd(listener(quiet, 37, 0), t)
+
+
+def test_suggestion_avoids_busy_channels_and_stays_in_the_ism_band(tmp_path: Path) -> None:
+    hits = [0] * 126
+    for ch in range(26, 49):  # Wi-Fi 6
+        hits[ch] = 8
+    for ch in (75, 76, 77, 85, 86, 87):  # a LongGe link
+        hits[ch] = 10
+    for ch in range(0, 126, 3):  # background noise everywhere but a few channels
+        hits[ch] += 1
+    survey = Survey(10, hits)
+    a, b = suggest(survey)
+    assert a < b <= 83 and b - a >= 4
+    for ch in (a, b):
+        assert max(survey.occupancy[max(0, ch - 2) : ch + 3]) <= 0.1, ch
+    text = render(survey, marks=(a, b))
+    assert text.count("^") == 2 and "█" in text
+    made = plot(survey, tmp_path / "scan", marks=(a, b))
+    assert all(p.stat().st_size > 1000 for p in made)
