@@ -276,6 +276,43 @@ def cmd_scan(ns: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_experiment(ns: argparse.Namespace) -> int:
+    from longge.measure import runner
+    from longge.measure.experiments import EXPERIMENTS
+    from longge.radio.options import options_from_args
+
+    if ns.name == "list":
+        for e in EXPERIMENTS.values():
+            print(f"  {e.name:11s} {e.question}")
+        return 0
+    names = list(EXPERIMENTS) if ns.name == "all" else [ns.name]
+    if names[0] not in EXPERIMENTS:
+        print(
+            f"experiment: unknown {ns.name!r}; one of {', '.join(EXPERIMENTS)}, all, list",
+            file=sys.stderr,
+        )
+        return 2
+    for name in names:
+        EXPERIMENTS[name].validate()
+    signal.signal(signal.SIGINT, _interrupt)
+    signal.signal(signal.SIGTERM, _interrupt)
+    path, summary = runner.run_experiments(
+        names,
+        ns.quick,
+        options_from_args(ns),
+        ns.out,
+        ns.keep_testbed,
+        say=lambda s: print(f"experiment: {s}", flush=True),
+        progress=_progress("experiment"),
+        host=ns.host,
+    )
+    print(f"  {'experiment':11s} verdict")
+    for name, text in summary["verdicts"].items():
+        print(f"  {name:11s} {text}")
+    print(f"experiment: {summary['seconds']:.0f} s; CSV, JSON and plots in {path}/")
+    return 0
+
+
 def cmd_keygen(ns: argparse.Namespace) -> int:
     from longge.protocol.secure import generate_key
 
@@ -625,6 +662,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--duty", type=float, default=0.3, help="its share of air time")
     p.add_argument("--traffic", action="store_true", help="testbed: ping the base during the scan")
     p.set_defaults(func=cmd_scan)
+
+    p = sub.add_parser("experiment", help="the experiment battery: NAME, all, or list")
+    p.add_argument("name", help="tcp-vs-udp, loss, window, parallel, multiplex, cc, all, list")
+    p.add_argument("--quick", action="store_true", help="fewer points, shorter trials")
+    p.add_argument("--out", help="results folder (default results/<time>-experiment)")
+    p.add_argument("--host", help="real link: the base station (servers running there)")
+    p.add_argument("--keep-testbed", action="store_true")
+    add_radio_arguments(p, timing=False)
+    p.set_defaults(func=cmd_experiment)
 
     p = sub.add_parser("keygen", help="make a link key (the same file on both nodes)")
     p.add_argument("--out", help="write it to this file (mode 0600; refuses to overwrite)")

@@ -27,6 +27,7 @@ class TrialSpec:
     length: int = 1400
     streams: int = 1
     reverse: bool = False
+    congestion: str = ""  # TCP congestion control for the test's sockets ("" = default)
 
 
 @dataclass

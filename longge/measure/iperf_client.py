@@ -11,6 +11,7 @@ passes the 64 KiB of its pipe (we enlarge the pipe to 1 MiB, and the caller has 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import fcntl
 import json
 import sys
@@ -38,6 +39,10 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     if spec.get("rate_bps"):
         client.bandwidth = max(1, int(spec["rate_bps"]) // streams)
     client.blksize = int(spec["length"])
+    if spec.get("congestion"):  # iperf3 -C: not wrapped by python-iperf3, but in libiperf
+        fn = client.lib.iperf_set_test_congestion_control
+        fn.argtypes = (ctypes.c_void_p, ctypes.c_char_p)
+        fn(client._test, str(spec["congestion"]).encode())
     client.json_output = True
     result = client.run()
     raw: dict[str, Any] = result.json if getattr(result, "json", None) else {}

@@ -212,3 +212,50 @@ def run_tune(
     plot_tune(summary, results.path)
     plot_tune_curves(summary, opts, results.path)
     return results.path, summary
+
+
+def run_experiments(
+    names: list[str],
+    quick: bool,
+    opts: RadioOptions,
+    out: str | None,
+    keep_testbed: bool,
+    say: Say,
+    progress: Progress,
+    host: str | None = None,
+) -> tuple[Path, dict[str, Any]]:
+    """Run experiments (by name) on the testbed, or on a real link with ``host``."""
+    from longge.measure.experiments import EXPERIMENTS, Link, Runner
+
+    target, started = resolve_target(host, testbed.IPERF_PORT, testbed.RTT_PORT, opts, say)
+    results = ResultsDir(out or default_dir("experiment"))
+    say(f"results in {results.path}")
+    ctx = link_context(target, 1400)
+    results.write_json("context.json", {**system_context(), **ctx})
+    air = str(testbed.paths()["air"]) if target.netns else None
+    link = Link(target, air)
+    if target.netns is None:
+        link.sender_ns = link.receiver_ns = ""
+    runner = Runner(link, opts, quick, progress, secure.OVERHEAD if ctx.get("secured") else 0)
+    done: dict[str, Any] = {}
+    t0 = time.time()
+    try:
+        for name in names:
+            say(f"{name}: {EXPERIMENTS[name].question}")
+            done[name] = runner.run(EXPERIMENTS[name], results)
+            say(f"{name}: {done[name]['verdict']}")
+    except KeyboardInterrupt:
+        done["interrupted"] = True
+        say("interrupted: keeping the experiments that finished")
+    finally:
+        if started and not keep_testbed:
+            say("taking the testbed down")
+            testbed.down()
+    summary = {
+        "kind": "experiments",
+        "seconds": round(time.time() - t0, 1),
+        "verdicts": {k: v["verdict"] for k, v in done.items() if isinstance(v, dict)},
+        "interrupted": bool(done.get("interrupted")),
+    }
+    results.write_json("summary.json", summary)
+    return results.path, summary

@@ -1,0 +1,542 @@
+"""The experiment battery: TCP vs UDP, loss, window size, parallel flows and fairness,
+multiplexing (latency under load), congestion control. ``./run.sh experiment NAME|all``.
+
+Each experiment is data (an ``Experiment``): the parameter it varies and its values, the series
+it compares (each a set of conditions), and what it measures. One runner applies conditions to
+the link and measures; one plotter draws any experiment; a verdict function per experiment
+turns its rows into one sentence. Conditions are applied through real parts: radio settings
+through the daemons' control sockets, frame loss through the air emulator, added delay with
+netem, socket buffers with the namespaces' TCP sysctls, congestion control per socket
+(libiperf's ``-C``).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import re
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from longge.air.server import query
+from longge.errors import ConfigError
+from longge.measure import analysis
+from longge.measure.iperf import TrialSpec, parse_result, run_trial
+from longge.measure.model import udp_goodput_bps
+from longge.measure.results import ResultsDir
+from longge.measure.sweep import Progress, Target, drain
+from longge.radio.options import RadioOptions
+
+#: The conditions a point runs under, with their defaults (what the link has when untouched).
+DEFAULTS: dict[str, Any] = {
+    "protocol": "tcp",
+    "ard_us": 250,
+    "arc": 2,
+    "per": 0.0,
+    "delay_ms": 0,
+    "window": 0,  # socket buffer limit in bytes; 0 = the system's default
+    "cc": "",  # congestion control; "" = the system's default
+    "streams": 1,
+    "bulk_flows": 0,
+}
+MEASURES = ("goodput", "goodput+ping", "flows", "ping")
+CC_CHOICES = ("reno", "cubic", "bbr", "vegas", "westwood", "htcp", "bic", "illinois")
+
+
+def _check(name: str, value: Any) -> None:
+    """Refuse a condition value the runner cannot apply (named, with what is allowed)."""
+    checks: dict[str, tuple[Callable[[Any], bool], str]] = {
+        "protocol": (lambda v: v in ("tcp", "udp"), "tcp or udp"),
+        "ard_us": (
+            lambda v: isinstance(v, int) and v % 250 == 0 and 250 <= v <= 4000,
+            "250..4000 in steps of 250",
+        ),
+        "arc": (lambda v: isinstance(v, int) and 0 <= v <= 15, "0..15"),
+        "per": (lambda v: isinstance(v, (int, float)) and 0 <= v < 1, "0 <= per < 1"),
+        "delay_ms": (lambda v: isinstance(v, int) and 0 <= v <= 2000, "0..2000 ms"),
+        "window": (
+            lambda v: isinstance(v, int) and (v == 0 or 2048 <= v <= 16 << 20),
+            "0 or 2 KiB..16 MiB",
+        ),
+        "cc": (lambda v: v == "" or v in CC_CHOICES, "one of " + ", ".join(CC_CHOICES)),
+        "streams": (lambda v: isinstance(v, int) and 1 <= v <= 16, "1..16"),
+        "bulk_flows": (lambda v: isinstance(v, int) and 0 <= v <= 8, "0..8"),
+    }
+    if name not in checks:
+        raise ConfigError("experiment", name, "a condition: " + ", ".join(checks))
+    ok, allowed = checks[name]
+    if not ok(value):
+        raise ConfigError(name, value, allowed)
+
+
+@dataclass(frozen=True)
+class Series:
+    label: str
+    conditions: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str
+    question: str
+    vary: str
+    values: tuple[Any, ...]
+    quick_values: tuple[Any, ...]
+    measure: str
+    xlabel: str
+    series: tuple[Series, ...] = (Series("default"),)
+    base: dict[str, Any] = field(default_factory=dict)  # conditions for every point
+    log_x: bool = False
+    trial_s: int = 10
+    quick_trial_s: int = 5
+
+    def validate(self) -> None:
+        if self.measure not in MEASURES:
+            raise ConfigError(f"{self.name}.measure", self.measure, ", ".join(MEASURES))
+        if not self.values or not self.quick_values:
+            raise ConfigError(f"{self.name}.values", self.values, "at least one value")
+        for v in (*self.values, *self.quick_values):
+            _check(self.vary, v)
+        for s in self.series:
+            for k, v in {**self.base, **s.conditions}.items():
+                _check(k, v)
+        if self.trial_s < 2 or self.quick_trial_s < 2:
+            raise ConfigError(f"{self.name}.trial_s", self.trial_s, ">= 2 s")
+
+    def points(self, quick: bool) -> list[tuple[Series, Any, dict[str, Any]]]:
+        """(series, x, full conditions) of every point, in run order."""
+        out = []
+        for s in self.series:
+            for x in self.quick_values if quick else self.values:
+                out.append((s, x, {**DEFAULTS, **self.base, **s.conditions, self.vary: x}))
+        return out
+
+
+LONG_RETRY = {"ard_us": 1000, "arc": 15}
+
+EXPERIMENTS: dict[str, Experiment] = {
+    e.name: e
+    for e in (
+        Experiment(
+            "tcp-vs-udp",
+            "How much of the link does TCP get, next to UDP and the frame-level bound?",
+            vary="protocol",
+            values=("udp", "tcp"),
+            quick_values=("udp", "tcp"),
+            measure="goodput",
+            xlabel="protocol",
+        ),
+        Experiment(
+            "loss",
+            "How does goodput fall as the frame error rate rises, with short and long retries?",
+            vary="per",
+            values=(0.0, 0.05, 0.1, 0.15, 0.2, 0.3),
+            quick_values=(0.0, 0.1, 0.3),
+            measure="goodput",
+            xlabel="frame error rate (each attempt, data or ACK)",
+            series=(
+                Series("TCP, ARD 250 µs ARC 2", {"protocol": "tcp"}),
+                Series("TCP, ARD 1000 µs ARC 15", {"protocol": "tcp", **LONG_RETRY}),
+                Series("UDP, ARD 250 µs ARC 2", {"protocol": "udp"}),
+                Series("UDP, ARD 1000 µs ARC 15", {"protocol": "udp", **LONG_RETRY}),
+            ),
+        ),
+        Experiment(
+            "window",
+            "How do TCP goodput and RTT depend on the socket buffer (the window)?",
+            vary="window",
+            values=(2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144),
+            quick_values=(4096, 16384, 65536, 262144),
+            measure="goodput+ping",
+            xlabel="socket buffer limit (bytes, tcp_rmem/tcp_wmem)",
+            log_x=True,
+        ),
+        Experiment(
+            "parallel",
+            "Do parallel TCP flows share the link fairly (Jain's index)?",
+            vary="streams",
+            values=(1, 2, 3, 4, 6, 8),
+            quick_values=(1, 2, 4, 8),
+            measure="flows",
+            xlabel="parallel TCP flows",
+        ),
+        Experiment(
+            "multiplex",
+            "What RTT does a ping see while bulk TCP flows share the link?",
+            vary="bulk_flows",
+            values=(0, 1, 2, 3),
+            quick_values=(0, 1, 2, 3),
+            measure="ping",
+            xlabel="bulk TCP flows",
+        ),
+        Experiment(
+            "cc",
+            "Which congestion control keeps goodput on a lossy, slow link: Reno, CUBIC, BBR?",
+            vary="per",
+            values=(0.0, 0.05, 0.1, 0.2),
+            quick_values=(0.0, 0.1),
+            measure="goodput",
+            xlabel="frame error rate",
+            series=tuple(
+                Series(f"{cc}{'' if d == 0 else f', +{d} ms'}", {"cc": cc, "delay_ms": d})
+                for d in (0, 50)
+                for cc in ("reno", "cubic", "bbr")
+            ),
+        ),
+    )
+}
+
+
+# -- applying conditions ----------------------------------------------------------------------
+
+
+def _ns(netns: str, *cmd: str) -> subprocess.CompletedProcess[str]:
+    """Run in a namespace ("" = here, on a real node)."""
+    full = ["ip", "netns", "exec", netns, *cmd] if netns else list(cmd)
+    return subprocess.run(full, capture_output=True, text=True, timeout=60)
+
+
+def available_cc(netns: str) -> set[str]:
+    subprocess.run(["modprobe", "tcp_bbr"], capture_output=True)  # often a module
+    out = _ns(netns, "cat", "/proc/sys/net/ipv4/tcp_available_congestion_control").stdout
+    return set(out.split())
+
+
+@dataclass
+class Link:
+    """Where conditions are applied: the testbed's namespaces, air and daemons."""
+
+    target: Target
+    air: str | None
+    sender_ns: str = "lg-mobile"
+    receiver_ns: str = "lg-base"
+    tun: str = "longge0"
+    applied: dict[str, Any] = field(default_factory=dict)
+
+    def apply(self, cond: dict[str, Any]) -> None:
+        changed = {k: v for k, v in cond.items() if self.applied.get(k) != v}
+        if {"ard_us", "arc"} & set(changed):
+            from longge.measure.tune import set_radio
+
+            set_radio(self.target, {"ard_us": cond["ard_us"], "arc": cond["arc"]})
+        if "per" in changed:
+            if self.air is None:
+                if cond["per"]:
+                    raise ConfigError("per", cond["per"], "0 without the emulator (real link)")
+            else:
+                query(self.air, b"P" + json.dumps({"per": cond["per"]}).encode())
+        if "delay_ms" in changed:
+            if cond["delay_ms"]:
+                args = ["netem", "delay", f"{cond['delay_ms']}ms", "limit", "10000"]
+                _ns(self.sender_ns, "tc", "qdisc", "replace", "dev", self.tun, "root", *args)
+            else:
+                _ns(self.sender_ns, "tc", "qdisc", "del", "dev", self.tun, "root")
+        if "window" in changed:
+            self._window(cond["window"])
+        self.applied.update(cond)
+
+    def _window(self, size: int) -> None:
+        for netns, key in ((self.receiver_ns, "tcp_rmem"), (self.sender_ns, "tcp_wmem")):
+            if "saved_" + key not in self.applied:
+                self.applied["saved_" + key] = _ns(
+                    netns, "sysctl", "-n", f"net.ipv4.{key}"
+                ).stdout.split()
+            vals = self.applied["saved_" + key] if size == 0 else ["4096", str(size), str(size)]
+            _ns(netns, "sysctl", "-q", "-w", f"net.ipv4.{key}={' '.join(vals)}")
+
+    def reset(self) -> None:
+        self.apply({**self.applied, **DEFAULTS})
+
+
+# -- measuring --------------------------------------------------------------------------------
+
+
+def ping_rtts(
+    netns: str, host: str, seconds: float, interval: float = 0.2
+) -> tuple[list[float], int]:
+    count = max(1, int(seconds / interval))
+    out = _ns(netns, "ping", "-n", "-i", str(interval), "-c", str(count), "-W", "2", host).stdout
+    return [float(x) for x in re.findall(r"time=([\d.]+)", out)], count
+
+
+@dataclass
+class Runner:
+    link: Link
+    opts: RadioOptions
+    quick: bool
+    progress: Progress = lambda m, f: None
+    overhead: int = 0  # security bytes per packet on this link (for the bound)
+
+    def _spec(self, cond: dict[str, Any], seconds: int, streams: int | None = None) -> TrialSpec:
+        udp = cond["protocol"] == "udp"
+        model = udp_goodput_bps(self.opts, 1400, self.overhead)
+        return TrialSpec(
+            host=self.link.target.host,
+            port=self.link.target.iperf_port,
+            protocol=cond["protocol"],
+            rate_bps=int(1.2 * model) if udp else 0,
+            duration=seconds,
+            length=1400 if udp else 8192,
+            streams=streams or cond["streams"],
+            congestion=cond["cc"],
+        )
+
+    def measure(self, exp: Experiment, cond: dict[str, Any]) -> dict[str, Any]:
+        seconds = exp.quick_trial_s if self.quick else exp.trial_s
+        ns = self.link.target.netns
+        row: dict[str, Any] = {}
+        if exp.measure == "ping":
+            box: dict[str, Any] = {}
+            bulk = None
+            if cond["bulk_flows"]:
+                spec = self._spec({**cond, "protocol": "tcp"}, seconds + 2, cond["bulk_flows"])
+                bulk = threading.Thread(target=lambda: box.update(raw=run_trial(spec, ns)))
+                bulk.start()
+                time.sleep(1.5)
+            rtts, sent = ping_rtts(self.link.sender_ns, self.link.target.host, seconds - 1)
+            if bulk is not None:
+                bulk.join()
+                res = parse_result(spec, box.get("raw", {"error": "no result"}))
+                row.update(received_bps=res.received_bps, error=res.error or "")
+            row.update(self._rtt(rtts, sent))
+            return row
+        spec = self._spec(cond, seconds)
+        box = {}
+        pinger = None
+        if exp.measure == "goodput+ping":
+            pinger = threading.Thread(
+                target=lambda: box.update(
+                    ping=ping_rtts(self.link.sender_ns, self.link.target.host, seconds - 2)
+                )
+            )
+            threading.Timer(1.5, pinger.start).start()
+        res = parse_result(spec, run_trial(spec, ns))
+        row.update(
+            received_bps=res.received_bps,
+            retransmits=res.retransmits,
+            lost_packets=res.lost_packets,
+            packets=res.packets,
+            error=res.error or "",
+        )
+        if exp.measure == "flows":
+            flows = res.stream_received_bps
+            row.update(
+                flows_bps=flows,
+                jain=analysis.jain_index(flows) if flows and any(flows) else math.nan,
+            )
+        if pinger is not None:
+            time.sleep(2.0)
+            pinger.join(seconds + 10)
+            row.update(self._rtt(*box.get("ping", ([], 0))))
+        return row
+
+    @staticmethod
+    def _rtt(rtts: list[float], sent: int) -> dict[str, Any]:
+        return {
+            "rtt_median_ms": analysis.percentile(rtts, 0.5) if rtts else math.nan,
+            "rtt_p95_ms": analysis.percentile(rtts, 0.95) if rtts else math.nan,
+            "ping_lost": sent - len(rtts),
+            "ping_sent": sent,
+        }
+
+    def run(self, exp: Experiment, out: ResultsDir) -> dict[str, Any]:
+        exp.validate()
+        points = exp.points(self.quick)
+        skipped: list[str] = []
+        have_cc = available_cc(self.link.sender_ns) if any(c["cc"] for _, _, c in points) else set()
+        rows: list[dict[str, Any]] = []
+        try:
+            for i, (series, x, cond) in enumerate(points):
+                self.progress(f"{exp.name}: {series.label}, {exp.vary} = {x}", i / len(points))
+                if cond["cc"] and cond["cc"] not in have_cc:
+                    skipped.append(f"{series.label}: {cond['cc']} not offered by this kernel")
+                    continue
+                self.link.apply(cond)
+                drain(self.link.target)
+                row = {
+                    "experiment": exp.name,
+                    "series": series.label,
+                    "x": x,
+                    **self.measure(exp, cond),
+                }
+                rows.append(row)
+        finally:
+            self.link.reset()
+        self.progress(f"{exp.name}: done", 1.0)
+        summary = {
+            "kind": "experiment",
+            "experiment": asdict(exp),
+            "quick": self.quick,
+            "rows": rows,
+            "skipped": sorted(set(skipped)),
+            "bound_bps": {"udp_1400": udp_goodput_bps(self.opts, 1400, self.overhead)},
+            "security_overhead": self.overhead,
+        }
+        summary["verdict"] = verdict(exp, summary)
+        write_rows(out.path / f"{exp.name}.csv", rows)
+        out.write_json(f"{exp.name}.json", summary)
+        plot(exp, summary, out.path)
+        return summary
+
+
+def write_rows(path: Path, rows: Sequence[dict[str, Any]]) -> None:
+    keys: list[str] = []
+    for r in rows:
+        keys += [k for k in r if k not in keys]
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, keys)
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: json.dumps(v) if isinstance(v, list) else v for k, v in r.items()})
+
+
+# -- verdicts ---------------------------------------------------------------------------------
+
+
+def _by_series(
+    rows: Sequence[dict[str, Any]], key: str = "received_bps"
+) -> dict[str, dict[Any, float]]:
+    out: dict[str, dict[Any, float]] = {}
+    for r in rows:
+        if not r.get("error") and r.get(key) is not None and r[key] == r[key]:
+            out.setdefault(r["series"], {})[r["x"]] = float(r[key])
+    return out
+
+
+def verdict(exp: Experiment, summary: dict[str, Any]) -> str:
+    rows = summary["rows"]
+    s = _by_series(rows)
+    kb = 1e3
+    try:
+        if exp.name == "tcp-vs-udp":
+            d = s["default"]
+            bound = summary["bound_bps"]["udp_1400"]
+            return (
+                f"TCP gets {d['tcp'] / kb:.0f} kbit/s = {d['tcp'] / d['udp']:.2f}x UDP's "
+                f"{d['udp'] / kb:.0f} kbit/s (frame-level bound for 1400-byte datagrams: "
+                f"{bound / kb:.0f})"
+            )
+        if exp.name == "loss":
+            worst = max(exp.quick_values if summary["quick"] else exp.values)
+            parts = [
+                f"{label}: {v[worst] / v[0.0]:.0%}"
+                for label, v in s.items()
+                if 0.0 in v and worst in v and v[0.0]
+            ]
+            if not parts:
+                raise ValueError("no series with both ends of the loss range")
+            return f"at {worst:.0%} frame error, share of loss-free goodput kept: " + "; ".join(
+                parts
+            )
+        if exp.name == "window":
+            d = s["default"]
+            top = max(d.values())
+            enough = min(x for x, v in d.items() if v >= 0.9 * top)
+            r = _by_series(rows, "rtt_median_ms")["default"]
+            return (
+                f"goodput reaches 90 % of its best ({top / kb:.0f} kbit/s) from a {enough}-byte "
+                f"buffer; ping RTT {r[min(r)]:.0f} ms at {min(r)} bytes, {r[max(r)]:.0f} ms at "
+                f"{max(r)} bytes (a bigger window only fills the queue)"
+            )
+        if exp.name == "parallel":
+            j = _by_series(rows, "jain")["default"]
+            d = s["default"]
+            return "; ".join(
+                f"{n} flows: {d[n] / kb:.0f} kbit/s, Jain {j[n]:.3f}" for n in sorted(j)
+            )
+        if exp.name == "multiplex":
+            r = _by_series(rows, "rtt_median_ms")["default"]
+            p = _by_series(rows, "rtt_p95_ms")["default"]
+            return "ping RTT median (p95): " + ", ".join(
+                f"{n} bulk flows {r[n]:.0f} ({p[n]:.0f}) ms" for n in sorted(r)
+            )
+        if exp.name == "cc":
+            worst = max(exp.quick_values if summary["quick"] else exp.values)
+            parts = []
+            for delay in ("", ", +50 ms"):
+                reno = s.get(f"reno{delay}", {}).get(worst)
+                for cc in ("cubic", "bbr"):
+                    v = s.get(f"{cc}{delay}", {}).get(worst)
+                    if reno and v is not None:
+                        parts.append(
+                            f"{cc.upper() if cc == 'bbr' else 'CUBIC'}{delay} {v / reno:.2f}x Reno"
+                        )
+            if not parts:
+                raise ValueError("no Reno point to compare with")
+            return f"at {worst:.0%} frame error: " + "; ".join(parts)
+    except (KeyError, ValueError, ZeroDivisionError) as exc:
+        return f"not enough points for a verdict ({type(exc).__name__}: {exc})"
+    return ""
+
+
+# -- plots ------------------------------------------------------------------------------------
+
+
+def plot(exp: Experiment, summary: dict[str, Any], out: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = summary["rows"]
+    second = {
+        "goodput+ping": ("rtt_median_ms", "ping RTT median (ms)"),
+        "flows": ("jain", "Jain's fairness index"),
+        "ping": ("rtt_median_ms", "ping RTT median (ms)"),
+    }.get(exp.measure)
+    fig, axes = plt.subplots(
+        1, 2 if second else 1, figsize=(13 if second else 7.5, 4.4), squeeze=False
+    )
+    ax = axes[0][0]
+    kb = 1e3
+    if exp.vary == "protocol":
+        d = _by_series(rows).get("default", {})
+        xs = [x for x in exp.values if x in d]
+        ax.bar(xs, [d[x] / kb for x in xs], color=["tab:blue", "tab:orange"][: len(xs)])
+        ax.axhline(
+            summary["bound_bps"]["udp_1400"] / kb,
+            color="grey",
+            ls="--",
+            label="frame-level bound, 1400-byte UDP",
+        )
+        ax.legend(fontsize=8)
+    else:
+        for label, d in _by_series(rows).items():
+            xs = sorted(d)
+            ax.plot(xs, [d[x] / kb for x in xs], "o-", label=label)
+        if exp.log_x:
+            ax.set_xscale("log", base=2)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
+    ax.set(xlabel=exp.xlabel, ylabel="goodput received (kbit/s)", title=exp.question)
+    ax.title.set_fontsize(9)
+    ax.grid(alpha=0.3)
+    if second:
+        key, label = second
+        ax2 = axes[0][1]
+        for name, d in _by_series(rows, key).items():
+            xs = sorted(d)
+            ax2.plot(xs, [d[x] for x in xs], "s-", label=name)
+            if key == "rtt_median_ms":
+                p = _by_series(rows, "rtt_p95_ms").get(name, {})
+                ax2.plot(sorted(p), [p[x] for x in sorted(p)], "x:", alpha=0.7, label=f"{name} p95")
+        if exp.log_x:
+            ax2.set_xscale("log", base=2)
+        if key == "jain":
+            ax2.set_ylim(0, 1.05)
+        ax2.set(xlabel=exp.xlabel, ylabel=label)
+        ax2.grid(alpha=0.3)
+        ax2.legend(fontsize=7)
+    fig.suptitle(summary.get("verdict", ""), fontsize=8, y=0.02, va="bottom")
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    paths = [out / f"{exp.name}.png", out / f"{exp.name}.svg"]
+    for path in paths:
+        fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return paths

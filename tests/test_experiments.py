@@ -1,0 +1,123 @@
+"""The experiment battery's definitions and analysis, on synthetic data (the runs themselves
+need the testbed: tests/test_testbed.py runs one)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from longge.errors import ConfigError
+from longge.measure.experiments import DEFAULTS, EXPERIMENTS, Experiment, Series, plot, verdict
+
+
+@pytest.mark.parametrize("name", sorted(EXPERIMENTS))
+def test_every_definition_is_valid(name: str) -> None:
+    exp = EXPERIMENTS[name]
+    exp.validate()
+    pts = exp.points(quick=True)
+    assert pts and all(set(DEFAULTS) <= set(c) for _, _, c in pts)
+    assert len(exp.points(quick=False)) >= len(pts)
+
+
+def test_the_battery_is_what_the_issue_asks_for() -> None:
+    assert set(EXPERIMENTS) == {"tcp-vs-udp", "loss", "window", "parallel", "multiplex", "cc"}
+    quick_points = sum(len(e.points(True)) for e in EXPERIMENTS.values())
+    quick_seconds = sum(len(e.points(True)) * e.quick_trial_s for e in EXPERIMENTS.values())
+    assert quick_seconds + 8 * quick_points < 15 * 60 * 0.6  # room for set-up and drains
+
+
+@pytest.mark.parametrize(
+    ("change", "key"),
+    [
+        ({"vary": "per", "values": (0.0, 1.5)}, "per"),
+        ({"vary": "window", "values": (1000,)}, "window"),
+        ({"vary": "colour", "values": ("red",)}, "experiment"),
+        ({"measure": "vibes"}, "tcp-vs-udp.measure"),
+        ({"series": (Series("x", {"cc": "warp"}),)}, "cc"),
+        ({"series": (Series("x", {"ard_us": 300}),)}, "ard_us"),
+        ({"quick_values": ()}, "tcp-vs-udp.values"),
+    ],
+)
+def test_bad_definitions_are_refused_by_key(change: dict[str, object], key: str) -> None:
+    bad = replace(EXPERIMENTS["tcp-vs-udp"], **change)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError) as err:
+        bad.validate()
+    assert err.value.key == key
+
+
+def rows(
+    exp: Experiment, values: dict[str, dict[object, dict[str, float]]]
+) -> list[dict[str, object]]:
+    return [
+        {"experiment": exp.name, "series": s, "x": x, "error": "", **fields}
+        for s, by_x in values.items()
+        for x, fields in by_x.items()
+    ]
+
+
+def test_verdicts_and_plots_from_synthetic_rows(tmp_path: Path) -> None:
+    k = 1e3
+    cases = {
+        "tcp-vs-udp": {
+            "default": {"udp": {"received_bps": 500 * k}, "tcp": {"received_bps": 400 * k}}
+        },
+        "loss": {
+            "TCP, ARD 250 µs ARC 2": {
+                0.0: {"received_bps": 400 * k},
+                0.3: {"received_bps": 100 * k},
+            },
+            "TCP, ARD 1000 µs ARC 15": {
+                0.0: {"received_bps": 380 * k},
+                0.3: {"received_bps": 190 * k},
+            },
+        },
+        "window": {
+            "default": {
+                w: {
+                    "received_bps": min(w, 16384) / 16384 * 450 * k,
+                    "rtt_median_ms": 5 + w / 2000,
+                    "rtt_p95_ms": 9 + w / 1000,
+                }
+                for w in (4096, 16384, 65536, 262144)
+            }
+        },
+        "parallel": {
+            "default": {n: {"received_bps": 450 * k, "jain": 1 - 0.02 * n} for n in (1, 2, 4, 8)}
+        },
+        "multiplex": {
+            "default": {
+                n: {"rtt_median_ms": 4 + 20 * n, "rtt_p95_ms": 8 + 25 * n} for n in (0, 1, 2, 3)
+            }
+        },
+        "cc": {
+            f"{cc}{d}": {0.0: {"received_bps": 400 * k}, 0.1: {"received_bps": v * k}}
+            for d in ("", ", +50 ms")
+            for cc, v in (("reno", 100), ("cubic", 120), ("bbr", 210))
+        },
+    }
+    expected = {
+        "tcp-vs-udp": "TCP gets 400 kbit/s = 0.80x UDP's 500 kbit/s",
+        "loss": "TCP, ARD 250 µs ARC 2: 25%; TCP, ARD 1000 µs ARC 15: 50%",
+        "window": "from a 16384-byte buffer",
+        "parallel": "8 flows: 450 kbit/s, Jain 0.840",
+        "multiplex": "3 bulk flows 64 (83) ms",
+        "cc": "BBR 2.10x Reno; CUBIC, +50 ms 1.20x Reno",
+    }
+    for name, data in cases.items():
+        exp = EXPERIMENTS[name]
+        summary = {"rows": rows(exp, data), "quick": True, "bound_bps": {"udp_1400": 509e3}}
+        text = verdict(exp, summary)
+        assert expected[name] in text, (name, text)
+        summary["verdict"] = text
+        made = plot(exp, summary, tmp_path)
+        assert all(p.stat().st_size > 1000 for p in made), name
+
+
+def test_a_verdict_without_enough_points_says_so() -> None:
+    exp = EXPERIMENTS["loss"]
+    text = verdict(exp, {"rows": [], "quick": True, "bound_bps": {"udp_1400": 1.0}})
+    assert text.startswith("not enough points")
+    text = verdict(EXPERIMENTS["tcp-vs-udp"], {"rows": [], "quick": True, "bound_bps": {}})
+    assert text.startswith("not enough points")
