@@ -25,8 +25,9 @@ pick_python() {
     return 1
 }
 
-# Debian packages the tool needs at run time; installed only when root and missing.
-debian_packages=(iproute2 iptables iperf3 libiperf0 irtt iputils-ping curl procps)
+# Debian packages the tool needs (run time, and the modem firmware's builds: AVR and host-side);
+# installed only when root and missing.
+debian_packages=(iproute2 iptables iperf3 libiperf0 irtt iputils-ping curl procps kmod make gcc libc6-dev gcc-avr avr-libc binutils-avr)
 
 install_debian_packages() {
     local missing=() pkg

@@ -64,6 +64,11 @@ class NodeConfig:
     rx_csn_pin: int = 1
     spi_speed: int = 10_000_000
     driver: str = "pyrf24"  # "sim": the rf24 backend's code over emulated chips (tests)
+    # [serial]: two USB radio modems (firmware/), one per direction; "auto" = the first and
+    # second USB serial device found.
+    tx_port: str = "auto"
+    rx_port: str = "auto"
+    baud: int = 1_000_000
 
     def __post_init__(self) -> None:
         _one_of("node.role", self.role, ROLES)
@@ -141,6 +146,12 @@ class NodeConfig:
             raise ConfigError("rf24.rx_csn_pin", self.rx_csn_pin, "a CSN other than tx_csn_pin")
         _in_range("rf24.spi_speed", self.spi_speed, 500_000, 10_000_000)
         _one_of("rf24.driver", self.driver, ("pyrf24", "sim"))
+        for name in ("tx_port", "rx_port"):
+            if not isinstance(getattr(self, name), str) or not getattr(self, name):
+                raise ConfigError(f"serial.{name}", getattr(self, name), "a device path or auto")
+        if self.tx_port == self.rx_port and self.tx_port != "auto":
+            raise ConfigError("serial.rx_port", self.rx_port, "a port other than tx_port")
+        _in_range("serial.baud", self.baud, 9600, 4_000_000)
 
     @property
     def secured(self) -> bool:
@@ -204,6 +215,7 @@ _NODE_KEYS = {
     "base": {"nat", "uplink"},
     "security": {"key", "key_file", "previous_key", "previous_key_file", "insecure", "state_dir"},
     "rf24": {"tx_ce_pin", "tx_csn_pin", "rx_ce_pin", "rx_csn_pin", "spi_speed", "driver"},
+    "serial": {"tx_port", "rx_port", "baud"},
 }
 _RADIO_KEYS = {*LINK_KEYS, "per", "ack_per", "burst", "seed"}
 

@@ -80,7 +80,11 @@ class Link:
 
 @contextlib.contextmanager
 def make_link(
-    air_path: str, d: str, radio: RadioOptions | None = None, backend: str = "sim"
+    air_path: str,
+    d: str,
+    radio: RadioOptions | None = None,
+    backend: str = "sim",
+    mobile_extra: dict[str, Any] | None = None,
 ) -> Iterator[Link]:
     """Two supervisors (mobile, base) over in-memory TUNs, secured with LINK_KEY. With
     ``backend="rf24"``, the rf24 backend's code drives emulated chips (``driver = "sim"``)."""
@@ -96,7 +100,7 @@ def make_link(
         control=os.path.join(d, "m.sock"),
         queue_ms=5000,
         radio=radio,
-        **secured,
+        **{**secured, **(mobile_extra or {})},
     )
     base = NodeConfig(
         role="base",

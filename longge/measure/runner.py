@@ -242,7 +242,10 @@ def run_experiments(
     try:
         for name in names:
             say(f"{name}: {EXPERIMENTS[name].question}")
-            done[name] = runner.run(EXPERIMENTS[name], results)
+            try:
+                done[name] = runner.run(EXPERIMENTS[name], results)
+            except Exception as exc:  # one broken experiment must not cost the others
+                done[name] = {"verdict": f"failed: {type(exc).__name__}: {exc}"}
             say(f"{name}: {done[name]['verdict']}")
     except KeyboardInterrupt:
         done["interrupted"] = True

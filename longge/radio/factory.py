@@ -32,6 +32,9 @@ def open_radio(cfg: NodeConfig, which: str) -> Radio:
                 return SimRadio(ce, csn, speed, air=cfg.air, name=name)
 
         return Rf24Radio(ce, csn, cfg.spi_speed, name=name, driver=driver)
-    raise ConfigError(
-        "radio.backend", cfg.backend, "sim or rf24 (the serial backend is not built yet)"
-    )
+    if cfg.backend == "serial":
+        from longge.radio.serial_modem import SerialRadio
+
+        port = cfg.tx_port if which == "tx" else cfg.rx_port
+        return SerialRadio(port, cfg.baud, name=name, index=0 if which == "tx" else 1)
+    raise ConfigError("radio.backend", cfg.backend, "sim, rf24 or serial")

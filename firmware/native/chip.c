@@ -1,0 +1,300 @@
+#include "chip.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "nrf24_regs.h"
+
+static int sock = -1;
+static uint8_t reg[0x20];
+static uint8_t addr_p0[5], addr_p1[5], addr_tx[5];
+static uint8_t ce, listening_sent = 0xFF, config_dirty = 1;
+/* SPI transaction in progress */
+static uint8_t in_tx, have_cmd, cmd, nbytes;
+static uint8_t data[33];
+/* FIFOs: TX only counted (the air holds the payloads), RX kept here */
+static uint8_t tx_count;
+static uint8_t rx_len[3], rx_pipe[3], rx_buf[3][32], rx_n;
+static uint32_t sent_t, flushes_f;
+
+static void send_msg(const uint8_t *msg, size_t len) {
+    if (sock >= 0 && send(sock, msg, len, 0) < 0)
+        fprintf(stderr, "chip: air send failed: %s\n", strerror(errno));
+}
+
+static void hex(char *out, const uint8_t *b, int n) {
+    for (int i = 0; i < n; i++)
+        sprintf(out + 2 * i, "%02x", b[i]);
+}
+
+static void push_config(void) {
+    char json[600], tx[11], p0[11], p1[11];
+    int aw = (reg[REG_SETUP_AW] & 3) + 2;
+    const char *rate = (reg[REG_RF_SETUP] & RF_DR_LOW) ? "250k" : (reg[REG_RF_SETUP] & RF_DR_HIGH) ? "2M" : "1M";
+    hex(tx, addr_tx, aw);
+    hex(p0, addr_p0, aw);
+    hex(p1, addr_p1, aw);
+    char pipes[64] = "";
+    if (reg[REG_EN_RXADDR] & 1)
+        snprintf(pipes + strlen(pipes), sizeof pipes - strlen(pipes), "\"0\":\"%s\"", p0);
+    if (reg[REG_EN_RXADDR] & 2)
+        snprintf(pipes + strlen(pipes), sizeof pipes - strlen(pipes), "%s\"1\":\"%s\"",
+                 pipes[0] ? "," : "", p1);
+    char aa[64];
+    snprintf(aa, sizeof aa, "[%s,%s,%s,%s,%s,%s]", reg[REG_EN_AA] & 1 ? "true" : "false",
+             reg[REG_EN_AA] & 2 ? "true" : "false", reg[REG_EN_AA] & 4 ? "true" : "false",
+             reg[REG_EN_AA] & 8 ? "true" : "false", reg[REG_EN_AA] & 16 ? "true" : "false",
+             reg[REG_EN_AA] & 32 ? "true" : "false");
+    int n = snprintf(json, sizeof json,
+                     "C{\"channel\":%d,\"rate\":\"%s\",\"address_width\":%d,\"crc_len\":%d,"
+                     "\"auto_ack\":%s,\"dynamic_payloads\":%s,\"dynamic_ack\":%s,\"payload_size\":%d,"
+                     "\"ard_step\":%d,\"arc\":%d,\"pa_level\":%d,\"powered\":%s,"
+                     "\"tx_address\":\"%s\",\"rx_pipes\":{%s}}",
+                     reg[REG_RF_CH] & 0x7F, rate, aw, (reg[REG_CONFIG] & CONFIG_CRCO) ? 2 : 1, aa,
+                     (reg[REG_FEATURE] & FEATURE_EN_DPL) ? "true" : "false",
+                     (reg[REG_FEATURE] & FEATURE_EN_DYN_ACK) ? "true" : "false",
+                     reg[REG_RX_PW_P0 + 1] ? reg[REG_RX_PW_P0 + 1] : 32, reg[REG_SETUP_RETR] >> 4,
+                     reg[REG_SETUP_RETR] & 15, (reg[REG_RF_SETUP] >> RF_PWR_SHIFT) & 3,
+                     (reg[REG_CONFIG] & CONFIG_PWR_UP) ? "true" : "false", tx, pipes);
+    send_msg((const uint8_t *)json, (size_t)n);
+    config_dirty = 0;
+}
+
+static void update_listening(void) {
+    uint8_t on = ce && (reg[REG_CONFIG] & CONFIG_PRIM_RX) && (reg[REG_CONFIG] & CONFIG_PWR_UP);
+    if (config_dirty)
+        push_config();
+    if (on != listening_sent) {
+        uint8_t msg[2] = {'L', on};
+        send_msg(msg, 2);
+        listening_sent = on;
+    }
+}
+
+static uint8_t status_reg(void) {
+    uint8_t s = reg[REG_STATUS] & (STATUS_RX_DR | STATUS_TX_DS | STATUS_MAX_RT);
+    s |= (uint8_t)((rx_n ? rx_pipe[0] : 7) << STATUS_RX_P_NO_SHIFT);
+    if (tx_count >= 3)
+        s |= STATUS_TX_FULL;
+    return s;
+}
+
+static uint8_t fifo_status(void) {
+    uint8_t f = 0;
+    if (tx_count == 0)
+        f |= FIFO_TX_EMPTY;
+    if (tx_count >= 3)
+        f |= FIFO_TX_FULL;
+    if (rx_n == 0)
+        f |= FIFO_RX_EMPTY;
+    if (rx_n >= 3)
+        f |= FIFO_RX_FULL;
+    return f;
+}
+
+static void on_air(const uint8_t *m, ssize_t n) {
+    if (n < 1)
+        return;
+    if (m[0] == 't' && n >= 12) {
+        uint32_t flushes = (uint32_t)m[8] << 24 | (uint32_t)m[9] << 16 | (uint32_t)m[10] << 8 | m[11];
+        if (flushes != flushes_f)
+            return; /* about payloads flushed since */
+        uint32_t accepted = (uint32_t)m[4] << 24 | (uint32_t)m[5] << 16 | (uint32_t)m[6] << 8 | m[7];
+        tx_count = (uint8_t)(m[3] + (sent_t - accepted));
+        reg[REG_OBSERVE_TX] = (uint8_t)((reg[REG_OBSERVE_TX] & 0xF0) | (m[2] & 0x0F));
+        reg[REG_STATUS] |= m[1] ? STATUS_TX_DS : STATUS_MAX_RT;
+    } else if (m[0] == 'r' && n >= 2) {
+        if (rx_n < 3) {
+            rx_pipe[rx_n] = m[1];
+            rx_len[rx_n] = (uint8_t)(n - 2 > 32 ? 32 : n - 2);
+            memcpy(rx_buf[rx_n], m + 2, rx_len[rx_n]);
+            rx_n++;
+        }
+        reg[REG_STATUS] |= STATUS_RX_DR;
+    } else if (m[0] == 'd' && n >= 2) {
+        reg[REG_RPD] = m[1] & 1;
+    } else if (m[0] == 'e') {
+        fprintf(stderr, "chip: the air refused a request: %.*s\n", (int)(n - 1), m + 1);
+    }
+}
+
+int chip_poll(void) {
+    uint8_t buf[64];
+    if (config_dirty && sock >= 0)
+        push_config();
+    for (;;) {
+        ssize_t n = recv(sock, buf, sizeof buf, MSG_DONTWAIT);
+        if (n <= 0)
+            break;
+        on_air(buf, n);
+    }
+    return sock;
+}
+
+int chip_attach(const char *path, const char *name) {
+    struct sockaddr_un a;
+    memset(&a, 0, sizeof a);
+    a.sun_family = AF_UNIX;
+    strncpy(a.sun_path, path, sizeof a.sun_path - 1);
+    sock = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+    if (sock < 0 || connect(sock, (struct sockaddr *)&a, sizeof a) < 0) {
+        fprintf(stderr, "chip: cannot reach the air at %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    struct timeval tv = {0, 200000}; /* an RPD question waits at most 0.2 s for its answer */
+    setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    uint8_t msg[64] = {'H'};
+    size_t len = strlen(name) > 60 ? 60 : strlen(name);
+    memcpy(msg + 1, name, len);
+    send_msg(msg, len + 1);
+    /* RF24 power-on values of the registers the model reads */
+    reg[REG_CONFIG] = CONFIG_EN_CRC;
+    reg[REG_EN_AA] = 0x3F;
+    reg[REG_EN_RXADDR] = 0x03;
+    reg[REG_SETUP_AW] = 0x03;
+    reg[REG_SETUP_RETR] = 0x03;
+    reg[REG_RF_CH] = 2;
+    reg[REG_RF_SETUP] = 0x0E;
+    memset(addr_p0, 0xE7, 5);
+    memset(addr_p1, 0xC2, 5);
+    memset(addr_tx, 0xE7, 5);
+    return 0;
+}
+
+static void end_transaction(void) {
+    uint8_t r = cmd & REGISTER_MASK;
+    if ((cmd & 0xE0) == CMD_W_REGISTER && nbytes > 0) {
+        if (r == REG_RX_ADDR_P0)
+            memcpy(addr_p0, data, nbytes > 5 ? 5 : nbytes);
+        else if (r == REG_RX_ADDR_P1)
+            memcpy(addr_p1, data, nbytes > 5 ? 5 : nbytes);
+        else if (r == REG_TX_ADDR)
+            memcpy(addr_tx, data, nbytes > 5 ? 5 : nbytes);
+        else if (r == REG_STATUS)
+            reg[REG_STATUS] &= (uint8_t)~(data[0] & (STATUS_RX_DR | STATUS_TX_DS | STATUS_MAX_RT));
+        else if (r != REG_OBSERVE_TX && r != REG_RPD && r != REG_FIFO_STATUS)
+            reg[r] = data[0];
+        if (r != REG_STATUS)
+            config_dirty = 1; /* pushed to the air once per loop turn (chip_poll) */
+        if (r == REG_CONFIG)
+            update_listening();
+        return;
+    }
+    switch (cmd) {
+    case CMD_W_TX_PAYLOAD:
+    case CMD_W_TX_PAYLOAD_NOACK: {
+        if (nbytes == 0 || tx_count >= 3)
+            return;
+        uint8_t msg[34] = {'T', cmd == CMD_W_TX_PAYLOAD_NOACK};
+        memcpy(msg + 2, data, nbytes);
+        if (config_dirty)
+            push_config();
+        send_msg(msg, (size_t)nbytes + 2);
+        sent_t++;
+        tx_count++;
+        return;
+    }
+    case CMD_FLUSH_TX: {
+        uint8_t msg[1] = {'F'};
+        send_msg(msg, 1);
+        flushes_f++;
+        tx_count = 0;
+        return;
+    }
+    case CMD_REUSE_TX_PL: {
+        uint8_t msg[1] = {'U'};
+        send_msg(msg, 1);
+        return;
+    }
+    case CMD_FLUSH_RX: {
+        uint8_t msg[1] = {'X'};
+        send_msg(msg, 1);
+        rx_n = 0;
+        return;
+    }
+    case CMD_R_RX_PAYLOAD:
+        if (rx_n) {
+            rx_n--;
+            memmove(rx_len, rx_len + 1, rx_n);
+            memmove(rx_pipe, rx_pipe + 1, rx_n);
+            memmove(rx_buf, rx_buf + 1, (size_t)rx_n * 32);
+            uint8_t msg[2] = {'R', 1};
+            send_msg(msg, 2);
+        }
+        return;
+    default:
+        return;
+    }
+}
+
+void chip_csn(uint8_t level) {
+    if (!level) {
+        in_tx = 1;
+        have_cmd = 0;
+        nbytes = 0;
+    } else if (in_tx) {
+        in_tx = 0;
+        end_transaction();
+    }
+}
+
+static uint8_t read_register(uint8_t r, uint8_t i) {
+    if (r == REG_RX_ADDR_P0)
+        return addr_p0[i % 5];
+    if (r == REG_RX_ADDR_P1)
+        return addr_p1[i % 5];
+    if (r == REG_TX_ADDR)
+        return addr_tx[i % 5];
+    if (r == REG_STATUS)
+        return status_reg();
+    if (r == REG_FIFO_STATUS)
+        return fifo_status();
+    if (r == REG_RPD) {
+        /* ask the air, wait for its answer (it comes before anything later) */
+        uint8_t msg[1] = {'D'}, buf[64];
+        reg[REG_RPD] = 0xFF;
+        send_msg(msg, 1);
+        for (int tries = 0; tries < 2000 && reg[REG_RPD] == 0xFF; tries++) {
+            ssize_t n = recv(sock, buf, sizeof buf, 0);
+            if (n <= 0)
+                break;
+            on_air(buf, n);
+        }
+        if (reg[REG_RPD] == 0xFF)
+            reg[REG_RPD] = 0;
+        return reg[REG_RPD];
+    }
+    if (r == REG_RF_SETUP && (reg[r] & RF_DR_LOW))
+        return reg[r]; /* a "+" chip */
+    return reg[r];
+}
+
+uint8_t chip_spi(uint8_t out) {
+    if (!in_tx)
+        return 0xFF;
+    if (!have_cmd) {
+        have_cmd = 1;
+        cmd = out;
+        return status_reg();
+    }
+    uint8_t i = nbytes;
+    if (nbytes < sizeof data)
+        data[nbytes++] = out;
+    if ((cmd & 0xE0) == CMD_R_REGISTER && cmd < 0x20)
+        return read_register(cmd & REGISTER_MASK, i);
+    if (cmd == CMD_R_RX_PL_WID)
+        return rx_n ? rx_len[0] : 0;
+    if (cmd == CMD_R_RX_PAYLOAD)
+        return (rx_n && i < rx_len[0]) ? rx_buf[0][i] : 0;
+    return 0;
+}
+
+void chip_ce(uint8_t level) {
+    ce = level;
+    update_listening();
+}

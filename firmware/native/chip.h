@@ -1,0 +1,16 @@
+/* A model of the nRF24L01+ as the firmware sees it over SPI (registers, FIFOs, STATUS), attached
+ * to LongGe's air emulator with the emulated radios' own messages (longge/air/wire.py). Host-side
+ * builds only: it lets the real firmware logic run against the emulated air. */
+#ifndef CHIP_H
+#define CHIP_H
+
+#include <stdint.h>
+
+int chip_attach(const char *air_path, const char *name);
+void chip_csn(uint8_t level);
+uint8_t chip_spi(uint8_t out);
+void chip_ce(uint8_t level);
+/* Take in what the air sent (non-blocking); returns the socket for select(), or -1. */
+int chip_poll(void);
+
+#endif

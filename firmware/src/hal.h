@@ -1,0 +1,23 @@
+/* The hardware layer: everything the modem needs from its board. main_avr.c implements it on an
+ * ATmega328P; native/hal_native.c implements it over a model of the chip attached to LongGe's air
+ * emulator, with the UART on a pseudo-terminal (host-side tests). */
+#ifndef HAL_H
+#define HAL_H
+
+#include <stdint.h>
+
+void hal_init(void);
+/* SPI: chip select (active low) and one full-duplex byte. */
+void hal_csn(uint8_t level);
+uint8_t hal_spi_xfer(uint8_t out);
+/* The radio's CE pin. */
+void hal_ce(uint8_t level);
+void hal_delay_us(uint16_t us);
+/* UART to the host: next received byte, or -1; send one byte (may block). */
+int hal_uart_getc(void);
+void hal_uart_putc(uint8_t byte);
+void hal_uart_flush(void);
+/* Called once per main-loop turn: native builds service their sockets here. */
+void hal_poll(void);
+
+#endif

@@ -1,0 +1,290 @@
+"""The ``serial`` backend: an nRF24L01+ on a microcontroller board plugged in over USB serial
+(``firmware/``), driven with pyserial.
+
+The modem speaks the emulated radios' own messages (``longge/air/wire.py``: ``T`` payload,
+``F`` flush, ``t`` TX result, ``r`` received frame, …), each framed with COBS and a CRC-16
+(CCITT, init 0xFFFF) on the serial line; only the chip settings travel as a fixed 29-byte
+record instead of JSON. So this backend is the emulated radio's host side (``SimRadio``: FIFO
+accounting, TX results, MAX_RT) with a serial line instead of the air socket, and the daemon
+cannot tell the three backends apart.
+
+``begin()`` opens the port, asks for the firmware version and whether a chip answers on the
+modem's SPI bus, and says precisely what is wrong. A modem that disappears (unplugged) counts as
+a failure; the daemon then begins it again every second until it is back.
+"""
+
+from __future__ import annotations
+
+import binascii
+import contextlib
+import glob
+import time
+from typing import Any
+
+from cobs import cobs
+
+from longge.air.model import RadioRegisters
+from longge.errors import HardwareError
+from longge.radio.sim import SimRadio
+
+FIRMWARE_MAJOR = 1
+DEFAULT_BAUD = 1_000_000
+RATE_CODE = {"1M": 0, "2M": 1, "250k": 2}
+CONFIG_LEN = 29
+
+
+def crc16(data: bytes) -> int:
+    """CRC-16/CCITT-FALSE (poly 0x1021, init 0xFFFF): the firmware's proto_crc16."""
+    return binascii.crc_hqx(data, 0xFFFF)
+
+
+def frame(msg: bytes) -> bytes:
+    """One message on the wire: COBS(message || CRC-16 big endian) || 0x00."""
+    return bytes(cobs.encode(msg + crc16(msg).to_bytes(2, "big"))) + b"\x00"
+
+
+def unframe(raw: bytes) -> bytes | None:
+    """The message in one delimited frame (without the 0x00), or None if it is damaged."""
+    try:
+        data = cobs.decode(raw)
+    except cobs.DecodeError:
+        return None
+    if len(data) < 3 or crc16(data[:-2]) != int.from_bytes(data[-2:], "big"):
+        return None
+    return bytes(data[:-2])
+
+
+def find_modems() -> list[str]:
+    """USB serial devices that may be modems, by their stable names."""
+    return sorted(glob.glob("/dev/serial/by-id/*")) or sorted(
+        glob.glob("/dev/ttyUSB*") + glob.glob("/dev/ttyACM*")
+    )
+
+
+class SerialRadio(SimRadio):
+    """A radio behind a LongGe USB modem (see the module doc)."""
+
+    def __init__(
+        self, port: str, baud: int = DEFAULT_BAUD, *, name: str | None = None, index: int = 0
+    ) -> None:
+        super().__init__(name=name or f"serial-{port}")
+        self.port = port
+        self.baud = baud
+        self.index = index  # which modem "auto" picks: 0 for TX, 1 for RX
+        self._serial: Any = None
+        self._inbuf = bytearray()
+        self.firmware: tuple[int, int] | None = None
+        self.plus = True
+        self.bad_frames = 0
+
+    # -- connection ---------------------------------------------------------------------------
+
+    def _resolve(self) -> str:
+        if self.port != "auto":
+            return self.port
+        found = find_modems()
+        if len(found) <= self.index:
+            raise HardwareError(
+                f"{self.name}: port = auto, but {len(found)} USB serial device(s) found "
+                f"({', '.join(found) or 'none'}); a node needs two modems (TX and RX). Plugged "
+                "in? Or set [serial] tx_port / rx_port"
+            )
+        return found[self.index]
+
+    def begin(self, ce_pin: int | None = None, csn_pin: int | None = None) -> bool:
+        import serial
+
+        self.close()
+        port = self._resolve()
+        try:
+            self._serial = serial.Serial(port, self.baud, timeout=0, write_timeout=1.0)
+        except (serial.SerialException, OSError) as exc:
+            raise HardwareError(
+                f"{self.name}: cannot open the modem at {port}: {exc}. Plugged in? "
+                "ls /dev/serial/by-id; is another program using it?"
+            ) from exc
+        self._inbuf.clear()
+        self._serial.reset_input_buffer()
+        self._write(frame(b"V"))
+        reply = self._wait_for(b"v", 1.5)
+        if reply is None:
+            self.close()
+            raise HardwareError(
+                f"{self.name}: {port} does not answer as a LongGe modem (flashed with "
+                "firmware/? right baud rate? see README 'USB radio modem')"
+            )
+        major, minor, chip_ok, plus = reply[1:5]
+        self.firmware = (major, minor)
+        self.plus = bool(plus)
+        if major != FIRMWARE_MAJOR:
+            self.close()
+            raise HardwareError(
+                f"{self.name}: firmware {major}.{minor} at {port}; this LongGe speaks "
+                f"{FIRMWARE_MAJOR}.x: flash firmware/ again (make -C firmware flash)"
+            )
+        if not chip_ok:
+            self.close()
+            raise HardwareError(
+                f"{self.name}: the modem at {port} runs, but no nRF24L01+ answers on its SPI bus. "
+                "Check: VCC 3.3 V with a 10 µF capacitor, CE on D9, CSN on D10, SCK D13, "
+                "MOSI D11, MISO D12"
+            )
+        self._reset_state()
+        self._push_registers()
+        return True
+
+    def _reset_state(self) -> None:
+        self._regs = RadioRegisters()
+        self._listening = False
+        self._sent = self._flushes = self._fifo = self._reported_accepted = 0
+        self._max_rt = False
+        self._rx.clear()
+
+    def close(self) -> None:
+        if self._serial is not None:
+            with contextlib.suppress(OSError):
+                self._serial.close()
+            self._serial = None
+
+    def fileno(self) -> int:
+        return int(self._serial.fileno()) if self._serial is not None else -1
+
+    @property
+    def is_chip_connected(self) -> bool:
+        return self._serial is not None
+
+    @property
+    def is_plus_variant(self) -> bool:
+        return self.plus
+
+    # -- transport ----------------------------------------------------------------------------
+
+    def _write(self, data: bytes) -> None:
+        import serial
+
+        try:
+            self._serial.write(data)
+        except (serial.SerialException, OSError):
+            self._lost_air()
+
+    def _send(self, msg: bytes) -> None:
+        if self._serial is None:
+            self.failure_detected += 1
+            return
+        if msg[:1] == b"H":
+            return  # attaching is the version handshake here
+        self._write(frame(msg))
+
+    def _read_frames(self) -> list[bytes]:
+        import serial
+
+        if self._serial is None:
+            return []
+        try:
+            data = self._serial.read(self._serial.in_waiting or 1)
+        except (serial.SerialException, OSError):
+            self._lost_air()
+            return []
+        self._inbuf += data
+        if len(self._inbuf) > 4096 and b"\x00" not in self._inbuf:
+            self._inbuf.clear()  # noise without delimiters: drop it, resync on the next 0x00
+            self.bad_frames += 1
+        out = []
+        while b"\x00" in self._inbuf:
+            raw, _, rest = bytes(self._inbuf).partition(b"\x00")
+            self._inbuf = bytearray(rest)
+            if not raw:
+                continue
+            msg = unframe(raw)
+            if msg is None:
+                self.bad_frames += 1
+            else:
+                out.append(msg)
+        return out
+
+    def _pump(self, timeout: float = 0.0) -> bool:
+        import select
+
+        if self._serial is None:
+            return False
+        if self._reads_unreported:
+            self._reads_unreported = 0  # the modem hands frames on at once: nothing to report
+        if timeout > 0 and not self._serial.in_waiting:
+            readable, _, _ = select.select([self._serial.fileno()], [], [], timeout)
+            if not readable:
+                return False
+        got = False
+        for msg in self._read_frames():
+            got = True
+            self._on_message(msg)
+        return got
+
+    def _wait_for(self, kind: bytes, timeout: float) -> bytes | None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for msg in self._read_frames():
+                if msg[:1] == kind:
+                    return msg
+                self._on_message(msg)
+            time.sleep(0.005)
+        return None
+
+    def _push_registers(self) -> None:
+        self._send(b"C" + config_record(self._regs))
+
+    @property
+    def rpd(self) -> bool:
+        if self._serial is None:
+            return False
+        self._send(b"D")
+        reply = self._wait_for(b"d", 0.2)
+        return bool(reply and reply[1])
+
+    def stats(self) -> dict[str, int] | None:
+        """The modem's own counters (parser and radio), or None if it does not answer."""
+        self._send(b"S")
+        reply = self._wait_for(b"s", 0.5)
+        if reply is None or len(reply) < 37:
+            return None
+        names = (
+            "frames_ok",
+            "bad_crc",
+            "bad_cobs",
+            "malformed",
+            "unknown",
+            "bad_args",
+            "tx_ok",
+            "tx_max_rt",
+            "rx_frames",
+        )
+        return {n: int.from_bytes(reply[1 + 4 * i : 5 + 4 * i], "big") for i, n in enumerate(names)}
+
+
+def config_record(regs: RadioRegisters) -> bytes:
+    """The chip settings as the firmware's 29-byte record (firmware/src/radio.c)."""
+    aw = regs.address_width
+    pipes = {p: a for p, a in regs.rx_pipes.items() if p in (0, 1)}
+    mask = sum(1 << p for p in pipes)
+    auto = sum(1 << i for i, on in enumerate(regs.auto_ack) if on)
+    rec = bytes(
+        (
+            regs.channel,
+            RATE_CODE[regs.rate],
+            regs.pa_level,
+            aw,
+            regs.crc_len,
+            regs.ard_step,
+            regs.arc,
+            auto,
+            int(regs.dynamic_payloads),
+            int(regs.dynamic_ack),
+            regs.payload_size,
+            int(regs.powered),
+        )
+    )
+    rec += regs.tx_address[:5].ljust(5, b"\x00") + bytes((mask,))
+    for p in (0, 1):
+        rec += pipes.get(p, b"")[:aw].ljust(5, b"\x00")
+    rec += b"\x00"
+    assert len(rec) == CONFIG_LEN
+    return rec
