@@ -346,6 +346,7 @@ def cmd_testbed(ns: argparse.Namespace) -> int:
             say=lambda s: print(f"testbed: {s}", flush=True),
             queue=ns.queue,
             secured=not ns.insecure,
+            serial=ns.serial,
         )
     else:
         st = testbed.status()
@@ -641,6 +642,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--insecure",
         action="store_true",
         help="no link key: frames unauthenticated (to measure what security costs)",
+    )
+    p.add_argument(
+        "--serial",
+        action="store_true",
+        help="the mobile node's radios are USB modems (firmware/, built natively, on ptys)",
     )
     add_radio_arguments(p, timing=False)
     p.add_argument("--json", action="store_true", help="status as JSON")

@@ -30,6 +30,8 @@ from longge.errors import LongGeError
 from longge.protocol.secure import generate_key
 from longge.radio.options import RadioOptions
 
+FIRMWARE = Path(__file__).resolve().parents[1] / "firmware"
+
 STATE_DIR = Path(os.environ.get("LONGGE_TESTBED_DIR", "/run/longge/testbed"))
 NAMESPACES = ("lg-base", "lg-mobile", "lg-inet")
 BASE_IP, MOBILE_IP, INET_IP, UPLINK_IP = "10.24.0.1", "10.24.0.2", "10.99.0.1", "10.99.0.2"
@@ -62,9 +64,18 @@ def paths() -> dict[str, Path]:
     }
 
 
-def node_toml(role: str, opts: RadioOptions, queue: str = "fair", secured: bool = True) -> str:
+def node_toml(
+    role: str, opts: RadioOptions, queue: str = "fair", secured: bool = True, serial: bool = False
+) -> str:
     """The daemon config of one testbed node (a real node's config has the same shape)."""
     p = paths()
+    backend = "serial" if serial and role == "mobile" else "sim"
+    serial_section = (
+        f'\n[serial]\ntx_port = "{STATE_DIR / "mobile-tx.pty"}"\n'
+        f'rx_port = "{STATE_DIR / "mobile-rx.pty"}"\n'
+        if backend == "serial"
+        else ""
+    )
     security = (
         f'key_file = "{p["key"]}"\nstate_dir = "{STATE_DIR / "security"}"'
         if secured
@@ -83,7 +94,7 @@ control = "{p[role]}"
 queue = "{queue}"
 
 [radio]
-backend = "sim"
+backend = "{backend}"
 rate = "{opts.rate}"
 ard_us = {opts.ard_us}
 arc = {opts.arc}
@@ -101,7 +112,7 @@ air = "{p["air"]}"
 
 [security]
 {security}
-""" + (
+{serial_section}""" + (
         """
 [mobile]
 default_route = true
@@ -132,6 +143,7 @@ def up(
     say: Callable[[str], None] = lambda s: None,
     queue: str = "fair",
     secured: bool = True,
+    serial: bool = False,
 ) -> dict[str, Any]:
     if os.geteuid() != 0:
         raise TestbedError("the testbed needs root (network namespaces, TUN devices)")
@@ -143,6 +155,7 @@ def up(
         "pids": {},
         "started": time.time(),
         "secured": secured,
+        "serial": serial,
     }
     if secured:  # a fresh key for each testbed, and fresh nonce/replay state with it
         shutil.rmtree(STATE_DIR / "security", ignore_errors=True)
@@ -194,9 +207,28 @@ def up(
             air_args += ["--ack-per", str(opts.ack_per)]
         state["pids"]["air"] = _spawn(air_args, STATE_DIR / "air.log")
         _wait_for(lambda: p["air"].exists(), "the air emulator", STATE_DIR / "air.log")
+        if serial:
+            say("building the modem firmware (native) and plugging two modems into the mobile")
+            build = subprocess.run(
+                ["make", "-C", str(FIRMWARE), "native"], capture_output=True, text=True
+            )
+            if build.returncode != 0:
+                raise TestbedError(f"make -C firmware native failed:\n{build.stderr[-1500:]}")
+            for which in ("tx", "rx"):
+                link = STATE_DIR / f"mobile-{which}.pty"
+                state["pids"][f"modem-{which}"] = _spawn(
+                    [
+                        str(FIRMWARE / "build" / "modem-native"),
+                        str(p["air"]),
+                        f"mobile-{which}",
+                        str(link),
+                    ],
+                    STATE_DIR / f"modem-{which}.log",
+                )
+                _wait_for(link.exists, f"the {which} modem", STATE_DIR / f"modem-{which}.log")
         for role in ("base", "mobile"):
             conf = STATE_DIR / f"{role}.toml"
-            conf.write_text(node_toml(role, opts, queue, secured))
+            conf.write_text(node_toml(role, opts, queue, secured, serial))
             say(f"starting the {role} daemon in lg-{role}")
             state["pids"][role] = _spawn(
                 [

@@ -18,6 +18,7 @@ import json
 import math
 import re
 import subprocess
+import textwrap
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -540,8 +541,14 @@ def plot(exp: Experiment, summary: dict[str, Any], out: Path) -> list[Path]:
         ax2.set(xlabel=exp.xlabel, ylabel=label)
         ax2.grid(alpha=0.3)
         ax2.legend(fontsize=7)
-    fig.suptitle(summary.get("verdict", ""), fontsize=8, y=0.02, va="bottom")
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    ax.set_ylim(bottom=0)
+    fig.suptitle(
+        textwrap.fill(summary.get("verdict", ""), 160 if second else 100),
+        fontsize=8,
+        y=0.01,
+        va="bottom",
+    )
+    fig.tight_layout(rect=(0, 0.09, 1, 1))
     paths = [out / f"{exp.name}.png", out / f"{exp.name}.svg"]
     for path in paths:
         fig.savefig(path, dpi=110)
