@@ -68,7 +68,7 @@ class NodeConfig:
     # second USB serial device found.
     tx_port: str = "auto"
     rx_port: str = "auto"
-    baud: int = 1_000_000
+    baud: int = 2_000_000
 
     def __post_init__(self) -> None:
         _one_of("node.role", self.role, ROLES)

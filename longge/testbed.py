@@ -218,7 +218,7 @@ def up(
                 link = STATE_DIR / f"mobile-{which}.pty"
                 state["pids"][f"modem-{which}"] = _spawn(
                     [
-                        str(FIRMWARE / "build" / "modem-native"),
+                        str(FIRMWARE / "build" / "modem-native-fast"),
                         str(p["air"]),
                         f"mobile-{which}",
                         str(link),

@@ -23,7 +23,7 @@
 static int master = -1, keep_slave = -1;
 static uint8_t out[4096];
 static size_t out_n;
-static double byte_s = 10.0 / 1000000.0; /* seconds per byte on the wire */
+static double byte_s = 10.0 / 2000000.0; /* seconds per byte on the wire (2 Mbaud) */
 static double rx_free_at, tx_free_at;
 static volatile sig_atomic_t stop;
 
@@ -39,15 +39,18 @@ uint8_t hal_spi_xfer(uint8_t o) { return chip_spi(o); }
 void hal_ce(uint8_t level) { chip_ce(level); }
 void hal_delay_us(uint16_t us) { (void)us; } /* the air keeps its own time */
 
+/* Bytes may run ahead of the wire by this much (the AVR's 128-byte receive ring). */
+#define RX_SLACK_S 0.001
+
 int hal_uart_getc(void) {
     double t = now_s();
-    if (t < rx_free_at)
+    if (rx_free_at > t + RX_SLACK_S)
         return -1; /* the next byte is still on the wire */
     uint8_t b;
     ssize_t n = read(master, &b, 1);
     if (n != 1)
         return -1; /* nothing, or the host side is closed (EIO): it may come back */
-    rx_free_at = (rx_free_at > t - byte_s ? rx_free_at : t) + byte_s;
+    rx_free_at = (rx_free_at > t ? rx_free_at : t) + byte_s;
     return b;
 }
 
@@ -75,6 +78,12 @@ void hal_uart_flush(void) {
 
 void hal_poll(void) {
     int air = chip_poll();
+    double early = rx_free_at - RX_SLACK_S - now_s();
+    if (early > 0) { /* the next host byte is still on the wire: wait for it, not for news */
+        struct timespec ts = {0, (long)(early * 1e9)};
+        nanosleep(&ts, NULL);
+        return;
+    }
     fd_set r;
     FD_ZERO(&r);
     FD_SET(master, &r);

@@ -1,6 +1,6 @@
 /* ATmega328P (Arduino Nano/Uno, 16 MHz): the hardware layer and main().
  * Wiring: radio CE -> D9 (PB1), CSN -> D10 (PB2), SCK -> D13, MOSI -> D11, MISO -> D12,
- * VCC -> 3.3 V with a 10 µF capacitor, GND. UART: 1 Mbaud 8N1 over the board's USB chip. */
+ * VCC -> 3.3 V with a 10 µF capacitor, GND. UART: 2 Mbaud 8N1 over the board's USB chip. */
 #include <avr/interrupt.h>
 #include <avr/io.h>
 #include <util/delay.h>
@@ -8,7 +8,7 @@
 #include "hal.h"
 #include "modem.h"
 
-#define BAUD_UBRR 1 /* U2X: 16 MHz / (8 · (1 + 1)) = 1 Mbaud */
+#define BAUD_UBRR 0 /* U2X: 16 MHz / (8 · (0 + 1)) = 2 Mbaud (CH340 and FTDI both do it) */
 #define RX_RING 128 /* power of two */
 
 static volatile uint8_t ring[RX_RING];

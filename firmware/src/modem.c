@@ -1,7 +1,7 @@
 /* The modem: host messages (proto.c) in, radio operations (radio.c) out, radio events back.
  *
  * Host -> modem            Modem -> host
- *  V                        v major minor chip_ok plus "LongGe modem"
+ *  V                        v major minor chip_ok plus depth "LongGe modem"
  *  C config(29)             c 0                    | e code text
  *  L on                     (none)
  *  T no_ack payload(1..32)  t ok arc fifo accepted(4) flushes(4)   when a payload finishes
@@ -23,6 +23,21 @@ enum { E_UNKNOWN = 1, E_ARGS = 2, E_FIFO = 3, E_CONFIG = 4, E_NO_CHIP = 5 };
 static proto_parser parser;
 static radio_config config;
 static uint8_t chip_ok, plus, blocked, outstanding;
+/* Payloads waiting in front of the chip's 3-deep FIFO: USB serial has millisecond latencies,
+ * and the host would otherwise leave the air idle while a TX result travels back. */
+#define QUEUE 8
+static uint8_t q_len[QUEUE], q_noack[QUEUE], q_buf[QUEUE][NRF_MAX_PAYLOAD], q_head, q_n;
+
+static void refill(void) {
+    /* The chip's own TX_FULL decides (a count could miss a coalesced TX_DS). */
+    while (q_n && !blocked && !(radio_fifo_status() & FIFO_TX_FULL)) {
+        radio_load(q_buf[q_head], q_len[q_head], q_noack[q_head]);
+        if (outstanding < NRF_FIFO_DEPTH)
+            outstanding++;
+        q_head = (uint8_t)((q_head + 1) % QUEUE);
+        q_n--;
+    }
+}
 static uint32_t accepted, flushes, unknown, bad_args, tx_ok, tx_max_rt, rx_frames;
 
 static void put32(uint8_t *b, uint32_t v) {
@@ -51,16 +66,19 @@ static void error(uint8_t code, const char *text) {
 
 static void tx_result(uint8_t ok) {
     uint8_t fifo = radio_fifo_status();
+    /* Never report fewer than the chip holds: the host would send more than fits. */
     if (fifo & FIFO_TX_EMPTY)
         outstanding = 0;
     else if (fifo & FIFO_TX_FULL)
         outstanding = NRF_FIFO_DEPTH;
-    else if (outstanding == 0 || outstanding == NRF_FIFO_DEPTH)
+    else if (outstanding == 0)
         outstanding = 1;
+    else if (outstanding >= NRF_FIFO_DEPTH)
+        outstanding = NRF_FIFO_DEPTH - 1;
     uint8_t body[11];
     body[0] = ok;
     body[1] = radio_arc_count();
-    body[2] = outstanding;
+    body[2] = (uint8_t)(outstanding + q_n);
     put32(body + 3, accepted);
     put32(body + 7, flushes);
     send('t', body, sizeof body);
@@ -81,6 +99,8 @@ static void on_message(uint8_t type, const uint8_t *b, uint8_t len, void *ctx) {
         reply[1] = MODEM_VERSION_MINOR;
         reply[2] = chip_ok;
         reply[3] = plus;
+        reply[4] = NRF_FIFO_DEPTH + QUEUE;
+        n = 5;
         while (*name)
             reply[n++] = (uint8_t)*name++;
         send('v', reply, n);
@@ -115,23 +135,32 @@ static void on_message(uint8_t type, const uint8_t *b, uint8_t len, void *ctx) {
             error(E_ARGS, "T no_ack payload(1..32)");
             return;
         }
-        if (outstanding >= NRF_FIFO_DEPTH) {
-            error(E_FIFO, "TX FIFO full");
+        if (q_n >= QUEUE) {
+            error(E_FIFO, "TX queue full");
             return;
         }
-        radio_load(b + 1, (uint8_t)(len - 1), b[0]);
+        {
+            uint8_t slot = (uint8_t)((q_head + q_n) % QUEUE);
+            q_len[slot] = (uint8_t)(len - 1);
+            q_noack[slot] = b[0];
+            for (uint8_t i = 0; i < len - 1; i++)
+                q_buf[slot][i] = b[1 + i];
+            q_n++;
+        }
         accepted++;
-        outstanding++;
+        refill();
         return;
     case 'F':
         radio_flush_tx();
         outstanding = 0;
+        q_n = 0;
         blocked = 0;
         flushes++;
         return;
     case 'U':
         radio_reuse_tx();
         blocked = 0;
+        refill();
         return;
     case 'X':
         radio_flush_rx();
@@ -173,6 +202,7 @@ void modem_step(void) {
             tx_ok++;
             if (outstanding)
                 outstanding--;
+            refill();
             tx_result(1);
         }
         if ((status & STATUS_MAX_RT) && !blocked) {

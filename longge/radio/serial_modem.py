@@ -28,7 +28,7 @@ from longge.errors import HardwareError
 from longge.radio.sim import SimRadio
 
 FIRMWARE_MAJOR = 1
-DEFAULT_BAUD = 1_000_000
+DEFAULT_BAUD = 2_000_000
 RATE_CODE = {"1M": 0, "2M": 1, "250k": 2}
 CONFIG_LEN = 29
 
@@ -113,9 +113,10 @@ class SerialRadio(SimRadio):
                 f"{self.name}: {port} does not answer as a LongGe modem (flashed with "
                 "firmware/? right baud rate? see README 'USB radio modem')"
             )
-        major, minor, chip_ok, plus = reply[1:5]
+        major, minor, chip_ok, plus, depth = reply[1:6]
         self.firmware = (major, minor)
         self.plus = bool(plus)
+        self.fifo_depth = max(3, depth)  # the chip's FIFO and the modem's queue in front of it
         if major != FIRMWARE_MAJOR:
             self.close()
             raise HardwareError(

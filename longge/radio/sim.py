@@ -46,6 +46,10 @@ def air_socket_path() -> str:
 class SimRadio:
     """An emulated nRF24L01+ with pyrf24's ``RF24`` interface."""
 
+    #: Payloads the host may have outstanding before the TX FIFO counts as full (the chip's 3;
+    #: a USB modem adds its own queue in front of the chip).
+    fifo_depth = TX_FIFO_DEPTH
+
     def __init__(
         self,
         ce_pin: int = 0,
@@ -350,11 +354,11 @@ class SimRadio:
 
     def write_fast(self, buf: bytes | bytearray, multicast: bool = False) -> bool:
         self._pump()
-        if self._tx_outstanding() >= TX_FIFO_DEPTH:
+        if self._tx_outstanding() >= self.fifo_depth:
             spin_until = time.monotonic_ns() + _SPIN_NS
             deadline = time.monotonic() + _AIR_TIMEOUT_S
-            while self._tx_outstanding() >= TX_FIFO_DEPTH:
-                if self._max_rt or self._sock is None:
+            while self._tx_outstanding() >= self.fifo_depth:
+                if self._max_rt or not self.is_chip_connected:
                     return False
                 if time.monotonic_ns() < spin_until:
                     self._pump()  # a slot frees within one frame time: poll, do not sleep
@@ -372,7 +376,7 @@ class SimRadio:
         deadline = time.monotonic() + timeout_s
         self._pump()
         while self._tx_outstanding() > 0:
-            if self._max_rt or self._sock is None:
+            if self._max_rt or not self.is_chip_connected:
                 return False
             left = deadline - time.monotonic()
             if left <= 0:
@@ -400,7 +404,7 @@ class SimRadio:
         while True:
             if self._wait_tx_empty(max(deadline - time.monotonic(), 0.0)):
                 return True
-            if time.monotonic() >= deadline or self._sock is None:
+            if time.monotonic() >= deadline or not self.is_chip_connected:
                 self.flush_tx()
                 return False
             self.reuse_tx()
@@ -460,7 +464,8 @@ class SimRadio:
         """With ``check_empty``: that bool. Without: 0 occupied, 1 empty, 2 full (pyrf24 enum)."""
         self._pump()
         count = self._tx_outstanding() if about_tx else len(self._rx)
-        state = 1 if count == 0 else 2 if count >= 3 else 0
+        full = self.fifo_depth if about_tx else 3
+        state = 1 if count == 0 else 2 if count >= full else 0
         if check_empty is None:
             return state
         return state == 1 if check_empty else state == 2
