@@ -89,7 +89,7 @@ void hal_poll(void) {
     FD_SET(master, &r);
     if (air >= 0)
         FD_SET(air, &r);
-    struct timeval tv = {0, 500};
+    struct timeval tv = {0, 10000}; /* woken by the host or the air; nothing else to wait for */
     select((master > air ? master : air) + 1, &r, NULL, NULL, &tv);
 }
 

@@ -25,7 +25,7 @@ static radio_config config;
 static uint8_t chip_ok, plus, blocked, outstanding;
 /* Payloads waiting in front of the chip's 3-deep FIFO: USB serial has millisecond latencies,
  * and the host would otherwise leave the air idle while a TX result travels back. */
-#define QUEUE 8
+#define QUEUE 16
 static uint8_t q_len[QUEUE], q_noack[QUEUE], q_buf[QUEUE][NRF_MAX_PAYLOAD], q_head, q_n;
 
 static void refill(void) {
