@@ -12,6 +12,7 @@ from longge.measure.analysis import (
     Point,
     first_inefficient,
     fit_capacity,
+    histogram_percentile,
     jain_index,
     latency_knee,
     percentile,
@@ -97,3 +98,15 @@ def test_latency_knee_is_where_rtt_leaves_the_baseline() -> None:
     knee = latency_knee(levels, baseline_ms=3.3)
     assert knee is not None and knee.rho == 1.05
     assert latency_knee(levels[:4], baseline_ms=3.3) is None
+
+
+def test_histogram_percentile_reads_binned_delays() -> None:
+    edges = (1, 2, 5, 10, 20, 50, 100)
+    # all bytes waited between 50 and 100 ms: the median is inside that bin
+    assert 50 < histogram_percentile([0, 0, 0, 0, 0, 0, 1000, 0], edges, 0.5) < 100
+    # 70 % waited < 1 ms (sparse flows), 30 % about 100 ms: median small, p95 large
+    counts = [700, 0, 0, 0, 0, 0, 300, 0]
+    assert histogram_percentile(counts, edges, 0.5) < 1
+    assert histogram_percentile(counts, edges, 0.95) > 50
+    assert histogram_percentile([0, 0, 0, 0, 0, 0, 0, 5], edges, 0.5) == 100  # open last bin
+    assert math.isnan(histogram_percentile([0] * 8, edges, 0.5))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import struct
 
-from longge.daemon.fairqueue import FairQueue, flow_key
+from longge.daemon.fairqueue import SOJOURN_EDGES_MS, FairQueue, flow_key
 
 
 def udp(src: int, dst_port: int, size: int, tag: int = 0) -> bytes:
@@ -90,3 +90,15 @@ def test_fifo_mode_keeps_arrival_order_across_flows() -> None:
     ping = udp(3, 7, 84)
     q.push(ping, 0)
     assert drain(q) == [*bulk, ping]  # the ping waits behind the bulk flow
+
+
+def test_queueing_delay_is_counted_in_bytes_per_bin() -> None:
+    q = FairQueue(100_000, max_age=1.0)
+    q.push(b"x" * 1000, 0.0)
+    q.push(b"y" * 60, 0.0)
+    assert q.pop(0.030) is not None and q.pop(0.0305) is not None  # both waited 30 ms
+    bin_30ms = SOJOURN_EDGES_MS.index(50)  # (20, 50] ms
+    assert q.sojourn[bin_30ms] == 1060 and sum(q.sojourn) == 1060
+    q.push(b"z" * 500, 1.0)
+    assert q.pop(1.0) is not None
+    assert q.sojourn[0] == 500  # no wait: first bin

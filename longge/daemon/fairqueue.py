@@ -13,6 +13,7 @@ Both drops are counted. Time is passed in; nothing here reads a clock.
 
 from __future__ import annotations
 
+import bisect
 import zlib
 from collections import Counter, deque
 from dataclasses import dataclass, field
@@ -50,6 +51,10 @@ class _Flow:
     listed: bool = False
 
 
+#: Upper edges (ms) of the queueing-delay histogram; the last bin is everything above.
+SOJOURN_EDGES_MS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000)
+
+
 class FairQueue:
     def __init__(
         self, limit_bytes: int, max_age: float, quantum: int = 1514, fair: bool = True
@@ -62,6 +67,9 @@ class FairQueue:
         self.bytes = 0
         self.packets = 0
         self.drops: Counter[str] = Counter()
+        #: How long the bytes sent waited here (bytes per SOJOURN_EDGES_MS bin): weighted by
+        #: bytes, so that a bulk flow's delay is not hidden by many small sparse packets.
+        self.sojourn = [0] * (len(SOJOURN_EDGES_MS) + 1)
         self._flows = [_Flow() for _ in range(BUCKETS)]
         self._new: deque[_Flow] = deque()
         self._old: deque[_Flow] = deque()
@@ -111,6 +119,7 @@ class FairQueue:
                 self.drops["expired"] += 1
                 continue
             flow.deficit -= len(packet)
+            self.sojourn[bisect.bisect_left(SOJOURN_EDGES_MS, (now - since) * 1000)] += len(packet)
             return packet
 
     def _drop_head(self, flow: _Flow) -> tuple[bytes, float]:

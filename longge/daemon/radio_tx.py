@@ -132,6 +132,7 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
             queue_limit_bytes=queue.limit_bytes,
             queue_oldest_ms=round(queue.oldest_age(now) * 1000, 1),
             queue_drops=dict(queue.drops),
+            queue_delay_hist=list(queue.sojourn),
             retransmissions=getattr(radio, "retransmissions", None),
             sealed=None if sealer is None else sealer.sealed,
             epoch=None if sealer is None else sealer.epoch,

@@ -100,6 +100,24 @@ def quantile_interval(xs: Sequence[float], q: float, z: float = 1.96) -> tuple[f
     return (s[lo], s[hi])
 
 
+def histogram_percentile(counts: Sequence[int], edges: Sequence[float], q: float) -> float:
+    """The q-quantile of values counted in bins ``[0, e0], (e0, e1], …, (e_last, ∞)``, linear
+    within a bin (the open last bin is read as its lower edge). NaN without counts."""
+    total = sum(counts)
+    if total <= 0:
+        return math.nan
+    target = q * total
+    seen = 0.0
+    for i, c in enumerate(counts):
+        if c and seen + c >= target:
+            lo = 0.0 if i == 0 else edges[i - 1]
+            if i >= len(edges):
+                return float(lo)
+            return lo + (edges[i] - lo) * (target - seen) / c
+        seen += c
+    return float(edges[-1])
+
+
 @dataclass(frozen=True)
 class Level:
     rho: float

@@ -88,6 +88,17 @@ def plot_ltest(runs: list[tuple[Path, dict[str, Any]]], out: Path) -> list[Path]
         line = ax.plot(x, med, marker="o", label=f"{_label(run, path)} median")
         color = line[0].get_color()
         ax.plot(x, p95, marker=".", linestyle="--", color=color, label="p95")
+        q = [(v["rho"], v["queue_delay_p50_ms"]) for v in lv if "queue_delay_p50_ms" in v]
+        if q:
+            ax.plot(
+                [r for r, _ in q],
+                [max(d, 0.1) for _, d in q],
+                marker="s",
+                linestyle=":",
+                color=color,
+                alpha=0.7,
+                label="load's queueing delay p50 (daemon)",
+            )
         ax.axhline(
             run["baseline_rtt_ms"],
             color=color,

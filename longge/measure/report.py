@@ -43,19 +43,28 @@ def summary_text(s: dict[str, Any]) -> str:
             f"  idle baseline RTT {s.get('baseline_rtt_ms', float('nan')):.2f} ms; "
             f"capacity {_k(s.get('capacity_bps'))} ({s.get('capacity_source', '')})"
         )
-        lines.append("  ρ      received       RTT median    p95      p99      max     probes lost")
+        lines.append(
+            "  ρ      received       RTT median    p95      p99      max     probes lost"
+            "   queue delay p50 / p95"
+        )
         for lv in s.get("levels", []):
+            q50, q95 = lv.get("queue_delay_p50_ms"), lv.get("queue_delay_p95_ms")
+            queue = "" if q50 is None else f"   {q50:7.1f} / {q95:.1f} ms"
             lines.append(
                 f"  {lv['rho']:4.2f} {_k(lv['received_bps']):>14} {lv['rtt_median_ms']:9.1f} ms "
                 f"{lv['rtt_p95_ms']:7.1f} {lv['rtt_p99_ms']:8.1f} {lv['rtt_max_ms'] or 0:8.1f} "
-                f"{lv['probes_lost']:5d}/{lv['probes_sent']}"
+                f"{lv['probes_lost']:5d}/{lv['probes_sent']}{queue}"
             )
-        knee = s.get("knee_rho")
-        lines.append(
-            f"  latency knee: {'none up to the highest ρ' if knee is None else f'ρ = {knee:.2f}'}"
-        )
+
+        lines.append(f"  latency knee: {_rho(s.get('knee_rho'))} ({s.get('knee_rule', '')})")
+        if "probe_knee_rho" in s:
+            lines.append(f"  probe RTT leaves its baseline: {_rho(s.get('probe_knee_rho'))}")
     if s.get("error"):
         lines.append(f"  ERROR: {s['error']}")
     if s.get("interrupted"):
         lines.append("  (interrupted)")
     return "\n".join(lines)
+
+
+def _rho(knee: float | None) -> str:
+    return "none up to the highest ρ" if knee is None else f"ρ = {knee:.2f}"

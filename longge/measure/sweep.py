@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from longge.daemon.control import ControlError, request
+from longge.daemon.fairqueue import SOJOURN_EDGES_MS
 from longge.measure import analysis
 from longge.measure.iperf import TrialResult, TrialSpec, parse_result, run_trial
 from longge.measure.results import ResultsDir
@@ -327,6 +328,10 @@ def probe_in(target: Target, count: int, interval_s: float, size: int = 60) -> d
             os.unlink(out)
 
 
+#: The queueing knee: half the load's bytes wait longer than this in the sender's queue.
+QUEUE_KNEE_MS = 10.0
+
+
 class LTest(_Sweep):
     def __init__(
         self,
@@ -373,6 +378,14 @@ class LTest(_Sweep):
         self.progress("done", 1.0)
         return self.summary(cap, interval)
 
+    def _queue_delay_hist(self) -> list[int] | None:
+        """The sending daemon's queueing-delay histogram (bytes per bin), if it answers."""
+        for st in daemon_status(self.target).values():
+            if st.get("node", {}).get("role") == "mobile":
+                hist = st.get("tx", {}).get("queue_delay_hist")
+                return list(hist) if isinstance(hist, list) else None
+        return None
+
     def level(self, rho: float, cap: float, count: int, interval: float) -> dict[str, Any]:
         load: dict[str, Any] = {}
         spec = TrialSpec(
@@ -393,7 +406,9 @@ class LTest(_Sweep):
             thread = threading.Thread(target=background, daemon=True)
             thread.start()
             time.sleep(1.5)  # let the queue reach its steady state
+        before = self._queue_delay_hist()
         probes = probe_in(self.target, count, interval, self.plan.probe_bytes)
+        after = self._queue_delay_hist()
         if thread is not None:
             thread.join(spec.duration + 30)
         res = parse_result(spec, load["raw"]) if "raw" in load else None
@@ -416,6 +431,11 @@ class LTest(_Sweep):
             "rtt_min_ms": min(rtts) if rtts else None,
             "probe_error": probes.get("error"),
         }
+        if before is not None and after is not None:
+            delta = [max(0, a - b) for a, b in zip(after, before, strict=False)]
+            lv["queue_delay_p50_ms"] = analysis.histogram_percentile(delta, SOJOURN_EDGES_MS, 0.5)
+            lv["queue_delay_p95_ms"] = analysis.histogram_percentile(delta, SOJOURN_EDGES_MS, 0.95)
+            lv["queue_delay_bytes"] = sum(delta)
         row = {
             "kind": "lTest",
             "level": rho,
@@ -447,6 +467,16 @@ class LTest(_Sweep):
             ],
             baseline,
         )
+        queue_knee = next(
+            (
+                lv["rho"]
+                for lv in sorted(self.levels, key=lambda lv: lv["rho"])
+                if lv["rho"] > 0 and lv.get("queue_delay_p50_ms", 0.0) > QUEUE_KNEE_MS
+            ),
+            None,
+        )
+        measured_queue = any("queue_delay_p50_ms" in lv for lv in self.levels)
+        probe_knee = knee.rho if knee else None
         return {
             "kind": "lTest",
             "plan": asdict(replace(self.plan, capacity_bps=cap)),
@@ -456,8 +486,16 @@ class LTest(_Sweep):
             "probe_bytes": self.plan.probe_bytes,
             "probe_bps": (self.plan.probe_bytes + IP_UDP_HEADERS) * 8 / interval,
             "baseline_rtt_ms": baseline,
-            "knee_rho": knee.rho if knee else None,
-            "knee_rule": "lowest ρ whose median RTT exceeds max(2 × baseline, baseline + 10 ms)",
+            "knee_rho": queue_knee if measured_queue else probe_knee,
+            "knee_rule": (
+                f"lowest ρ at which half the load's bytes wait more than {QUEUE_KNEE_MS:g} ms in "
+                "the sending daemon's queue (the onset of queueing)"
+                if measured_queue
+                else "lowest ρ whose median probe RTT exceeds max(2 × baseline, baseline + 10 ms)"
+            ),
+            "probe_knee_rho": probe_knee,
+            "probe_knee_rule": "lowest ρ whose median probe RTT exceeds max(2 × baseline, "
+            "baseline + 10 ms)",
             "levels": self.levels,
             "ttest": self.ttest,
         }
