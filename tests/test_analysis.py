@@ -12,6 +12,7 @@ from longge.measure.analysis import (
     Point,
     first_inefficient,
     fit_capacity,
+    fit_capacity_lossy,
     histogram_percentile,
     jain_index,
     latency_knee,
@@ -110,3 +111,14 @@ def test_histogram_percentile_reads_binned_delays() -> None:
     assert histogram_percentile(counts, edges, 0.95) > 50
     assert histogram_percentile([0, 0, 0, 0, 0, 0, 0, 5], edges, 0.5) == 100  # open last bin
     assert math.isnan(histogram_percentile([0] * 8, edges, 0.5))
+
+
+def test_capacity_fit_on_a_link_that_loses_at_every_load() -> None:
+    """received = min(0.6·offered, C): the plain fit reads the loss as saturation, the lossy
+    fit finds C; on a loss-free link both agree."""
+    offered = [190e3, 290e3, 340e3, 420e3]
+    lossy = [Point(x, min(0.6 * x, 190e3)) for x in offered]
+    assert fit_capacity_lossy(lossy) == pytest.approx(190e3, rel=0.02)
+    assert fit_capacity(lossy) < 170e3
+    clean = hockey(300e3, offered)
+    assert fit_capacity_lossy(clean) == pytest.approx(fit_capacity(clean))

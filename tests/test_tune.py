@@ -20,6 +20,7 @@ from longge.measure.tune import (
     TunePlan,
     best_and_worst,
     curve_of,
+    failure_rate,
     model_capacity,
     model_rtt_ms,
     packet_service_ms,
@@ -134,3 +135,11 @@ def test_best_and_worst_curves_are_plotted(tmp_path: Path) -> None:
     made = plot_tune_curves(summary, RadioOptions(), tmp_path)
     assert [p.name for p in made] == ["tune_curves.png", "tune_curves.svg"]
     assert all(p.stat().st_size > 1000 for p in made)
+
+
+def test_failure_rate_counts_max_rt_as_a_failed_attempt() -> None:
+    # ARC 1, q = 0.1, 10 000 frames: 1000 retransmissions, 100 MAX_RT
+    assert failure_rate(10_000, 1_000, 100) == pytest.approx(0.1)
+    # ARC 0: no retransmissions at all, every failure is a MAX_RT
+    assert failure_rate(10_000, 0, 1_000) == pytest.approx(0.1)
+    assert failure_rate(0, 0, 0) == 0.0

@@ -46,6 +46,20 @@ def fit_capacity(points: Sequence[Point]) -> float:
     return best_c
 
 
+def fit_capacity_lossy(points: Sequence[Point]) -> float:
+    """C of received = min(a·offered, C), with a, the share that gets through when the link is
+    not full, taken from the lowest load. On a link that loses packets at every load (few
+    retries on a noisy channel) the plain fit would read the loss as saturation."""
+    pts = sorted(points, key=lambda p: p.offered_bps)
+    if not pts:
+        raise ValueError("no points to fit")
+    low = pts[0]
+    a = min(1.0, low.received_bps / low.offered_bps) if low.offered_bps > 0 else 1.0
+    if a <= 0:
+        return max(p.received_bps for p in pts)
+    return fit_capacity([Point(a * p.offered_bps, p.received_bps) for p in pts])
+
+
 def first_inefficient(points: Sequence[Point], threshold: float = EFFICIENCY_KNEE) -> Point | None:
     """The lowest offered load whose received/offered falls below ``threshold``."""
     for p in sorted(points, key=lambda p: p.offered_bps):

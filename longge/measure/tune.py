@@ -116,14 +116,23 @@ def set_radio(target: Target, options: dict[str, Any]) -> None:
             raise RuntimeError(f"{path}: {reply['error']}")
 
 
-def tx_counters(target: Target) -> tuple[int, int]:
-    """(frames sent, retransmissions) summed over the nodes' TX radios."""
-    frames = retrans = 0
+def tx_counters(target: Target) -> tuple[int, int, int]:
+    """(frames sent, retransmissions, MAX_RT) summed over the nodes' TX radios."""
+    frames = retrans = max_rt = 0
     for path in target.controls:
         tx = request(path, {"cmd": "status"}).get("tx", {})
         frames += tx.get("frames_sent", 0)
         retrans += tx.get("retransmissions") or 0
-    return frames, retrans
+        max_rt += tx.get("max_rt", 0)
+    return frames, retrans, max_rt
+
+
+def failure_rate(frames: int, retrans: int, max_rt: int) -> float:
+    """Per-attempt failure q from the radio's counters: every retransmission follows a failed
+    attempt, and so does every MAX_RT (the last attempt failed too); attempts = frames +
+    retransmissions."""
+    attempts = max(1, frames) + retrans
+    return (retrans + max_rt) / attempts
 
 
 class Tune:
@@ -186,7 +195,7 @@ class Tune:
         set_radio(self.target, {"ard_us": ard, "arc": arc})
         drain(self.target)
         predicted = model_capacity(opts, self.q_hint, 1400, self.overhead)
-        f0, r0 = tx_counters(self.target)
+        f0, r0, m0 = tx_counters(self.target)
         pts = []
         loss = math.nan
         for factor in (0.6, 0.9, 1.05, 1.3):
@@ -195,11 +204,9 @@ class Tune:
             if factor == 0.9:
                 loss = res.lost_packets / res.packets if res.packets else math.nan
             drain(self.target)
-        f1, r1 = tx_counters(self.target)
-        capacity = analysis.fit_capacity(pts)
-        frames = max(1, f1 - f0)
-        attempts = frames + (r1 - r0)
-        q = (r1 - r0) / attempts  # failed attempts among all attempts (lower bound: MAX_RT)
+        f1, r1, m1 = tx_counters(self.target)
+        capacity = analysis.fit_capacity_lossy(pts)
+        q = failure_rate(f1 - f0, r1 - r0, m1 - m0)
         med05, p95_05 = self._rtt(0.5 * capacity)
         med09, p95_09 = self._rtt(0.9 * capacity)
         curve = {

@@ -241,6 +241,20 @@ class SerialRadio(SimRadio):
         reply = self._wait_for(b"d", 0.2)
         return bool(reply and reply[1])
 
+    def verify(self, opts: object, channel: int, pa_level: int) -> None:
+        """After the daemon's settings: did the modem take them? (It answers a settings record
+        it refuses with an error; e.g. 250 kbit/s on a chip without the "+".)"""
+        self.air_errors.clear()
+        self._push_registers()
+        reply = self._wait_for(b"c", 0.5)
+        self._pump(0.02)  # replies to earlier records may still be on their way
+        refused = [e for e in self.air_errors if "config" in e or "250k" in e]
+        if reply is None or refused:
+            why = refused[-1].lstrip("\x00\x01\x02\x03\x04\x05") if refused else "no answer"
+            raise HardwareError(
+                f"{self.name}: the modem at {self.port} refused the settings: {why}"
+            )
+
     def stats(self) -> dict[str, int] | None:
         """The modem's own counters (parser and radio), or None if it does not answer."""
         self._send(b"S")
