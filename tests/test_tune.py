@@ -143,3 +143,28 @@ def test_failure_rate_counts_max_rt_as_a_failed_attempt() -> None:
     # ARC 0: no retransmissions at all, every failure is a MAX_RT
     assert failure_rate(10_000, 0, 1_000) == pytest.approx(0.1)
     assert failure_rate(0, 0, 0) == 0.0
+
+
+def test_model_counts_only_the_frames_sent_before_a_packet_is_abandoned() -> None:
+    """Against a simulation of the daemon's rule (abandon a packet at its first lost frame):
+    the capacity is the loss-free one, slowed by retries, times the packets delivered per frame
+    actually put on the air (times frames per packet)."""
+    opts = RadioOptions(ard_us=500, arc=1)
+    q = 0.1
+    t = opts.timing()
+    r = t.residual_loss(q)
+    frames = math.ceil((1400 + 34) / 31)
+    rng = random.Random(11)
+    sent = delivered = 0
+    for _ in range(20_000):
+        for _k in range(frames):
+            sent += 1
+            if rng.random() < r:
+                break
+        else:
+            delivered += 1
+    slow = t.expected_service_ns(q) / t.expected_service_ns(0.0)
+    simulated = udp_goodput_bps(opts, 1400) / slow * delivered / sent * frames
+    assert model_capacity(opts, q, 1400) == pytest.approx(simulated, rel=0.03)
+    # and it is more than charging every packet its full length would give
+    assert model_capacity(opts, q, 1400) > udp_goodput_bps(opts, 1400) / slow * (1 - r) ** frames

@@ -61,13 +61,21 @@ QUICK_TUNE = TunePlan(ard_us=(250, 2500), arc=(2, 15), trial_s=3, probe_s=3)
 
 
 def model_capacity(opts: RadioOptions, q: float, length: int = 1400, overhead: int = 0) -> float:
-    """UDP payload rate the model expects at per-attempt failure q (packets whose frames all
-    got through; a frame lost after ARC+1 attempts loses its packet)."""
+    """UDP payload rate the model expects at per-attempt failure q: a packet is delivered when
+    all its F frames get through (each is lost with r = q^(ARC+1) after ARC+1 attempts); the
+    daemon abandons a packet at its first lost frame, so a packet costs the air only the frames
+    up to that one: (1 − (1−r)^F) / r of them on average instead of F."""
     t = opts.timing()
     no_loss = udp_goodput_bps(opts, length, overhead)
     frames = _frames(length + overhead, opts)
     slow = t.expected_service_ns(q) / t.expected_service_ns(0.0)
-    return no_loss / slow * (1 - t.residual_loss(q)) ** frames
+    r = t.residual_loss(q)
+    if r >= 1:
+        return 0.0
+    log_ok = frames * math.log1p(-r)  # log of (1-r)^F, exact also for r ~ 1e-16
+    delivered = math.exp(log_ok)
+    sent = frames if r <= 0 else -math.expm1(log_ok) / r  # frames on air per packet, on average
+    return no_loss / slow * delivered * frames / sent
 
 
 def _frames(udp_payload: int, opts: RadioOptions) -> int:
