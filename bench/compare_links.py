@@ -17,10 +17,9 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import time
 
-from testbed_link import UDP_PAYLOAD, iperf_udp, ns
+from testbed_link import UDP_PAYLOAD, iperf_udp, ns, stock_server
 
 from longge import testbed
 from longge.measure.model import udp_goodput_bps
@@ -31,11 +30,7 @@ from longge.radio.options import RadioOptions
 def saturation(secured: bool, seconds: int, serial: bool = False) -> float:
     opts = RadioOptions(rate="2M", ard_us=250, arc=2)
     testbed.up(opts, secured=secured, serial=serial)
-    server = subprocess.Popen(
-        ["ip", "netns", "exec", "lg-base", "iperf3", "-s", "-p", "5401"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    server = stock_server()
     try:
         time.sleep(1)
         run = json.loads(

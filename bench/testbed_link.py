@@ -47,6 +47,15 @@ def iperf_udp(rate: float, seconds: int) -> list[str]:
     ]
 
 
+def stock_server() -> subprocess.Popen[bytes]:
+    """The stock iperf3 server in the base station's namespace, on the port iperf_udp uses."""
+    return subprocess.Popen(
+        ["ip", "netns", "exec", "lg-base", "iperf3", "-s", "-p", "5401"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
 def ns(netns: str, *cmd: str, timeout: float = 120) -> str:
     return subprocess.run(
         ["ip", "netns", "exec", netns, *cmd], capture_output=True, text=True, timeout=timeout
@@ -74,11 +83,7 @@ def main() -> None:
         + ("" if args.insecure else f" ({bound / plain:.3f} of the open link's {plain / 1e3:.1f})")
     )
     testbed.up(opts, secured=not args.insecure)
-    server = subprocess.Popen(
-        ["ip", "netns", "exec", "lg-base", "iperf3", "-s", "-p", "5401"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    server = stock_server()
     try:
         time.sleep(1)
         idle = rtts(ns("lg-mobile", "ping", "-c", "100", "-i", "0.05", "10.24.0.1"))
