@@ -167,12 +167,12 @@ def cmd_scan(ns: argparse.Namespace) -> int:
 
     from longge import scan, testbed
     from longge.air.server import query
-    from longge.radio.rf24 import Rf24Radio as Rf24RadioType
 
     radio: Any
     where = ""
     traffic = None
-    if ns.config or (ns.backend == "rf24"):
+    real = bool(ns.config) or ns.backend == "rf24"  # a radio on SPI, else the emulator
+    if real:
         from longge import config
         from longge.radio.rf24 import Rf24Radio
 
@@ -230,7 +230,7 @@ def cmd_scan(ns: argparse.Namespace) -> int:
     bar = _progress_bar("scan")
     started = time.monotonic()
     try:
-        if isinstance(radio, Rf24RadioType):
+        if real:
             radio.begin()
         survey = scan.sweep(radio, ns.sweeps, ns.dwell_us, lambda n: bar(n / ns.sweeps))
     except LongGeError as exc:
@@ -239,7 +239,7 @@ def cmd_scan(ns: argparse.Namespace) -> int:
     finally:
         if traffic is not None:
             traffic.terminate()
-        if ns.wifi and not ns.config and ns.backend != "rf24":
+        if ns.wifi and not real:
             with contextlib.suppress(OSError):
                 query(air, b"W" + json.dumps({"clear": True}).encode())
         close = getattr(radio, "close", None)

@@ -73,6 +73,7 @@ def link_context(target: Target, length: int) -> dict[str, Any]:
         if st.get("node", {}).get("role") == "mobile":
             ctx["radio"] = st.get("radio")
             ctx["secured"] = st.get("tx", {}).get("sealed") is not None
+            ctx["security_overhead"] = secure.OVERHEAD if ctx["secured"] else 0
     air = testbed.paths()["air"]
     if target.netns and air.exists():
         try:
@@ -91,7 +92,7 @@ def link_context(target: Target, length: int) -> dict[str, Any]:
                 address_width=r["address_width"],
                 crc=r["crc"],
             )
-            overhead = secure.OVERHEAD if ctx.get("secured") else 0
+            overhead = ctx.get("security_overhead", 0)
             ctx["model_capacity_bps"] = udp_goodput_bps(opts, length, overhead)
             ctx["model_note"] = (
                 f"UDP payload rate the air allows for {length}-byte datagrams "
@@ -196,8 +197,7 @@ def run_tune(
     results.write_json("context.json", {**system_context(), **ctx})
     loss = opts.loss()
     q_hint = per_attempt_failure(loss.data_per, loss.ack_per)
-    overhead = secure.OVERHEAD if ctx.get("secured") else 0
-    tune = Tune(target, opts, plan, results, q_hint, progress, overhead)
+    tune = Tune(target, opts, plan, results, q_hint, progress, ctx.get("security_overhead", 0))
     try:
         summary = tune.run()
     except KeyboardInterrupt:
@@ -236,7 +236,7 @@ def run_experiments(
     link = Link(target, air)
     if target.netns is None:
         link.sender_ns = link.receiver_ns = ""
-    runner = Runner(link, opts, quick, progress, secure.OVERHEAD if ctx.get("secured") else 0)
+    runner = Runner(link, opts, quick, progress, ctx.get("security_overhead", 0))
     done: dict[str, Any] = {}
     t0 = time.time()
     try:

@@ -22,9 +22,10 @@ from typing import Any
 from longge.daemon.control import request
 from longge.measure import analysis
 from longge.measure.iperf import TrialSpec, parse_result, run_trial
-from longge.measure.model import udp_goodput_bps
+from longge.measure.model import IP_UDP_HEADERS, udp_goodput_bps
 from longge.measure.results import ResultsDir
 from longge.measure.sweep import Progress, Target, drain, probe_in
+from longge.protocol.frame import frames_for
 from longge.radio.options import RadioOptions
 
 GRID_FIELDS = [
@@ -79,7 +80,7 @@ def model_capacity(opts: RadioOptions, q: float, length: int = 1400, overhead: i
 
 
 def _frames(udp_payload: int, opts: RadioOptions) -> int:
-    return math.ceil((udp_payload + 34) / (opts.payload - 1))
+    return frames_for(udp_payload + IP_UDP_HEADERS, opts.payload)
 
 
 def packet_service_ms(opts: RadioOptions, q: float, length: int = 1400, overhead: int = 0) -> float:

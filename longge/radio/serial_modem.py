@@ -134,13 +134,6 @@ class SerialRadio(SimRadio):
         self._push_registers()
         return True
 
-    def _reset_state(self) -> None:
-        self._regs = RadioRegisters()
-        self._listening = False
-        self._sent = self._flushes = self._fifo = self._reported_accepted = 0
-        self._max_rt = False
-        self._rx.clear()
-
     def close(self) -> None:
         if self._serial is not None:
             with contextlib.suppress(OSError):

@@ -102,13 +102,17 @@ class SimRadio:
             return False
         sock.setblocking(False)
         self._sock = sock
+        self._reset_state()
+        self._push_registers()
+        return True
+
+    def _reset_state(self) -> None:
+        """A freshly begun chip: default registers, empty FIFOs, counters from zero."""
         self._regs = RadioRegisters()
         self._listening = False
         self._sent = self._flushes = self._fifo = self._reported_accepted = 0
         self._max_rt = False
         self._rx.clear()
-        self._push_registers()
-        return True
 
     def close(self) -> None:
         if self._sock is not None:
