@@ -129,10 +129,15 @@ class Child:
                 self.state = f"radio_error: {exc}"
                 self.reinitialise("settings did not stick")
 
-    def maybe_send_stats(self, now: float, stats: dict[str, Any]) -> None:
+    def stats_due(self, now: float) -> bool:
+        """Time to send the counters (every STATS_EVERY_S)? The loops run once per frame, so
+        they build the stats only when this says so."""
         if now < self._next_stats:
-            return
+            return False
         self._next_stats = now + STATS_EVERY_S
+        return True
+
+    def send_stats(self, stats: dict[str, Any]) -> None:
         stats.update(
             state=self.state,
             radio_attempts=self.radio_attempts,

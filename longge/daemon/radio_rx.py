@@ -70,17 +70,21 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
         if opener is not None:
             opener.tick()
         child.handle_control()
-        stats = dict(c)
-        stats.update(
-            keepalives=reassembler.keepalives,
-            drops={str(k): v for k, v in reassembler.drops.items()},
-            peer_last_heard_s=None if last_heard is None else round(now - last_heard, 3),
-            retransmissions=None,
-            security=None
-            if opener is None
-            else {"opened": opener.opened, "drops": {str(k): v for k, v in opener.drops.items()}},
-        )
-        child.maybe_send_stats(now, stats)
+        if child.stats_due(now):
+            stats = dict(c)
+            stats.update(
+                keepalives=reassembler.keepalives,
+                drops={str(k): v for k, v in reassembler.drops.items()},
+                peer_last_heard_s=None if last_heard is None else round(now - last_heard, 3),
+                retransmissions=None,
+                security=None
+                if opener is None
+                else {
+                    "opened": opener.opened,
+                    "drops": {str(k): v for k, v in opener.drops.items()},
+                },
+            )
+            child.send_stats(stats)
         # 5. wait
         fds: list[Any] = [conn]
         timeout = 0.25

@@ -73,6 +73,7 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
     )
     last_sent = time.monotonic()
     storm = 0  # MAX_RT in a row, without a frame acknowledged in between
+    pending_max_rt = False  # seen just before sleeping (what_happened may clear the flag)
     while child.running:
         now = time.monotonic()
         radio = child.ensure_radio(now)
@@ -94,7 +95,8 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
             sent_ok, max_rt, _ = radio.what_happened()
             if sent_ok:
                 storm = 0
-            if max_rt:
+            if max_rt or pending_max_rt:
+                pending_max_rt = False
                 radio.flush_tx()
                 c["max_rt"] += 1
                 storm += 1
@@ -114,7 +116,9 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
                     frames.extend(fragmenter.fragment(seal(next_packet)))
                     c["packets_sent"] += 1
                 # 4. radio_tx
-                radio.write_fast(frames.popleft())
+                if not radio.write_fast(frames[0]):
+                    break  # MAX_RT: the frame stays here, step 5 decides about it
+                frames.popleft()
                 c["frames_sent"] += 1
                 last_sent = now
             # 6. keepalive
@@ -125,19 +129,20 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
                 c["keepalives_sent"] += 1
                 last_sent = now
         child.handle_control()
-        stats = dict(c)
-        stats.update(
-            queue_packets=len(queue),
-            queue_bytes=queue.bytes,
-            queue_limit_bytes=queue.limit_bytes,
-            queue_oldest_ms=round(queue.oldest_age(now) * 1000, 1),
-            queue_drops=dict(queue.drops),
-            queue_delay_hist=list(queue.sojourn),
-            retransmissions=getattr(radio, "retransmissions", None),
-            sealed=None if sealer is None else sealer.sealed,
-            epoch=None if sealer is None else sealer.epoch,
-        )
-        child.maybe_send_stats(now, stats)
+        if child.stats_due(now):
+            stats = dict(c)
+            stats.update(
+                queue_packets=len(queue),
+                queue_bytes=queue.bytes,
+                queue_limit_bytes=queue.limit_bytes,
+                queue_oldest_ms=round(queue.oldest_age(now) * 1000, 1),
+                queue_drops=dict(queue.drops),
+                queue_delay_hist=list(queue.sojourn),
+                retransmissions=getattr(radio, "retransmissions", None),
+                sealed=None if sealer is None else sealer.sealed,
+                epoch=None if sealer is None else sealer.epoch,
+            )
+            child.send_stats(stats)
         # 7. wait
         fds: list[Any] = [conn]
         timeout = 0.25
@@ -146,6 +151,14 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
             fds.append(fd)
         elif radio is not None and frames:
             timeout = 0.0002  # a backend without a descriptor is polled
+        if radio is not None:
+            # A MAX_RT taken in while loading (write_fast reads the radio's news) leaves the
+            # descriptor quiet: look now, or the radio would idle until the timeout.
+            sent_ok, pending_max_rt, _ = radio.what_happened()
+            if sent_ok:
+                storm = 0
+            if pending_max_rt:
+                timeout = 0.0
         if not frames:
             fds.append(tun)
         select.select(fds, [], [], timeout)
