@@ -21,9 +21,10 @@ import json
 import statistics
 import time
 
-from testbed_link import UDP_PAYLOAD, CpuSteal, iperf_udp, ns, stock_server
+from testbed_link import UDP_PAYLOAD, iperf_udp, ns, stock_server
 
 from longge import testbed
+from longge.measure.cpu import StealMeter
 from longge.measure.model import udp_goodput_bps
 from longge.protocol.secure import OVERHEAD
 from longge.radio.options import RadioOptions
@@ -39,7 +40,7 @@ def saturation(secured: bool, seconds: int, serial: bool = False) -> tuple[float
     server = stock_server()
     try:
         time.sleep(1)
-        steal = CpuSteal()
+        steal = StealMeter()
         run = json.loads(
             ns("lg-mobile", *iperf_udp(udp_goodput_bps(opts, UDP_PAYLOAD) * 1.2, seconds))
         )

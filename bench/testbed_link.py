@@ -56,25 +56,6 @@ def stock_server() -> subprocess.Popen[bytes]:
     )
 
 
-class CpuSteal:
-    """The share of CPU time the hypervisor took from this VM between start() and share()
-    (/proc/stat "steal"). The emulated air runs in real time: while a vCPU waits for the host,
-    the air's frames and the daemons' deadlines slip, and a run loses throughput that a radio
-    link would not. Runs with a few per cent of steal are not comparable to quiet ones."""
-
-    def __init__(self) -> None:
-        self._start = self._read()
-
-    @staticmethod
-    def _read() -> list[int]:
-        with open("/proc/stat") as f:
-            return [int(x) for x in f.readline().split()[1:]]
-
-    def share(self) -> float:
-        d = [b - a for a, b in zip(self._start, self._read(), strict=True)]
-        return d[7] / sum(d) if len(d) > 7 and sum(d) else 0.0
-
-
 def ns(netns: str, *cmd: str, timeout: float = 120) -> str:
     return subprocess.run(
         ["ip", "netns", "exec", netns, *cmd], capture_output=True, text=True, timeout=timeout

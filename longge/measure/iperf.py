@@ -42,6 +42,7 @@ class TrialResult:
     stream_received_bps: list[float] = field(default_factory=list)
     interval_received_bps: list[float] = field(default_factory=list)
     error: str | None = None
+    cpu_steal: float = 0.0  # share of CPU time the hypervisor took meanwhile (measure.cpu)
 
     @property
     def efficiency(self) -> float:

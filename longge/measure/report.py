@@ -59,6 +59,7 @@ def summary_text(s: dict[str, Any]) -> str:
         lines.append(f"  latency knee: {_rho(s.get('knee_rho'))} ({s.get('knee_rule', '')})")
         if "probe_knee_rho" in s:
             lines.append(f"  probe RTT leaves its baseline: {_rho(s.get('probe_knee_rho'))}")
+    lines += _steal_lines(s)
     if s.get("error"):
         lines.append(f"  ERROR: {s['error']}")
     if s.get("interrupted"):
@@ -68,3 +69,24 @@ def summary_text(s: dict[str, Any]) -> str:
 
 def _rho(knee: float | None) -> str:
     return "none up to the highest ρ" if knee is None else f"ρ = {knee:.2f}"
+
+
+def _steal_lines(s: dict[str, Any]) -> list[str]:
+    """Say so when the hypervisor took CPU time during the run (see longge.measure.cpu)."""
+    parts = [("tTest", s["ttest"])] if s.get("ttest") else []
+    parts.append((s.get("kind", "run"), s))
+    out = []
+    for name, part in parts:
+        steal = part.get("cpu_steal")
+        if not steal or steal.get("max", 0.0) <= steal.get("limit", 1.0):
+            continue
+        repeated = steal.get("trials_repeated", 0)
+        levels = steal.get("levels_over_limit", [])
+        detail = f"; {repeated} trial(s) repeated" if repeated else ""
+        if levels:
+            detail += "; less sure at ρ = " + ", ".join(f"{r:.2f}" for r in levels)
+        out.append(
+            f"  note: the hypervisor took up to {100 * steal['max']:.0f} % of this machine's CPU "
+            f"time during the {name}{detail}"
+        )
+    return out

@@ -41,6 +41,7 @@ TRIAL_FIELDS = [
     "probes_sent",
     "probes_lost",
     "error",
+    "cpu_steal",
     "started",
     "seconds",
 ]

@@ -27,6 +27,7 @@ from typing import Any
 from longge.daemon.control import ControlError, request
 from longge.daemon.fairqueue import SOJOURN_EDGES_MS
 from longge.measure import analysis
+from longge.measure.cpu import STEAL_LIMIT, StealMeter
 from longge.measure.iperf import TrialResult, TrialSpec, parse_result, run_trial
 from longge.measure.results import ResultsDir
 
@@ -157,6 +158,7 @@ def trial_row(
         "retransmits": r.retransmits,
         "streams": spec.streams,
         "error": r.error or "",
+        "cpu_steal": round(r.cpu_steal, 4),
         "started": round(started, 3),
         "seconds": spec.duration,
     }
@@ -179,15 +181,19 @@ class TTest(_Sweep):
         plan: TTestPlan,
         out: ResultsDir,
         progress: Progress = lambda m, f: None,
+        steal_meter: Callable[[], StealMeter] = StealMeter,
     ) -> None:
         super().__init__(target, out, progress)
         self.plan = plan
         self.points: dict[float, PointResult] = {}
+        self.steal_meter = steal_meter
 
     def measure(self, offered: float) -> PointResult:
         plan = self.plan
         point = self.points.setdefault(offered, PointResult(offered))
-        for _ in range(plan.repeats):
+        good = 0
+        stolen_budget = plan.repeats  # extra trials for those the hypervisor spoilt
+        while good < plan.repeats:
             spec = TrialSpec(
                 host=self.target.host,
                 port=self.target.iperf_port,
@@ -198,8 +204,18 @@ class TTest(_Sweep):
                 streams=plan.streams,
             )
             started = time.time()
+            steal = self.steal_meter()
             raw = run_trial(spec, self.target.netns)
             res = parse_result(spec, raw)
+            res.cpu_steal = steal.share()
+            if res.error is None and res.cpu_steal > STEAL_LIMIT and stolen_budget > 0:
+                stolen_budget -= 1
+                res.error = (
+                    f"CPU steal {100 * res.cpu_steal:.0f} % (the hypervisor held this machine "
+                    "back): not counted, repeated"
+                )
+            else:
+                good += 1
             point.trials.append(res)
             records = [
                 {"interval": i + 1, "received_bps": round(v, 1)}
@@ -278,6 +294,7 @@ class TTest(_Sweep):
                     "retransmits": sum(t.retransmits for t in ok),
                     "jain_index": analysis.jain_index(streams[0]) if streams else None,
                     "datagram_bytes": self.plan.datagram(p.offered_bps),
+                    "cpu_steal_max": max((t.cpu_steal for t in p.trials), default=0.0),
                 }
             )
         return {
@@ -294,6 +311,18 @@ class TTest(_Sweep):
                 "rule": f"first load with received/offered < {self.plan.efficiency_knee}",
             },
             "points": rows,
+            "cpu_steal": {
+                "limit": STEAL_LIMIT,
+                "max": max(
+                    (t.cpu_steal for p in self.points.values() for t in p.trials), default=0
+                ),
+                "trials_repeated": sum(
+                    1
+                    for p in self.points.values()
+                    for t in p.trials
+                    if t.error and t.error.startswith("CPU steal")
+                ),
+            },
         }
 
 
@@ -406,6 +435,7 @@ class LTest(_Sweep):
             thread = threading.Thread(target=background, daemon=True)
             thread.start()
             time.sleep(1.5)  # let the queue reach its steady state
+        steal = StealMeter()
         before = self._queue_delay_hist()
         probes = probe_in(self.target, count, interval, self.plan.probe_bytes)
         after = self._queue_delay_hist()
@@ -430,6 +460,7 @@ class LTest(_Sweep):
             "rtt_max_ms": max(rtts) if rtts else None,
             "rtt_min_ms": min(rtts) if rtts else None,
             "probe_error": probes.get("error"),
+            "cpu_steal": steal.share(),
         }
         if before is not None and after is not None:
             delta = [max(0, a - b) for a, b in zip(after, before, strict=False)]
@@ -446,6 +477,7 @@ class LTest(_Sweep):
             "probes_sent": sent,
             "probes_lost": lost,
             "error": lv["load_error"] or lv["probe_error"] or "",
+            "cpu_steal": round(lv["cpu_steal"], 4),
             "started": round(started, 3),
             "seconds": spec.duration,
         }
@@ -498,4 +530,11 @@ class LTest(_Sweep):
             "baseline + 10 ms)",
             "levels": self.levels,
             "ttest": self.ttest,
+            "cpu_steal": {
+                "limit": STEAL_LIMIT,
+                "max": max((lv.get("cpu_steal", 0.0) for lv in self.levels), default=0.0),
+                "levels_over_limit": [
+                    lv["rho"] for lv in self.levels if lv.get("cpu_steal", 0.0) > STEAL_LIMIT
+                ],
+            },
         }

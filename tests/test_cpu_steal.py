@@ -1,0 +1,98 @@
+"""CPU steal: read from /proc/stat's format, recorded per trial, and a tTest trial that the
+hypervisor spoilt is repeated (within a budget) instead of counted."""
+
+from __future__ import annotations
+
+import csv
+import multiprocessing as mp
+import os
+import signal
+import time
+from pathlib import Path
+
+from longge.measure import report
+from longge.measure.cpu import STEAL_LIMIT, StealMeter
+from longge.measure.results import ResultsDir
+from longge.measure.servers import run_servers
+from longge.measure.sweep import Target, TTest, TTestPlan
+
+_CTX = mp.get_context("fork")
+
+
+def _stat(path: Path, user: int, idle: int, steal: int) -> None:
+    # cpu  user nice system idle iowait irq softirq steal guest guest_nice
+    path.write_text(f"cpu  {user} 0 0 {idle} 0 0 0 {steal} 0 0\ncpu0 1 2 3 4 5 6 7 8 9 10\n")
+
+
+def test_steal_share_is_the_stolen_part_of_all_cpu_time(tmp_path: Path) -> None:
+    stat = tmp_path / "stat"
+    _stat(stat, 100, 100, 0)
+    meter = StealMeter(str(stat))
+    _stat(stat, 160, 120, 20)  # 60 + 20 + 20 = 100 ticks, 20 stolen
+    assert abs(meter.share() - 0.2) < 1e-9
+    meter.restart()
+    assert meter.share() == 0.0  # nothing happened since
+
+
+def test_unreadable_or_garbage_stat_reads_as_no_steal(tmp_path: Path) -> None:
+    assert StealMeter(str(tmp_path / "missing")).share() == 0.0
+    bad = tmp_path / "bad"
+    bad.write_text("cpu  a b c\n")
+    assert StealMeter(str(bad)).share() == 0.0
+    short = tmp_path / "short"
+    short.write_text("cpu  1 2 3\n")
+    assert StealMeter(str(short)).share() == 0.0
+
+
+def test_the_real_proc_stat_gives_a_share() -> None:
+    meter = StealMeter()
+    time.sleep(0.05)
+    assert 0.0 <= meter.share() <= 1.0
+
+
+class _Stolen(StealMeter):
+    """The first ``n`` trials see heavy steal, the rest none (a shared countdown)."""
+
+    left = 0
+
+    def share(self) -> float:
+        _Stolen.left -= 1
+        return 0.4 if _Stolen.left >= 0 else 0.0
+
+
+def _ttest(tmp_path: Path, stolen: int) -> tuple[dict[str, object], list[dict[str, str]]]:
+    servers = _CTX.Process(target=run_servers, args=(5331, 7331), daemon=False)
+    servers.start()
+    _Stolen.left = stolen
+    try:
+        time.sleep(0.5)
+        out = ResultsDir(tmp_path / f"run{stolen}")
+        plan = TTestPlan(duration=1, repeats=2, start_bps=50_000, max_bps=50_000)
+        summary = TTest(Target("127.0.0.1", 5331, 7331), plan, out, steal_meter=_Stolen).run()
+        with open(out.path / "trials.csv") as f:
+            rows = list(csv.DictReader(f))
+    finally:
+        assert servers.pid is not None
+        os.kill(servers.pid, signal.SIGTERM)
+        servers.join(10)
+    return summary, rows
+
+
+def test_a_stolen_trial_is_repeated_and_not_counted(tmp_path: Path) -> None:
+    summary, rows = _ttest(tmp_path, stolen=1)
+    assert len(rows) == 3  # one spoilt, two counted
+    assert rows[0]["error"].startswith("CPU steal 40 %")
+    assert float(rows[0]["cpu_steal"]) == 0.4
+    assert [r["error"] for r in rows[1:]] == ["", ""]
+    point = summary["points"][0]  # type: ignore[index]
+    assert point["trials"] == 3 and point["failed_trials"] == 1
+    assert summary["cpu_steal"] == {"limit": STEAL_LIMIT, "max": 0.4, "trials_repeated": 1}
+    assert "1 trial(s) repeated" in report.summary_text(summary)
+
+
+def test_repeats_for_steal_are_bounded(tmp_path: Path) -> None:
+    summary, rows = _ttest(tmp_path, stolen=100)
+    # two repeats budgeted for two trials: after that a stolen trial counts (and says so)
+    assert len(rows) == 4
+    assert sum(r["error"].startswith("CPU steal") for r in rows) == 2
+    assert summary["cpu_steal"]["trials_repeated"] == 2  # type: ignore[index]
