@@ -5,6 +5,14 @@ Radios in other processes (and other network namespaces) connect over a Unix soc
 from the event before it, never from when the server got round to it, so average rates are
 exact even when single wake-ups are late. The server measures how late it runs events
 (its *lag*) and reports it with the counters.
+
+Catching up is right for small lateness only. When the server itself was held back for longer
+than ``FREEZE_AFTER_NS`` (a virtual machine's vCPU waiting for its host: "steal"), running the
+missed stretch at once would compress frames that could not have happened: transmitters'
+FIFOs empty in no time and receivers' 3-frame FIFOs overflow into MAX_RT, because the hosts
+had no chance to act in between. Instead the air stops its clock for the stall (counted as
+``freezes``/``frozen_ms``): to everybody the radio link looks idle for that time, as if the
+world had paused, and what it costs is airtime, not packets.
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ import os
 import select
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import fields
 from typing import Any
 
@@ -27,6 +36,9 @@ from longge.errors import ConfigError
 DEFAULT_SOCKET = "/run/longge/air.sock"
 _REGISTER_FIELDS = {f.name for f in fields(RadioRegisters)}
 _MAX_WAIT_S = 0.2
+#: Lateness beyond which the air stops its clock instead of catching up (see the module doc):
+#: about two frame exchanges at 2 Mbit/s, less than a receiver's FIFO lasts.
+FREEZE_AFTER_NS = 1_000_000
 
 
 class LagHistogram:
@@ -108,12 +120,20 @@ class _Client:
 
 
 class AirServer:
-    def __init__(self, path: str = DEFAULT_SOCKET, loss: LossModel | None = None) -> None:
+    def __init__(
+        self,
+        path: str = DEFAULT_SOCKET,
+        loss: LossModel | None = None,
+        clock: Callable[[], int] = time.monotonic_ns,
+    ) -> None:
         self.path = path
         self.air = Air(loss)
         self.lag = LagHistogram()
         self.bad_messages = 0
-        self.started = time.monotonic_ns()
+        self.clock = clock
+        self.started = clock()
+        self.frozen_ns = 0  # how far the air's clock is behind the wall clock
+        self.freezes = 0
         self._clients: dict[int, _Client] = {}
         self._by_radio: dict[int, _Client] = {}
         self._listener: socket.socket | None = None
@@ -145,6 +165,20 @@ class AirServer:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.path)
 
+    def air_time(self, due: int | None = None) -> int:
+        """The air's clock: the wall clock minus the stalls it sat out. ``due``: the next event's
+        time; if the server is later than FREEZE_AFTER_NS for it, the clock stops for the
+        stall (the event happens at its time, and so does everything after it)."""
+        now = self.clock() - self.frozen_ns
+        if due is not None and due <= now:
+            late = now - due
+            self.lag.add(late)
+            if late > FREEZE_AFTER_NS:
+                self.frozen_ns += late
+                self.freezes += 1
+                now = due
+        return now
+
     def serve_forever(self) -> None:
         """Run until :meth:`stop` (e.g. from a signal handler)."""
         if self._listener is None:
@@ -155,10 +189,9 @@ class AirServer:
             os.nice(-10)  # root only: the air's clock matters more than anything else here
         listener = self._listener
         while not self._stop:
-            now = time.monotonic_ns()
             due = self.air.next_event()
+            now = self.air_time(due)
             if due is not None and due <= now:
-                self.lag.add(now - due)
                 self._dispatch(self.air.advance(now))
                 continue
             wait = _MAX_WAIT_S if due is None else min((due - now) / 1e9, _MAX_WAIT_S)
@@ -198,7 +231,7 @@ class AirServer:
                 self._drop(client)
                 return
             try:
-                self._handle(client, msg, time.monotonic_ns())
+                self._handle(client, msg, self.air_time())
             except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
                 self.bad_messages += 1
                 self._send(client, b"e" + str(exc).encode()[:200])
@@ -308,7 +341,9 @@ class AirServer:
         return {
             "air": self.air.stats(),
             "lag": self.lag.summary(),
-            "uptime_s": (time.monotonic_ns() - self.started) / 1e9,
+            "freezes": self.freezes,
+            "frozen_ms": round(self.frozen_ns / 1e6, 3),
+            "uptime_s": (self.clock() - self.started) / 1e9,
             "bad_messages": self.bad_messages,
             "loss": {"per": loss.data_per, "ack_per": loss.ack_per, "burst": loss.burst},
             "seed": self.air.loss.seed,

@@ -1,0 +1,76 @@
+"""The air sits out its own stalls (a VM's vCPU held back by the host) by stopping its clock,
+instead of running the missed frames all at once (see longge.air.server)."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+import time
+from pathlib import Path
+
+from test_sim_radio import pair
+
+from longge.air.server import FREEZE_AFTER_NS, AirServer, query
+from longge.radio.options import RadioOptions
+from longge.radiobench import run_air
+
+_CTX = mp.get_context("fork")
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.ns = 1_000_000_000
+
+    def __call__(self) -> int:
+        return self.ns
+
+
+def test_small_lateness_is_caught_up_a_stall_stops_the_clock(tmp_path: Path) -> None:
+    clock = _Clock()
+    air = AirServer(str(tmp_path / "air.sock"), clock=clock)
+    due = clock.ns
+    clock.ns += FREEZE_AFTER_NS // 2  # late, but less than the limit: catch up
+    assert air.air_time(due) == clock.ns
+    assert air.freezes == 0
+    clock.ns += 50_000_000  # a 50 ms stall: the event happens at its time
+    due = clock.ns - 50_000_000
+    assert air.air_time(due) == due
+    assert air.freezes == 1 and air.frozen_ns == 50_000_000
+    clock.ns += 2_000  # and the clock goes on from there
+    assert air.air_time() == due + 2_000
+    assert air.air_time(None) == air.air_time(due + 10**9)  # nothing due: no freezing
+    stats = air.stats()
+    assert stats["freezes"] == 1 and stats["frozen_ms"] == 50.0
+    assert stats["lag"]["max_us"] >= 50_000
+
+
+def test_a_stopped_air_resumes_where_it_was(tmp_path: Path) -> None:
+    """A frame retried for nobody (250 kbit/s, ARD 4000 µs, ARC 15: ~90 ms to MAX_RT); the air is
+    stopped for 200 ms in the middle. Catching up would report MAX_RT right after the stop;
+    with its clock stopped the air still owes the remaining retries."""
+    path = str(tmp_path / "air.sock")
+    ready = _CTX.Event()
+    proc = _CTX.Process(target=run_air, args=(path, RadioOptions(), ready), daemon=True)
+    proc.start()
+    assert ready.wait(10)
+    assert proc.pid is not None
+    try:
+        tx, _ = pair(path, rate="250k", ard_us=4000, arc=15)
+        tx.stop_listening(b"Nobdy")
+        start = time.monotonic()
+        assert tx.write_fast(b"x" * 32)
+        time.sleep(0.01)
+        os.kill(proc.pid, signal.SIGSTOP)  # the host takes the air's CPU for 200 ms
+        time.sleep(0.2)
+        os.kill(proc.pid, signal.SIGCONT)
+        assert not tx.tx_standby()  # MAX_RT in the end
+        took = time.monotonic() - start
+        assert tx.get_arc() == 15
+        assert took >= 0.25, f"MAX_RT after {took:.3f} s: the air ran the stall's retries at once"
+        stats = query(path)
+        assert stats["freezes"] >= 1
+        assert 150 <= stats["frozen_ms"] <= 2000
+    finally:
+        proc.terminate()
+        proc.join(5)
