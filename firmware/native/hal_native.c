@@ -7,6 +7,7 @@
 #define _DEFAULT_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -137,8 +138,10 @@ int main(int argc, char **argv) {
     }
     printf("pty %s\n", slave);
     fflush(stdout);
-    if (geteuid() == 0 && nice(-10) == -1)
-        perror("nice"); /* as the air: a microcontroller is never descheduled */
+    /* As the air (longge/realtime.py): a microcontroller is never descheduled. */
+    struct sched_param sp = {.sched_priority = 30};
+    if (sched_setscheduler(0, SCHED_FIFO, &sp) != 0 && geteuid() == 0 && nice(-10) == -1)
+        perror("nice");
     signal(SIGTERM, on_signal);
     signal(SIGINT, on_signal);
     hal_init();

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import fields
 from typing import Any
 
+from longge import realtime
 from longge.air import wire
 from longge.air.loss import LossModel, LossSpec
 from longge.air.model import Air, Interferer, Outcome, RadioRegisters, RxFrame, TxResult
@@ -133,6 +134,7 @@ class AirServer:
         self.clock = clock
         self.started = clock()
         self.frozen_ns = 0  # how far the air's clock is behind the wall clock
+        self.scheduling = "default"
         self.freezes = 0
         self._clients: dict[int, _Client] = {}
         self._by_radio: dict[int, _Client] = {}
@@ -185,8 +187,7 @@ class AirServer:
             self.bind()
         assert self._listener is not None
         _tighten_timer_slack()
-        with contextlib.suppress(OSError):
-            os.nice(-10)  # root only: the air's clock matters more than anything else here
+        self.scheduling = realtime.prioritise(realtime.HARDWARE, -10)  # the air is hardware
         listener = self._listener
         while not self._stop:
             due = self.air.next_event()
@@ -341,6 +342,7 @@ class AirServer:
         return {
             "air": self.air.stats(),
             "lag": self.lag.summary(),
+            "scheduling": self.scheduling,
             "freezes": self.freezes,
             "frozen_ms": round(self.frozen_ns / 1e6, 3),
             "uptime_s": (self.clock() - self.started) / 1e9,

@@ -9,12 +9,11 @@ The supervisor and each radio process are joined by a ``multiprocessing`` pipe:
 
 from __future__ import annotations
 
-import contextlib
-import os
 import time
 from multiprocessing.connection import Connection
 from typing import Any
 
+from longge import realtime
 from longge.config import NodeConfig, with_live_options
 from longge.errors import ConfigError, HardwareError
 from longge.radio.factory import open_radio
@@ -62,8 +61,7 @@ class Child:
     """Pipe handling and periodic stats for one radio process."""
 
     def __init__(self, cfg: NodeConfig, which: str, conn: Connection) -> None:
-        with contextlib.suppress(OSError):
-            os.nice(-5)  # root only: a radio process that sleeps too long overflows a FIFO
+        self.scheduling = realtime.prioritise(realtime.RADIO, -5)  # FIFO deadlines: see there
         self.cfg = cfg
         self.which = which
         self.conn = conn
@@ -144,6 +142,7 @@ class Child:
             reinits=self.reinits,
             last_reinit=self.last_reinit,
             pid_time=time.time(),
+            scheduling=self.scheduling,
         )
         if self.radio is not None:
             stats["radio_failures"] = self.radio.failure_detected
