@@ -21,6 +21,7 @@ import time
 
 from longge import testbed
 from longge.measure import analysis, rtt
+from longge.measure.cpu import StealMeter
 from longge.measure.iperf import TrialSpec, parse_result, run_trial
 from longge.measure.model import udp_goodput_bps
 from longge.measure.sweep import Target, probe_in
@@ -147,6 +148,7 @@ def main() -> None:
                 load = threading.Thread(target=run_trial, args=(spec, NS), daemon=True)
                 load.start()
                 time.sleep(2)
+            steal = StealMeter()
             # Both clients at once, so that they sample the same conditions.
             theirs_box: list[list[float]] = []
             other = threading.Thread(
@@ -172,6 +174,7 @@ def main() -> None:
                 f"  {rho:4.2f}   {om:6.2f} [{olo:5.2f}, {ohi:5.2f}]  n={len(ours):<5d}"
                 f" {tm:6.2f} [{tlo:5.2f}, {thi:5.2f}]  n={len(theirs):<5d}  {om / tm:6.3f}"
                 f"  intervals {'overlap' if olo <= thi and tlo <= ohi else 'DISJOINT'}"
+                f"  CPU steal {100 * steal.share():.1f} %"
             )
             qs = (0.1, 0.25, 0.5, 0.75, 0.9)
             print(

@@ -1,9 +1,11 @@
 """The link's transmit queue, sans-IO: flow-fair, bounded in bytes and in time.
 
 Latency under overload is set here, on purpose, not by a 500-packet kernel queue
-(DESIGN.md §1). Packets are hashed into flows by their addresses, protocol and ports, and
-served by deficit round robin with fq_codel's trick: a flow that was idle (a ping, a DNS
-query, a TCP ACK) joins the "new" list and is served before the bulk flows. Two bounds:
+(DESIGN.md §1). Packets are sorted into flows by their addresses, protocol and ports (the
+exact key, not a hash into a few buckets: two flows never share a queue, so a probe never waits
+behind a bulk flow that happened to land in its bucket; a flow exists while it has packets or
+a turn), and served by deficit round robin with fq_codel's trick: a flow that was idle (a ping,
+a DNS query, a TCP ACK) joins the "new" list and is served before the bulk flows. Two bounds:
 
 - bytes: at most ``limit_bytes`` queued; on overflow the head of the fattest flow is dropped;
 - time: a packet older than ``max_age`` seconds when its turn comes is dropped.
@@ -14,37 +16,35 @@ Both drops are counted. Time is passed in; nothing here reads a clock.
 from __future__ import annotations
 
 import bisect
-import zlib
 from collections import Counter, deque
 from dataclasses import dataclass, field
 
-BUCKETS = 64
 
-
-def flow_key(packet: bytes) -> int:
-    """Bucket of an IPv4/IPv6 packet: addresses, protocol and (if present) ports."""
+def flow_key(packet: bytes) -> bytes:
+    """Flow of an IPv4/IPv6 packet: addresses, protocol and (if present) ports."""
     if not packet:
-        return 0
+        return b""
     version = packet[0] >> 4
     if version == 4 and len(packet) >= 20:
         ihl = (packet[0] & 0x0F) * 4
         proto = packet[9]
-        key = packet[12:20] + bytes((proto,))
+        key = b"4" + packet[12:20] + bytes((proto,))
         frag = int.from_bytes(packet[6:8], "big") & 0x1FFF
         if proto in (6, 17) and frag == 0 and len(packet) >= ihl + 4:
             key += packet[ihl : ihl + 4]
-    elif version == 6 and len(packet) >= 40:
+        return key
+    if version == 6 and len(packet) >= 40:
         proto = packet[6]
-        key = packet[8:40] + bytes((proto,))
+        key = b"6" + packet[8:40] + bytes((proto,))
         if proto in (6, 17) and len(packet) >= 44:
             key += packet[40:44]
-    else:
-        key = packet[:1]
-    return zlib.crc32(key) % BUCKETS
+        return key
+    return b"?"
 
 
 @dataclass
 class _Flow:
+    key: bytes
     packets: deque[tuple[bytes, float]] = field(default_factory=deque)
     bytes: int = 0
     deficit: int = 0
@@ -70,15 +70,23 @@ class FairQueue:
         #: How long the bytes sent waited here (bytes per SOJOURN_EDGES_MS bin): weighted by
         #: bytes, so that a bulk flow's delay is not hidden by many small sparse packets.
         self.sojourn = [0] * (len(SOJOURN_EDGES_MS) + 1)
-        self._flows = [_Flow() for _ in range(BUCKETS)]
+        self._flows: dict[bytes, _Flow] = {}
         self._new: deque[_Flow] = deque()
         self._old: deque[_Flow] = deque()
 
     def __len__(self) -> int:
         return self.packets
 
+    @property
+    def flow_count(self) -> int:
+        """Flows with packets queued or a turn pending (idle flows are forgotten)."""
+        return len(self._flows)
+
     def push(self, packet: bytes, now: float) -> None:
-        flow = self._flows[flow_key(packet) if self.fair else 0]
+        key = flow_key(packet) if self.fair else b""
+        flow = self._flows.get(key)
+        if flow is None:
+            flow = self._flows[key] = _Flow(key)
         flow.packets.append((packet, now))
         flow.bytes += len(packet)
         self.bytes += len(packet)
@@ -88,7 +96,7 @@ class FairQueue:
             flow.deficit = self.quantum
             self._new.append(flow)
         while self.bytes > self.limit_bytes:
-            fattest = max(self._flows, key=lambda f: f.bytes)
+            fattest = max(self._flows.values(), key=lambda f: f.bytes)
             self._drop_head(fattest)
             self.drops["overflow"] += 1
 
@@ -113,6 +121,7 @@ class FairQueue:
                     self._old.append(flow)  # as fq_codel: no starving the old list
                 else:
                     flow.listed = False
+                    del self._flows[flow.key]  # idle: forgotten until its next packet
                 continue
             packet, since = self._drop_head(flow)
             if now - since > self.max_age:
@@ -130,5 +139,5 @@ class FairQueue:
         return packet, since
 
     def oldest_age(self, now: float) -> float:
-        ages = [now - f.packets[0][1] for f in self._flows if f.packets]
+        ages = [now - f.packets[0][1] for f in self._flows.values() if f.packets]
         return max(ages, default=0.0)
