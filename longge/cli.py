@@ -58,9 +58,21 @@ def cmd_air(ns: argparse.Namespace) -> int:
 
 
 def cmd_air_stats(ns: argparse.Namespace) -> int:
-    from longge.air.server import query
+    from longge import testbed
+    from longge.air.server import DEFAULT_SOCKET, query
 
-    print(json.dumps(query(ns.socket), indent=2))
+    path = ns.socket
+    if path is None:  # the standalone air's socket, else the testbed's
+        bed = str(testbed.paths()["air"])
+        path = DEFAULT_SOCKET if os.path.exists(DEFAULT_SOCKET) or not os.path.exists(bed) else bed
+    try:
+        stats = query(path)
+    except OSError as exc:
+        raise LongGeError(
+            f"no air emulator answers at {path} ({exc.strerror or exc}): start one "
+            "(./run.sh air, or sudo ./run.sh testbed up) or give its --socket"
+        ) from exc
+    print(json.dumps(stats, indent=2))
     return 0
 
 
@@ -574,7 +586,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_air)
 
     p = sub.add_parser("air-stats", help="print a running air emulator's counters")
-    p.add_argument("--socket", default=DEFAULT_SOCKET)
+    p.add_argument(
+        "--socket", help=f"default {DEFAULT_SOCKET}, or the testbed's air if that one is not there"
+    )
     p.set_defaults(func=cmd_air_stats)
 
     p = sub.add_parser("daemon", help="run the link daemon (TUN + radios) in the foreground")

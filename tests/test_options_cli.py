@@ -65,3 +65,15 @@ def test_radio_bench_json_reports_what_the_air_saw() -> None:
     assert out["attempts"] >= out["frames_received"]
     assert out["retransmissions"] > 0 and out["lost"] > 0
     assert out["throughput_bps"] < out["bound_bps"]
+
+
+def test_air_stats_without_an_air_says_so(tmp_path: object) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "longge", "air-stats", "--socket", f"{tmp_path}/none.sock"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 1
+    assert "no air emulator answers at" in out.stderr and "--socket" in out.stderr
+    assert "Traceback" not in out.stderr
