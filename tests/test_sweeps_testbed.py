@@ -35,8 +35,13 @@ def test_ltest_quick_from_nothing(tmp_path: Path) -> None:
     assert s["baseline_rtt_ms"] > 0
     assert s["levels"][0]["rho"] == 0.0
     assert all(lv["probes_sent"] > 0 for lv in s["levels"])
+    for lv in s["levels"]:  # user-space stamps include the wake-ups the kernel's exclude
+        assert lv["app_rtt_median_ms"] >= lv["rtt_median_ms"] > 0
+        assert 0.0 <= lv["cpu_steal"] <= 1.0
+    assert set(s["cpu_steal"]) == {"limit", "max", "levels_over_limit"}
     with open(out / "trials.csv") as f:
         rows = list(csv.DictReader(f))
+    assert all(0.0 <= float(r["cpu_steal"]) <= 1.0 for r in rows)
     assert len(rows) >= len(s["levels"]) + len(t["points"])
     for name in ("ltest.png", "ltest.svg", "ttest.png", "context.json"):
         assert (out / name).stat().st_size > 500

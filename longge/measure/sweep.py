@@ -443,6 +443,9 @@ class LTest(_Sweep):
             thread.join(spec.duration + 30)
         res = parse_result(spec, load["raw"]) if "raw" in load else None
         rtts = [r["rtt_ms"] for r in probes.get("records", []) if r["rtt_ms"] is not None]
+        app = [
+            r["app_rtt_ms"] for r in probes.get("records", []) if r.get("app_rtt_ms") is not None
+        ]
         sent = probes.get("sent", 0)
         lost = sent - len(rtts)
         lv = {
@@ -459,6 +462,8 @@ class LTest(_Sweep):
             "rtt_p99_ms": analysis.percentile(rtts, 0.99),
             "rtt_max_ms": max(rtts) if rtts else None,
             "rtt_min_ms": min(rtts) if rtts else None,
+            # as an application (and irtt) sees it: stamped in user space, wake-ups included
+            "app_rtt_median_ms": analysis.percentile(app, 0.5) if app else None,
             "probe_error": probes.get("error"),
             "cpu_steal": steal.share(),
         }
