@@ -29,6 +29,7 @@ from typing import Any
 from longge.air.server import query
 from longge.errors import ConfigError
 from longge.measure import analysis
+from longge.measure.cpu import STEAL_LIMIT, StealMeter
 from longge.measure.iperf import TrialSpec, parse_result, run_trial
 from longge.measure.model import udp_goodput_bps
 from longge.measure.results import ResultsDir
@@ -362,11 +363,22 @@ class Runner:
                     continue
                 self.link.apply(cond)
                 drain(self.link.target)
+                repeated = 0
+                while True:  # once more if the hypervisor spoilt it (see measure.cpu)
+                    steal = StealMeter()
+                    measured = self.measure(exp, cond)
+                    stolen = steal.share()
+                    if stolen <= STEAL_LIMIT or repeated:
+                        break
+                    repeated += 1
+                    drain(self.link.target)
                 row = {
                     "experiment": exp.name,
                     "series": series.label,
                     "x": x,
-                    **self.measure(exp, cond),
+                    **measured,
+                    "cpu_steal": round(stolen, 4),
+                    "repeated_for_steal": repeated,
                 }
                 rows.append(row)
         finally:
@@ -380,6 +392,7 @@ class Runner:
             "skipped": sorted(set(skipped)),
             "bound_bps": {"udp_1400": udp_goodput_bps(self.opts, 1400, self.overhead)},
             "security_overhead": self.overhead,
+            "cpu_steal_max": max((r["cpu_steal"] for r in rows), default=0.0),
         }
         summary["verdict"] = verdict(exp, summary)
         write_rows(out.path / f"{exp.name}.csv", rows)
