@@ -21,6 +21,7 @@ from typing import Any
 
 from longge.daemon.control import request
 from longge.measure import analysis
+from longge.measure.cpu import STEAL_LIMIT, StealMeter
 from longge.measure.iperf import TrialSpec, parse_result, run_trial
 from longge.measure.model import IP_UDP_HEADERS, udp_goodput_bps
 from longge.measure.results import ResultsDir
@@ -43,6 +44,7 @@ GRID_FIELDS = [
     "loss_09",
     "model_residual_loss",
     "curve",
+    "cpu_steal",
     "error",
 ]
 PROBE_BYTES = 60
@@ -167,12 +169,16 @@ class Tune:
         self.idle_rtt_ms = math.nan
 
     def _load(self) -> list[dict[str, Any]]:
+        self.fields = GRID_FIELDS
         if not self.grid_csv.exists():
             with open(self.grid_csv, "w", newline="") as f:
                 csv.DictWriter(f, GRID_FIELDS).writeheader()
             return []
         with open(self.grid_csv) as f:
-            return [{k: _num(v) for k, v in r.items()} for r in csv.DictReader(f)]
+            reader = csv.DictReader(f)
+            rows = [{k: _num(v) for k, v in r.items()} for r in reader]
+            self.fields = list(reader.fieldnames or GRID_FIELDS)  # resuming: keep its columns
+            return rows
 
     def _trial(self, rate: float, seconds: int) -> Any:
         spec = TrialSpec(
@@ -198,6 +204,18 @@ class Tune:
         rtts = [r["rtt_ms"] for r in probes.get("records", []) if r["rtt_ms"] is not None]
         drain(self.target)
         return analysis.percentile(rtts, 0.5), analysis.percentile(rtts, 0.95)
+
+    def _point_unspoilt(self, ard: int, arc: int) -> dict[str, Any]:
+        """A grid point, measured once more if the hypervisor took more than STEAL_LIMIT of
+        the CPU meanwhile (see measure.cpu)."""
+        repeated = 0
+        while True:
+            steal = StealMeter()
+            row = self.point(ard, arc)
+            row["cpu_steal"] = round(steal.share(), 4)
+            if row["cpu_steal"] <= STEAL_LIMIT or repeated:
+                return row
+            repeated += 1
 
     def point(self, ard: int, arc: int) -> dict[str, Any]:
         opts = replace(self.base, ard_us=ard, arc=arc)
@@ -262,12 +280,12 @@ class Tune:
                 continue
             self.progress(f"ARD {ard} µs ARC {arc}", i / len(grid))
             try:
-                row = self.point(ard, arc)
+                row = self._point_unspoilt(ard, arc)
             except Exception as exc:  # record and go on: one bad point must not cost the grid
                 row = {"ard_us": ard, "arc": arc, "error": f"{type(exc).__name__}: {exc}"}
             self.rows.append(row)
             with open(self.grid_csv, "a", newline="") as f:
-                csv.DictWriter(f, GRID_FIELDS, extrasaction="ignore").writerow(row)
+                csv.DictWriter(f, self.fields, extrasaction="ignore").writerow(row)
         set_radio(self.target, {"ard_us": self.base.ard_us, "arc": self.base.arc})
         self.progress("done", 1.0)
         return self.summary()
