@@ -31,6 +31,8 @@ def test_without_radios_or_config_the_machine_is_fine(tmp_path: Path) -> None:
     assert "no radios on this machine" in text and "./run.sh testbed up" in text
     if os.geteuid() == 0:
         assert s["TUN device"] == doctor.PASS
+        assert s["real-time scheduling"] == doctor.PASS
+    assert os.sched_getscheduler(0) == os.SCHED_OTHER  # it tried in a child, not in itself
     assert not [c for c in checks if c.status == doctor.FAIL], text
 
 
