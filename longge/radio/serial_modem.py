@@ -106,6 +106,7 @@ class SerialRadio(SimRadio):
             attrs[6][termios.VMIN] = 1
             termios.tcsetattr(self._serial.fileno(), termios.TCSANOW, attrs)
         except (serial.SerialException, OSError, termios.error) as exc:
+            self.close()
             raise HardwareError(
                 f"{self.name}: cannot open the modem at {port}: {exc}. Plugged in? "
                 "ls /dev/serial/by-id; is another program using it?"
