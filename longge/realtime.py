@@ -15,9 +15,13 @@ from __future__ import annotations
 import contextlib
 import os
 
-#: SCHED_FIFO priorities: the emulated hardware (air, modems) above the radio processes.
+#: SCHED_FIFO priorities: the emulated hardware (air, modems) above the radio processes, and the
+#: receivers (a hard deadline: their FIFO) above the senders (an empty TX FIFO only idles the
+#: air). Equal priorities would not preempt each other: a receiver woken while both CPUs run
+#: senders that are sealing and fragmenting a packet would wait for them.
 HARDWARE = 30
-RADIO = 20
+RADIO_RX = 22
+RADIO_TX = 20
 
 
 def prioritise(fifo_priority: int, fallback_nice: int) -> str:

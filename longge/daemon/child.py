@@ -61,7 +61,8 @@ class Child:
     """Pipe handling and periodic stats for one radio process."""
 
     def __init__(self, cfg: NodeConfig, which: str, conn: Connection) -> None:
-        self.scheduling = realtime.prioritise(realtime.RADIO, -5)  # FIFO deadlines: see there
+        priority = realtime.RADIO_RX if which == "rx" else realtime.RADIO_TX
+        self.scheduling = realtime.prioritise(priority, -5)  # FIFO deadlines: see there
         self.cfg = cfg
         self.which = which
         self.conn = conn
