@@ -10,7 +10,6 @@ import pytest
 from longge.measure.analysis import (
     Level,
     Point,
-    first_inefficient,
     fit_capacity,
     fit_capacity_lossy,
     histogram_percentile,
@@ -38,12 +37,6 @@ def test_capacity_fit_recovers_the_knee(capacity: float) -> None:
 def test_capacity_fit_of_an_unsaturated_sweep_is_at_least_the_top() -> None:
     pts = hockey(10e6, LOADS)
     assert fit_capacity(pts) >= 1.6e6
-
-
-def test_first_inefficient_point() -> None:
-    pts = hockey(519e3, LOADS)
-    p = first_inefficient(pts)
-    assert p is not None and p.offered_bps == 5.5e5
 
 
 def test_jain_index_bounds() -> None:

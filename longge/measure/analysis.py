@@ -60,14 +60,6 @@ def fit_capacity_lossy(points: Sequence[Point]) -> float:
     return fit_capacity([Point(a * p.offered_bps, p.received_bps) for p in pts])
 
 
-def first_inefficient(points: Sequence[Point], threshold: float = EFFICIENCY_KNEE) -> Point | None:
-    """The lowest offered load whose received/offered falls below ``threshold``."""
-    for p in sorted(points, key=lambda p: p.offered_bps):
-        if p.offered_bps > 0 and p.received_bps / p.offered_bps < threshold:
-            return p
-    return None
-
-
 def jain_index(xs: Sequence[float]) -> float:
     """Jain's fairness index (Σx)² / (n·Σx²): 1 when all equal, 1/n when one takes all."""
     if not xs:
