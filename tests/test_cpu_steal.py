@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from longge.measure import report
-from longge.measure.cpu import STEAL_LIMIT, StealMeter
+from longge.measure.cpu import STEAL_LIMIT, StealMeter, unspoilt
 from longge.measure.results import ResultsDir
 from longge.measure.servers import run_servers
 from longge.measure.sweep import Target, TTest, TTestPlan
@@ -96,3 +96,18 @@ def test_repeats_for_steal_are_bounded(tmp_path: Path) -> None:
     assert len(rows) == 4
     assert sum(r["error"].startswith("CPU steal") for r in rows) == 2
     assert summary["cpu_steal"]["trials_repeated"] == 2  # type: ignore[index]
+
+
+def test_unspoilt_repeats_a_spoilt_measurement_once_then_keeps_it() -> None:
+    calls: list[str] = []
+
+    def measure() -> int:
+        calls.append("m")
+        return len(calls)
+
+    _Stolen.left = 1  # the first measurement sees steal, the second none
+    got = unspoilt(measure, between=lambda: calls.append("b"), meter=_Stolen)
+    assert got == (3, 0.0, 1) and calls == ["m", "b", "m"]
+    _Stolen.left = 100  # always spoilt: measured twice, the second kept and said so
+    calls.clear()
+    assert unspoilt(measure, meter=_Stolen) == (2, 0.4, 1)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import functools
 import json
 import math
 import re
@@ -29,7 +30,7 @@ from typing import Any
 from longge.air.server import query
 from longge.errors import ConfigError
 from longge.measure import analysis
-from longge.measure.cpu import STEAL_LIMIT, StealMeter
+from longge.measure.cpu import unspoilt
 from longge.measure.iperf import TrialSpec, parse_result, run_trial
 from longge.measure.model import udp_goodput_bps
 from longge.measure.results import ResultsDir
@@ -363,15 +364,10 @@ class Runner:
                     continue
                 self.link.apply(cond)
                 drain(self.link.target)
-                repeated = 0
-                while True:  # once more if the hypervisor spoilt it (see measure.cpu)
-                    steal = StealMeter()
-                    measured = self.measure(exp, cond)
-                    stolen = steal.share()
-                    if stolen <= STEAL_LIMIT or repeated:
-                        break
-                    repeated += 1
-                    drain(self.link.target)
+                measured, stolen, repeated = unspoilt(  # see measure.cpu
+                    functools.partial(self.measure, exp, cond),
+                    between=functools.partial(drain, self.link.target),
+                )
                 row = {
                     "experiment": exp.name,
                     "series": series.label,

@@ -21,7 +21,7 @@ from typing import Any
 
 from longge.daemon.control import request
 from longge.measure import analysis
-from longge.measure.cpu import STEAL_LIMIT, StealMeter
+from longge.measure.cpu import unspoilt
 from longge.measure.iperf import TrialSpec, parse_result, run_trial
 from longge.measure.model import IP_UDP_HEADERS, udp_goodput_bps
 from longge.measure.results import ResultsDir
@@ -208,14 +208,9 @@ class Tune:
     def _point_unspoilt(self, ard: int, arc: int) -> dict[str, Any]:
         """A grid point, measured once more if the hypervisor took more than STEAL_LIMIT of
         the CPU meanwhile (see measure.cpu)."""
-        repeated = 0
-        while True:
-            steal = StealMeter()
-            row = self.point(ard, arc)
-            row["cpu_steal"] = round(steal.share(), 4)
-            if row["cpu_steal"] <= STEAL_LIMIT or repeated:
-                return row
-            repeated += 1
+        row, stolen, _ = unspoilt(lambda: self.point(ard, arc))
+        row["cpu_steal"] = round(stolen, 4)
+        return row
 
     def point(self, ard: int, arc: int) -> dict[str, Any]:
         opts = replace(self.base, ard_us=ard, arc=arc)
