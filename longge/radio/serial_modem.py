@@ -226,19 +226,18 @@ class SerialRadio(SimRadio):
             return False
         if self._reads_unreported:
             self._reads_unreported = 0  # the modem hands frames on at once: nothing to report
-        got = False
-        for msg in self._read_frames():
-            got = True
-            self._on_message(msg)
+        got = self._take_in()
         if got or timeout <= 0 or self._serial is None:
             return got
         readable, _, _ = select.select([self._serial.fileno()], [], [], timeout)
-        if not readable:
-            return False
-        for msg in self._read_frames():
-            got = True
+        return bool(readable) and self._take_in()
+
+    def _take_in(self) -> bool:
+        """Handle every whole message that has arrived; any at all?"""
+        msgs = self._read_frames()
+        for msg in msgs:
             self._on_message(msg)
-        return got
+        return bool(msgs)
 
     def _wait_for(self, kind: bytes, timeout: float) -> bytes | None:
         deadline = time.monotonic() + timeout
