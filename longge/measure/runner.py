@@ -31,6 +31,13 @@ LOCAL_CONTROL = "/run/longge/longge0.sock"
 Say = Callable[[str], None]
 
 
+def _take_down(started: bool, keep_testbed: bool, say: Say) -> None:
+    """Take down a testbed this run brought up itself, unless asked to keep it."""
+    if started and not keep_testbed:
+        say("taking the testbed down")
+        testbed.down()
+
+
 def resolve_target(
     host: str | None,
     iperf_port: int,
@@ -139,9 +146,7 @@ def run(
         summary["error"] = f"{type(exc).__name__}: {exc}"
         say(f"error: {summary['error']} (keeping what was measured)")
     finally:
-        if started and not keep_testbed:
-            say("taking the testbed down")
-            testbed.down()
+        _take_down(started, keep_testbed, say)
     summary["context"] = context
     summary["seconds"] = round(time.time() - t0, 1)
     results.write_json("summary.json", summary)
@@ -205,9 +210,7 @@ def run_tune(
         summary["interrupted"] = True
         say("interrupted: keeping what was measured")
     finally:
-        if started and not keep_testbed:
-            say("taking the testbed down")
-            testbed.down()
+        _take_down(started, keep_testbed, say)
     results.write_json("summary.json", summary)
     plot_tune(summary, results.path)
     plot_tune_curves(summary, opts, results.path)
@@ -251,9 +254,7 @@ def run_experiments(
         done["interrupted"] = True
         say("interrupted: keeping the experiments that finished")
     finally:
-        if started and not keep_testbed:
-            say("taking the testbed down")
-            testbed.down()
+        _take_down(started, keep_testbed, say)
     summary = {
         "kind": "experiments",
         "seconds": round(time.time() - t0, 1),
