@@ -184,10 +184,12 @@ def test_the_link_is_secured_and_status_says_so(bed: None) -> None:
 
 def test_scan_finds_the_links_channels_and_a_wifi_interferer(bed: None, tmp_path: Path) -> None:
     out = tmp_path / "scan"
+    # RPD catches a link's channel in ~1 of 8 sweeps at worst (a 200 µs look per channel per
+    # sweep), so 8 sweeps missed it ~1 run in 5: 24 make that ~1 in 200.
     r = cli(
         "scan",
         "--sweeps",
-        "8",
+        "24",
         "--traffic",
         "--wifi",
         "1",
