@@ -73,12 +73,55 @@ bootstrap() {
     echo "$want" >"$stamp"
 }
 
+# The compiled air server (emulator/, Rust): built on first use and whenever its sources change.
+# A fresh machine without cargo gets the distribution's toolchain when run as root.
+build_air() {
+    local crate="$here/emulator" air_stamp want
+    air_stamp="$crate/target/.longge-built"
+    want=$(cat "$crate/Cargo.toml" "$crate/Cargo.lock" "$crate"/src/*.rs | sha256sum | cut -d' ' -f1)
+    if [ -f "$air_stamp" ] && [ "$(cat "$air_stamp")" = "$want" ] && [ -x "$crate/target/release/longge-air" ]; then
+        return 0
+    fi
+    local cargo_bin
+    cargo_bin=$(command -v cargo || true)
+    [ -z "$cargo_bin" ] && [ -x "${CARGO_HOME:-$HOME/.cargo}/bin/cargo" ] && cargo_bin="${CARGO_HOME:-$HOME/.cargo}/bin/cargo"
+    if [ -z "$cargo_bin" ]; then
+        if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+            say "installing a Rust toolchain (Debian packages cargo, rustc) for the air emulator"
+            DEBIAN_FRONTEND=noninteractive apt-get update -qq
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq cargo rustc >/dev/null
+            cargo_bin=$(command -v cargo)
+        else
+            say "cargo is missing: the compiled air cannot be built (run as root once, or install Rust);"
+            say "the Python air is used instead (LONGGE_AIR_SERVER=python)"
+            export LONGGE_AIR_SERVER=python
+            return 0
+        fi
+    fi
+    say "building the air emulator (emulator/, cargo build --release)"
+    "$cargo_bin" build --release --quiet --locked --manifest-path "$crate/Cargo.toml"
+    echo "$want" >"$air_stamp"
+}
+
 run_tests() {
     cd "$here"
     local py="$venv/bin/python"
     echo "== ruff"
     "$py" -m ruff check longge tests bench
     "$py" -m ruff format --check longge tests bench
+    echo "== cargo (the air emulator: clippy, its unit tests)"
+    build_air
+    if [ "${LONGGE_AIR_SERVER:-}" != python ]; then
+        (
+            cd emulator
+            # rustfmt and clippy come with rustup's toolchain, not always with a distribution's
+            if cargo fmt --version >/dev/null 2>&1; then cargo fmt --check; fi
+            if cargo clippy --version >/dev/null 2>&1; then
+                cargo clippy --release --quiet --locked -- -D warnings
+            fi
+            cargo test --release --quiet --locked
+        )
+    fi
     echo "== mypy"
     "$py" -m mypy longge
     echo "== pytest"
@@ -86,6 +129,7 @@ run_tests() {
 }
 
 bootstrap
+build_air
 cmd=${1:-help}
 case "$cmd" in
     test)

@@ -40,11 +40,16 @@ def cmd_radio_bench(ns: argparse.Namespace) -> int:
 
 
 def cmd_air(ns: argparse.Namespace) -> int:
+    from longge.air import native
     from longge.air.loss import LossModel
     from longge.air.server import AirServer
     from longge.radio.options import RadioOptions
 
     opts = RadioOptions(per=ns.per, ack_per=ns.ack_per, burst=ns.burst, seed=ns.seed)
+    if not native.use_python():  # the compiled server (LONGGE_AIR_SERVER=python: this one)
+        args = native.command(ns.socket, opts.per, opts.ack_per, opts.burst, opts.seed)
+        sys.stdout.flush()
+        os.execv(args[0], args)
     server = AirServer(ns.socket, LossModel(opts.loss(), seed=opts.seed))
     signal.signal(signal.SIGTERM, lambda *_: server.stop())
     signal.signal(signal.SIGINT, lambda *_: server.stop())

@@ -9,40 +9,30 @@ the air's ground truth.
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
 import random
 import select
-import signal
+import subprocess
 import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from longge.air import native
 from longge.air.datasheet import per_attempt_failure
-from longge.air.loss import LossModel
-from longge.air.server import AirServer, query
+from longge.air.server import query
 from longge.radio.options import RadioOptions, configure
 from longge.radio.sim import SimRadio
 
 ADDRESS = b"LGbnc"
 _FIFO_FULL = 2
 _SPIN_NS = 2_000_000
-_CTX = mp.get_context("fork")
 
 
-def run_air(path: str, opts: RadioOptions, ready: Any) -> None:
-    """Body of an air-server process (also used by tests and the testbed)."""
-    server = AirServer(path, LossModel(opts.loss(), seed=opts.seed))
-    signal.signal(signal.SIGTERM, lambda *_: server.stop())
-    signal.signal(signal.SIGINT, lambda *_: server.stop())
-    server.bind()
-    ready.set()
-    try:
-        server.serve_forever()
-    finally:
-        server.close()
+def start_air(path: str, opts: RadioOptions) -> subprocess.Popen[bytes]:
+    """Start an air server for these options (also used by tests); stop it with native.stop."""
+    return native.start(path, opts.per, opts.ack_per, opts.burst, opts.seed)
 
 
 @dataclass
@@ -87,17 +77,12 @@ class BenchResult:
 def run_bench(opts: RadioOptions, progress: Callable[[float], None] | None = None) -> BenchResult:
     with tempfile.TemporaryDirectory(prefix="longge-bench-") as tmp:
         path = os.path.join(tmp, "air.sock")
-        air_ready = _CTX.Event()
-        air = _CTX.Process(target=run_air, args=(path, opts, air_ready), daemon=True)
-        air.start()
+        air = start_air(path, opts)
         try:
-            if not air_ready.wait(10):
-                raise RuntimeError("the air emulator did not start")
             counts = _stream(path, opts, progress)
             stats = query(path)
         finally:
-            air.terminate()
-            air.join(5)
+            native.stop(air)
     return _result(opts, counts, stats)
 
 

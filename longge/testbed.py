@@ -24,6 +24,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from longge.air import native
 from longge.air.server import query
 from longge.daemon.control import ControlError, request
 from longge.errors import LongGeError
@@ -189,22 +190,7 @@ def up(
         _netns("lg-inet", "ip", "link", "set", "eth0", "up")
         py = sys.executable
         say("starting the air emulator")
-        air_args = [
-            py,
-            "-m",
-            "longge",
-            "air",
-            "--socket",
-            str(p["air"]),
-            "--per",
-            str(opts.per),
-            "--burst",
-            str(opts.burst),
-            "--seed",
-            str(opts.seed),
-        ]
-        if opts.ack_per is not None:
-            air_args += ["--ack-per", str(opts.ack_per)]
+        air_args = native.command(str(p["air"]), opts.per, opts.ack_per, opts.burst, opts.seed)
         state["pids"]["air"] = _spawn(air_args, STATE_DIR / "air.log")
         _wait_for(lambda: p["air"].exists(), "the air emulator", STATE_DIR / "air.log")
         if serial:

@@ -3,7 +3,6 @@ instead of running the missed frames all at once (see longge.air.server)."""
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
 import signal
 import time
@@ -11,11 +10,10 @@ from pathlib import Path
 
 from test_sim_radio import pair
 
+from longge.air import native
 from longge.air.server import FREEZE_AFTER_NS, AirServer, query
 from longge.radio.options import RadioOptions
-from longge.radiobench import run_air
-
-_CTX = mp.get_context("fork")
+from longge.radiobench import start_air
 
 
 class _Clock:
@@ -50,11 +48,7 @@ def test_a_stopped_air_resumes_where_it_was(tmp_path: Path) -> None:
     stopped for 200 ms in the middle. Catching up would report MAX_RT right after the stop;
     with its clock stopped the air still owes the remaining retries."""
     path = str(tmp_path / "air.sock")
-    ready = _CTX.Event()
-    proc = _CTX.Process(target=run_air, args=(path, RadioOptions(), ready), daemon=True)
-    proc.start()
-    assert ready.wait(10)
-    assert proc.pid is not None
+    proc = start_air(path, RadioOptions())
     try:
         tx, _ = pair(path, rate="250k", ard_us=4000, arc=15)
         tx.stop_listening(b"Nobdy")
@@ -72,5 +66,4 @@ def test_a_stopped_air_resumes_where_it_was(tmp_path: Path) -> None:
         assert stats["freezes"] >= 1
         assert 150 <= stats["frozen_ms"] <= 2000
     finally:
-        proc.terminate()
-        proc.join(5)
+        native.stop(proc)

@@ -1,0 +1,83 @@
+//! `longge-air`: LongGe's emulated nRF24L01+ air.
+//!
+//!     longge-air serve --socket PATH [--per P] [--ack-per P] [--burst B] [--seed S]
+//!     longge-air replay     < script.jsonl   (virtual clock: one JSON result per line)
+//!
+//! `serve` is what `./run.sh air`, the testbed and radio-bench run; `replay` drives the same
+//! model on a virtual clock for the differential test against `longge/air/model.py`.
+
+mod loss;
+mod model;
+mod pyrandom;
+mod realtime;
+mod replay;
+mod server;
+
+use std::process::ExitCode;
+
+fn usage() -> ExitCode {
+    eprintln!(
+        "usage: longge-air serve --socket PATH [--per P] [--ack-per P] [--burst B] [--seed S]\n\
+         \x20      longge-air replay < script.jsonl"
+    );
+    ExitCode::from(2)
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("serve") => serve(&args[1..]),
+        Some("replay") => replay::run(),
+        _ => usage(),
+    }
+}
+
+fn serve(args: &[String]) -> ExitCode {
+    let (mut socket, mut per, mut ack_per, mut burst, mut seed) = (None, 0.0, None, 1.0, 1i64);
+    let mut it = args.iter();
+    while let Some(flag) = it.next() {
+        let Some(value) = it.next() else {
+            return usage();
+        };
+        let num = |v: &str| {
+            v.parse::<f64>()
+                .map_err(|_| format!("error: {flag} = {v:?} is not a number"))
+        };
+        let r = match flag.as_str() {
+            "--socket" => {
+                socket = Some(value.clone());
+                Ok(())
+            }
+            "--per" => num(value).map(|v| per = v),
+            "--ack-per" => num(value).map(|v| ack_per = Some(v)),
+            "--burst" => num(value).map(|v| burst = v),
+            "--seed" => value
+                .parse()
+                .map(|v| seed = v)
+                .map_err(|_| format!("error: seed = {value:?}")),
+            _ => return usage(),
+        };
+        if let Err(e) = r {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    }
+    let Some(socket) = socket else { return usage() };
+    let spec = match loss::LossSpec::new(per, ack_per.unwrap_or(per), burst) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut server = match server::Server::bind(&socket, loss::LossModel::new(spec, seed)) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: cannot listen on {socket}: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    println!("air emulator listening on {socket} (compiled)");
+    server.serve_forever();
+    ExitCode::SUCCESS
+}

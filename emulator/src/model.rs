@@ -1,0 +1,1020 @@
+//! The air, sans-IO: a line-by-line twin of `longge/air/model.py`, which stays the executable
+//! specification. Same events in the same order, same counters, same times to the
+//! nanosecond; `tests/test_air_differential.py` replays event scripts through both and
+//! requires identical outputs. Read the Python module for the why of each rule.
+
+use std::cell::RefCell;
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+use std::rc::Rc;
+
+use serde_json::{json, Map, Value};
+
+use crate::loss::LossModel;
+
+// nRF24L01+ Product Specification v1.0 (page numbers as in longge/air/datasheet.py).
+pub const T_SETTLE_NS: i64 = 130_000; // Tstby2a, p. 22
+const PREAMBLE_BYTES: i64 = 1; // p. 27
+const PCF_BITS: i64 = 9; // p. 28
+pub const MAX_PAYLOAD: usize = 32; // p. 28
+pub const TX_FIFO_DEPTH: usize = 3; // p. 56
+pub const RX_FIFO_DEPTH: i64 = 3; // p. 56
+const ARD_STEP_NS: i64 = 250_000; // SETUP_RETR, p. 58
+/// The RPD needs the carrier for at least this long (datasheet: 40 µs).
+pub const RPD_MIN_NS: i64 = 40_000;
+
+pub fn rate_bps(rate: &str) -> Option<i64> {
+    match rate {
+        "250k" => Some(250_000),
+        "1M" => Some(1_000_000),
+        "2M" => Some(2_000_000),
+        _ => None,
+    }
+}
+
+/// Smallest ARD (µs) at which an empty ACK is still received (p. 34).
+fn min_ard_us_for_empty_ack(rate: &str) -> i64 {
+    if rate == "250k" {
+        500
+    } else {
+        250
+    }
+}
+
+pub fn time_on_air_ns(payload_len: i64, rate: &str, address_width: i64, crc_len: i64) -> i64 {
+    let bits = 8 * (PREAMBLE_BYTES + address_width + payload_len + crc_len) + PCF_BITS;
+    bits * 1_000_000_000 / rate_bps(rate).expect("validated rate")
+}
+
+pub fn ard_ns(step: i64) -> i64 {
+    ARD_STEP_NS * (step + 1)
+}
+
+/// The chip settings that matter on air (defaults are RF24's `begin()` values).
+#[derive(Clone, Debug)]
+pub struct Registers {
+    pub channel: i64,
+    pub rate: String,
+    pub address_width: i64,
+    pub crc_len: i64,
+    pub auto_ack: Vec<bool>,
+    pub dynamic_payloads: bool,
+    pub dynamic_ack: bool,
+    pub payload_size: i64,
+    pub ard_step: i64,
+    pub arc: i64,
+    pub pa_level: i64,
+    pub powered: bool,
+    pub tx_address: Vec<u8>,
+    pub rx_pipes: BTreeMap<i64, Vec<u8>>,
+}
+
+impl Default for Registers {
+    fn default() -> Self {
+        Registers {
+            channel: 76,
+            rate: "1M".into(),
+            address_width: 5,
+            crc_len: 2,
+            auto_ack: vec![true; 6],
+            dynamic_payloads: false,
+            dynamic_ack: false,
+            payload_size: MAX_PAYLOAD as i64,
+            ard_step: 5,
+            arc: 15,
+            pa_level: 3,
+            powered: true,
+            tx_address: Vec::new(),
+            rx_pipes: BTreeMap::new(),
+        }
+    }
+}
+
+pub const REGISTER_FIELDS: [&str; 14] = [
+    "channel",
+    "rate",
+    "address_width",
+    "crc_len",
+    "auto_ack",
+    "dynamic_payloads",
+    "dynamic_ack",
+    "payload_size",
+    "ard_step",
+    "arc",
+    "pa_level",
+    "powered",
+    "tx_address",
+    "rx_pipes",
+];
+
+impl Registers {
+    /// Refuse values the chip cannot hold, with `ConfigError`'s wording.
+    pub fn validate(&self) -> Result<(), String> {
+        let bad = |key: &str, value: String, allowed: &str| {
+            Err(format!("{key} = {value} is not allowed: {allowed}"))
+        };
+        if !(0..=125).contains(&self.channel) {
+            return bad("channel", self.channel.to_string(), "0..125");
+        }
+        if rate_bps(&self.rate).is_none() {
+            return bad("rate", format!("'{}'", self.rate), "one of 250k, 1M, 2M");
+        }
+        if !(3..=5).contains(&self.address_width) {
+            return bad("address_width", self.address_width.to_string(), "3..5");
+        }
+        if !(1..=2).contains(&self.crc_len) {
+            return bad("crc_len", self.crc_len.to_string(), "1 or 2");
+        }
+        if self.auto_ack.len() != 6 {
+            return bad("auto_ack", format!("{:?}", self.auto_ack), "6 pipes");
+        }
+        if !(1..=MAX_PAYLOAD as i64).contains(&self.payload_size) {
+            return bad("payload_size", self.payload_size.to_string(), "1..32");
+        }
+        if !(0..16).contains(&self.ard_step) {
+            return bad("ard_step", self.ard_step.to_string(), "0..15");
+        }
+        if !(0..=15).contains(&self.arc) {
+            return bad("arc", self.arc.to_string(), "0..15");
+        }
+        if !(0..=3).contains(&self.pa_level) {
+            return bad("pa_level", self.pa_level.to_string(), "0..3");
+        }
+        if self.rx_pipes.keys().any(|p| !(0..=5).contains(p)) {
+            return bad(
+                "rx_pipes",
+                format!("{:?}", self.rx_pipes.keys()),
+                "pipes 0..5",
+            );
+        }
+        Ok(())
+    }
+
+    /// Channels occupied: 2 MHz at 2 Mbit/s, 1 MHz otherwise (p. 23).
+    pub fn bandwidth(&self) -> i64 {
+        if self.rate == "2M" {
+            2
+        } else {
+            1
+        }
+    }
+
+    /// `registers_from_json` of `server.py`: missing fields keep their defaults.
+    pub fn from_json(v: &Value) -> Result<Registers, String> {
+        let obj = v
+            .as_object()
+            .ok_or("registers: a JSON object is expected")?;
+        let unknown: Vec<&String> = obj
+            .keys()
+            .filter(|k| !REGISTER_FIELDS.contains(&k.as_str()))
+            .collect();
+        if !unknown.is_empty() {
+            return Err(format!(
+                "registers = {unknown:?} is not allowed: known fields: {REGISTER_FIELDS:?}"
+            ));
+        }
+        let mut r = Registers::default();
+        let int = |k: &str, d: i64| -> Result<i64, String> {
+            match obj.get(k) {
+                None => Ok(d),
+                Some(Value::Bool(b)) => Ok(*b as i64),
+                Some(x) => x
+                    .as_i64()
+                    .ok_or(format!("{k}: an integer is expected, not {x}")),
+            }
+        };
+        let boolean = |k: &str, d: bool| -> Result<bool, String> {
+            match obj.get(k) {
+                None => Ok(d),
+                Some(Value::Bool(b)) => Ok(*b),
+                Some(x) => x
+                    .as_i64()
+                    .map(|i| i != 0)
+                    .ok_or(format!("{k}: a boolean is expected")),
+            }
+        };
+        let hex = |s: &Value, k: &str| -> Result<Vec<u8>, String> {
+            let s = s.as_str().ok_or(format!("{k}: a hex string is expected"))?;
+            from_hex(s).ok_or(format!("{k}: {s:?} is not hex"))
+        };
+        r.channel = int("channel", r.channel)?;
+        if let Some(x) = obj.get("rate") {
+            r.rate = x.as_str().ok_or("rate: a string is expected")?.to_string();
+        }
+        r.address_width = int("address_width", r.address_width)?;
+        r.crc_len = int("crc_len", r.crc_len)?;
+        if let Some(x) = obj.get("auto_ack") {
+            let list = x.as_array().ok_or("auto_ack: a list is expected")?;
+            r.auto_ack = list
+                .iter()
+                .map(|b| {
+                    b.as_bool()
+                        .or(b.as_i64().map(|i| i != 0))
+                        .ok_or("auto_ack: booleans")
+                })
+                .collect::<Result<_, _>>()?;
+        }
+        r.dynamic_payloads = boolean("dynamic_payloads", r.dynamic_payloads)?;
+        r.dynamic_ack = boolean("dynamic_ack", r.dynamic_ack)?;
+        r.payload_size = int("payload_size", r.payload_size)?;
+        r.ard_step = int("ard_step", r.ard_step)?;
+        r.arc = int("arc", r.arc)?;
+        r.pa_level = int("pa_level", r.pa_level)?;
+        r.powered = boolean("powered", r.powered)?;
+        if let Some(x) = obj.get("tx_address") {
+            r.tx_address = hex(x, "tx_address")?;
+        }
+        if let Some(x) = obj.get("rx_pipes") {
+            let pipes = x.as_object().ok_or("rx_pipes: an object is expected")?;
+            for (k, v) in pipes {
+                let pipe: i64 = k
+                    .trim()
+                    .parse()
+                    .map_err(|_| format!("rx_pipes: pipe {k:?}"))?;
+                r.rx_pipes.insert(pipe, hex(v, "rx_pipes")?);
+            }
+        }
+        Ok(r)
+    }
+}
+
+pub fn from_hex(s: &str) -> Option<Vec<u8>> {
+    let s: String = s.chars().filter(|c| !c.is_whitespace()).collect();
+    if s.len() & 1 == 1 {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+pub fn to_hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Output {
+    Tx {
+        radio: u32,
+        ok: bool,
+        arc_count: i64,
+    },
+    Rx {
+        radio: u32,
+        pipe: i64,
+        payload: Vec<u8>,
+    },
+}
+
+impl Output {
+    pub fn radio(&self) -> u32 {
+        match self {
+            Output::Tx { radio, .. } | Output::Rx { radio, .. } => *radio,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Transmission {
+    sender: u32,
+    channel: i64,
+    bandwidth: i64,
+    start: i64,
+    end: i64,
+    collided: bool,
+}
+
+type TxRef = Rc<RefCell<Transmission>>;
+
+struct Attempt {
+    id: u64,
+    payload: Vec<u8>,
+    no_ack: bool,
+    pid: i64,
+    tries: i64,
+    tx: Option<TxRef>,
+    acked_by: Vec<u32>,
+    ack_tx: Option<TxRef>,
+}
+
+/// A Wi-Fi-like transmitter for the channel scan (see `Interferer` in model.py).
+#[derive(Clone, Debug)]
+pub struct Interferer {
+    pub centre: i64,
+    pub width: i64,
+    pub duty: f64,
+    pub burst_ns: i64,
+}
+
+impl Interferer {
+    pub fn new(centre: i64, duty: f64) -> Self {
+        Interferer {
+            centre,
+            width: 22,
+            duty,
+            burst_ns: 1_000_000,
+        }
+    }
+
+    fn covers(&self, channel: i64) -> bool {
+        (channel - self.centre).abs() <= self.width.div_euclid(2)
+    }
+
+    fn active(&self, start: i64, end: i64) -> bool {
+        let first = start.div_euclid(self.burst_ns);
+        let last = end.div_euclid(self.burst_ns);
+        for slot in first..=last.min(first + 64) {
+            let h = (slot as u64)
+                .wrapping_mul(2_654_435_761)
+                .wrapping_add((self.centre as u64).wrapping_mul(40_503))
+                & 0xffff_ffff;
+            if (h as f64) / 4_294_967_296.0 < self.duty {
+                return true;
+            }
+        }
+        false
+    }
+}
+
+pub struct Radio {
+    pub id: u32,
+    pub name: String,
+    pub regs: Registers,
+    listening: bool,
+    rx_since: i64,
+    busy_until: i64,
+    tx_fifo: VecDeque<(Vec<u8>, bool)>,
+    attempt: Option<Attempt>,
+    blocked: bool,
+    chain_at: Option<i64>,
+    next_pid: i64,
+    pub rx_fifo: i64,
+    last_rx: BTreeMap<i64, (i64, Vec<u8>)>,
+    counters: BTreeMap<&'static str, i64>,
+    rpd: bool,
+}
+
+impl Radio {
+    fn new(id: u32, name: String) -> Self {
+        Radio {
+            id,
+            name,
+            regs: Registers::default(),
+            listening: false,
+            rx_since: 0,
+            busy_until: 0,
+            tx_fifo: VecDeque::new(),
+            attempt: None,
+            blocked: false,
+            chain_at: None,
+            next_pid: 0,
+            rx_fifo: 0,
+            last_rx: BTreeMap::new(),
+            counters: BTreeMap::new(),
+            rpd: false,
+        }
+    }
+
+    fn count(&mut self, key: &'static str, n: i64) {
+        *self.counters.entry(key).or_insert(0) += n;
+    }
+
+    fn attempt_id(&self) -> Option<u64> {
+        self.attempt.as_ref().map(|a| a.id)
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+enum EventKind {
+    DataEnd,
+    AckEnd,
+    Retry,
+}
+
+type Event = Reverse<(i64, u64, EventKind, u32, u64)>;
+
+pub struct Air {
+    pub loss: LossModel,
+    pub radios: BTreeMap<u32, Radio>,
+    channels: BTreeMap<i64, BTreeMap<&'static str, i64>>,
+    events: BinaryHeap<Event>,
+    seq: u64,
+    now: i64,
+    next_id: u32,
+    next_attempt: u64,
+    on_air: Vec<TxRef>,
+    out: Vec<Output>,
+    retired: Vec<Radio>,
+    pub interferers: Vec<Interferer>,
+}
+
+impl Air {
+    pub fn new(loss: LossModel) -> Self {
+        Air {
+            loss,
+            radios: BTreeMap::new(),
+            channels: BTreeMap::new(),
+            events: BinaryHeap::new(),
+            seq: 0,
+            now: 0,
+            next_id: 1,
+            next_attempt: 1,
+            on_air: Vec::new(),
+            out: Vec::new(),
+            retired: Vec::new(),
+            interferers: Vec::new(),
+        }
+    }
+
+    // -- radios ---------------------------------------------------------------------------
+
+    pub fn attach(&mut self, name: &str) -> u32 {
+        let rid = self.next_id;
+        self.next_id += 1;
+        self.radios.insert(rid, Radio::new(rid, name.to_string()));
+        rid
+    }
+
+    pub fn detach(&mut self, rid: u32) {
+        if let Some(mut radio) = self.radios.remove(&rid) {
+            radio.attempt = None;
+            self.retired.push(radio);
+            let excess = self.retired.len().saturating_sub(32);
+            self.retired.drain(..excess);
+        }
+    }
+
+    fn radio(&mut self, rid: u32) -> Result<&mut Radio, String> {
+        self.radios.get_mut(&rid).ok_or(format!("no radio {rid}"))
+    }
+
+    pub fn configure(&mut self, rid: u32, regs: Registers, now: i64) -> Result<(), String> {
+        regs.validate()?;
+        self.radio(rid)?;
+        self.clock(now);
+        let radio = self.radio(rid)?;
+        if !regs.powered {
+            radio.listening = false;
+        }
+        radio.regs = regs;
+        Ok(())
+    }
+
+    pub fn set_listening(&mut self, rid: u32, on: bool, now: i64) -> Result<(), String> {
+        self.radio(rid)?;
+        self.clock(now);
+        let radio = self.radio(rid)?;
+        if on && !radio.listening {
+            radio.rx_since = now.max(radio.busy_until) + T_SETTLE_NS;
+            radio.chain_at = None;
+            radio.rpd = false;
+        }
+        radio.listening = on;
+        if !on {
+            radio.rpd = false;
+            self.kick(rid);
+        }
+        Ok(())
+    }
+
+    /// Load a payload into the TX FIFO. False (and counted) when the FIFO is full.
+    pub fn submit(
+        &mut self,
+        rid: u32,
+        payload: &[u8],
+        no_ack: bool,
+        now: i64,
+    ) -> Result<bool, String> {
+        self.radio(rid)?;
+        self.clock(now);
+        let radio = self.radio(rid)?;
+        if radio.tx_fifo.len() >= TX_FIFO_DEPTH {
+            radio.count("tx_fifo_overflow", 1);
+            return Ok(false);
+        }
+        let len = payload.len().min(MAX_PAYLOAD);
+        let no_ack = no_ack && radio.regs.dynamic_ack;
+        radio.tx_fifo.push_back((payload[..len].to_vec(), no_ack));
+        radio.count("frames_submitted", 1);
+        self.kick(rid);
+        Ok(true)
+    }
+
+    pub fn flush_tx(&mut self, rid: u32, now: i64) -> Result<(), String> {
+        self.radio(rid)?;
+        self.clock(now);
+        let radio = self.radio(rid)?;
+        let n = radio.tx_fifo.len() as i64;
+        radio.count("frames_flushed", n);
+        radio.tx_fifo.clear();
+        radio.attempt = None;
+        radio.blocked = false;
+        Ok(())
+    }
+
+    pub fn reuse_tx(&mut self, rid: u32, now: i64) -> Result<(), String> {
+        self.radio(rid)?;
+        self.clock(now);
+        let radio = self.radio(rid)?;
+        if radio.blocked {
+            radio.blocked = false;
+            radio.attempt = None;
+            self.kick(rid);
+        }
+        Ok(())
+    }
+
+    /// The host read `count` frames out of the RX FIFO.
+    pub fn consumed(&mut self, rid: u32, count: i64) -> Result<(), String> {
+        let radio = self.radio(rid)?;
+        radio.rx_fifo = (radio.rx_fifo - count).max(0);
+        Ok(())
+    }
+
+    pub fn flush_rx(&mut self, rid: u32) -> Result<(), String> {
+        self.radio(rid)?.rx_fifo = 0;
+        Ok(())
+    }
+
+    pub fn tx_pending(&self, rid: u32) -> usize {
+        self.radios.get(&rid).map_or(0, |r| r.tx_fifo.len())
+    }
+
+    // -- time ------------------------------------------------------------------------------
+
+    pub fn now(&self) -> i64 {
+        self.now
+    }
+
+    pub fn next_event(&self) -> Option<i64> {
+        self.events.peek().map(|Reverse(e)| e.0)
+    }
+
+    /// Run every event due at or before `now`; return what the radios see.
+    pub fn advance(&mut self, now: i64) -> Vec<Output> {
+        while let Some(Reverse(ev)) = self.events.peek() {
+            if ev.0 > now {
+                break;
+            }
+            let Reverse((t, _, kind, rid, attempt)) = self.events.pop().expect("peeked");
+            self.now = self.now.max(t);
+            match self.radios.get(&rid) {
+                Some(r) if r.attempt_id() == Some(attempt) => {}
+                _ => continue, // detached, flushed or reused meanwhile
+            }
+            match kind {
+                EventKind::DataEnd => self.data_end(rid, t),
+                EventKind::AckEnd => self.ack_end(rid, t),
+                EventKind::Retry => self.start_attempt(rid, t),
+            }
+        }
+        self.clock(now);
+        std::mem::take(&mut self.out)
+    }
+
+    /// Virtual-clock helper: run every event, however far ahead.
+    pub fn run_until_idle(&mut self, limit_ns: i64) -> Vec<Output> {
+        let mut out = Vec::new();
+        while let Some(t) = self.next_event() {
+            if t > limit_ns {
+                break;
+            }
+            out.extend(self.advance(t));
+        }
+        out
+    }
+
+    fn clock(&mut self, now: i64) {
+        self.now = self.now.max(now);
+        // A transmission that ended before now can collide with nothing more.
+        if let Some(first) = self.on_air.first() {
+            if first.borrow().end < self.now {
+                let now = self.now;
+                self.on_air.retain(|t| t.borrow().end >= now);
+            }
+        }
+    }
+
+    fn schedule(&mut self, t: i64, kind: EventKind, rid: u32, attempt: u64) {
+        self.seq += 1;
+        self.events.push(Reverse((t, self.seq, kind, rid, attempt)));
+    }
+
+    // -- transmitting ------------------------------------------------------------------------
+
+    /// Start the next attempt if the radio is free to transmit.
+    fn kick(&mut self, rid: u32) {
+        let now = self.now;
+        let attempt_id = self.next_attempt;
+        let Some(radio) = self.radios.get_mut(&rid) else {
+            return;
+        };
+        if radio.attempt.is_some()
+            || radio.blocked
+            || radio.listening
+            || !radio.regs.powered
+            || radio.tx_fifo.is_empty()
+        {
+            return;
+        }
+        let (payload, no_ack) = radio.tx_fifo[0].clone();
+        self.next_attempt += 1;
+        radio.attempt = Some(Attempt {
+            id: attempt_id,
+            payload,
+            no_ack,
+            pid: radio.next_pid,
+            tries: 0,
+            tx: None,
+            acked_by: Vec::new(),
+            ack_tx: None,
+        });
+        radio.next_pid = (radio.next_pid + 1) % 4;
+        let start = match radio.chain_at {
+            Some(c) if c >= now => c,
+            _ => {
+                radio.count("settles", 1);
+                now.max(radio.busy_until) + T_SETTLE_NS
+            }
+        };
+        radio.chain_at = None;
+        self.start_attempt(rid, start);
+    }
+
+    fn start_attempt(&mut self, rid: u32, start: i64) {
+        let radio = self.radios.get_mut(&rid).expect("live radio");
+        let regs = &radio.regs;
+        let attempt = radio.attempt.as_mut().expect("an attempt");
+        let toa = time_on_air_ns(
+            attempt.payload.len() as i64,
+            &regs.rate,
+            regs.address_width,
+            regs.crc_len,
+        );
+        let tx = Rc::new(RefCell::new(Transmission {
+            sender: rid,
+            channel: regs.channel,
+            bandwidth: regs.bandwidth(),
+            start,
+            end: start + toa,
+            collided: false,
+        }));
+        attempt.tx = Some(tx.clone());
+        attempt.tries += 1;
+        attempt.acked_by.clear();
+        let tries = attempt.tries;
+        let aid = attempt.id;
+        let end = start + toa;
+        radio.busy_until = end;
+        radio.count("attempts", 1);
+        if tries > 1 {
+            radio.count("retransmissions", 1);
+        }
+        radio.count("airtime_ns", toa);
+        self.transmit(&tx);
+        self.schedule(end, EventKind::DataEnd, rid, aid);
+    }
+
+    /// The radio's received power detector (RPD, datasheet §6.4).
+    pub fn rpd(&mut self, rid: u32, now: i64) -> Result<bool, String> {
+        self.radio(rid)?;
+        self.clock(now);
+        let radio = self.radios.get(&rid).expect("checked");
+        if !radio.listening || now < radio.rx_since + RPD_MIN_NS {
+            return Ok(false);
+        }
+        let mut rpd = radio.rpd;
+        if !rpd {
+            for t in &self.on_air {
+                let t = t.borrow();
+                if heard(radio, t.sender, t.channel, t.bandwidth, t.start, t.end, now) {
+                    rpd = true;
+                }
+            }
+            for w in &self.interferers {
+                if w.covers(radio.regs.channel) && w.active(radio.rx_since, now) {
+                    rpd = true;
+                }
+            }
+        }
+        self.radios.get_mut(&rid).expect("checked").rpd = rpd;
+        Ok(rpd)
+    }
+
+    fn transmit(&mut self, tx: &TxRef) {
+        {
+            let t = tx.borrow();
+            for r in self.radios.values_mut() {
+                if r.listening && !r.rpd {
+                    let end = if t.end != 0 {
+                        t.end
+                    } else {
+                        t.start + RPD_MIN_NS
+                    };
+                    if heard(r, t.sender, t.channel, t.bandwidth, t.start, end, end) {
+                        r.rpd = true;
+                    }
+                }
+            }
+        }
+        for other in &self.on_air {
+            let mut o = other.borrow_mut();
+            let mut t = tx.borrow_mut();
+            if o.start < t.end
+                && t.start < o.end
+                && (o.channel - t.channel).abs() < o.bandwidth.max(t.bandwidth)
+            {
+                o.collided = true;
+                t.collided = true;
+            }
+        }
+        self.on_air.push(tx.clone());
+        let t = tx.borrow();
+        let ch = self.channels.entry(t.channel).or_default();
+        *ch.entry("transmissions").or_insert(0) += 1;
+        *ch.entry("airtime_ns").or_insert(0) += t.end - t.start;
+    }
+
+    fn data_end(&mut self, rid: u32, t: i64) {
+        let (tx, channel, collided) = {
+            let radio = self.radios.get(&rid).expect("live");
+            let tx = radio
+                .attempt
+                .as_ref()
+                .and_then(|a| a.tx.clone())
+                .expect("on air");
+            let (ch, col) = {
+                let b = tx.borrow();
+                (b.channel, b.collided)
+            };
+            (tx, ch, col)
+        };
+        if collided {
+            *self
+                .channels
+                .entry(channel)
+                .or_default()
+                .entry("collisions")
+                .or_insert(0) += 1;
+            self.radios
+                .get_mut(&rid)
+                .expect("live")
+                .count("collisions", 1);
+        }
+        let mut ack_end: Option<i64> = None;
+        let ids: Vec<u32> = self.radios.keys().copied().collect();
+        for rx in ids {
+            if rx == rid {
+                continue;
+            }
+            if self.receive(rid, &tx, rx) {
+                ack_end = Some(self.send_ack(rid, rx, t));
+            }
+        }
+        let radio = self.radios.get_mut(&rid).expect("live");
+        let (aid, no_ack) = radio
+            .attempt
+            .as_ref()
+            .map(|a| (a.id, a.no_ack))
+            .expect("live attempt");
+        let expects_ack = radio.regs.auto_ack[0] && !no_ack;
+        if !expects_ack {
+            self.complete(rid, t, true);
+            return;
+        }
+        let ard_us = ard_ns(radio.regs.ard_step) / 1000;
+        if ard_us < min_ard_us_for_empty_ack(&radio.regs.rate) {
+            radio.count("ack_timeouts", 1);
+            ack_end = None;
+        }
+        match ack_end {
+            None => self.fail_attempt(rid, t),
+            Some(end) => self.schedule(end, EventKind::AckEnd, rid, aid),
+        }
+    }
+
+    /// Does `rx` take the frame in, and answer it with an ACK?
+    fn receive(&mut self, sid: u32, tx: &TxRef, rid: u32) -> bool {
+        let (tx_start, tx_collided) = {
+            let b = tx.borrow();
+            (b.start, b.collided)
+        };
+        let sender = self.radios.get(&sid).expect("live");
+        let s = &sender.regs;
+        let sender_name = sender.name.clone();
+        let attempt = sender.attempt.as_ref().expect("live attempt");
+        let (pid, payload, no_ack) = (attempt.pid, attempt.payload.clone(), attempt.no_ack);
+        let rx = self.radios.get(&rid).expect("live");
+        let r = &rx.regs;
+        let Some(pipe) = matching_pipe(s, r) else {
+            return false;
+        };
+        if !r.powered || !rx.listening || r.channel != s.channel {
+            return false;
+        }
+        if r.rate != s.rate || r.crc_len != s.crc_len {
+            return false;
+        }
+        let format_ok = r.dynamic_payloads == s.dynamic_payloads
+            && (r.dynamic_payloads || payload.len() as i64 == r.payload_size);
+        let late = rx.rx_since > tx_start || rx.busy_until > tx_start;
+        let rx_name = rx.name.clone();
+        let ack_wanted = r.auto_ack[pipe as usize] && !no_ack;
+        let rx = self.radios.get_mut(&rid).expect("live");
+        if late {
+            rx.count("missed_not_listening", 1);
+            return false;
+        }
+        if !format_ok {
+            rx.count("format_mismatch", 1);
+            return false;
+        }
+        if tx_collided {
+            rx.count("lost_collision", 1);
+            return false;
+        }
+        if self.loss.data_lost(&sender_name, &rx_name) {
+            self.radios
+                .get_mut(&sid)
+                .expect("live")
+                .count("lost_data", 1);
+            self.radios
+                .get_mut(&rid)
+                .expect("live")
+                .count("lost_data", 1);
+            return false;
+        }
+        let rx = self.radios.get_mut(&rid).expect("live");
+        if rx
+            .last_rx
+            .get(&pipe)
+            .is_some_and(|(p, b)| *p == pid && *b == payload)
+        {
+            rx.count("duplicates_dropped", 1);
+            return ack_wanted;
+        }
+        if rx.rx_fifo >= RX_FIFO_DEPTH {
+            rx.count("rx_fifo_full", 1);
+            return false;
+        }
+        rx.last_rx.insert(pipe, (pid, payload.clone()));
+        rx.rx_fifo += 1;
+        rx.count("frames_received", 1);
+        self.out.push(Output::Rx {
+            radio: rid,
+            pipe,
+            payload,
+        });
+        ack_wanted
+    }
+
+    fn send_ack(&mut self, sid: u32, rid: u32, t: i64) -> i64 {
+        let rx = self.radios.get_mut(&rid).expect("live");
+        let regs = &rx.regs;
+        let toa = time_on_air_ns(0, &regs.rate, regs.address_width, regs.crc_len);
+        let start = t + T_SETTLE_NS;
+        let ack = Rc::new(RefCell::new(Transmission {
+            sender: rid,
+            channel: regs.channel,
+            bandwidth: regs.bandwidth(),
+            start,
+            end: start + toa,
+            collided: false,
+        }));
+        // Deaf while it sends the ACK, back in RX right after (see model.py).
+        rx.busy_until = start + toa;
+        rx.count("acks_sent", 1);
+        self.transmit(&ack);
+        let attempt = self
+            .radios
+            .get_mut(&sid)
+            .and_then(|s| s.attempt.as_mut())
+            .expect("live");
+        attempt.acked_by.push(rid);
+        attempt.ack_tx = Some(ack);
+        start + toa
+    }
+
+    fn ack_end(&mut self, rid: u32, t: i64) {
+        let (ack_collided, tx_end, acker) = {
+            let a = self.radios[&rid].attempt.as_ref().expect("live");
+            let ack = a.ack_tx.as_ref().expect("ack sent").borrow().collided;
+            let end = a.tx.as_ref().expect("on air").borrow().end;
+            (ack, end, *a.acked_by.last().expect("acked"))
+        };
+        if ack_collided {
+            self.radios
+                .get_mut(&rid)
+                .expect("live")
+                .count("ack_collisions", 1);
+            self.fail_attempt(rid, tx_end);
+            return;
+        }
+        let lost = match self.radios.get(&acker).map(|a| a.name.clone()) {
+            None => true,
+            Some(acker_name) => {
+                let name = self.radios[&rid].name.clone();
+                self.loss.ack_lost(&name, &acker_name)
+            }
+        };
+        if lost {
+            self.radios
+                .get_mut(&rid)
+                .expect("live")
+                .count("lost_ack", 1);
+            self.fail_attempt(rid, tx_end);
+        } else {
+            self.complete(rid, t, false);
+        }
+    }
+
+    fn fail_attempt(&mut self, rid: u32, data_end: i64) {
+        let now = self.now;
+        let radio = self.radios.get_mut(&rid).expect("live");
+        let attempt = radio.attempt.as_ref().expect("live");
+        let (tries, aid) = (attempt.tries, attempt.id);
+        if tries <= radio.regs.arc {
+            let retry_at = data_end + ard_ns(radio.regs.ard_step);
+            self.schedule(retry_at.max(now), EventKind::Retry, rid, aid);
+            return;
+        }
+        radio.blocked = true;
+        radio.count("max_rt", 1);
+        self.out.push(Output::Tx {
+            radio: rid,
+            ok: false,
+            arc_count: tries - 1,
+        });
+    }
+
+    fn complete(&mut self, rid: u32, t: i64, chain: bool) {
+        let radio = self.radios.get_mut(&rid).expect("live");
+        let attempt = radio.attempt.take().expect("live");
+        radio.tx_fifo.pop_front();
+        radio.count("frames_ok", 1);
+        self.out.push(Output::Tx {
+            radio: rid,
+            ok: true,
+            arc_count: attempt.tries - 1,
+        });
+        radio.busy_until = radio.busy_until.max(t);
+        radio.chain_at = if chain { Some(t) } else { None };
+        self.kick(rid);
+    }
+
+    // -- ground truth --------------------------------------------------------------------------
+
+    pub fn stats(&self) -> Value {
+        let mut radios = Map::new();
+        for r in self.retired.iter().chain(self.radios.values()) {
+            let mut m = Map::new();
+            m.insert("id".into(), json!(r.id));
+            m.insert("attached".into(), json!(self.radios.contains_key(&r.id)));
+            m.insert("channel".into(), json!(r.regs.channel));
+            m.insert("rate".into(), json!(r.regs.rate));
+            m.insert("ard_us".into(), json!(ard_ns(r.regs.ard_step) / 1000));
+            m.insert("arc".into(), json!(r.regs.arc));
+            for (k, v) in &r.counters {
+                m.insert((*k).into(), json!(v));
+            }
+            radios.insert(r.name.clone(), Value::Object(m));
+        }
+        let channels: Map<String, Value> = self
+            .channels
+            .iter()
+            .map(|(ch, c)| (ch.to_string(), json!(c)))
+            .collect();
+        json!({"now_ns": self.now, "radios": radios, "channels": channels})
+    }
+}
+
+fn heard(
+    radio: &Radio,
+    sender: u32,
+    channel: i64,
+    bandwidth: i64,
+    start: i64,
+    end: i64,
+    now: i64,
+) -> bool {
+    let lo = start.max(radio.rx_since);
+    let hi = end.min(now);
+    sender != radio.id
+        && (channel - radio.regs.channel).abs() < bandwidth.max(radio.regs.bandwidth())
+        && hi - lo >= RPD_MIN_NS
+}
+
+fn matching_pipe(s: &Registers, r: &Registers) -> Option<i64> {
+    if r.address_width != s.address_width {
+        return None;
+    }
+    let aw = s.address_width as usize;
+    let target = &s.tx_address[..aw.min(s.tx_address.len())];
+    for (pipe, addr) in &r.rx_pipes {
+        if &addr[..aw.min(addr.len())] == target && target.len() == aw {
+            return Some(*pipe);
+        }
+    }
+    None
+}

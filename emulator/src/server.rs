@@ -1,0 +1,548 @@
+//! The air in real time (the twin of `longge/air/server.py`, same wire protocol: see
+//! `longge/air/wire.py`). Pacing by accumulated deadlines; a stall of the server longer than
+//! `FREEZE_AFTER_NS` stops the air's clock instead of running the missed stretch at once
+//! (see docs/emulator.md).
+
+use std::collections::HashMap;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use serde_json::{json, Value};
+
+use crate::loss::{LossModel, LossSpec};
+use crate::model::{Air, Interferer, Output, Registers};
+use crate::realtime;
+
+pub const FREEZE_AFTER_NS: i64 = 1_000_000;
+const MAX_WAIT_NS: i64 = 200_000_000;
+const MAX_MESSAGE: usize = 4096;
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+pub fn monotonic_ns() -> i64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec * 1_000_000_000 + ts.tv_nsec
+}
+
+/// Lateness of event processing, in 10 µs buckets up to 100 ms.
+pub struct LagHistogram {
+    counts: Vec<u64>,
+    n: u64,
+    max_ns: i64,
+}
+
+impl LagHistogram {
+    const BUCKET_NS: i64 = 10_000;
+    const BUCKETS: usize = 10_000;
+
+    pub fn new() -> Self {
+        LagHistogram {
+            counts: vec![0; Self::BUCKETS + 1],
+            n: 0,
+            max_ns: 0,
+        }
+    }
+
+    pub fn add(&mut self, lag_ns: i64) {
+        let lag = lag_ns.max(0);
+        self.counts[((lag / Self::BUCKET_NS) as usize).min(Self::BUCKETS)] += 1;
+        self.n += 1;
+        self.max_ns = self.max_ns.max(lag);
+    }
+
+    fn quantile_us(&self, q: f64) -> f64 {
+        if self.n == 0 {
+            return 0.0;
+        }
+        let target = q * self.n as f64;
+        let mut seen = 0u64;
+        for (i, c) in self.counts.iter().enumerate() {
+            seen += c;
+            if seen as f64 >= target {
+                return ((i as i64 + 1) * Self::BUCKET_NS) as f64 / 1000.0;
+            }
+        }
+        self.max_ns as f64 / 1000.0
+    }
+
+    pub fn summary(&self) -> Value {
+        json!({"samples": self.n, "p50_us": self.quantile_us(0.5),
+               "p99_us": self.quantile_us(0.99), "max_us": self.max_ns as f64 / 1000.0})
+    }
+}
+
+struct Client {
+    fd: i32,
+    radio: Option<u32>,
+    accepted: u32,
+    flushes: u32,
+}
+
+pub struct Server {
+    path: String,
+    air: Air,
+    lag: LagHistogram,
+    bad_messages: u64,
+    send_overflows: u64,
+    started: i64,
+    frozen_ns: i64,
+    freezes: u64,
+    scheduling: String,
+    listener: i32,
+    clients: HashMap<i32, Client>,
+    by_radio: HashMap<u32, i32>,
+}
+
+fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+impl Server {
+    pub fn bind(path: &str, loss: LossModel) -> io::Result<Server> {
+        if let Some(dir) = Path::new(path).parent() {
+            if !dir.as_os_str().is_empty() {
+                std::fs::create_dir_all(dir)?;
+            }
+        }
+        let _ = std::fs::remove_file(path);
+        let bytes = Path::new(path).as_os_str().as_bytes();
+        // SAFETY: plain socket calls on a sockaddr_un we fill within its bounds.
+        let fd = unsafe {
+            let fd = cvt(libc::socket(
+                libc::AF_UNIX,
+                libc::SOCK_SEQPACKET | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+                0,
+            ))?;
+            let mut addr: libc::sockaddr_un = std::mem::zeroed();
+            addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+            if bytes.len() >= addr.sun_path.len() {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "socket path too long",
+                ));
+            }
+            for (i, b) in bytes.iter().enumerate() {
+                addr.sun_path[i] = *b as libc::c_char;
+            }
+            let len = std::mem::size_of::<libc::sa_family_t>() + bytes.len() + 1;
+            cvt(libc::bind(
+                fd,
+                &addr as *const _ as *const libc::sockaddr,
+                len as libc::socklen_t,
+            ))?;
+            cvt(libc::listen(fd, 64))?;
+            fd
+        };
+        std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o666))?;
+        Ok(Server {
+            path: path.to_string(),
+            air: Air::new(loss),
+            lag: LagHistogram::new(),
+            bad_messages: 0,
+            send_overflows: 0,
+            started: monotonic_ns(),
+            frozen_ns: 0,
+            freezes: 0,
+            scheduling: "default".into(),
+            listener: fd,
+            clients: HashMap::new(),
+            by_radio: HashMap::new(),
+        })
+    }
+
+    /// The air's clock: the wall clock minus the stalls it sat out.
+    fn air_time(&mut self, due: Option<i64>) -> i64 {
+        let mut now = monotonic_ns() - self.frozen_ns;
+        if let Some(due) = due {
+            if due <= now {
+                let late = now - due;
+                self.lag.add(late);
+                if late > FREEZE_AFTER_NS {
+                    self.frozen_ns += late;
+                    self.freezes += 1;
+                    now = due;
+                }
+            }
+        }
+        now
+    }
+
+    pub fn serve_forever(&mut self) {
+        // SAFETY: installing an async-signal-safe handler that only stores an atomic.
+        unsafe {
+            libc::signal(
+                libc::SIGTERM,
+                on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t,
+            );
+            libc::signal(
+                libc::SIGINT,
+                on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t,
+            );
+            libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+            libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong, 0, 0, 0);
+        }
+        self.scheduling = realtime::prioritise(realtime::HARDWARE, -10);
+        let mut fds: Vec<libc::pollfd> = Vec::new();
+        while !STOP.load(Ordering::SeqCst) {
+            let due = self.air.next_event();
+            let now = self.air_time(due);
+            if let Some(d) = due {
+                if d <= now {
+                    let out = self.air.advance(now);
+                    self.dispatch(out);
+                    continue;
+                }
+            }
+            let wait = due.map_or(MAX_WAIT_NS, |d| (d - now).min(MAX_WAIT_NS));
+            fds.clear();
+            fds.push(libc::pollfd {
+                fd: self.listener,
+                events: libc::POLLIN,
+                revents: 0,
+            });
+            for &fd in self.clients.keys() {
+                fds.push(libc::pollfd {
+                    fd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                });
+            }
+            let ts = libc::timespec {
+                tv_sec: wait / 1_000_000_000,
+                tv_nsec: wait % 1_000_000_000,
+            };
+            // SAFETY: fds is a live Vec of pollfd; ts outlives the call.
+            let n = unsafe {
+                libc::ppoll(
+                    fds.as_mut_ptr(),
+                    fds.len() as libc::nfds_t,
+                    &ts,
+                    std::ptr::null(),
+                )
+            };
+            if n <= 0 {
+                continue;
+            }
+            let ready: Vec<i32> = fds
+                .iter()
+                .filter(|p| p.revents != 0)
+                .map(|p| p.fd)
+                .collect();
+            for fd in ready {
+                if fd == self.listener {
+                    self.accept();
+                } else {
+                    self.read(fd);
+                }
+            }
+        }
+        self.close();
+    }
+
+    fn close(&mut self) {
+        for &fd in self.clients.keys() {
+            // SAFETY: closing descriptors we own.
+            unsafe { libc::close(fd) };
+        }
+        self.clients.clear();
+        // SAFETY: as above.
+        unsafe { libc::close(self.listener) };
+        let _ = std::fs::remove_file(&self.path);
+    }
+
+    fn accept(&mut self) {
+        loop {
+            // SAFETY: accept4 with null address arguments.
+            let fd = unsafe {
+                libc::accept4(
+                    self.listener,
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                    libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+                )
+            };
+            if fd < 0 {
+                return;
+            }
+            let size: libc::c_int = 1 << 20;
+            // SAFETY: setsockopt with a c_int value we own.
+            unsafe {
+                libc::setsockopt(
+                    fd,
+                    libc::SOL_SOCKET,
+                    libc::SO_SNDBUF,
+                    &size as *const _ as *const libc::c_void,
+                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                );
+            }
+            self.clients.insert(
+                fd,
+                Client {
+                    fd,
+                    radio: None,
+                    accepted: 0,
+                    flushes: 0,
+                },
+            );
+        }
+    }
+
+    fn read(&mut self, fd: i32) {
+        let mut buf = [0u8; MAX_MESSAGE];
+        loop {
+            // SAFETY: recv into a buffer we own, within its length.
+            let n = unsafe {
+                libc::recv(
+                    fd,
+                    buf.as_mut_ptr() as *mut libc::c_void,
+                    buf.len(),
+                    libc::MSG_DONTWAIT,
+                )
+            };
+            if n < 0 {
+                let err = io::Error::last_os_error();
+                if err.kind() == io::ErrorKind::WouldBlock {
+                    return;
+                }
+            }
+            if n <= 0 {
+                self.drop_client(fd);
+                return;
+            }
+            let now = self.air_time(None);
+            if let Err(text) = self.handle(fd, &buf[..n as usize], now) {
+                self.bad_messages += 1;
+                let mut msg = b"e".to_vec();
+                msg.extend(text.as_bytes().iter().take(200));
+                self.send(fd, &msg);
+            }
+        }
+    }
+
+    fn drop_client(&mut self, fd: i32) {
+        if let Some(c) = self.clients.remove(&fd) {
+            if let Some(rid) = c.radio {
+                self.by_radio.remove(&rid);
+                self.air.detach(rid);
+            }
+            // SAFETY: closing a descriptor we own.
+            unsafe { libc::close(c.fd) };
+        }
+    }
+
+    fn send(&mut self, fd: i32, msg: &[u8]) {
+        // SAFETY: send from a slice we own.
+        let n = unsafe {
+            libc::send(
+                fd,
+                msg.as_ptr() as *const libc::c_void,
+                msg.len(),
+                libc::MSG_DONTWAIT,
+            )
+        };
+        if n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::WouldBlock {
+            // A radio process stopped reading: its socket buffer is full. Count, never block.
+            self.bad_messages += 1;
+            self.send_overflows += 1;
+        }
+    }
+
+    fn stats_reply(&mut self, fd: i32) {
+        let mut msg = b"s".to_vec();
+        msg.extend(self.stats().to_string().as_bytes());
+        self.send(fd, &msg);
+    }
+
+    fn handle(&mut self, fd: i32, msg: &[u8], now: i64) -> Result<(), String> {
+        let (kind, body) = (msg[0], &msg[1..]);
+        let parse = |b: &[u8]| -> Result<Value, String> {
+            serde_json::from_slice(b).map_err(|e| format!("bad JSON: {e}"))
+        };
+        match kind {
+            b'S' => {
+                self.stats_reply(fd);
+                return Ok(());
+            }
+            b'P' => {
+                self.set_loss(&parse(body)?)?;
+                self.stats_reply(fd);
+                return Ok(());
+            }
+            b'W' => {
+                self.set_interferer(&parse(body)?)?;
+                self.stats_reply(fd);
+                return Ok(());
+            }
+            b'H' => {
+                let client = self.clients.get(&fd).ok_or("no client")?;
+                let rid = match client.radio {
+                    Some(rid) => rid,
+                    None => {
+                        let name = std::str::from_utf8(body).map_err(|e| e.to_string())?;
+                        let name = if name.is_empty() {
+                            format!("radio{}", self.by_radio.len() + 1)
+                        } else {
+                            name.to_string()
+                        };
+                        let rid = self.air.attach(&name);
+                        self.by_radio.insert(rid, fd);
+                        self.clients.get_mut(&fd).expect("present").radio = Some(rid);
+                        rid
+                    }
+                };
+                let mut reply = b"h".to_vec();
+                reply.extend((rid as u16).to_be_bytes());
+                self.send(fd, &reply);
+                return Ok(());
+            }
+            _ => {}
+        }
+        let client = self.clients.get_mut(&fd).ok_or("no client")?;
+        let rid = client.radio.ok_or("attach first (H)")?;
+        let byte0 = || {
+            body.first()
+                .copied()
+                .ok_or(format!("message {:?} needs a byte", kind as char))
+        };
+        match kind {
+            b'T' => {
+                if body.len() < 2 || body.len() > 33 {
+                    return Err(format!("payload of {} bytes", body.len() as i64 - 1));
+                }
+                client.accepted = client.accepted.wrapping_add(1);
+                self.air.submit(rid, &body[1..], body[0] != 0, now)?;
+            }
+            b'R' => self.air.consumed(rid, byte0()? as i64)?,
+            b'C' => self
+                .air
+                .configure(rid, Registers::from_json(&parse(body)?)?, now)?,
+            b'L' => self.air.set_listening(rid, byte0()? != 0, now)?,
+            b'F' => {
+                client.flushes = client.flushes.wrapping_add(1);
+                self.air.flush_tx(rid, now)?;
+            }
+            b'U' => self.air.reuse_tx(rid, now)?,
+            b'X' => self.air.flush_rx(rid)?,
+            b'D' => {
+                let on = self.air.rpd(rid, now)?;
+                self.send(fd, &[b'd', on as u8]);
+            }
+            _ => return Err(format!("unknown message {:?}", kind as char)),
+        }
+        Ok(())
+    }
+
+    fn set_interferer(&mut self, spec: &Value) -> Result<(), String> {
+        if spec.get("clear").and_then(Value::as_bool).unwrap_or(false) {
+            self.air.interferers.clear();
+            return Ok(());
+        }
+        let duty = spec
+            .get("duty")
+            .map_or(Some(0.3), Value::as_f64)
+            .ok_or("duty: a number")?;
+        if !(duty > 0.0 && duty <= 1.0) {
+            return Err(format!("duty {duty}: 0..1"));
+        }
+        let wifi = spec
+            .get("wifi")
+            .and_then(Value::as_i64)
+            .ok_or("wifi: a channel 1..13")?;
+        if !(1..=13).contains(&wifi) {
+            return Err(format!("Wi-Fi channel {wifi}: 1..13"));
+        }
+        self.air
+            .interferers
+            .push(Interferer::new(12 + 5 * (wifi - 1), duty));
+        Ok(())
+    }
+
+    fn set_loss(&mut self, spec: &Value) -> Result<(), String> {
+        let num = |k: &str, d: f64| {
+            spec.get(k)
+                .map_or(Some(d), Value::as_f64)
+                .ok_or(format!("{k}: a number"))
+        };
+        let per = num("per", 0.0)?;
+        let loss = LossSpec::new(per, num("ack_per", per)?, num("burst", 1.0)?)?;
+        if spec.get("tx").is_some() || spec.get("rx").is_some() {
+            let name = |k: &str| match spec.get(k) {
+                Some(Value::String(s)) => Ok(s.clone()),
+                Some(v) => Ok(v.to_string()),
+                None => Err(format!("{k}: a radio name")),
+            };
+            self.air.loss.set_link(&name("tx")?, &name("rx")?, loss);
+        } else {
+            self.air.loss.set_default(loss);
+        }
+        Ok(())
+    }
+
+    fn dispatch(&mut self, outputs: Vec<Output>) {
+        for out in outputs {
+            let Some(&fd) = self.by_radio.get(&out.radio()) else {
+                continue;
+            };
+            match out {
+                Output::Rx { pipe, payload, .. } => {
+                    let mut msg = Vec::with_capacity(payload.len() + 2);
+                    msg.push(b'r');
+                    msg.push(pipe as u8);
+                    msg.extend(payload);
+                    self.send(fd, &msg);
+                }
+                Output::Tx {
+                    radio,
+                    ok,
+                    arc_count,
+                } => {
+                    let fifo = self.air.tx_pending(radio) as u8;
+                    let c = &self.clients[&fd];
+                    let mut msg = vec![b't', ok as u8, arc_count as u8, fifo];
+                    msg.extend(c.accepted.to_be_bytes());
+                    msg.extend(c.flushes.to_be_bytes());
+                    self.send(fd, &msg);
+                }
+            }
+        }
+    }
+
+    fn stats(&self) -> Value {
+        let loss = self.air.loss.default;
+        let interferers: Vec<Value> = self
+            .air
+            .interferers
+            .iter()
+            .map(|w| json!({"centre_channel": w.centre, "width_mhz": w.width, "duty": w.duty}))
+            .collect();
+        json!({
+            "air": self.air.stats(),
+            "server": "rust",
+            "lag": self.lag.summary(),
+            "scheduling": self.scheduling,
+            "freezes": self.freezes,
+            "frozen_ms": ((self.frozen_ns as f64) / 1e3).round() / 1e3,
+            "uptime_s": (monotonic_ns() - self.started) as f64 / 1e9,
+            "bad_messages": self.bad_messages,
+            "send_overflows": self.send_overflows,
+            "loss": {"per": loss.data_per, "ack_per": loss.ack_per, "burst": loss.burst},
+            "seed": self.air.loss.seed,
+            "interferers": interferers,
+        })
+    }
+}
