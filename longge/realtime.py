@@ -8,6 +8,12 @@ RX FIFO overflowed 33-106 times in 15 s without it, 29-48 with it, and goodput r
 0.87-0.95 to 0.97-0.99 of the model. Every loop that runs this way blocks in select(), so it
 cannot starve the machine (and Linux keeps 5 % of each second for other processes anyway).
 Needs root (CAP_SYS_NICE); without it, a lower nice value, or nothing.
+
+The emulated world (the air, native modems, radio processes whose radio is emulated) runs on
+one CPU when it is real-time, so that a hypervisor that takes that CPU stops all of it at once
+and the air sits the stall out as a freeze instead of running on while a radio host is held
+back (docs/emulator.md). ``LONGGE_WORLD_CPU`` chooses the CPU (``off``: no pinning); by default
+it is the highest CPU the process may use, when it may use two or more.
 """
 
 from __future__ import annotations
@@ -24,10 +30,30 @@ RADIO_RX = 22
 RADIO_TX = 20
 
 
-def prioritise(fifo_priority: int, fallback_nice: int) -> str:
-    """Make the calling process real-time if allowed; say what it got."""
+def world_cpu() -> int | None:
+    """The CPU the emulated world runs on, or None (see the module doc)."""
+    chosen = os.environ.get("LONGGE_WORLD_CPU", "")
+    if chosen == "off":
+        return None
+    if chosen:
+        try:
+            return int(chosen)
+        except ValueError:
+            return None
+    cpus = sorted(os.sched_getaffinity(0))
+    return cpus[-1] if len(cpus) >= 2 else None
+
+
+def prioritise(fifo_priority: int, fallback_nice: int, world: bool = False) -> str:
+    """Make the calling process real-time if allowed; say what it got. ``world``: part of the
+    emulated world, pinned to its CPU when real-time."""
     with contextlib.suppress(OSError, AttributeError):
         os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(fifo_priority))
+        cpu = world_cpu() if world else None
+        if cpu is not None:
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(0, {cpu})
+                return f"SCHED_FIFO {fifo_priority}, CPU {cpu}"
         return f"SCHED_FIFO {fifo_priority}"
     with contextlib.suppress(OSError):
         os.nice(fallback_nice)

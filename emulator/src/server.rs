@@ -82,6 +82,62 @@ impl LagHistogram {
     }
 }
 
+const BATCH: usize = 16;
+
+/// Buffers for recvmmsg: BATCH messages of up to MAX_MESSAGE bytes.
+struct RecvBatch {
+    bufs: Vec<[u8; MAX_MESSAGE]>,
+    iovs: Vec<libc::iovec>,
+    hdrs: Vec<libc::mmsghdr>,
+}
+
+impl RecvBatch {
+    fn new() -> Box<RecvBatch> {
+        let mut b = Box::new(RecvBatch {
+            bufs: vec![[0u8; MAX_MESSAGE]; BATCH],
+            iovs: Vec::with_capacity(BATCH),
+            hdrs: Vec::with_capacity(BATCH),
+        });
+        for i in 0..BATCH {
+            let base = b.bufs[i].as_mut_ptr() as *mut libc::c_void;
+            b.iovs.push(libc::iovec {
+                iov_base: base,
+                iov_len: MAX_MESSAGE,
+            });
+        }
+        for i in 0..BATCH {
+            // SAFETY: an all-zero msghdr is valid; we point it at our iovec.
+            let mut h: libc::mmsghdr = unsafe { std::mem::zeroed() };
+            h.msg_hdr.msg_iov = &mut b.iovs[i] as *mut libc::iovec;
+            h.msg_hdr.msg_iovlen = 1;
+            b.hdrs.push(h);
+        }
+        b
+    }
+
+    /// recvmmsg without waiting: how many messages arrived, or -1 (errno set).
+    fn receive(&mut self, fd: i32) -> isize {
+        // SAFETY: hdrs point at iovecs and buffers owned by self, which outlive the call.
+        unsafe {
+            libc::recvmmsg(
+                fd,
+                self.hdrs.as_mut_ptr(),
+                BATCH as libc::c_uint,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+            ) as isize
+        }
+    }
+
+    fn len(&self, i: usize) -> usize {
+        self.hdrs[i].msg_len as usize
+    }
+
+    fn message(&self, i: usize, len: usize) -> &[u8] {
+        &self.bufs[i][..len]
+    }
+}
+
 struct Client {
     fd: i32,
     radio: Option<u32>,
@@ -102,6 +158,7 @@ pub struct Server {
     listener: i32,
     clients: HashMap<i32, Client>,
     by_radio: HashMap<u32, i32>,
+    rx: Box<RecvBatch>,
 }
 
 fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
@@ -162,6 +219,7 @@ impl Server {
             listener: fd,
             clients: HashMap::new(),
             by_radio: HashMap::new(),
+            rx: RecvBatch::new(),
         })
     }
 
@@ -302,34 +360,40 @@ impl Server {
         }
     }
 
+    /// Take in every message waiting on `fd`: one recvmmsg for up to `BATCH` of them (a
+    /// syscall per message, and one more to find the socket empty, was most of the air's CPU).
     fn read(&mut self, fd: i32) {
-        let mut buf = [0u8; MAX_MESSAGE];
         loop {
-            // SAFETY: recv into a buffer we own, within its length.
-            let n = unsafe {
-                libc::recv(
-                    fd,
-                    buf.as_mut_ptr() as *mut libc::c_void,
-                    buf.len(),
-                    libc::MSG_DONTWAIT,
-                )
-            };
+            let n = self.rx.receive(fd);
             if n < 0 {
-                let err = io::Error::last_os_error();
-                if err.kind() == io::ErrorKind::WouldBlock {
+                if io::Error::last_os_error().kind() == io::ErrorKind::WouldBlock {
                     return;
                 }
-            }
-            if n <= 0 {
                 self.drop_client(fd);
                 return;
             }
-            let now = self.air_time(None);
-            if let Err(text) = self.handle(fd, &buf[..n as usize], now) {
-                self.bad_messages += 1;
-                let mut msg = b"e".to_vec();
-                msg.extend(text.as_bytes().iter().take(200));
-                self.send(fd, &msg);
+            if n == 0 {
+                self.drop_client(fd); // end of file: the peer hung up
+                return;
+            }
+            let n = n as usize;
+            for i in 0..n {
+                let len = self.rx.len(i);
+                if len == 0 {
+                    self.drop_client(fd); // a zero-length message is the peer hanging up
+                    return;
+                }
+                let msg = self.rx.message(i, len).to_vec();
+                let now = self.air_time(None);
+                if let Err(text) = self.handle(fd, &msg, now) {
+                    self.bad_messages += 1;
+                    let mut reply = b"e".to_vec();
+                    reply.extend(text.as_bytes().iter().take(200));
+                    self.send(fd, &reply);
+                }
+            }
+            if n < BATCH {
+                return; // the socket is empty now: no further recvmmsg just to hear EAGAIN
             }
         }
     }

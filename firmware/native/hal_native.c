@@ -3,8 +3,7 @@
  * baud rate (10 bits per byte). Usage:
  *   modem-native AIR_SOCKET RADIO_NAME [PTY_LINK] [BAUD]
  * prints "pty /dev/pts/N" and, with PTY_LINK, makes that path a symlink to it. */
-#define _XOPEN_SOURCE 600
-#define _DEFAULT_SOURCE
+#define _GNU_SOURCE /* CPU_SET, sched_setaffinity; includes what _XOPEN_SOURCE 600 gave */
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -107,6 +106,29 @@ static void on_signal(int s) {
     stop = 1;
 }
 
+/* LONGGE_WORLD_CPU (a number, or "off"), else the highest CPU we may use if there are two. */
+static void pin_to_world_cpu(void)
+{
+    const char *chosen = getenv("LONGGE_WORLD_CPU");
+    cpu_set_t set;
+    int cpu = -1;
+    if (chosen && strcmp(chosen, "off") == 0)
+        return;
+    if (chosen && *chosen) {
+        cpu = atoi(chosen);
+    } else if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) >= 2) {
+        for (int c = 0; c < CPU_SETSIZE; c++)
+            if (CPU_ISSET(c, &set))
+                cpu = c;
+    }
+    if (cpu < 0)
+        return;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    if (sched_setaffinity(0, sizeof set, &set) != 0)
+        perror("sched_setaffinity");
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) {
         fprintf(stderr, "usage: %s AIR_SOCKET RADIO_NAME [PTY_LINK] [BAUD]\n", argv[0]);
@@ -138,9 +160,12 @@ int main(int argc, char **argv) {
     }
     printf("pty %s\n", slave);
     fflush(stdout);
-    /* As the air (longge/realtime.py): a microcontroller is never descheduled. */
+    /* As the air (longge/realtime.py): a microcontroller is never descheduled, and it runs on
+     * the emulated world's CPU (docs/emulator.md). */
     struct sched_param sp = {.sched_priority = 30};
-    if (sched_setscheduler(0, SCHED_FIFO, &sp) != 0 && geteuid() == 0 && nice(-10) == -1)
+    if (sched_setscheduler(0, SCHED_FIFO, &sp) == 0)
+        pin_to_world_cpu();
+    else if (geteuid() == 0 && nice(-10) == -1)
         perror("nice");
     signal(SIGTERM, on_signal);
     signal(SIGINT, on_signal);

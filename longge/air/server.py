@@ -187,7 +187,8 @@ class AirServer:
             self.bind()
         assert self._listener is not None
         _tighten_timer_slack()
-        self.scheduling = realtime.prioritise(realtime.HARDWARE, -10)  # the air is hardware
+        # the air is hardware
+        self.scheduling = realtime.prioritise(realtime.HARDWARE, -10, world=True)
         listener = self._listener
         while not self._stop:
             due = self.air.next_event()
