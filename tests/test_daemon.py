@@ -81,6 +81,46 @@ def test_garbage_on_the_control_socket_gets_an_error_not_a_crash(link: Link) -> 
     assert link.send(link.mtun, [ip_packet(60, 7)], to=link.btun) == [ip_packet(60, 7)]
 
 
+_MALFORMED = [
+    ({"cmd": "set", "options": {"arc": "5"}}, "arc"),  # a string where an int belongs
+    ({"cmd": "set", "options": {"ard_us": None}}, "ard_us"),
+    ({"cmd": "set", "options": {"auto_ack": 1}}, "auto_ack"),  # an int where a bool belongs
+    ({"cmd": "set", "options": {"tx_channel": True}}, "tx_channel"),
+    ({"cmd": "set", "options": {"rate": 2}}, "rate"),
+    ({"cmd": "set", "options": 5}, "options"),
+    ({"cmd": "set", "options": ["arc", 5]}, "options"),
+    ({"cmd": "set", "options": None}, "options"),
+]
+
+
+def test_malformed_requests_are_refused_by_key_and_the_daemon_lives_on(link: Link) -> None:
+    """Each of these once killed the supervisor (a TypeError escaped the control handler).
+    Every one gets an error naming the key, the settings stay as they were, and the daemon
+    goes on answering and carrying traffic."""
+    import threading
+
+    path = link.mobile.cfg.control
+    replies: list[dict[str, object]] = []
+
+    def ask() -> None:
+        for req, _ in _MALFORMED:
+            replies.append(request(path, req))
+        replies.append(request(path, {"cmd": 7}))
+        replies.append(request(path, {"cmd": "status"}))
+
+    t = threading.Thread(target=ask)
+    t.start()
+    while t.is_alive():
+        link.pump(0.05)
+    for (req, key), reply in zip(_MALFORMED, replies, strict=False):
+        assert reply.get("key") == key, (req, reply)
+    assert "unknown command" in str(replies[-2]["error"])
+    status = replies[-1]
+    assert status["link"] == "up"
+    assert status["radio"]["arc"] == link.mobile.cfg.radio.arc  # type: ignore[index]
+    assert link.send(link.mtun, [ip_packet(70, 9)], to=link.btun) == [ip_packet(70, 9)]
+
+
 def test_a_radio_process_that_dies_is_restarted(link: Link) -> None:
     worker = link.base.workers[1]  # rx
     assert worker.proc is not None and worker.proc.pid is not None

@@ -14,6 +14,8 @@ import contextlib
 import json
 import os
 import socket
+import sys
+import traceback
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -42,6 +44,7 @@ class ControlServer:
         self.sock.setblocking(False)
         self.clients: dict[socket.socket, bytearray] = {}
         self.bad_requests = 0
+        self.handler_errors = 0
 
     def waitables(self) -> Iterator[socket.socket]:
         yield self.sock
@@ -84,7 +87,18 @@ class ControlServer:
                 self._reply(conn, {"error": f"bad request: {exc}"})
                 self._close(conn)
                 return
-            self._reply(conn, self.handler(req))
+            self._reply(conn, self._answer(req))
+
+    def _answer(self, req: dict[str, Any]) -> dict[str, Any]:
+        """The handler's reply. A request that makes it raise is a bug of ours, but it must not
+        take the link down: it is answered with an error, counted, and logged with its
+        traceback (stderr: the daemon's log)."""
+        try:
+            return self.handler(req)
+        except Exception as exc:
+            self.handler_errors += 1
+            traceback.print_exc(file=sys.stderr)
+            return {"error": f"internal error on this request ({type(exc).__name__}: {exc})"}
 
     def _reply(self, conn: socket.socket, obj: dict[str, Any]) -> None:
         with contextlib.suppress(OSError):

@@ -25,7 +25,7 @@ from multiprocessing.process import BaseProcess
 from typing import Any
 
 from longge import __version__
-from longge.config import CHANNEL_KEYS, NodeConfig, with_live_options
+from longge.config import CHANNEL_KEYS, NodeConfig, check_live_types, with_live_options
 from longge.daemon import control, radio_rx, radio_tx
 from longge.errors import ConfigError
 from longge.protocol import secure
@@ -169,14 +169,15 @@ class Supervisor:
         if cmd == "status":
             return self.status()
         if cmd == "set":
-            return self.set_radio(req.get("options") or {})
+            return self.set_radio(req.get("options", {}))
         return {"error": f"unknown command {cmd!r}: status or set"}
 
-    def set_radio(self, options: dict[str, Any]) -> dict[str, Any]:
-        unknown = set(options) - LIVE_KEYS
-        if unknown:
-            return {"error": f"cannot set {sorted(unknown)} live; settable: {sorted(LIVE_KEYS)}"}
+    def set_radio(self, options: object) -> dict[str, Any]:
+        if isinstance(options, dict) and set(options) - LIVE_KEYS:
+            unknown = sorted(set(options) - LIVE_KEYS)
+            return {"error": f"cannot set {unknown} live; settable: {sorted(LIVE_KEYS)}"}
         try:
+            options = check_live_types(options, LIVE_KEYS)
             self.cfg = with_live_options(self.cfg, options)
         except ConfigError as exc:
             return {"error": str(exc), "key": exc.key}

@@ -60,6 +60,81 @@ def fit_capacity_lossy(points: Sequence[Point]) -> float:
     return fit_capacity([Point(a * p.offered_bps, p.received_bps) for p in pts])
 
 
+#: How far a point may sit on the wrong side of C before it contradicts it (the ±3 % within
+#: which a capacity is claimed).
+CONTRADICTION_TOL = 0.03
+#: A point that brackets C from above must be clearly saturated: received at most this share of
+#: what was offered (a point at 0.966 is a wobble, not an overloaded link).
+CLEAR_SATURATION = 0.94
+
+
+@dataclass(frozen=True)
+class Judged:
+    """A point as the capacity verdict sees it: ``saturated`` is the measurement's own rule
+    (tTest: received/offered below the knee and, for UDP, datagrams lost)."""
+
+    offered_bps: float
+    received_bps: float
+    saturated: bool
+
+
+@dataclass(frozen=True)
+class CapacityVerdict:
+    """C, or None with the reason; what to measure to settle it."""
+
+    capacity_bps: float | None
+    reason: str | None = None
+    #: offered loads whose points contradict C: measure them again
+    contradicting: tuple[float, ...] = ()
+    #: no clearly saturated point above C yet: measure above the highest load
+    needs_load_above: bool = False
+    lower_bound_bps: float | None = None
+
+
+def judge_capacity(points: Sequence[Judged], tol: float = CONTRADICTION_TOL) -> CapacityVerdict:
+    """The capacity the points support, or none. C (the hockey fit) stands only if
+    - a clearly saturated point lies above it (received <= CLEAR_SATURATION x offered),
+    - no saturated point lies below C (a link of capacity C carries what is below C), and
+    - no unsaturated point lies above C (it carried more than C).
+    Each by more than ``tol``. Otherwise C is None, with what contradicts it."""
+    pts = sorted(points, key=lambda p: p.offered_bps)
+    if not pts:
+        return CapacityVerdict(None, "no trial succeeded")
+    c = fit_capacity([Point(p.offered_bps, p.received_bps) for p in pts])
+    below = [p for p in pts if p.saturated and p.offered_bps < c * (1 - tol)]
+    above = [p for p in pts if not p.saturated and p.offered_bps > c * (1 + tol)]
+    clear = [
+        p
+        for p in pts
+        if p.saturated and p.offered_bps > c and p.received_bps <= CLEAR_SATURATION * p.offered_bps
+    ]
+    contradicting = tuple(p.offered_bps for p in below + above)
+    if contradicting:
+        what = ", ".join(
+            f"{p.offered_bps / 1e3:.1f} kbit/s "
+            + ("saturated below" if p.saturated else "carried above")
+            for p in below + above
+        )
+        return CapacityVerdict(
+            None,
+            f"points contradict C = {c / 1e3:.1f} kbit/s: {what}",
+            contradicting=contradicting,
+            needs_load_above=not clear,
+        )
+    if not clear:
+        carried = max(p.received_bps for p in pts)
+        if not any(p.saturated for p in pts):
+            top = pts[-1].offered_bps / 1e3
+            reason = f"not reached: every load up to {top:.1f} kbit/s was carried"
+        else:
+            reason = (
+                f"no load clearly above C = {c / 1e3:.1f} kbit/s was clearly saturated "
+                f"(received <= {CLEAR_SATURATION} x offered)"
+            )
+        return CapacityVerdict(None, reason, needs_load_above=True, lower_bound_bps=carried)
+    return CapacityVerdict(c)
+
+
 def jain_index(xs: Sequence[float]) -> float:
     """Jain's fairness index (Σx)² / (n·Σx²): 1 when all equal, 1/n when one takes all."""
     if not xs:

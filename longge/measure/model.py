@@ -9,11 +9,15 @@ from longge.radio.options import RadioOptions
 IP_UDP_HEADERS = 28
 
 
-def udp_goodput_bps(opts: RadioOptions, udp_payload: int, security_overhead: int = 0) -> float:
-    """UDP payload bit rate with no loss: each frame of the packet costs its own ack cycle
-    (or its time on air without auto-ack), the last frame being shorter. A secured link adds
+#: An ICMP echo with ping's default 56-byte payload: 20 (IP) + 8 (ICMP) + 56 bytes.
+PING_PACKET = 84
+
+
+def packet_air_ns(opts: RadioOptions, ip_len: int, security_overhead: int = 0) -> int:
+    """Air time of one IP packet with no loss: each frame costs its own ack cycle (or its
+    time on air without auto-ack), the last frame being shorter. A secured link adds
     ``security_overhead`` bytes per packet (``secure.OVERHEAD``)."""
-    stream = udp_payload + IP_UDP_HEADERS + PACKET_OVERHEAD + security_overhead
+    stream = ip_len + PACKET_OVERHEAD + security_overhead
     step = opts.payload - HEADER_LEN
     total_ns = 0
     while stream > 0:
@@ -25,4 +29,16 @@ def udp_goodput_bps(opts: RadioOptions, udp_payload: int, security_overhead: int
         else:
             total_ns += toa
         stream -= data
-    return udp_payload * 8 * 1e9 / total_ns
+    return total_ns
+
+
+def udp_goodput_bps(opts: RadioOptions, udp_payload: int, security_overhead: int = 0) -> float:
+    """UDP payload bit rate with no loss, back-to-back datagrams (see packet_air_ns)."""
+    air_ns = packet_air_ns(opts, udp_payload + IP_UDP_HEADERS, security_overhead)
+    return udp_payload * 8 * 1e9 / air_ns
+
+
+def ping_air_ms(opts: RadioOptions, security_overhead: int = 0) -> float:
+    """The air's own time for a ping exchange on an idle link: the echo request's frames one
+    way, the reply's the other (no host time at all)."""
+    return 2 * packet_air_ns(opts, PING_PACKET, security_overhead) / 1e6

@@ -30,8 +30,8 @@ def summary_text(s: dict[str, Any]) -> str:
             )
         cap = t.get("capacity_bps")
         line = f"  capacity C = {_k(cap)}"
-        if cap and not t.get("capacity_reached", True):
-            line = f"  capacity C >= {_k(cap)} (the sweep never saturated the link)"
+        if cap is None:
+            line = f"  no capacity: {t.get('capacity_reason') or 'no trial succeeded'}"
         if model and cap:
             line += f"  (emulator's model {_k(model)}: ratio {cap / model:.3f})"
         lines.append(line)

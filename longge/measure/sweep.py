@@ -59,6 +59,8 @@ class TTestPlan:
     max_bps: float = 20_000_000
     bisect_steps: int = 4
     efficiency_knee: float = analysis.EFFICIENCY_KNEE
+    #: rounds of re-measuring what contradicts C before the run gives no capacity
+    verdict_rounds: int = 3
 
     def datagram(self, rate_bps: float) -> int:
         if self.length:
@@ -260,6 +262,12 @@ class TTest(_Sweep):
             first_bad: float | None = None
             while load <= plan.max_bps:
                 p = step(load)
+                if self.saturated(p) and last_ok is None and load == plan.start_bps:
+                    # the very first load saturated: a stall, or a link slower than the start
+                    # load; once more before the search builds on it
+                    for t in p.ok_trials:
+                        t.error = "measured again: the first load saturated"
+                    p = step(load)
                 if self.saturated(p):
                     first_bad = load
                     break
@@ -280,13 +288,39 @@ class TTest(_Sweep):
             # Not saturated at 1.5x the first "saturated" load: that one was a fluke (a stall
             # of the link or the machine). Go on searching upwards from here, once.
             load = over * 2
+        self.settle(step)
         self.progress("done", 1.0)
         return self.summary()
 
+    def verdict(self) -> analysis.CapacityVerdict:
+        pts = [p for p in self.points.values() if p.ok_trials]
+        return analysis.judge_capacity(
+            [analysis.Judged(p.offered_bps, p.received_bps, self.saturated(p)) for p in pts]
+        )
+
+    def settle(self, step: Callable[[float], PointResult]) -> None:
+        """Measure again what contradicts C (a point disturbed by the machine reads like a
+        different link), and above the highest load while nothing clearly saturated lies
+        above C; at most ``verdict_rounds`` rounds. What is still contradicted then gives no
+        capacity (summary: capacity_bps null, capacity_reason)."""
+        for _ in range(self.plan.verdict_rounds):
+            v = self.verdict()
+            if v.capacity_bps is not None:
+                return
+            for offered in v.contradicting:
+                for t in self.points[offered].ok_trials:
+                    t.error = f"measured again: {v.reason}"
+                step(offered)
+            if v.needs_load_above:
+                top = max(self.points) * 1.5
+                if top > self.plan.max_bps:
+                    return
+                step(top)
+
     def summary(self) -> dict[str, Any]:
         pts = [p for p in sorted(self.points.values(), key=lambda p: p.offered_bps) if p.ok_trials]
-        fit_pts = [analysis.Point(p.offered_bps, p.received_bps) for p in pts]
-        capacity = analysis.fit_capacity(fit_pts) if fit_pts else None
+        verdict = self.verdict()
+        capacity = verdict.capacity_bps
         first_bad = next((p for p in pts if self.saturated(p)), None)
         rows = []
         for p in sorted(self.points.values(), key=lambda p: p.offered_bps):
@@ -321,9 +355,11 @@ class TTest(_Sweep):
         return {
             "kind": "tTest",
             "plan": asdict(self.plan),
+            # None when the points do not support one (capacity_reason says why)
             "capacity_bps": capacity,
-            # False: no load was carried below the efficiency knee, C is only a lower bound
-            "capacity_reached": first_bad is not None,
+            "capacity_reason": verdict.reason,
+            "capacity_lower_bound_bps": verdict.lower_bound_bps,
+            "capacity_reached": capacity is not None,
             "saturation": None
             if first_bad is None or not capacity
             else {
@@ -410,7 +446,8 @@ class LTest(_Sweep):
         self.ttest = t.run()
         cap = self.ttest.get("capacity_bps")
         if not cap:
-            raise RuntimeError("could not measure the capacity (no trial succeeded)")
+            why = self.ttest.get("capacity_reason")
+            raise RuntimeError(f"could not measure the capacity: {why}")
         return float(cap)
 
     def run(self) -> dict[str, Any]:
