@@ -121,6 +121,13 @@ def one_round(opts: RadioOptions, bound: float, secured: bool, seconds: int) -> 
         cpu = {k: (cpu_ticks(p) - before[k]) / tick / span for k, p in procs.items()}
         air1 = query(air_path)
         got = run["end"]["sum_received"]["bits_per_second"]
+
+        def counter(radio: str, key: str) -> float:
+            return float(
+                air1["air"]["radios"].get(radio, {}).get(key, 0)
+                - air0["air"]["radios"].get(radio, {}).get(key, 0)
+            )
+
         r = {
             "idle_ping_median_ms": statistics.median(idle),
             "ping_air_ms": model_ping,
@@ -128,6 +135,9 @@ def one_round(opts: RadioOptions, bound: float, secured: bool, seconds: int) -> 
             "cpu_steal": steal.share(),
             "freezes": air1["freezes"] - air0["freezes"],
             "frozen_ms": air1["frozen_ms"] - air0["frozen_ms"],
+            "rx_fifo_full": counter("base-rx", "rx_fifo_full"),
+            "retransmissions": counter("mobile-tx", "retransmissions"),
+            "max_rt": counter("mobile-tx", "max_rt"),
             **{f"cpu_{k}": v for k, v in cpu.items()},
         }
         print(
@@ -135,6 +145,8 @@ def one_round(opts: RadioOptions, bound: float, secured: bool, seconds: int) -> 
             f"{model_ping:.2f} ms: +{r['idle_ping_median_ms'] - model_ping:.2f}); UDP at 1.5x: "
             f"{got / 1e3:.1f} kbit/s = {got / bound:.3f} of the model; CPU "
             + ", ".join(f"{k} {100 * v:.1f} %" for k, v in cpu.items())
+            + f"; base RX FIFO full {r['rx_fifo_full']:.0f}x, uplink retransmissions "
+            f"{r['retransmissions']:.0f}, MAX_RT {r['max_rt']:.0f}"
             + f"; air froze {r['freezes']}x ({r['frozen_ms']:.1f} ms); steal "
             f"{100 * r['cpu_steal']:.1f} %",
             flush=True,

@@ -50,7 +50,9 @@ def test_round_trip_costs_24_bytes_per_packet() -> None:
         packet = os.urandom(size)
         sealed = s.seal(packet)
         assert len(sealed) == size + OVERHEAD == size + 24
-        assert packet not in sealed or size == 0  # encrypted, not just signed
+        # encrypted, not just signed (a packet of a few bytes may turn up by chance: a 1-byte
+        # packet is somewhere in its 25 sealed bytes 1 time in 11)
+        assert size < 16 or packet not in sealed
         assert o.open(sealed) == packet
     assert o.opened == 4 and not o.drops
 

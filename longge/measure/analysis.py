@@ -95,14 +95,16 @@ def judge_capacity(points: Sequence[Judged], tol: float = CONTRADICTION_TOL) -> 
     """The capacity the points support, or none. C (the hockey fit) stands only if
     - a clearly saturated point lies above it (received <= CLEAR_SATURATION x offered),
     - no saturated point lies below C (a link of capacity C carries what is below C), and
-    - no unsaturated point lies above C (it carried more than C).
+    - no unsaturated point received more than C.
     Each by more than ``tol``. Otherwise C is None, with what contradicts it."""
     pts = sorted(points, key=lambda p: p.offered_bps)
     if not pts:
         return CapacityVerdict(None, "no trial succeeded")
     c = fit_capacity([Point(p.offered_bps, p.received_bps) for p in pts])
     below = [p for p in pts if p.saturated and p.offered_bps < c * (1 - tol)]
-    above = [p for p in pts if not p.saturated and p.offered_bps > c * (1 + tol)]
+    # carried more than C: received, not offered (a load a little above C is received at C with
+    # nothing lost while the queues absorb the excess of a short trial)
+    above = [p for p in pts if not p.saturated and p.received_bps > c * (1 + tol)]
     clear = [
         p
         for p in pts
