@@ -239,6 +239,7 @@ def cmd_scan(ns: argparse.Namespace) -> int:
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             )
+            time.sleep(1.0)  # the pings flow both ways before the first sweep (RTT ~20 ms)
         if not radio.begin():
             print(f"scan: the emulator at {air} does not answer", file=sys.stderr)
             return 1

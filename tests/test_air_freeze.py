@@ -67,3 +67,30 @@ def test_a_stopped_air_resumes_where_it_was(tmp_path: Path) -> None:
         assert 150 <= stats["frozen_ms"] <= 2000
     finally:
         native.stop(proc)
+
+
+def test_a_receiving_host_that_stalls_costs_time_not_frames(air_path: str) -> None:
+    """The host reads nothing for 60 ms (a stalled vCPU) while 20 frames are sent with ARC 2.
+    On the chip the FIFO would overflow into MAX_RT; the compiled air holds its clock until
+    the host reads (host_stalls), so every frame arrives and none hits MAX_RT."""
+    tx, rx = pair(air_path)
+    payloads = [bytes([i]) * 32 for i in range(20)]
+    sent = 0
+    stall_until = time.monotonic() + 0.06
+    got: list[bytes] = []
+    deadline = time.monotonic() + 10
+    while len(got) < len(payloads) and time.monotonic() < deadline:
+        while sent < len(payloads) and tx.is_fifo(True) != 2:
+            assert tx.write_fast(payloads[sent])
+            sent += 1
+        assert tx.what_happened()[1] is False, "MAX_RT: the air ran on past a stalled host"
+        if time.monotonic() < stall_until:
+            time.sleep(0.001)  # the receiving host is held back: it reads nothing
+            continue
+        while rx.available():
+            got.append(bytes(rx.read()))
+        rx.wait(0.005)
+    assert got == payloads
+    stats = query(air_path)
+    assert stats["host_stalls"] >= 1 and stats["host_stalled_ms"] > 10
+    assert stats["air"]["radios"]["rx"].get("rx_fifo_full", 0) == 0

@@ -5,6 +5,7 @@ unchanged with ``backend = "rf24"`` (here over emulated chips: ``[rf24] driver =
 from __future__ import annotations
 
 import ast
+import multiprocessing
 import os
 import time
 from collections.abc import Iterator
@@ -159,9 +160,8 @@ def test_a_radio_that_fails_to_answer_is_reported_and_retried(air_path: str) -> 
     cfg = replace(
         config.NodeConfig(insecure=True, backend="rf24", driver="sim", air=air_path + ".gone"),
     )
-    c = child.Child.__new__(child.Child)  # the radio part of a radio process, without a pipe
-    c.cfg, c.which, c.radio, c.state, c.radio_attempts = cfg, "tx", None, "starting", 0
-    c._next_radio_try, c.reinits, c.last_reinit = 0.0, 0, ""
+    ours, _ = multiprocessing.Pipe()
+    c = child.Child(cfg, "tx", ours, schedule=False)  # a radio process's state, in this one
     assert c.ensure_radio(time.monotonic()) is None
     assert c.state.startswith("radio_error: mobile-tx radio (CE GPIO22, CSN /dev/spidev0.0)")
     assert c.ensure_radio(time.monotonic()) is None and c.radio_attempts == 1  # waits 1 s

@@ -1,16 +1,36 @@
-"""Emulated radios through the real-time air server: pyrf24 semantics over a socket."""
+"""Emulated radios through the real-time air server: pyrf24 semantics over a socket. Every
+test runs against both servers: the compiled one (emulator/) and the Python fallback."""
 
 from __future__ import annotations
 
+import os
 import socket
 import time
+from collections.abc import Iterator
 
+import pytest
+
+from longge.air import native
 from longge.air.server import query
 from longge.radio.constants import RF24_2MBPS, RF24_250KBPS
 from longge.radio.options import RadioOptions, configure
 from longge.radio.sim import SimRadio
 
 ADDR = b"1Node"
+
+
+@pytest.fixture(params=["compiled", "python"])
+def air_path(
+    request: pytest.FixtureRequest, tmp_path: os.PathLike[str], monkeypatch: pytest.MonkeyPatch
+) -> Iterator[str]:
+    if request.param == "python":
+        monkeypatch.setenv("LONGGE_AIR_SERVER", "python")
+    path = os.path.join(str(tmp_path), "air.sock")
+    proc = native.start(path)
+    try:
+        yield path
+    finally:
+        native.stop(proc)
 
 
 def pair(air_path: str, **kw: object) -> tuple[SimRadio, SimRadio]:

@@ -184,12 +184,15 @@ def test_the_link_is_secured_and_status_says_so(bed: None) -> None:
 
 def test_scan_finds_the_links_channels_and_a_wifi_interferer(bed: None, tmp_path: Path) -> None:
     out = tmp_path / "scan"
-    # RPD catches a link's channel in ~1 of 8 sweeps at worst (a 200 µs look per channel per
-    # sweep), so 8 sweeps missed it ~1 run in 5: 24 make that ~1 in 200.
+    # A look of 200 µs leaves 70 µs after the receiver settles: a carrier of >= 40 µs shows in it
+    # ~1 look in 6 on the busy link. 500 µs looks see it more often than not, and 24 sweeps
+    # with a traffic that flows before the first (cmd_scan waits for it) never miss it.
     r = cli(
         "scan",
         "--sweeps",
         "24",
+        "--dwell-us",
+        "500",
         "--traffic",
         "--wifi",
         "1",

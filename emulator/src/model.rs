@@ -537,6 +537,15 @@ impl Air {
         Ok(())
     }
 
+    /// Listening radios whose RX FIFO is full (the air's view: frames given, not yet read).
+    pub fn full_receivers(&self) -> Vec<u32> {
+        self.radios
+            .values()
+            .filter(|r| r.listening && r.regs.powered && r.rx_fifo >= RX_FIFO_DEPTH)
+            .map(|r| r.id)
+            .collect()
+    }
+
     pub fn tx_pending(&self, rid: u32) -> usize {
         self.radios.get(&rid).map_or(0, |r| r.tx_fifo.len())
     }

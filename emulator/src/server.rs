@@ -23,6 +23,8 @@ const MAX_MESSAGE: usize = 4096;
 /// air would keep even the consequences of a late-read message on time; a little more
 /// halves the air's wake-ups at saturation and delays such consequences by < 0.3 ms.
 const LAZY_NS: i64 = 400_000;
+/// The longest the air waits for a host whose RX FIFO is full (see hold_for_hosts).
+const MAX_HOLD_NS: i64 = 100_000_000;
 
 static STOP: AtomicBool = AtomicBool::new(false);
 
@@ -215,6 +217,11 @@ pub struct Server {
     by_radio: HashMap<u32, i32>,
     rx: Box<RecvBatch>,
     fds: Vec<libc::pollfd>,
+    gave_up: Vec<u32>,
+    holding: bool,
+    host_stalls: u64,
+    host_stalled_ns: i64,
+    host_gave_up: u64,
 }
 
 fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
@@ -277,6 +284,11 @@ impl Server {
             by_radio: HashMap::new(),
             rx: RecvBatch::new(),
             fds: Vec::new(),
+            gave_up: Vec::new(),
+            holding: false,
+            host_stalls: 0,
+            host_stalled_ns: 0,
+            host_gave_up: 0,
         })
     }
 
@@ -318,6 +330,9 @@ impl Server {
             if let Some(d) = due {
                 if d <= now {
                     self.take_messages(now, 0);
+                    if self.hold_for_hosts(now) {
+                        continue;
+                    }
                     let out = self.air.advance(now);
                     self.dispatch(out);
                     continue;
@@ -334,6 +349,50 @@ impl Server {
             self.take_messages(now, wait);
         }
         self.close();
+    }
+
+    /// A stalled host is not the link: while a listening radio's RX FIFO is full (its host has
+    /// not read the three frames the air gave it), the air holds its clock instead of running
+    /// on into an overflow, a missing ACK and MAX_RT that only the host's scheduling caused.
+    /// The hold ends when the host reads, or after MAX_HOLD_NS: then that radio is taken for a
+    /// host that does not read (its frames overflow as on the chip) until it reads again.
+    /// Counted as host_stalls / host_stalled_ms / host_gave_up. True if it held.
+    fn hold_for_hosts(&mut self, now: i64) -> bool {
+        let gave_up = std::mem::take(&mut self.gave_up);
+        let full: Vec<u32> = self.air.full_receivers();
+        self.gave_up = gave_up.into_iter().filter(|r| full.contains(r)).collect();
+        if full.iter().all(|r| self.gave_up.contains(r)) {
+            return false;
+        }
+        let start = monotonic_ns();
+        let base = self.frozen_ns;
+        loop {
+            let waiting: Vec<u32> = self
+                .air
+                .full_receivers()
+                .into_iter()
+                .filter(|r| !self.gave_up.contains(r))
+                .collect();
+            if waiting.is_empty() {
+                break;
+            }
+            let held = monotonic_ns() - start;
+            if held > MAX_HOLD_NS || STOP.load(Ordering::SeqCst) {
+                self.host_gave_up += waiting.len() as u64;
+                self.gave_up.extend(waiting);
+                break;
+            }
+            // the air's clock stands still meanwhile: messages apply at its time, no event runs
+            self.frozen_ns = base + held;
+            self.holding = true;
+            self.take_messages(now, (MAX_HOLD_NS - held).clamp(0, 1_000_000));
+            self.holding = false;
+        }
+        let held = monotonic_ns() - start;
+        self.frozen_ns = base + held;
+        self.host_stalls += 1;
+        self.host_stalled_ns += held;
+        true
     }
 
     /// Wait up to `wait_ns` for messages, then apply every message that has arrived, each at
@@ -381,7 +440,12 @@ impl Server {
         let mut msgs: Vec<(i64, i32, Vec<u8>)> = Vec::new();
         // kernel stamps are CLOCK_REALTIME: convert to the air's clock
         let offset = realtime_ns() - monotonic_ns() + self.frozen_ns;
-        let now = now.max(monotonic_ns() - self.frozen_ns);
+        let holding = self.holding;
+        let now = if holding {
+            self.air.now()
+        } else {
+            now.max(monotonic_ns() - self.frozen_ns)
+        };
         for fd in ready {
             if fd == self.listener {
                 self.accept();
@@ -392,8 +456,10 @@ impl Server {
         msgs.sort_by_key(|m| m.0);
         for (stamp, fd, msg) in msgs {
             let t = stamp.clamp(self.air.now(), now);
-            let out = self.air.advance(t);
-            self.dispatch(out);
+            if !holding {
+                let out = self.air.advance(t);
+                self.dispatch(out);
+            }
             if !self.clients.contains_key(&fd) {
                 continue;
             }
@@ -687,7 +753,10 @@ impl Server {
             "lag": self.lag.summary(),
             "scheduling": self.scheduling,
             "freezes": self.freezes,
-            "frozen_ms": ((self.frozen_ns as f64) / 1e3).round() / 1e3,
+            "frozen_ms": (((self.frozen_ns - self.host_stalled_ns) as f64) / 1e3).round() / 1e3,
+            "host_stalls": self.host_stalls,
+            "host_stalled_ms": ((self.host_stalled_ns as f64) / 1e3).round() / 1e3,
+            "host_gave_up": self.host_gave_up,
             "uptime_s": (monotonic_ns() - self.started) as f64 / 1e9,
             "bad_messages": self.bad_messages,
             "send_overflows": self.send_overflows,

@@ -342,6 +342,7 @@ class AirServer:
         loss = self.air.loss.default
         return {
             "air": self.air.stats(),
+            "server": "python",
             "lag": self.lag.summary(),
             "scheduling": self.scheduling,
             "freezes": self.freezes,

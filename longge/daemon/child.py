@@ -61,12 +61,17 @@ def waitable(radio: Radio | None) -> int | None:
 class Child:
     """Pipe handling and periodic stats for one radio process."""
 
-    def __init__(self, cfg: NodeConfig, which: str, conn: Connection) -> None:
+    def __init__(
+        self, cfg: NodeConfig, which: str, conn: Connection, schedule: bool = True
+    ) -> None:
+        """``schedule``: make this process real-time (False for a Child built inside a test)."""
         priority = realtime.RADIO_RX if which == "rx" else realtime.RADIO_TX
         # FIFO deadlines: see there. A radio on the emulated air runs with the air, on its CPU.
         emulated = cfg.backend == "sim" or (cfg.backend == "rf24" and cfg.driver == "sim")
         world = emulated or bool(os.environ.get("LONGGE_WORLD_CPU"))
-        self.scheduling = realtime.prioritise(priority, -5, world=world)
+        self.scheduling = "default"
+        if schedule:
+            self.scheduling = realtime.prioritise(priority, -5, world=world)
         self.cfg = cfg
         self.which = which
         self.conn = conn

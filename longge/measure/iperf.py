@@ -43,6 +43,8 @@ class TrialResult:
     interval_received_bps: list[float] = field(default_factory=list)
     error: str | None = None
     cpu_steal: float = 0.0  # share of CPU time the hypervisor took meanwhile (measure.cpu)
+    air_freezes: int = 0  # times the emulated air stopped its clock meanwhile (emulator.py)
+    air_frozen_ms: float = 0.0  # for how long in all
 
     @property
     def efficiency(self) -> float:

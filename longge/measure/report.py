@@ -60,6 +60,7 @@ def summary_text(s: dict[str, Any]) -> str:
         if "probe_knee_rho" in s:
             lines.append(f"  probe RTT leaves its baseline: {_rho(s.get('probe_knee_rho'))}")
     lines += _steal_lines(s)
+    lines += _emulator_lines(s)
     if s.get("error"):
         lines.append(f"  ERROR: {s['error']}")
     if s.get("interrupted"):
@@ -69,6 +70,22 @@ def summary_text(s: dict[str, Any]) -> str:
 
 def _rho(knee: float | None) -> str:
     return "none up to the highest ρ" if knee is None else f"ρ = {knee:.2f}"
+
+
+def _emulator_lines(s: dict[str, Any]) -> list[str]:
+    """The emulated air's health next to the figures: how often the world paused, and why."""
+    e = s.get("emulator")
+    if not e:
+        return []
+    froze = e.get("trial_frozen_ms", e.get("level_frozen_ms", 0.0)) or 0.0
+    count = e.get("trial_freezes", e.get("level_freezes", 0)) or 0
+    lag = e.get("lag_us") or {}
+    return [
+        f"  emulated air ({e.get('server')}, {e.get('scheduling')}): stood still {count} times, "
+        f"{froze:.0f} ms in all during the measurements (the machine held it back; a trial over "
+        f"{100 * e.get('frozen_limit', 0):.0f} % is measured again); lag p99 "
+        f"{lag.get('p99_us', 0):.0f} µs, max {lag.get('max_us', 0):.0f} µs"
+    ]
 
 
 def _steal_lines(s: dict[str, Any]) -> list[str]:

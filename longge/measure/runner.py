@@ -65,6 +65,7 @@ def resolve_target(
         testbed.RTT_PORT,
         "lg-mobile",
         (str(p["mobile"]), str(p["base"])),
+        str(p["air"]),
     ), started
 
 
