@@ -8,6 +8,7 @@ See ``basestation/longge.toml`` and ``mobile/longge.toml`` for annotated example
 from __future__ import annotations
 
 import ipaddress
+import re
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -112,6 +113,22 @@ class NodeConfig:
                 raise ConfigError(key, addr, f"{self.radio.address_width} bytes (address_width)")
         if self.tx_address == self.rx_address:
             raise ConfigError("radio.rx_address", self.rx_address, "different from tx_address")
+        for key, flag in (("mobile.default_route", self.default_route), ("base.nat", self.nat)):
+            if not isinstance(flag, bool):
+                raise ConfigError(key, flag, "true or false")
+        if not isinstance(self.uplink, str) or not _IFNAME.fullmatch(self.uplink):
+            raise ConfigError(
+                "base.uplink", self.uplink, 'an interface name (1..15 characters), or "" for auto'
+            )
+        for key, path in (
+            ("node.control", self.control),
+            ("sim.air", self.air),
+            ("security.state_dir", self.state_dir),
+        ):
+            if not isinstance(path, str) or not path.startswith("/"):
+                raise ConfigError(key, path, "an absolute path")
+        if not isinstance(self.routes, tuple) or not all(isinstance(r, str) for r in self.routes):
+            raise ConfigError("mobile.routes", self.routes, 'a list like ["10.99.0.0/24"]')
         for route in self.routes:
             try:
                 ipaddress.ip_network(route)
@@ -196,6 +213,10 @@ def with_live_options(cfg: NodeConfig, options: dict[str, Any]) -> NodeConfig:
     return replace(cfg, radio=replace(cfg.radio, **radio), **channels)
 
 
+#: A Linux interface name (IFNAMSIZ - 1 characters, no "/", ":" or white space), or "".
+_IFNAME = re.compile(r"[^/:\s]{0,15}")
+
+
 def _one_of(key: str, value: object, allowed: tuple[str, ...]) -> None:
     if value not in allowed:
         raise ConfigError(key, value, "one of " + ", ".join(allowed))
@@ -240,7 +261,9 @@ _NODE_KEYS = {
     "rf24": {"tx_ce_pin", "tx_csn_pin", "rx_ce_pin", "rx_csn_pin", "spi_speed", "driver"},
     "serial": {"tx_port", "rx_port", "baud"},
 }
-_RADIO_KEYS = {*LINK_KEYS, "per", "ack_per", "burst", "seed"}
+_RADIO_KEYS = set(LINK_KEYS)
+#: Emulator settings a node's daemon never reads: the emulated air's loss is set on the air.
+_AIR_ONLY_KEYS = {"per", "ack_per", "burst", "seed"}
 
 
 _KEY_SOURCES = {
@@ -276,6 +299,13 @@ def from_mapping(data: dict[str, Any], base: NodeConfig | None = None) -> NodeCo
             raise ConfigError(section, values, "a [section] table")
         for key, value in values.items():
             name = f"{section}.{key}"
+            if section == "radio" and key in _AIR_ONLY_KEYS:
+                raise ConfigError(
+                    name,
+                    value,
+                    "not a node setting: the emulated air's loss is set on the air "
+                    "(./run.sh air --per, testbed up --per)",
+                )
             if section == "radio" and key in _RADIO_KEYS:
                 radio[key] = value
             elif key in _NODE_KEYS[section]:

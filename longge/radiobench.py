@@ -106,7 +106,7 @@ class _Counts:
 
 
 def _stream(path: str, opts: RadioOptions, progress: Callable[[float], None] | None) -> _Counts:
-    """One loop of non-blocking calls drives both radios (DESIGN.md §1, process model)."""
+    """One loop of non-blocking calls drives both radios (docs/design.md §1, process model)."""
     tx, rx = SimRadio(air=path, name="tx"), SimRadio(air=path, name="rx")
     if not (tx.begin() and rx.begin()):
         raise RuntimeError("a radio could not attach to the air")

@@ -160,7 +160,7 @@ def test_frames_reach_only_their_channel_and_address() -> None:
 def test_overlapping_transmissions_collide_within_the_signal_bandwidth(
     gap: int, collide: bool
 ) -> None:
-    """At 2 Mbit/s a signal is 2 MHz wide: channels must be >= 2 apart (DESIGN.md §1)."""
+    """At 2 Mbit/s a signal is 2 MHz wide: channels must be >= 2 apart (docs/design.md §1)."""
     air = Air()
     t1, t2, r1 = air.attach("t1"), air.attach("t2"), air.attach("r1")
     air.configure(t1, regs(tx_address=ADDR), 0)

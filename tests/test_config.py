@@ -96,3 +96,77 @@ def test_an_open_link_must_be_asked_for(tmp_path: Path) -> None:
     f.write_text('[security]\nkey = "' + KEY + '"\n')
     cfg = config.load(f)
     assert cfg.secured and KEY not in repr(cfg)  # the key stays out of logs and status
+
+
+#: One wrong value for every key a node config has, with the key its error must name. Built
+#: against the key tables below: a key added to longge/config.py fails
+#: test_every_key_has_a_wrong_value_case until it has a case here.
+WRONG = {
+    "node.role": ('"router"', "node.role"),
+    "node.tun": ('"a-very-long-interface-name"', "tun"),
+    "node.address": ('"10.24.0.2/33"', "node.address"),
+    "node.peer": ('"192.0.2.1"', "node.peer"),
+    "node.mtu": ("100", "node.mtu"),
+    "node.txqueuelen": ("0", "node.txqueuelen"),
+    "node.queue_ms": ("0", "node.queue_ms"),
+    "node.queue": ('"lifo"', "node.queue"),
+    "node.control": ('"relative/path.sock"', "node.control"),
+    "node.keepalive_s": ("0", "node.keepalive_s"),
+    "radio.backend": ('"carrier-pigeon"', "radio.backend"),
+    "radio.pa_level": ('"loud"', "radio.pa_level"),
+    "radio.tx_channel": ("126", "radio.tx_channel"),
+    "radio.rx_channel": ("77", "radio.rx_channel"),  # next to tx_channel 76
+    "radio.tx_address": ('"LG"', "radio.tx_address"),
+    "radio.rx_address": ('"0xzz"', "radio.rx_address"),
+    "radio.rate": ('"11M"', "radio.rate"),
+    "radio.ard_us": ("300", "radio.ard_us"),
+    "radio.arc": ("16", "radio.arc"),
+    "radio.auto_ack": ('"yes"', "radio.auto_ack"),
+    "radio.payload": ("33", "radio.payload"),
+    "radio.address_width": ("6", "radio.address_width"),
+    "radio.crc": ("3", "radio.crc"),
+    "radio.per": ("0.1", "radio.per"),  # the air's setting: refused in a node config
+    "radio.ack_per": ("0.1", "radio.ack_per"),
+    "radio.burst": ("2", "radio.burst"),
+    "radio.seed": ("3", "radio.seed"),
+    "sim.air": ('"air.sock"', "sim.air"),
+    "mobile.default_route": ('"yes"', "mobile.default_route"),
+    "mobile.routes": ('["10.99.0.0/33"]', "mobile.routes"),
+    "base.nat": ("1", "base.nat"),
+    "base.uplink": ('"eth0/1"', "base.uplink"),
+    "security.key": ('"abcd"', "security.key"),
+    "security.key_file": ('"/nonexistent/key"', "security.key_file"),
+    "security.previous_key": ('"abcd"', "security.previous_key"),
+    "security.previous_key_file": ('"/nonexistent/old"', "security.previous_key_file"),
+    "security.insecure": ('"yes"', "security.insecure"),
+    "security.state_dir": ('"var/lib/longge"', "security.state_dir"),
+    "rf24.tx_ce_pin": ("40", "rf24.tx_ce_pin"),
+    "rf24.tx_csn_pin": ("3", "rf24.tx_csn_pin"),
+    "rf24.rx_ce_pin": ("22", "rf24.rx_ce_pin"),  # the same GPIO as tx_ce_pin
+    "rf24.rx_csn_pin": ("0", "rf24.rx_csn_pin"),  # the same CSN as tx_csn_pin
+    "rf24.spi_speed": ("50000000", "rf24.spi_speed"),
+    "rf24.driver": ('"wiringpi"', "rf24.driver"),
+    "serial.tx_port": ('""', "serial.tx_port"),
+    "serial.rx_port": ('"/dev/ttyUSB0"\ntx_port = "/dev/ttyUSB0"', "serial.rx_port"),
+    "serial.baud": ("300", "serial.baud"),
+}
+
+
+def test_every_key_has_a_wrong_value_case() -> None:
+    keys = {f"{s}.{k}" for s, ks in config._NODE_KEYS.items() for k in ks}
+    keys |= {f"radio.{k}" for k in config._RADIO_KEYS | config._AIR_ONLY_KEYS}
+    assert keys == set(WRONG), f"missing: {keys - set(WRONG)}, stale: {set(WRONG) - keys}"
+
+
+@pytest.mark.parametrize("dotted", sorted(WRONG))
+def test_each_key_refuses_a_wrong_value_by_name(tmp_path: Path, dotted: str) -> None:
+    section, key = dotted.split(".")
+    value, named = WRONG[dotted]
+    secured = "" if section == "security" else "[security]\ninsecure = true\n"
+    if section == "security" and key not in ("insecure",):
+        secured = ""
+    f = tmp_path / "bad.toml"
+    f.write_text(f"{secured}[{section}]\n{key} = {value}\n")
+    with pytest.raises(ConfigError) as err:
+        config.load(f)
+    assert err.value.key == named, str(err.value)

@@ -1,4 +1,4 @@
-"""The formulas against the datasheet's own numbers (nRF24L01+ PS v1.0) and DESIGN.md §2."""
+"""The formulas against the datasheet's own numbers (nRF24L01+ PS v1.0) and docs/design.md §2."""
 
 from __future__ import annotations
 

@@ -5,7 +5,6 @@ protocol parser is fuzzed (in C through ctypes, and the whole modem over its ter
 
 from __future__ import annotations
 
-import ctypes
 import os
 import shutil
 import subprocess
@@ -20,7 +19,7 @@ from hypothesis import strategies as st
 
 from longge.errors import HardwareError
 from longge.radio.options import RadioOptions, configure
-from longge.radio.serial_modem import SerialRadio, config_record, frame, unframe
+from longge.radio.serial_modem import SerialRadio, config_record, crc16, frame, unframe
 from longge.radio.sim import SimRadio
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,15 +44,25 @@ def native() -> Path:
 class Modem:
     """One native modem process: the firmware on a pseudo-terminal, its chip on the air."""
 
-    def __init__(self, build: Path, air: str, name: str, link: Path, baud: int = 2_000_000) -> None:
+    def __init__(
+        self,
+        build: Path,
+        air: str,
+        name: str,
+        link: Path,
+        baud: int = 2_000_000,
+        chip: str = "plus",
+    ) -> None:
         self.args = [str(build / "modem-native"), air, name, str(link), str(baud)]
         self.link = link
+        self.env = {**os.environ, "LONGGE_CHIP": chip}
         self.proc: subprocess.Popen[str] | None = None
+        self.reports: list[str] = []  # stderr of every run that ended
         self.start()
 
     def start(self) -> None:
         self.proc = subprocess.Popen(
-            self.args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            self.args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=self.env
         )
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
@@ -61,9 +70,22 @@ class Modem:
 
     def stop(self) -> str:
         assert self.proc is not None
-        self.proc.terminate()
+        died = self.proc.poll()  # already gone on its own: a crash, whatever it printed
+        if died is None:
+            self.proc.terminate()
         _, err = self.proc.communicate(timeout=10)
+        if died is not None:
+            err += f"\n(the modem exited by itself with status {died})"
+        self.reports.append(err)
         return err
+
+    def clean(self) -> None:
+        """Stop it if it runs; fail on any sanitizer report or crash of any of its runs."""
+        if self.proc is not None and self.proc.returncode is None:
+            self.stop()
+        for err in self.reports:
+            bad = "Sanitizer" in err or "runtime error" in err or "exited by itself" in err
+            assert not bad, err
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -77,9 +99,7 @@ def modems(native: Path, air_path: str, tmp_path: Path) -> Iterator[tuple[Modem,
         yield tx, rx
     finally:
         for m in (tx, rx):
-            if m.alive():
-                err = m.stop()
-                assert "Sanitizer" not in err and "runtime error" not in err, err
+            m.clean()
 
 
 def test_the_avr_image_builds_and_fits(tmp_path: Path) -> None:
@@ -169,77 +189,118 @@ def test_the_daemon_runs_end_to_end_over_the_serial_backend(
 
 # -- the host protocol parser, fuzzed ---------------------------------------------------------
 
-HANDLER = ctypes.CFUNCTYPE(
-    None, ctypes.c_uint8, ctypes.POINTER(ctypes.c_uint8), ctypes.c_uint8, ctypes.c_void_p
-)
 
+class ParserProcess:
+    """The firmware's parser (src/proto.c) in a sanitized process (firmware/build/proto-fuzz):
+    streams in, messages and counters out. A sanitizer report, or a crash, ends the process,
+    and feed() fails with what it printed."""
 
-class Parser(ctypes.Structure):
-    _fields_ = [
-        ("buf", ctypes.c_uint8 * 42),
-        ("len", ctypes.c_uint8),
-        ("overflow", ctypes.c_uint8),
-        ("frames_ok", ctypes.c_uint32),
-        ("bad_crc", ctypes.c_uint32),
-        ("bad_cobs", ctypes.c_uint32),
-        ("too_long", ctypes.c_uint32),
-        ("too_short", ctypes.c_uint32),
-    ]
+    def __init__(self, build: Path) -> None:
+        self.proc = subprocess.Popen(
+            [str(build / "proto-fuzz")],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+
+    def feed(self, data: bytes) -> tuple[list[bytes], dict[str, int]]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        try:
+            self.proc.stdin.write(len(data).to_bytes(2, "big") + data)
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            pass
+        got: list[bytes] = []
+        counters: dict[str, int] = {}
+        while True:
+            line = self.proc.stdout.readline()
+            if not line:
+                err = self.proc.stderr.read().decode(errors="replace") if self.proc.stderr else ""
+                pytest.fail(f"the parser died (status {self.proc.wait()}):\n{err[-3000:]}")
+            if line.startswith(b"m "):
+                got.append(bytes.fromhex(line[2:].decode()))
+            elif line.startswith(b"c "):
+                names = ("frames_ok", "bad_crc", "bad_cobs", "too_long", "too_short")
+                counters = dict(zip(names, map(int, line.split()[1:]), strict=True))
+            elif line.strip() == b".":
+                return got, counters
+
+    def close(self) -> str:
+        assert self.proc.stdin is not None and self.proc.stderr is not None
+        self.proc.stdin.close()
+        err = self.proc.stderr.read().decode(errors="replace")
+        assert self.proc.wait(10) == 0, err
+        return err
 
 
 @pytest.fixture(scope="module")
-def lib(native: Path) -> ctypes.CDLL:
-    so = ctypes.CDLL(str(native / "libproto.so"))
-    so.proto_feed.argtypes = (ctypes.POINTER(Parser), ctypes.c_uint8, HANDLER, ctypes.c_void_p)
-    so.proto_crc16.restype = ctypes.c_uint16
-    return so
+def parser(native: Path) -> Iterator[ParserProcess]:
+    p = ParserProcess(native)
+    yield p
+    err = p.close()
+    assert "Sanitizer" not in err and "runtime error" not in err, err
 
 
-def feed(lib: ctypes.CDLL, data: bytes) -> tuple[list[bytes], Parser]:
-    got: list[bytes] = []
-
-    def on(kind: int, body: ctypes._Pointer, n: int, _: object) -> None:  # type: ignore[type-arg]
-        got.append(bytes([kind]) + bytes(body[:n]))
-
-    p = Parser()
-    lib.proto_parser_init(ctypes.byref(p))
-    cb = HANDLER(on)
-    for b in data:
-        lib.proto_feed(ctypes.byref(p), b, cb, None)
-    return got, p
-
-
-def test_c_and_python_framing_agree(lib: ctypes.CDLL) -> None:
+def test_c_and_python_framing_agree(parser: ParserProcess) -> None:
     msgs = [
         b"V",
         b"T\x00" + bytes(32),
         b"C" + config_record(__import__("longge.air.model", fromlist=["x"]).RadioRegisters()),
         b"e\x01" + b"\x00" * 20,
     ]
-    got, p = feed(lib, b"".join(frame(m) for m in msgs))
-    assert got == msgs and p.frames_ok == len(msgs)
-    assert lib.proto_crc16(b"123456789", 9) == 0x29B1  # CRC-16/CCITT-FALSE check value
+    got, counters = parser.feed(b"".join(frame(m) for m in msgs))
+    assert got == msgs and counters["frames_ok"] == len(msgs)
+    assert crc16(b"123456789") == 0x29B1  # CRC-16/CCITT-FALSE check value
     assert all(unframe(frame(m)[:-1]) == m for m in msgs)
+
+
+#: Decoded message + CRC the firmware takes (PROTO_MAX_MESSAGE), and its longest frame.
+MAX_MESSAGE = 40
+MAX_FRAME = MAX_MESSAGE + MAX_MESSAGE // 254 + 2
+
+
+def reference_parser(stream: bytes) -> tuple[list[bytes], int]:
+    """What the firmware must make of a byte stream, from the host side's own codec: each
+    0x00-delimited, non-empty frame no longer than MAX_FRAME that decodes (COBS, CRC-16) to at
+    most MAX_MESSAGE bytes is a message; nothing else is. Returns (messages, frames judged)."""
+    out: list[bytes] = []
+    segments = [s for s in stream.split(b"\x00")[:-1] if s]  # the tail has no delimiter yet
+    for seg in segments:
+        msg = unframe(seg) if len(seg) <= MAX_FRAME else None
+        if msg is not None and len(msg) + 2 <= MAX_MESSAGE:
+            out.append(msg)
+    return out, len(segments)
 
 
 @settings(
     max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None
 )
 @given(
-    noise=st.binary(max_size=300),
-    good=st.lists(st.binary(min_size=1, max_size=37), max_size=5),
+    pieces=st.lists(
+        st.one_of(
+            st.binary(max_size=60).map(lambda b: ("noise", b)),
+            st.binary(min_size=1, max_size=37).map(lambda m: ("good", m)),
+        ),
+        max_size=40,
+    )
 )
-def test_fuzz_the_parser_takes_garbage_and_still_finds_good_frames(
-    lib: ctypes.CDLL, noise: bytes, good: list[bytes]
+def test_fuzz_the_parser_finds_exactly_the_valid_frames(
+    parser: ParserProcess, pieces: list[tuple[str, bytes]]
 ) -> None:
-    """Arbitrary bytes, then valid frames: no crash, nothing invented, and after a delimiter
-    every valid frame is delivered intact."""
-    junk, p = feed(lib, noise)
-    assert all(unframe(frame(m)[:-1]) == m for m in junk)  # anything it accepted was well-formed
-    stream = noise + b"\x00" + b"".join(frame(m) for m in good)
-    got, p = feed(lib, stream)
-    assert got[len(got) - len(good) :] == good
-    assert p.bad_crc + p.bad_cobs + p.too_long + p.too_short + p.frames_ok >= len(good)
+    """Valid frames hidden in arbitrary bytes: the C parser delivers exactly what the host
+    side's codec finds in the same stream (every valid frame, in order, and nothing else), and
+    accounts for every other frame by reason. A parser that dropped one valid frame in ten,
+    or took a frame with a bad CRC, fails here."""
+    stream = b"".join(frame(body) if kind == "good" else body for kind, body in pieces)
+    want, judged = reference_parser(stream)
+    got, counters = parser.feed(stream)
+    assert got == want
+    assert counters["frames_ok"] == len(got)
+    assert sum(counters.values()) == judged
+    # a valid frame right after a delimiter is always among them
+    for kind, body in pieces:
+        if kind == "good" and (b"\x00" + frame(body)) in b"\x00" + stream:
+            assert body in got
 
 
 @settings(
@@ -262,3 +323,139 @@ def test_fuzz_the_modem_over_its_terminal(modems: tuple[Modem, Modem], noise: li
     assert radio.stats() is not None, "the modem stopped answering"
     assert tx_modem.alive()
     radio.close()
+
+
+# -- the modem's command layer (firmware/src/modem.c, radio.c) ------------------------------
+
+E_UNKNOWN, E_ARGS, E_FIFO, E_CONFIG, E_NO_CHIP = 1, 2, 3, 4, 5
+
+
+class Wire:
+    """The host side of the modem's protocol at its lowest: frames out, messages in."""
+
+    def __init__(self, link: Path) -> None:
+        import tty
+
+        self.fd = os.open(str(link), os.O_RDWR | os.O_NOCTTY)
+        tty.setraw(self.fd)
+        self.buf = b""
+
+    def ask(self, msg: bytes, want: int = 1, timeout: float = 3.0) -> list[bytes]:
+        """Send one message; return the next ``want`` messages the modem sends back."""
+        import select
+
+        os.write(self.fd, b"\x00" + frame(msg))
+        got: list[bytes] = []
+        deadline = time.monotonic() + timeout
+        while len(got) < want and time.monotonic() < deadline:
+            while b"\x00" in self.buf and len(got) < want:
+                raw, _, self.buf = self.buf.partition(b"\x00")
+                m = unframe(raw) if raw else None
+                if m is not None and m[:1] not in (b"t", b"r"):  # radio news: not replies
+                    got.append(m)
+            if len(got) < want and select.select([self.fd], [], [], 0.05)[0]:
+                self.buf += os.read(self.fd, 4096)
+        return got
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+def _config(**over: int) -> bytes:
+    from longge.air.model import RadioRegisters
+
+    regs = RadioRegisters(rate="2M", dynamic_payloads=True, arc=15, ard_step=15)
+    regs.tx_address, regs.rx_pipes = b"LGxyz", {1: b"LGxyz"}
+    rec = bytearray(config_record(regs))
+    fields = ["channel", "rate", "pa", "aw", "crc", "ard", "arc", "auto_ack", "dpl", "dyn_ack"]
+    fields += ["payload", "powered"]
+    for key, value in over.items():
+        index = {**{f: i for i, f in enumerate(fields)}, "pipes": 17, "last": 28}[key]
+        rec[index] = value
+    return bytes(rec)
+
+
+def _error(reply: list[bytes]) -> int | None:
+    return reply[0][1] if reply and reply[0][:1] == b"e" else None
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"channel": 126},
+        {"rate": 3},
+        {"pa": 4},
+        {"aw": 2},
+        {"aw": 6},
+        {"crc": 0},
+        {"crc": 3},
+        {"ard": 16},
+        {"arc": 16},
+        {"auto_ack": 0x40},
+        {"pipes": 0x04},
+        {"payload": 0},
+        {"payload": 33},
+        {"dpl": 2},
+        {"powered": 2},
+        {"last": 1},
+    ],
+)
+def test_the_modem_refuses_each_bad_setting(
+    native: Path, air_path: str, tmp_path: Path, bad: dict[str, int]
+) -> None:
+    modem = Modem(native, air_path, "cmd", tmp_path / "m.pty")
+    wire = Wire(modem.link)
+    try:
+        assert wire.ask(b"C" + _config())[0] == b"c\x00"  # the good record is taken
+        assert _error(wire.ask(b"C" + _config(**bad))) == E_CONFIG
+        assert _error(wire.ask(b"C" + _config()[:-1])) == E_CONFIG  # wrong length
+    finally:
+        wire.close()
+        modem.clean()
+
+
+def test_the_modem_refuses_bad_requests_and_a_full_queue(
+    native: Path, air_path: str, tmp_path: Path
+) -> None:
+    modem = Modem(native, air_path, "cmd", tmp_path / "m.pty")
+    wire = Wire(modem.link)
+    try:
+        version = wire.ask(b"V")[0]
+        assert version[:1] == b"v" and version[3] == 1 and version[4] == 1  # chip found, a "+"
+        depth = version[5]  # the chip's FIFO and the modem's queue in front of it
+        assert _error(wire.ask(b"Zxx")) == E_UNKNOWN
+        assert _error(wire.ask(b"L\x02")) == E_ARGS
+        assert _error(wire.ask(b"L")) == E_ARGS
+        assert _error(wire.ask(b"T\x00" + bytes(33))) == E_ARGS
+        assert _error(wire.ask(b"T\x00")) == E_ARGS
+        assert wire.ask(b"C" + _config())[0] == b"c\x00"  # nobody listens: ARD 4 ms, ARC 15
+        os.write(wire.fd, b"".join(frame(b"T\x00" + bytes([i]) * 8) for i in range(depth)))
+        assert _error(wire.ask(b"T\x00" + b"x" * 8)) == E_FIFO  # one more than it can hold
+    finally:
+        wire.close()
+        modem.clean()
+
+
+def test_an_old_chip_is_refused_250k_and_no_chip_is_reported(
+    native: Path, air_path: str, tmp_path: Path
+) -> None:
+    old = Modem(native, air_path, "old", tmp_path / "old.pty", chip="old")
+    wire = Wire(old.link)
+    try:
+        version = wire.ask(b"V")[0]
+        assert version[3] == 1 and version[4] == 0  # a chip, not a "+"
+        assert wire.ask(b"C" + _config())[0] == b"c\x00"  # 2 Mbit/s: fine
+        reply = wire.ask(b"C" + _config(rate=2))  # 250 kbit/s (rate code 2)
+        assert _error(reply) == E_CONFIG and b"250k" in reply[0]
+    finally:
+        wire.close()
+        old.clean()
+    absent = Modem(native, air_path, "absent", tmp_path / "absent.pty", chip="absent")
+    wire = Wire(absent.link)
+    try:
+        assert wire.ask(b"V")[0][3] == 0  # no chip on SPI
+        assert _error(wire.ask(b"C" + _config())) == E_NO_CHIP
+        assert _error(wire.ask(b"T\x00abc")) == E_NO_CHIP
+    finally:
+        wire.close()
+        absent.clean()

@@ -34,7 +34,7 @@ def test_model_capacity_follows_the_retry_trade_off() -> None:
     short = RadioOptions(ard_us=250, arc=2)
     long = RadioOptions(ard_us=2500, arc=15)
     assert model_capacity(short, 0.0) == pytest.approx(udp_goodput_bps(short, 1400))
-    # With q = 0.1 the long setting is clearly slower (DESIGN.md: ~338 vs ~505 frame kbit/s) ...
+    # With q = 0.1 the long setting is clearly slower (docs/design.md §2: ~338 vs ~505) ...
     ratio = model_capacity(long, 0.1) / model_capacity(short, 0.1)
     assert 0.6 < ratio < 0.8
     # ... and loses almost nothing, while ARC 2 loses ~1e-3 of frames, ~5 % of 47-frame packets.

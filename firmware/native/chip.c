@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -11,6 +12,10 @@
 #include "nrf24_regs.h"
 
 static int sock = -1;
+/* LONGGE_CHIP: "old" is an nRF24L01 without the "+" (RF_DR_LOW does not stick: no 250 kbit/s),
+ * "absent" is no chip at all (MISO pulled high: every byte reads 0xFF); else an nRF24L01+. */
+enum { CHIP_PLUS, CHIP_OLD, CHIP_ABSENT };
+static int variant = CHIP_PLUS;
 static uint8_t reg[0x20];
 static uint8_t addr_p0[5], addr_p1[5], addr_tx[5];
 static uint8_t ce, listening_sent = 0xFF, config_dirty = 1;
@@ -146,6 +151,8 @@ int chip_attach(const char *path, const char *name) {
         fprintf(stderr, "chip: cannot reach the air at %s: %s\n", path, strerror(errno));
         return -1;
     }
+    const char *v = getenv("LONGGE_CHIP");
+    variant = v && strcmp(v, "old") == 0 ? CHIP_OLD : v && strcmp(v, "absent") == 0 ? CHIP_ABSENT : CHIP_PLUS;
     struct timeval tv = {0, 200000}; /* an RPD question waits at most 0.2 s for its answer */
     setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     uint8_t msg[64] = {'H'};
@@ -168,6 +175,10 @@ int chip_attach(const char *path, const char *name) {
 
 static void end_transaction(void) {
     uint8_t r = cmd & REGISTER_MASK;
+    if (variant == CHIP_ABSENT)
+        return;
+    if ((cmd & 0xE0) == CMD_W_REGISTER && r == REG_RF_SETUP && nbytes > 0 && variant == CHIP_OLD)
+        data[0] &= (uint8_t)~RF_DR_LOW;
     if ((cmd & 0xE0) == CMD_W_REGISTER && nbytes > 0) {
         if (r == REG_RX_ADDR_P0)
             memcpy(addr_p0, data, nbytes > 5 ? 5 : nbytes);
@@ -275,7 +286,7 @@ static uint8_t read_register(uint8_t r, uint8_t i) {
 }
 
 uint8_t chip_spi(uint8_t out) {
-    if (!in_tx)
+    if (!in_tx || variant == CHIP_ABSENT)
         return 0xFF;
     if (!have_cmd) {
         have_cmd = 1;

@@ -94,7 +94,7 @@ class LinkTiming:
         return self.ard_us >= MIN_ARD_US_FOR_EMPTY_ACK[self.rate]
 
     def bound_bps(self, auto_ack: bool) -> float:
-        """Payload bit rate with no loss and no host overhead (DESIGN.md §2 table)."""
+        """Payload bit rate with no loss and no host overhead (docs/design.md §2 table)."""
         per_frame = self.ack_cycle_ns if auto_ack else self.toa_data_ns
         return self.payload_len * 8 * 1e9 / per_frame
 
@@ -113,7 +113,7 @@ class LinkTiming:
         """Mean time per frame handed to the radio, successful or not.
 
         Each failed attempt costs T_r; the last attempt costs T_s when it succeeds and T_r
-        when it fails too. For small q^N this is the DESIGN.md approximation T_s + q/(1-q)·T_r.
+        when it fails too. For small q^N this is docs/design.md §2's T_s + q/(1-q)·T_r.
         """
         n = self.arc + 1
         attempts = self.expected_attempts(q)

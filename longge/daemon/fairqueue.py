@@ -1,7 +1,7 @@
 """The link's transmit queue, sans-IO: flow-fair, bounded in bytes and in time.
 
 Latency under overload is set here, on purpose, not by a 500-packet kernel queue
-(DESIGN.md §1). Packets are sorted into flows by their addresses, protocol and ports (the
+(docs/design.md §1). Packets are sorted into flows by their addresses, protocol and ports (the
 exact key, not a hash into a few buckets: two flows never share a queue, so a probe never waits
 behind a bulk flow that happened to land in its bucket; a flow exists while it has packets or
 a turn), and served by deficit round robin with fq_codel's trick: a flow that was idle (a ping,

@@ -1,7 +1,7 @@
 """Pure analysis of saved measurements: capacity, saturation, knees, fairness, intervals.
 
 Every function here takes numbers and returns numbers; nothing measures, nothing plots, so
-a re-analysis of a results folder gives the same answer every time (DESIGN.md §4).
+a re-analysis of a results folder gives the same answer every time (docs/design.md §3).
 """
 
 from __future__ import annotations

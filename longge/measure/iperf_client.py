@@ -3,7 +3,7 @@
     python -m longge.measure.iperf_client SPEC_JSON OUT_FILE
 
 It writes libiperf's JSON result (or {"error": ...}) to OUT_FILE. Running each test in a
-fresh process is how we live with python-iperf3's traps (DESIGN.md §4): a ``Client`` runs
+fresh process is how we live with python-iperf3's traps (docs/design.md §3): a ``Client`` runs
 once, it redirects the process's stdout, Ctrl-C does not stop it, and it hangs once its JSON
 passes the 64 KiB of its pipe (we enlarge the pipe to 1 MiB, and the caller has a timeout).
 """

@@ -10,7 +10,7 @@ to send, ns) in bytes 24..31, zeros after. A reply is never larger than its prob
 amplification);
 a probe shorter than ``PROBE_LEN``, with a wrong magic or version, or over the per-client rate
 is counted and dropped. RTT is measured on the client's own clock only, so the two clocks
-need not agree (DESIGN.md §4: RTT, not one-way delay); like irtt's, it excludes the server's
+need not agree (docs/design.md §3: RTT, not one-way delay); like irtt's, it excludes the server's
 processing time, which is recorded beside it.
 """
 

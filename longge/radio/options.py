@@ -55,6 +55,20 @@ class RadioOptions:
     seed: int = 1
 
     def __post_init__(self) -> None:
+        # Types first: a config file or a control request can carry any JSON/TOML value, and
+        # a string where a number belongs must be refused by name, not crash a comparison.
+        for key in ("ard_us", "arc", "payload", "address_width", "crc", "channel", "seed"):
+            value = getattr(self, key)
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise ConfigError(key, value, "a whole number")
+        if not isinstance(self.auto_ack, bool):
+            raise ConfigError("auto_ack", self.auto_ack, "true or false")
+        for key in ("per", "ack_per", "burst", "seconds"):
+            value = getattr(self, key)
+            if value is not None and (
+                not isinstance(value, int | float) or isinstance(value, bool)
+            ):
+                raise ConfigError(key, value, "a number")
         if self.rate not in RATE_BPS:
             raise ConfigError("rate", self.rate, "one of 250k, 1M, 2M")
         if not ARD_US_MIN <= self.ard_us <= ARD_US_MAX or self.ard_us % ARD_STEP_US:

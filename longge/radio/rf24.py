@@ -19,6 +19,7 @@ Every other name goes straight to pyrf24. The daemon's code path is the one it u
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -39,6 +40,14 @@ def spidev(csn_pin: int) -> str:
     """The device file pyrf24 opens for a CSN number (Linux SPIDEV driver)."""
     bus, cs = (1, csn_pin - 10) if csn_pin >= 10 else (0, csn_pin)
     return f"/dev/spidev{bus}.{cs}"
+
+
+@functools.cache
+def _rf24_names() -> frozenset[str]:
+    """The public names of pyrf24's RF24 class."""
+    from pyrf24 import RF24
+
+    return frozenset(n for n in dir(RF24) if not n.startswith("_"))
 
 
 def _pyrf24_driver() -> Callable[[int, int, int], Any]:
@@ -68,8 +77,12 @@ class Rf24Radio:
         self.retransmissions = 0
         self._chip = (driver or _pyrf24_driver())(ce_pin, csn_pin, spi_speed)
 
-    # Every RF24 name not defined here is the chip's own (reads and writes).
+    # Every RF24 name not defined here is the chip's own (reads and writes): pyrf24's names
+    # only, so that what an emulated chip offers beyond them (a descriptor to sleep on) is not
+    # used here: the daemon takes the polled path it takes with real pyrf24.
     def __getattr__(self, name: str) -> Any:
+        if name not in _rf24_names():
+            raise AttributeError(f"pyrf24's RF24 has no {name!r}")
         return getattr(self._chip, name)
 
     def __setattr__(self, name: str, value: Any) -> None:

@@ -5,7 +5,7 @@ a Unix socket to the air server: settings go there as register snapshots, payloa
 the air's TX FIFO, received frames and TX results come back as they happen on air.
 
 Like the real driver, this object is meant to be used by one thread; run each radio in its
-own process (DESIGN.md §1, process model).
+own process (docs/design.md §1, process model).
 """
 
 from __future__ import annotations
