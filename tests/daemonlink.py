@@ -95,12 +95,15 @@ def make_link(
     if backend != "sim":
         secured.update(backend=backend, driver="sim")
     mob = NodeConfig(
-        role="mobile",
-        air=air_path,
-        control=os.path.join(d, "m.sock"),
-        queue_ms=5000,
-        radio=radio,
-        **{**secured, **(mobile_extra or {})},
+        **{
+            "role": "mobile",
+            "air": air_path,
+            "control": os.path.join(d, "m.sock"),
+            "queue_ms": 5000,
+            "radio": radio,
+            **secured,
+            **(mobile_extra or {}),
+        }
     )
     base = NodeConfig(
         role="base",

@@ -5,8 +5,10 @@ come back."""
 from __future__ import annotations
 
 import os
+import select
 import signal
 import socket
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -78,6 +80,27 @@ def test_garbage_on_the_control_socket_gets_an_error_not_a_crash(link: Link) -> 
             except TimeoutError:
                 break
     assert b"error" in buf
+    # a request longer than the daemon takes, without a newline: refused, connection closed
+    from longge.daemon.control import MAX_REQUEST
+
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.connect(link.mobile.cfg.control)
+        s.settimeout(3)
+        buf = b""
+        try:
+            s.sendall(b"{" + b" " * (2 * MAX_REQUEST))
+        except OSError:
+            pass  # it may close on us while we still write
+        while not buf.endswith(b"\n"):
+            link.pump(0.05)
+            try:
+                chunk = s.recv(4096)
+            except TimeoutError:
+                break
+            if not chunk:
+                break
+            buf += chunk
+    assert b"request too large" in buf
     assert link.send(link.mtun, [ip_packet(60, 7)], to=link.btun) == [ip_packet(60, 7)]
 
 
@@ -121,6 +144,39 @@ def test_malformed_requests_are_refused_by_key_and_the_daemon_lives_on(link: Lin
     assert link.send(link.mtun, [ip_packet(70, 9)], to=link.btun) == [ip_packet(70, 9)]
 
 
+def test_an_overloaded_daemon_keeps_its_queue_bounds_and_lets_a_sparse_flow_through(
+    air_path: str, tmp_path: os.PathLike[str]
+) -> None:
+    """100 bulk packets at once into a 100 ms queue: the daemon keeps what the air carries in
+    100 ms, drops the rest (counted), and a small packet of another flow sent after them all
+    overtakes the bulk that waits."""
+    from longge.daemon.radio_tx import queue_limit_bytes
+
+    with make_link(air_path, str(tmp_path), mobile_extra={"queue_ms": 100}) as lk:
+        bulk = [ip_packet(1400, i) for i in range(100)]
+        sparse = bytearray(ip_packet(84, 999))
+        sparse[20:24] = (7777).to_bytes(2, "big") + (7).to_bytes(2, "big")  # its own ports
+        for p in [*bulk, bytes(sparse)]:
+            lk.mtun.peer.send(p)
+        got: list[bytes] = []
+        deadline = time.monotonic() + 4
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([lk.btun.peer], [], [], 0.02)
+            if ready:
+                got.append(lk.btun.peer.recv(65536))
+            lk.mobile.step(0)
+            lk.base.step(0)
+        st = lk.mobile.status()
+        limit = queue_limit_bytes(lk.mobile.cfg)
+    # the budget is what the air carries in 100 ms: 32 bytes per 461 µs ack cycle at 2 Mbit/s
+    assert limit == max(3 * 1514, int(32 / 461e-6 * 0.1))
+    assert bytes(sparse) in got[:3], "the sparse packet waited behind the bulk"
+    delivered = [p for p in got if p in bulk]
+    assert len(delivered) <= limit // 1400 + 4, len(delivered)  # + what was already on its way
+    dropped = sum(st["tx"]["queue_drops"].values())
+    assert dropped >= 100 - len(delivered) - 4 and len(delivered) + dropped <= 101
+
+
 def test_a_radio_process_that_dies_is_restarted(link: Link) -> None:
     worker = link.base.workers[1]  # rx
     assert worker.proc is not None and worker.proc.pid is not None
@@ -130,6 +186,28 @@ def test_a_radio_process_that_dies_is_restarted(link: Link) -> None:
     assert link.wait_link(link.mobile, "up")
     pkts = [ip_packet(300, i) for i in range(5)]
     assert link.send(link.mtun, pkts, to=link.btun) == pkts
+
+
+def test_a_restarted_tx_process_seals_under_a_new_epoch_and_the_peer_takes_it(
+    link: Link,
+) -> None:
+    """The mobile's TX process is killed mid-run: its successor must never reuse a nonce (a
+    new epoch from the state directory), and the base, which has seen the old epoch's
+    packets, must accept the new ones and go on refusing replays."""
+    before = [ip_packet(200, i) for i in range(3)]
+    assert link.send(link.mtun, before, to=link.btun) == before
+    link.pump(0.5)
+    old_epoch = link.mobile.status()["tx"]["epoch"]
+    worker = link.mobile.workers[0]  # tx
+    assert worker.proc is not None and worker.proc.pid is not None
+    os.kill(worker.proc.pid, signal.SIGKILL)
+    link.pump(1.8)
+    assert link.mobile.status()["processes"]["tx"]["restarts"] == 1
+    after = [ip_packet(200, 10 + i) for i in range(3)]
+    assert link.send(link.mtun, after, to=link.btun, timeout=8) == after
+    link.pump(0.5)
+    assert link.mobile.status()["tx"]["epoch"] > old_epoch
+    assert not link.base.status()["rx"]["security"]["drops"].get("auth")
 
 
 def test_a_silent_peer_shows_as_down_and_comes_back(link: Link) -> None:

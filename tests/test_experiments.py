@@ -1,5 +1,6 @@
-"""The experiment battery's definitions and analysis, on synthetic data (the runs themselves
-need the testbed: tests/test_testbed.py runs one)."""
+"""The experiment battery's definitions and analysis, on synthetic data. The runs themselves
+need the testbed and minutes each; the suite does not run them (./run.sh experiment NAME
+--quick does)."""
 
 from __future__ import annotations
 

@@ -127,6 +127,34 @@ def test_a_restarted_receiver_still_refuses_what_it_accepted(tmp_path: Path) -> 
     assert [again.open(p) for p in sealed[6:]] == [bytes([i]) for i in range(6, 10)]
 
 
+def test_the_replay_mark_is_written_at_most_once_a_second_as_the_daemon_runs_it(
+    tmp_path: Path,
+) -> None:
+    """With a clock (as the daemon builds it) the receiver writes its mark at most once per
+    SAVE_EVERY_S, and tick() writes a mark that waited; a crash loses at most that second."""
+    from longge.protocol.secure import SAVE_EVERY_S
+
+    now = [100.0]
+    s = Sealer(UP, counter_epochs())  # type: ignore[arg-type]
+    mark = tmp_path / "mark"
+    o = Opener([UP], mark, clock=lambda: now[0])
+    writes = []
+    for i in range(50):
+        assert o.open(s.seal(bytes([i]))) is not None
+        if mark.exists():
+            writes.append(int(mark.read_text()))
+        now[0] += SAVE_EVERY_S / 10  # 10 packets a second
+    # the first packet is written at once (a new epoch), then about once a second
+    assert 5 <= len(set(writes)) <= 7, sorted(set(writes))
+    before = int(mark.read_text())
+    assert before < o.highest  # the newest packets wait for the next second ...
+    o.tick()  # ... not even a tick writes them early
+    assert int(mark.read_text()) == before
+    now[0] += SAVE_EVERY_S
+    o.tick()  # a second later it does
+    assert int(mark.read_text()) == o.highest
+
+
 def test_key_rotation_accepts_the_previous_key_too() -> None:
     new_psk = bytes.fromhex(generate_key())
     new = direction_key(new_psk, "mobile")

@@ -175,7 +175,13 @@ def test_the_daemon_runs_end_to_end_over_the_serial_backend(
         assert st["radio"]["backend"] == "serial" and st["tx"]["state"] == "up"
         # Unplug the TX modem and plug it back: the daemon takes it up again by itself.
         tx.stop()
-        link.pump(0.5)
+        noticed = ""
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and not noticed:
+            link.pump(0.1)
+            state = link.mobile.status()["tx"].get("state", "")
+            noticed = state if state != "up" else ""
+        assert noticed, "the daemon did not notice the TX modem was unplugged"
         tx.start()
         deadline = time.monotonic() + 10
         again = [ip_packet(200, 500)]
@@ -185,6 +191,8 @@ def test_the_daemon_runs_end_to_end_over_the_serial_backend(
         else:
             pytest.fail("the link did not come back after the modem was plugged in again")
         assert link.mobile.status()["processes"]["tx"]["alive"]
+        assert link.mobile.status()["tx"]["state"] == "up", "back, but not shown as up"
+        print(f"unplugged: TX state {noticed!r}, then up again")
 
 
 # -- the host protocol parser, fuzzed ---------------------------------------------------------
