@@ -168,3 +168,23 @@ def test_model_counts_only_the_frames_sent_before_a_packet_is_abandoned() -> Non
     assert model_capacity(opts, q, 1400) == pytest.approx(simulated, rel=0.03)
     # and it is more than charging every packet its full length would give
     assert model_capacity(opts, q, 1400) > udp_goodput_bps(opts, 1400) / slow * (1 - r) ** frames
+
+
+def test_a_lossy_settings_capacity_stands_only_where_its_points_bracket_it() -> None:
+    """A setting that delivers 80 % below saturation and carries at most C = 400 kbit/s: its
+    loads, scaled by that share, bracket C. A point that saturated well below C (a stall) makes
+    the verdict refuse C and name the point, so tune measures it again."""
+    from longge.measure.analysis import Point
+    from longge.measure.tune import judge_scaled
+
+    a, c = 0.8, 400e3
+
+    def carried(offered: float) -> float:
+        return min(a * offered, c)
+
+    loads = [0.6 * c / a, 0.9 * c / a, 1.05 * c / a, 1.3 * c / a]
+    v = judge_scaled([Point(x, carried(x)) for x in loads], a)
+    assert v.capacity_bps is not None and abs(v.capacity_bps - c) < 0.01 * c
+    stalled = [Point(x, carried(x) * (0.7 if x == loads[1] else 1.0)) for x in loads]
+    v = judge_scaled(stalled, a)
+    assert v.capacity_bps is None and v.contradicting == (a * loads[1],)

@@ -120,6 +120,22 @@ def model_rtt_ms(
     return idle + packet_service_ms(opts, q, 1400, overhead) * (1 - (1 - pct) / min(rho, 1.0))
 
 
+def judge_scaled(points: list[analysis.Point], share: float) -> analysis.CapacityVerdict:
+    """judge_capacity on a lossy setting's points: offered loads scaled by the share that gets
+    through below saturation (fit_capacity_lossy's a), a point saturated when it carried less
+    than EFFICIENCY_KNEE of that. The verdict's loads are the scaled ones."""
+    return analysis.judge_capacity(
+        [
+            analysis.Judged(
+                share * p.offered_bps,
+                p.received_bps,
+                p.received_bps < analysis.EFFICIENCY_KNEE * share * p.offered_bps,
+            )
+            for p in points
+        ]
+    )
+
+
 def set_radio(target: Target, options: dict[str, Any]) -> None:
     for path in target.controls:
         reply = request(path, {"cmd": "set", "options": options})
@@ -218,27 +234,46 @@ class Tune:
         drain(self.target)
         predicted = model_capacity(opts, self.q_hint, 1400, self.overhead)
         f0, r0, m0 = tx_counters(self.target)
-        pts = []
+        pts: dict[float, analysis.Point] = {}
         loss = math.nan
         share = 1.0  # what gets through below saturation (measured at the lowest load)
+
+        def measure(rate: float) -> analysis.Point:
+            res = self._trial(rate, self.plan.trial_s)
+            drain(self.target)
+            pts[rate] = analysis.Point(rate, res.received_bps)
+            return pts[rate]
+
         for factor in (0.6, 0.9, 1.05, 1.3):
             # A setting that loses packets at every load saturates only when the offered load
             # exceeds its goodput divided by that share: scale the higher loads to reach it.
             rate = factor * predicted / share
             res = self._trial(rate, self.plan.trial_s)
-            pts.append(analysis.Point(rate, res.received_bps))
+            pts[rate] = analysis.Point(rate, res.received_bps)
             if factor == 0.6 and rate > 0:
                 share = max(0.05, min(1.0, res.received_bps / rate))
             if factor == 0.9:
                 loss = res.lost_packets / res.packets if res.packets else math.nan
             drain(self.target)
+        verdict = judge_scaled(list(pts.values()), share)
+        if verdict.capacity_bps is None:  # measure what contradicts C once more, or go higher
+            for scaled in verdict.contradicting:
+                measure(min(pts, key=lambda r: abs(share * r - scaled)))
+            if verdict.needs_load_above:
+                measure(1.8 * predicted / share)
+            verdict = judge_scaled(list(pts.values()), share)
         f1, r1, m1 = tx_counters(self.target)
-        capacity = analysis.fit_capacity_lossy(pts)
         q = failure_rate(f1 - f0, r1 - r0, m1 - m0)
+        if verdict.capacity_bps is None:
+            raise RuntimeError(f"no capacity: {verdict.reason}")
+        capacity = verdict.capacity_bps
         med05, p95_05 = self._rtt(0.5 * capacity)
         med09, p95_09 = self._rtt(0.9 * capacity)
         curve = {
-            "load": [[round(p.offered_bps, 1), round(p.received_bps, 1)] for p in pts],
+            "load": [
+                [round(p.offered_bps, 1), round(p.received_bps, 1)]
+                for p in sorted(pts.values(), key=lambda p: p.offered_bps)
+            ],
             "rtt": [[0.5, med05, p95_05], [0.9, med09, p95_09]],
         }
         return {
