@@ -149,8 +149,12 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
         fd = waitable(radio)
         if fd is not None:
             fds.append(fd)
-        elif radio is not None and frames:
-            timeout = 0.0002  # a backend without a descriptor is polled
+        elif radio is not None and (frames or len(queue) or not radio.is_fifo(True, True)):
+            # A backend without a descriptor (pyrf24) is polled while anything is on its way:
+            # a frame to load, a packet queued, or frames in the chip's FIFO whose fate is not
+            # known yet. (It slept 0.25 s once the FIFO held a packet's last frames, with more
+            # queued: packets expired in a queue that should have moved every 1.5 ms.)
+            timeout = 0.0002
         if radio is not None:
             # A MAX_RT taken in while loading (write_fast reads the radio's news) leaves the
             # descriptor quiet: look now, or the radio would idle until the timeout.

@@ -147,6 +147,11 @@ class SimRadio:
         except OSError:
             self._lost_air()
 
+    def _report_reads(self) -> None:
+        """Tell the air what the host read: once it has caught up, or every second read."""
+        count, self._reads_unreported = self._reads_unreported, 0
+        self._send(b"R" + bytes((min(count, 255),)))
+
     def _lost_air(self) -> None:
         self.failure_detected += 1
         self.close()
@@ -157,9 +162,7 @@ class SimRadio:
         if sock is None:
             return False
         if self._reads_unreported and (not self._rx or self._reads_unreported >= 2):
-            # Tell the air what the host read: once it has caught up, or every second read.
-            count, self._reads_unreported = self._reads_unreported, 0
-            self._send(b"R" + bytes((min(count, 255),)))
+            self._report_reads()
         if timeout > 0:
             readable, _, _ = select.select([sock], [], [], timeout)
             if not readable:
@@ -357,7 +360,10 @@ class SimRadio:
         return data
 
     def write_fast(self, buf: bytes | bytearray, multicast: bool = False) -> bool:
-        self._pump()
+        # Room known from the last news stays room (only the air frees slots): ask the air
+        # only when the FIFO looked full, not once per frame.
+        if self._tx_outstanding() >= self.fifo_depth:
+            self._pump()
         if self._tx_outstanding() >= self.fifo_depth:
             spin_until = time.monotonic_ns() + _SPIN_NS
             deadline = time.monotonic() + _AIR_TIMEOUT_S
@@ -430,6 +436,8 @@ class SimRadio:
     # -- receiving -----------------------------------------------------------------------------
 
     def available(self) -> bool:
+        if self._rx:  # frames already taken in: no need to ask the air (a syscall) again
+            return True
         self._pump()
         return bool(self._rx)
 
@@ -444,11 +452,14 @@ class SimRadio:
         return len(self._rx[0][1]) if self._rx else 0
 
     def read(self, length: int | None = None) -> bytearray:
-        self._pump()
+        if not self._rx:
+            self._pump()
         if not self._rx:
             return bytearray(length or 0)
         _, payload = self._rx.popleft()
         self._reads_unreported += 1
+        if not self._rx or self._reads_unreported >= 2:
+            self._report_reads()
         if length is None:
             return bytearray(payload)
         return bytearray(payload[:length].ljust(length, b"\x00"))
