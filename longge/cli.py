@@ -147,6 +147,9 @@ def cmd_radio_set(ns: argparse.Namespace) -> int:
     if not options:
         print("nothing to set: give radio options, e.g. --ard-us 250 --arc 2", file=sys.stderr)
         return 2
+    from longge.radio.options import RadioOptions
+
+    RadioOptions(**options)  # type: ignore[arg-type]  # refused here, before any daemon
     code = 0
     for name, path in _control_paths(ns).items():
         try:
@@ -536,6 +539,13 @@ def cmd_plot(ns: argparse.Namespace) -> int:
 
     from longge.measure.plots import plot_runs
 
+    missing = [d for d in ns.dirs if not (Path(d) / "summary.json").exists()]
+    if missing:
+        print(
+            f"plot: no results folder (with a summary.json) at {', '.join(missing)}",
+            file=sys.stderr,
+        )
+        return 2
     made = plot_runs([Path(d) for d in ns.dirs], Path(ns.out) if ns.out else None)
     for p in made:
         print(p)
@@ -709,6 +719,9 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("help", "-h", "--help"):
         parser.print_help()
+        print(
+            "\nalso (run.sh itself): ./run.sh test [pytest options]   lint, type-check, the suite"
+        )
         return 0
     ns = parser.parse_args(args)
     try:

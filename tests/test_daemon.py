@@ -5,6 +5,7 @@ come back."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import select
 import signal
@@ -14,6 +15,8 @@ from collections.abc import Iterator
 
 import pytest
 from daemonlink import Link, ip_packet, make_link
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from longge.air.server import query
 from longge.daemon.control import request
@@ -225,3 +228,110 @@ def test_a_silent_peer_shows_as_down_and_comes_back(link: Link) -> None:
     assert link.wait_link(link.mobile, "up")
     pkts = [ip_packet(100, i) for i in range(3)]
     assert link.send(link.mtun, pkts, to=link.btun) == pkts
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+_live = st.sampled_from(["rate", "ard_us", "arc", "auto_ack", "payload", "tx_channel", "mtu"])
+_requests = st.one_of(
+    _json,
+    st.fixed_dictionaries({"cmd": st.sampled_from(["set", "status", "stop", "", 5])}),
+    st.fixed_dictionaries(
+        {"cmd": st.just("set"), "options": _json | st.dictionaries(_live, _json, max_size=3)}
+    ),
+)
+
+
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    database=None,
+)
+@given(reqs=st.lists(_requests, min_size=1, max_size=4))
+def test_random_json_on_the_control_socket_never_kills_the_daemon(
+    link: Link, reqs: list[object]
+) -> None:
+    """Arbitrary JSON (any shape, type and size, unknown keys, known keys with wrong values)
+    at a running daemon: each request gets an answer, and afterwards the daemon answers
+    status and carries packets."""
+    import threading
+
+    path = link.mobile.cfg.control
+    replies: list[object] = []
+
+    def ask() -> None:
+        for req in reqs:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                s.settimeout(5)
+                s.connect(path)
+                s.sendall(json.dumps(req).encode() + b"\n")
+                buf = b""
+                while not buf.endswith(b"\n"):
+                    chunk = s.recv(65536)
+                    if not chunk:
+                        break
+                    buf += chunk
+                replies.append(json.loads(buf) if buf else None)
+        # whatever a valid-looking request changed, put the mobile's radio back
+        back = {"rate": "2M", "ard_us": 1000, "arc": 15, "auto_ack": True, "payload": 32}
+        request(path, {"cmd": "set", "options": {**back, "tx_channel": 76, "rx_channel": 86}})
+        replies.append(request(path, {"cmd": "status"}))
+
+    t = threading.Thread(target=ask)
+    t.start()
+    while t.is_alive():
+        link.pump(0.02)
+    assert all(isinstance(r, dict) for r in replies), replies
+    assert replies[-1]["link"] in ("up", "down")  # type: ignore[index]
+    assert link.mobile.status()["processes"]["tx"]["alive"]
+    pkt = ip_packet(100, 42)
+    assert link.send(link.mtun, [pkt], to=link.btun) == [pkt]
+
+
+def test_tune_puts_back_what_each_node_had_even_when_interrupted(
+    link: Link, tmp_path: os.PathLike[str]
+) -> None:
+    """tune leaves the link as it found it: each node's own ARD/ARC (not tune's defaults),
+    also when Ctrl-C lands in the middle of a grid point set to ARC 0."""
+    import threading
+    from pathlib import Path
+
+    from longge.measure.results import ResultsDir
+    from longge.measure.sweep import Target
+    from longge.measure.tune import Tune, TunePlan, set_radio
+    from longge.radio.options import RadioOptions
+
+    paths = (link.mobile.cfg.control, link.base.cfg.control)
+    target = Target("127.0.0.1", rtt_port=9, controls=paths)
+
+    class Interrupted(Tune):
+        def _point_unspoilt(self, ard: int, arc: int) -> dict[str, object]:
+            set_radio(self.target, {"ard_us": ard, "arc": 0})
+            raise KeyboardInterrupt
+
+    plan = TunePlan(ard_us=(250,), arc=(0,))
+    tune = Interrupted(target, RadioOptions(), plan, ResultsDir(Path(tmp_path) / "t"), 0.1)
+    outcome: list[object] = []
+
+    def run() -> None:
+        request(paths[0], {"cmd": "set", "options": {"ard_us": 750, "arc": 5}})  # mobile's own
+        try:
+            tune.run()
+        except KeyboardInterrupt:
+            outcome.append("interrupted")
+        outcome.append([request(p, {"cmd": "status"})["radio"] for p in paths])
+
+    t = threading.Thread(target=run)
+    t.start()
+    while t.is_alive():
+        link.pump(0.02)
+    assert outcome[0] == "interrupted"
+    mobile, base = outcome[1]  # type: ignore[misc]
+    assert (mobile["ard_us"], mobile["arc"]) == (750, 5)
+    assert (base["ard_us"], base["arc"]) == (1000, 15)  # make_link's, not tune's 250/2

@@ -77,3 +77,21 @@ def test_air_stats_without_an_air_says_so(tmp_path: object) -> None:
     assert out.returncode == 1
     assert "no air emulator answers at" in out.stderr and "--socket" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_everyday_commands_refuse_clearly(
+    tmp_path: object, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """radio set checks its values before it contacts any daemon (exit 2, the key named: the
+    control socket here does not exist, which would be exit 1); plot of a missing folder says
+    so without a traceback; help lists run.sh's own test command."""
+    from longge.cli import main
+
+    assert main(["radio", "set", "--arc", "20", "--control", "/nonexistent.sock"]) == 2
+    err = capsys.readouterr().err
+    assert "arc = 20" in err and "0..15" in err
+    assert main(["plot", "/nonexistent"]) == 2
+    err = capsys.readouterr().err
+    assert "no results folder" in err and "Traceback" not in err
+    assert main(["help"]) == 0
+    assert "./run.sh test" in capsys.readouterr().out

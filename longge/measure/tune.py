@@ -9,6 +9,7 @@ Results go to ``grid.csv`` as each point ends, so an interrupted tune resumes wh
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import itertools
 import json
@@ -19,7 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from longge.daemon.control import request
+from longge.daemon.control import ControlError, request
 from longge.measure import analysis
 from longge.measure.cpu import unspoilt
 from longge.measure.iperf import TrialSpec, parse_result, run_trial
@@ -141,6 +142,22 @@ def set_radio(target: Target, options: dict[str, Any]) -> None:
         reply = request(path, {"cmd": "set", "options": options})
         if "error" in reply:
             raise RuntimeError(f"{path}: {reply['error']}")
+
+
+def link_settings(target: Target) -> dict[str, dict[str, Any]]:
+    """Each node's ARD and ARC as its daemon reports them (control path -> options)."""
+    out = {}
+    for path in target.controls:
+        radio = request(path, {"cmd": "status"}).get("radio") or {}
+        if "ard_us" in radio and "arc" in radio:
+            out[path] = {"ard_us": radio["ard_us"], "arc": radio["arc"]}
+    return out
+
+
+def restore_settings(had: dict[str, dict[str, Any]]) -> None:
+    for path, options in had.items():
+        with contextlib.suppress(ControlError):
+            request(path, {"cmd": "set", "options": options})
 
 
 def tx_counters(target: Target) -> tuple[int, int, int]:
@@ -305,18 +322,21 @@ class Tune:
         )
         done = {(int(r["ard_us"]), int(r["arc"])) for r in self.rows}
         grid = list(itertools.product(self.plan.ard_us, self.plan.arc))
-        for i, (ard, arc) in enumerate(grid):
-            if (ard, arc) in done:
-                continue
-            self.progress(f"ARD {ard} µs ARC {arc}", i / len(grid))
-            try:
-                row = self._point_unspoilt(ard, arc)
-            except Exception as exc:  # record and go on: one bad point must not cost the grid
-                row = {"ard_us": ard, "arc": arc, "error": f"{type(exc).__name__}: {exc}"}
-            self.rows.append(row)
-            with open(self.grid_csv, "a", newline="") as f:
-                csv.DictWriter(f, self.fields, extrasaction="ignore").writerow(row)
-        set_radio(self.target, {"ard_us": self.base.ard_us, "arc": self.base.arc})
+        had = link_settings(self.target)  # what each node had: put back whatever happens
+        try:
+            for i, (ard, arc) in enumerate(grid):
+                if (ard, arc) in done:
+                    continue
+                self.progress(f"ARD {ard} µs ARC {arc}", i / len(grid))
+                try:
+                    row = self._point_unspoilt(ard, arc)
+                except Exception as exc:  # record and go on: one bad point must not cost all
+                    row = {"ard_us": ard, "arc": arc, "error": f"{type(exc).__name__}: {exc}"}
+                self.rows.append(row)
+                with open(self.grid_csv, "a", newline="") as f:
+                    csv.DictWriter(f, self.fields, extrasaction="ignore").writerow(row)
+        finally:  # also on Ctrl-C: never leave the link at a grid point (ARC 0 loses packets)
+            restore_settings(had)
         self.progress("done", 1.0)
         return self.summary()
 
@@ -346,9 +366,10 @@ class Tune:
             "apply": None
             if best is None
             else (
-                f"./run.sh radio set --ard-us {int(best['ard_us'])} --arc {int(best['arc'])}  "
-                f"(permanently: ard_us = {int(best['ard_us'])}, arc = {int(best['arc'])} in the "
-                "[radio] section of both nodes' longge.toml)"
+                f"./run.sh radio set --ard-us {int(best['ard_us'])} --arc {int(best['arc'])} on "
+                "both nodes (on the testbed one call sets both); permanently: "
+                f"ard_us = {int(best['ard_us'])}, arc = {int(best['arc'])} in the [radio] section "
+                "of both nodes' longge.toml"
             ),
         }
 
