@@ -139,8 +139,17 @@ def _stream(path: str, opts: RadioOptions, progress: Callable[[float], None] | N
         # real hardware). Poll while the link is busy, sleep when it has gone quiet.
         if time.monotonic_ns() - c.last_ns > _SPIN_NS:
             select.select(fds, [], [], 0.001)
-    if not tx.tx_standby():
-        c.max_rt += 1
+    # Let the last frames go out while still reading: a host that stops reading with frames on
+    # their way fills the RX FIFO, and the air then waits for it (docs/emulator.md).
+    deadline = time.monotonic() + 1.0
+    while not tx.is_fifo(True, True) and time.monotonic() < deadline:
+        if tx.what_happened()[1]:
+            c.max_rt += 1
+            tx.flush_tx()
+            break
+        while rx.available():
+            c.take(rx.read())
+        select.select(fds, [], [], 0.001)
     while rx.wait(0.05):
         while rx.available():
             c.take(rx.read())
