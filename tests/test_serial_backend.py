@@ -467,3 +467,25 @@ def test_an_old_chip_is_refused_250k_and_no_chip_is_reported(
     finally:
         wire.close()
         absent.clean()
+
+
+def test_begin_names_what_to_check_for_a_modem_without_a_chip_or_with_an_old_one(
+    native: Path, air_path: str, tmp_path: Path
+) -> None:
+    """Each diagnosis begin() and verify() give, from a modem that really behaves that way."""
+    absent = Modem(native, air_path, "absent", tmp_path / "absent.pty", chip="absent")
+    try:
+        with pytest.raises(HardwareError, match="no nRF24L01\\+ answers on its SPI bus"):
+            SerialRadio(str(absent.link), name="mobile-tx").begin()
+    finally:
+        absent.clean()
+    old = Modem(native, air_path, "old", tmp_path / "old.pty", chip="old")
+    try:
+        radio = SerialRadio(str(old.link), name="mobile-tx")
+        assert radio.begin() and radio.is_plus_variant is False
+        configure(radio, RadioOptions(rate="250k", ard_us=500), channel=76)
+        with pytest.raises(HardwareError, match="250"):
+            radio.verify(RadioOptions(rate="250k", ard_us=500), 76, 0)
+        radio.close()
+    finally:
+        old.clean()
