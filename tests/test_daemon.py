@@ -150,15 +150,16 @@ def test_an_overloaded_daemon_keeps_its_queue_bounds_and_lets_a_sparse_flow_thro
     air_path: str, tmp_path: os.PathLike[str]
 ) -> None:
     """100 bulk packets at once into a 100 ms queue: the daemon keeps what the air carries in
-    100 ms, drops the rest (counted), and a small packet of another flow sent after them all
-    overtakes the bulk that waits."""
+    100 ms, drops the rest (counted), and a small packet of another flow sent in the middle of
+    them survives the overflow (it is the bulk flow that loses its head) and overtakes the bulk
+    that waits."""
     from longge.daemon.radio_tx import queue_limit_bytes
 
     with make_link(air_path, str(tmp_path), mobile_extra={"queue_ms": 100}) as lk:
         bulk = [ip_packet(1400, i) for i in range(100)]
         sparse = bytearray(ip_packet(84, 999))
         sparse[20:24] = (7777).to_bytes(2, "big") + (7).to_bytes(2, "big")  # its own ports
-        for p in [*bulk, bytes(sparse)]:
+        for p in [*bulk[:50], bytes(sparse), *bulk[50:]]:
             lk.mtun.peer.send(p)
         got: list[bytes] = []
         deadline = time.monotonic() + 4
