@@ -561,7 +561,9 @@ def _add_sweep_arguments(p: argparse.ArgumentParser, kind: str) -> None:
     p.add_argument("--host", help="base station address (default: the testbed)")
     p.add_argument("-p", "--port", type=int, default=5201, help="iperf3 server port")
     p.add_argument("--rtt-port", type=int, default=7770, help="RTT echo server port")
-    p.add_argument("--out", help="results folder (default results/DATE-KIND)")
+    p.add_argument(
+        "--out", help="results folder (default: the checkout's results/DATE-KIND; LONGGE_RESULTS)"
+    )
     p.add_argument(
         "--keep-testbed", action="store_true", help="leave a testbed brought up for this run"
     )

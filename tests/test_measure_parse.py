@@ -96,3 +96,16 @@ def test_results_folder_and_replot_read_only_saved_data(tmp_path: Path) -> None:
     c.write_json("summary.json", synthetic_ltest())
     assert {p.name for p in plot_runs([tmp_path / "c"])} == {"ltest.png", "ltest.svg"}
     assert read_summary(tmp_path / "c")["knee_rho"] == 1.0
+
+
+def test_results_go_to_the_checkouts_results_folder_from_anywhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from longge.measure.results import default_dir
+
+    checkout = Path(__file__).resolve().parents[1]
+    monkeypatch.chdir(tmp_path)  # started from elsewhere
+    monkeypatch.delenv("LONGGE_RESULTS", raising=False)
+    assert default_dir("tTest").parent == checkout / "results"
+    monkeypatch.setenv("LONGGE_RESULTS", str(tmp_path / "mine"))
+    assert default_dir("tTest").parent == tmp_path / "mine"

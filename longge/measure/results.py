@@ -47,8 +47,20 @@ TRIAL_FIELDS = [
 ]
 
 
+def results_root() -> Path:
+    """Where results go by default: ``LONGGE_RESULTS``, else the checkout's ``results/``
+    (wherever the command was started from), else ``results/`` in the current directory."""
+    chosen = os.environ.get("LONGGE_RESULTS")
+    if chosen:
+        return Path(chosen)
+    checkout = Path(__file__).resolve().parents[2]
+    if (checkout / "pyproject.toml").exists() and (checkout / "run.sh").exists():
+        return checkout / "results"
+    return Path("results")
+
+
 def default_dir(kind: str) -> Path:
-    return Path("results") / f"{time.strftime('%Y%m%d-%H%M%S')}-{kind}"
+    return results_root() / f"{time.strftime('%Y%m%d-%H%M%S')}-{kind}"
 
 
 class ResultsDir:
