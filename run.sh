@@ -13,6 +13,11 @@ stamp="$venv/.longge-installed"
 
 say() { printf 'run.sh: %s\n' "$*" >&2; }
 
+# rustup's cargo lives in ~/.cargo/bin, which a non-login shell (CI, sudo) may not have on PATH
+if ! command -v cargo >/dev/null 2>&1 && [ -x "${CARGO_HOME:-$HOME/.cargo}/bin/cargo" ]; then
+    export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
+fi
+
 pick_python() {
     local cand
     for cand in python3.13 python3.12 python3.11 python3; do
@@ -84,7 +89,6 @@ build_air() {
     fi
     local cargo_bin
     cargo_bin=$(command -v cargo || true)
-    [ -z "$cargo_bin" ] && [ -x "${CARGO_HOME:-$HOME/.cargo}/bin/cargo" ] && cargo_bin="${CARGO_HOME:-$HOME/.cargo}/bin/cargo"
     if [ -z "$cargo_bin" ]; then
         if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
             say "installing a Rust toolchain (Debian packages cargo, rustc) for the air emulator"
