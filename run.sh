@@ -43,7 +43,7 @@ install_debian_packages() {
     [ ${#missing[@]} -eq 0 ] && return 0
     if [ "$(id -u)" -ne 0 ]; then
         say "missing Debian packages: ${missing[*]} (run as root once, or: sudo apt-get install ${missing[*]})"
-        return 0
+        return 1
     fi
     say "installing Debian packages: ${missing[*]}"
     DEBIAN_FRONTEND=noninteractive apt-get update -qq
@@ -51,12 +51,21 @@ install_debian_packages() {
 }
 
 bootstrap() {
-    local py want
-    want=$(printf '%s\n' "$(sha256sum "$here/pyproject.toml")" "${debian_packages[*]}" | sha256sum | cut -d' ' -f1)
+    local py want debs_want debs_stamp="$venv/.longge-debs"
+    # The Debian packages have their own stamp, written only once all are there: a first run
+    # as a normal user (which cannot install them) does not stop a later root run from doing so.
+    debs_want=$(printf '%s\n' "${debian_packages[*]}" | sha256sum | cut -d' ' -f1)
+    if [ "$(cat "$debs_stamp" 2>/dev/null)" != "$debs_want" ] && install_debian_packages; then
+        mkdir -p "$venv" 2>/dev/null && echo "$debs_want" >"$debs_stamp" 2>/dev/null || true
+    fi
+    want=$(sha256sum "$here/pyproject.toml" | cut -d' ' -f1)
     if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
         return 0
     fi
-    install_debian_packages
+    if [ ! -w "$here" ]; then
+        say "cannot write to $here (it belongs to $(stat -c %U "$here")): run as its owner, or sudo"
+        exit 1
+    fi
     py=$(pick_python) || { say "Python >= 3.11 is required"; exit 1; }
     if [ ! -x "$venv/bin/python" ]; then
         say "creating virtual environment in .venv ($py)"
