@@ -336,3 +336,37 @@ def test_tune_puts_back_what_each_node_had_even_when_interrupted(
     mobile, base = outcome[1]  # type: ignore[misc]
     assert (mobile["ard_us"], mobile["arc"]) == (750, 5)
     assert (base["ard_us"], base["arc"]) == (1000, 15)  # make_link's, not tune's 250/2
+
+
+def test_a_normal_user_is_told_why_status_is_refused(tmp_path: os.PathLike[str]) -> None:
+    """The control socket is root's (mode 0600): a normal user's request gets a hint, not a
+    bare "Permission denied". The request runs in a child that drops to nobody."""
+    import multiprocessing
+
+    from longge.daemon.control import ControlError
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root to make a root-only socket and drop to another user")
+    path = os.path.join(str(tmp_path), "c.sock")
+    os.chmod(str(tmp_path), 0o755)
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(path)
+    os.chmod(path, 0o600)
+    srv.listen(1)
+    ours, theirs = multiprocessing.Pipe()
+
+    def as_nobody() -> None:
+        os.setgid(65534)
+        os.setuid(65534)
+        try:
+            request(path, {"cmd": "status"}, timeout=2)
+            theirs.send("no error")
+        except ControlError as exc:
+            theirs.send(str(exc))
+
+    child = multiprocessing.get_context("fork").Process(target=as_nobody)
+    child.start()
+    child.join(10)
+    srv.close()
+    said = ours.recv()
+    assert "permission denied" in said and "sudo" in said, said

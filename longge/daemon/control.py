@@ -134,6 +134,11 @@ def request(path: str, req: dict[str, Any], timeout: float = 5.0) -> dict[str, A
                 buf += chunk
     except (FileNotFoundError, ConnectionRefusedError) as exc:
         raise ControlError(f"no LongGe daemon at {path} (is it running?)") from exc
+    except PermissionError as exc:
+        raise ControlError(
+            f"control socket {path}: permission denied: the daemon's sockets are root's "
+            "(sudo ./run.sh status)"
+        ) from exc
     except OSError as exc:
         raise ControlError(f"control socket {path}: {exc}") from exc
     try:
