@@ -1,8 +1,8 @@
 """The compiled air server (``emulator/``, Rust): where it is, how it is built, how it starts.
 
-The air runs in real time beside the radios it serves; in Python it took 61 % of a core at
-one saturated 2 Mbit/s direction and froze often on a shared 2-core machine, so the real-time
-server is compiled (docs/emulator.md says why Rust). It speaks the wire protocol of
+The air runs in real time beside the radios it serves; in Python it took 29-61 % of a core at
+one saturated 2 Mbit/s direction and could not keep up with a two-way no-ack stream, so the
+real-time server is compiled (docs/emulator.md says why Rust). It speaks the wire protocol of
 ``wire.py`` and runs a twin of ``model.py``, which stays the specification:
 ``tests/test_air_differential.py`` replays event scripts through both.
 
