@@ -287,6 +287,22 @@ struct Transmission {
 
 type TxRef = Rc<RefCell<Transmission>>;
 
+impl Transmission {
+    /// A frame of `payload_len` bytes (0: an ACK) sent by radio `sender` from `start`, with
+    /// the time on air its registers give it.
+    fn from(sender: u32, regs: &Registers, start: i64, payload_len: i64) -> TxRef {
+        let toa = time_on_air_ns(payload_len, &regs.rate, regs.address_width, regs.crc_len);
+        Rc::new(RefCell::new(Transmission {
+            sender,
+            channel: regs.channel,
+            bandwidth: regs.bandwidth(),
+            start,
+            end: start + toa,
+            collided: false,
+        }))
+    }
+}
+
 struct Attempt {
     id: u64,
     payload: Vec<u8>,
@@ -655,26 +671,16 @@ impl Air {
         let radio = self.radios.get_mut(&rid).expect("live radio");
         let regs = &radio.regs;
         let attempt = radio.attempt.as_mut().expect("an attempt");
-        let toa = time_on_air_ns(
-            attempt.payload.len() as i64,
-            &regs.rate,
-            regs.address_width,
-            regs.crc_len,
-        );
-        let tx = Rc::new(RefCell::new(Transmission {
-            sender: rid,
-            channel: regs.channel,
-            bandwidth: regs.bandwidth(),
-            start,
-            end: start + toa,
-            collided: false,
-        }));
+        let tx = Transmission::from(rid, regs, start, attempt.payload.len() as i64);
+        let (toa, end) = {
+            let t = tx.borrow();
+            (t.end - t.start, t.end)
+        };
         attempt.tx = Some(tx.clone());
         attempt.tries += 1;
         attempt.acked_by.clear();
         let tries = attempt.tries;
         let aid = attempt.id;
-        let end = start + toa;
         radio.busy_until = end;
         radio.count("attempts", 1);
         if tries > 1 {
@@ -880,19 +886,10 @@ impl Air {
 
     fn send_ack(&mut self, sid: u32, rid: u32, t: i64) -> i64 {
         let rx = self.radios.get_mut(&rid).expect("live");
-        let regs = &rx.regs;
-        let toa = time_on_air_ns(0, &regs.rate, regs.address_width, regs.crc_len);
-        let start = t + T_SETTLE_NS;
-        let ack = Rc::new(RefCell::new(Transmission {
-            sender: rid,
-            channel: regs.channel,
-            bandwidth: regs.bandwidth(),
-            start,
-            end: start + toa,
-            collided: false,
-        }));
+        let ack = Transmission::from(rid, &rx.regs, t + T_SETTLE_NS, 0);
+        let end = ack.borrow().end;
         // Deaf while it sends the ACK, back in RX right after (see model.py).
-        rx.busy_until = start + toa;
+        rx.busy_until = end;
         rx.count("acks_sent", 1);
         self.transmit(&ack);
         let attempt = self
@@ -902,7 +899,7 @@ impl Air {
             .expect("live");
         attempt.acked_by.push(rid);
         attempt.ack_tx = Some(ack);
-        start + toa
+        end
     }
 
     fn ack_end(&mut self, rid: u32, t: i64) {
