@@ -22,18 +22,13 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from longge.air import native
+from longge.measure.cpu import process_cpu_s
 from longge.radio.options import RadioOptions, configure
 from longge.radio.sim import SimRadio
 from longge.realtime import RADIO_RX, RADIO_TX, prioritise
 
 _CTX = mp.get_context("fork")
 _FULL = 2
-
-
-def cpu_s(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def host(air: str, role: str, channel: int, seconds: float, conn: Connection) -> None:
@@ -91,13 +86,13 @@ def one_round(seconds: float) -> dict[str, float]:
                 p.start()
                 assert ours.recv() == "ready"
                 procs.append((p, ours))
-            air_cpu0 = cpu_s(air.pid)
+            air_cpu0 = process_cpu_s(air.pid)
             t0 = time.monotonic()
             for _, conn in procs:
                 conn.send("go")
             results = {r["role"]: r for r in (conn.recv() for _, conn in procs)}
             span = time.monotonic() - t0
-            air_cpu = cpu_s(air.pid) - air_cpu0
+            air_cpu = process_cpu_s(air.pid) - air_cpu0
             for p, _ in procs:
                 p.join(5)
         finally:

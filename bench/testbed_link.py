@@ -27,7 +27,7 @@ import time
 
 from longge import testbed
 from longge.air.server import query
-from longge.measure.cpu import StealMeter
+from longge.measure.cpu import StealMeter, process_cpu_s
 from longge.measure.model import ping_air_ms, udp_goodput_bps
 from longge.protocol.secure import OVERHEAD
 from longge.radio.options import RadioOptions
@@ -73,15 +73,6 @@ def rtts(out: str) -> list[float]:
     return sorted(float(x) for x in re.findall(r"time=([\d.]+)", out))
 
 
-def cpu_ticks(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0
-    return int(fields[11]) + int(fields[12])  # utime + stime
-
-
 def emulator_processes() -> dict[str, int]:
     """The air and each daemon's radio processes (children of the daemons), by role."""
     state = json.loads(testbed.paths()["state"].read_text())
@@ -111,14 +102,13 @@ def one_round(opts: RadioOptions, bound: float, secured: bool, seconds: int) -> 
         idle = rtts(ns("lg-mobile", "ping", "-c", "100", "-i", "0.05", "10.24.0.1"))
         model_ping = ping_air_ms(opts, OVERHEAD if secured else 0)
         procs = emulator_processes()
-        before = {k: cpu_ticks(p) for k, p in procs.items()}
+        before = {k: process_cpu_s(p) for k, p in procs.items()}
         air0 = query(air_path)
         steal = StealMeter()
         t0 = time.monotonic()
         run = json.loads(ns("lg-mobile", *iperf_udp(bound * 1.5, seconds)))
         span = time.monotonic() - t0
-        tick = os.sysconf("SC_CLK_TCK")
-        cpu = {k: (cpu_ticks(p) - before[k]) / tick / span for k, p in procs.items()}
+        cpu = {k: (process_cpu_s(p) - before[k]) / span for k, p in procs.items()}
         air1 = query(air_path)
         got = run["end"]["sum_received"]["bits_per_second"]
 

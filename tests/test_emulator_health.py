@@ -17,11 +17,11 @@ def test_a_trial_is_spoilt_by_steal_or_by_a_frozen_air_beyond_the_limits() -> No
 def test_without_an_air_there_is_nothing_to_report(tmp_path: object) -> None:
     assert AirMeter(None).delta() == {}
     assert AirMeter("/nonexistent/air.sock").delta() == {}
-    assert health(None) is None
+    assert health(None, "trial", []) is None
 
 
 def test_a_running_air_reports_its_freezes_and_lag(air_path: str) -> None:
     meter = AirMeter(air_path)
     assert meter.delta() == {"freezes": 0.0, "frozen_ms": 0.0}  # idle: nothing was due
-    h = health(air_path)
+    h = health(air_path, "trial", [])
     assert h is not None and h["server"] in ("rust", "python") and "p99_us" in h["lag_us"]

@@ -177,7 +177,9 @@ class Supervisor:
             unknown = sorted(set(options) - LIVE_KEYS)
             return {"error": f"cannot set {unknown} live; settable: {sorted(LIVE_KEYS)}"}
         try:
-            options = check_live_types(options, LIVE_KEYS)
+            if not isinstance(options, dict):
+                raise ConfigError("options", options, "an object of radio settings")
+            options = check_live_types(options)
             self.cfg = with_live_options(self.cfg, options)
         except ConfigError as exc:
             return {"error": str(exc), "key": exc.key}

@@ -9,6 +9,7 @@ stolen while it ran, and the tTest repeats trials that lost more than ``STEAL_LI
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -73,3 +74,13 @@ def unspoilt(
         done += 1
         if between is not None:
             between()
+
+
+def process_cpu_s(pid: int) -> float:
+    """CPU time (user + system, s) process ``pid`` has used so far; 0.0 if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

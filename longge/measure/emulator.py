@@ -10,6 +10,7 @@ every figure here is empty.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from longge.air.server import query
@@ -29,14 +30,11 @@ def _stats(path: str | None) -> dict[str, Any] | None:
 
 
 class AirMeter:
-    """Freezes of the air at ``path`` since construction (or ``restart``)."""
+    """Freezes of the air at ``path`` since construction."""
 
     def __init__(self, path: str | None) -> None:
         self.path = path
         self._start = _stats(path)
-
-    def restart(self) -> None:
-        self._start = _stats(self.path)
 
     def delta(self) -> dict[str, float]:
         """Since the start: {"freezes", "frozen_ms"}: the air stood still, for its own stalls
@@ -69,12 +67,20 @@ def spoilt_reason(steal: float, steal_limit: float, frozen_ms: float, seconds: f
     return None
 
 
-def health(path: str | None) -> dict[str, Any] | None:
-    """The air's own account at the end of a run: freezes, frozen time, lag, scheduling."""
+def health(
+    path: str | None, measured: str, parts: Sequence[dict[str, Any]]
+) -> dict[str, Any] | None:
+    """The air's own account at the end of a run (freezes, frozen time, host holds, lag,
+    scheduling), with what it stood still during the ``parts`` of the measurement (trials or
+    levels, each with ``air_freezes`` and ``air_frozen_ms``) as ``{measured}_freezes`` and
+    ``{measured}_frozen_ms``. None against a real link."""
     stats = _stats(path)
     if stats is None:
         return None
     return {
+        f"{measured}_freezes": sum(p.get("air_freezes", 0) for p in parts),
+        f"{measured}_frozen_ms": round(sum(p.get("air_frozen_ms", 0.0) for p in parts), 3),
+        "frozen_limit": FROZEN_LIMIT,
         "freezes": stats.get("freezes"),
         "frozen_ms": stats.get("frozen_ms"),
         "host_stalls": stats.get("host_stalls"),

@@ -28,7 +28,7 @@ from longge.daemon.control import ControlError, request
 from longge.daemon.fairqueue import SOJOURN_EDGES_MS
 from longge.measure import analysis
 from longge.measure.cpu import STEAL_LIMIT, StealMeter
-from longge.measure.emulator import FROZEN_LIMIT, AirMeter, health, spoilt_reason
+from longge.measure.emulator import AirMeter, health, spoilt_reason
 from longge.measure.iperf import TrialResult, TrialSpec, parse_result, run_trial
 from longge.measure.results import ResultsDir
 
@@ -298,19 +298,6 @@ class TTest(_Sweep):
         self.progress("done", 1.0)
         return self.summary()
 
-    def emulator_health(self) -> dict[str, Any] | None:
-        """The air's freezes over the trials, its lag and scheduling (None: a real link)."""
-        end = health(self.target.air)
-        if end is None:
-            return None
-        trials = [t for p in self.points.values() for t in p.trials]
-        return {
-            **end,
-            "trial_freezes": sum(t.air_freezes for t in trials),
-            "trial_frozen_ms": round(sum(t.air_frozen_ms for t in trials), 3),
-            "frozen_limit": FROZEN_LIMIT,
-        }
-
     def verdict(self) -> analysis.CapacityVerdict:
         pts = [p for p in self.points.values() if p.ok_trials]
         return analysis.judge_capacity(
@@ -388,7 +375,11 @@ class TTest(_Sweep):
                 "(UDP: and datagrams lost)",
             },
             "points": rows,
-            "emulator": self.emulator_health(),
+            "emulator": health(
+                self.target.air,
+                "trial",
+                [t.as_dict() for p in self.points.values() for t in p.trials],
+            ),
             "cpu_steal": {
                 "limit": STEAL_LIMIT,
                 "max": max(
@@ -494,16 +485,10 @@ class LTest(_Sweep):
         return self.summary(cap, interval)
 
     def _emulator_health(self) -> dict[str, Any] | None:
-        end = health(self.target.air)
-        if end is None:
-            return None
-        return {
-            **end,
-            "level_freezes": sum(lv.get("air_freezes", 0) for lv in self.levels),
-            "level_frozen_ms": round(sum(lv.get("air_frozen_ms", 0.0) for lv in self.levels), 3),
-            "levels_repeated": [lv["rho"] for lv in self.levels if lv.get("repeated_because")],
-            "frozen_limit": FROZEN_LIMIT,
-        }
+        end = health(self.target.air, "level", self.levels)
+        if end is not None:
+            end["levels_repeated"] = [lv["rho"] for lv in self.levels if lv.get("repeated_because")]
+        return end
 
     def _queue_delay_hist(self) -> list[int] | None:
         """The sending daemon's queueing-delay histogram (bytes per bin), if it answers."""

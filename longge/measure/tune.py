@@ -123,8 +123,9 @@ def model_rtt_ms(
 
 def judge_scaled(points: list[analysis.Point], share: float) -> analysis.CapacityVerdict:
     """judge_capacity on a lossy setting's points: offered loads scaled by the share that gets
-    through below saturation (fit_capacity_lossy's a), a point saturated when it carried less
-    than EFFICIENCY_KNEE of that. The verdict's loads are the scaled ones."""
+    through below saturation (on a link that loses packets at every load, the plain rule would
+    read the loss as saturation), a point saturated when it carried less than EFFICIENCY_KNEE
+    of that. The verdict's loads are the scaled ones."""
     return analysis.judge_capacity(
         [
             analysis.Judged(
@@ -255,23 +256,21 @@ class Tune:
         loss = math.nan
         share = 1.0  # what gets through below saturation (measured at the lowest load)
 
-        def measure(rate: float) -> analysis.Point:
+        def measure(rate: float) -> Any:
             res = self._trial(rate, self.plan.trial_s)
             drain(self.target)
             pts[rate] = analysis.Point(rate, res.received_bps)
-            return pts[rate]
+            return res
 
         for factor in (0.6, 0.9, 1.05, 1.3):
             # A setting that loses packets at every load saturates only when the offered load
             # exceeds its goodput divided by that share: scale the higher loads to reach it.
             rate = factor * predicted / share
-            res = self._trial(rate, self.plan.trial_s)
-            pts[rate] = analysis.Point(rate, res.received_bps)
+            res = measure(rate)
             if factor == 0.6 and rate > 0:
                 share = max(0.05, min(1.0, res.received_bps / rate))
             if factor == 0.9:
                 loss = res.lost_packets / res.packets if res.packets else math.nan
-            drain(self.target)
         verdict = judge_scaled(list(pts.values()), share)
         if verdict.capacity_bps is None:  # measure what contradicts C once more, or go higher
             for scaled in verdict.contradicting:
