@@ -69,6 +69,20 @@ class Link:
             self.base.step(0)
         return got
 
+    def collect(self, to: MemoryTun, seconds: float) -> list[bytes]:
+        """Every packet that comes out of ``to`` within ``seconds`` (0: those already out),
+        both daemons running."""
+        got: list[bytes] = []
+        deadline = time.monotonic() + seconds
+        while True:
+            while select.select([to.peer], [], [], 0)[0]:
+                got.append(to.peer.recv(65536))
+            if time.monotonic() >= deadline:
+                return got
+            select.select([to.peer], [], [], 0.005)
+            self.mobile.step(0)
+            self.base.step(0)
+
     def wait_link(self, sup: Supervisor, state: str, timeout: float = 8.0) -> bool:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

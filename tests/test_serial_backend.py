@@ -5,6 +5,7 @@ protocol parser is fuzzed (in C through ctypes, and the whole modem over its ter
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -369,6 +370,19 @@ class Wire:
         os.close(self.fd)
 
 
+@contextlib.contextmanager
+def wired(native: Path, air: str, tmp_path: Path, chip: str = "plus") -> Iterator[Wire]:
+    """A modem with that chip, and the host's end of its wire; checked for sanitizer reports
+    and crashes when done."""
+    modem = Modem(native, air, chip, tmp_path / f"{chip}.pty", chip=chip)
+    wire = Wire(modem.link)
+    try:
+        yield wire
+    finally:
+        wire.close()
+        modem.clean()
+
+
 def _config(**over: int) -> bytes:
     from longge.air.model import RadioRegisters
 
@@ -411,23 +425,16 @@ def _error(reply: list[bytes]) -> int | None:
 def test_the_modem_refuses_each_bad_setting(
     native: Path, air_path: str, tmp_path: Path, bad: dict[str, int]
 ) -> None:
-    modem = Modem(native, air_path, "cmd", tmp_path / "m.pty")
-    wire = Wire(modem.link)
-    try:
+    with wired(native, air_path, tmp_path) as wire:
         assert wire.ask(b"C" + _config())[0] == b"c\x00"  # the good record is taken
         assert _error(wire.ask(b"C" + _config(**bad))) == E_CONFIG
         assert _error(wire.ask(b"C" + _config()[:-1])) == E_CONFIG  # wrong length
-    finally:
-        wire.close()
-        modem.clean()
 
 
 def test_the_modem_refuses_bad_requests_and_a_full_queue(
     native: Path, air_path: str, tmp_path: Path
 ) -> None:
-    modem = Modem(native, air_path, "cmd", tmp_path / "m.pty")
-    wire = Wire(modem.link)
-    try:
+    with wired(native, air_path, tmp_path) as wire:
         version = wire.ask(b"V")[0]
         assert version[:1] == b"v" and version[3] == 1 and version[4] == 1  # chip found, a "+"
         depth = version[5]  # the chip's FIFO and the modem's queue in front of it
@@ -439,34 +446,21 @@ def test_the_modem_refuses_bad_requests_and_a_full_queue(
         assert wire.ask(b"C" + _config())[0] == b"c\x00"  # nobody listens: ARD 4 ms, ARC 15
         os.write(wire.fd, b"".join(frame(b"T\x00" + bytes([i]) * 8) for i in range(depth)))
         assert _error(wire.ask(b"T\x00" + b"x" * 8)) == E_FIFO  # one more than it can hold
-    finally:
-        wire.close()
-        modem.clean()
 
 
 def test_an_old_chip_is_refused_250k_and_no_chip_is_reported(
     native: Path, air_path: str, tmp_path: Path
 ) -> None:
-    old = Modem(native, air_path, "old", tmp_path / "old.pty", chip="old")
-    wire = Wire(old.link)
-    try:
+    with wired(native, air_path, tmp_path, chip="old") as wire:
         version = wire.ask(b"V")[0]
         assert version[3] == 1 and version[4] == 0  # a chip, not a "+"
         assert wire.ask(b"C" + _config())[0] == b"c\x00"  # 2 Mbit/s: fine
         reply = wire.ask(b"C" + _config(rate=2))  # 250 kbit/s (rate code 2)
         assert _error(reply) == E_CONFIG and b"250k" in reply[0]
-    finally:
-        wire.close()
-        old.clean()
-    absent = Modem(native, air_path, "absent", tmp_path / "absent.pty", chip="absent")
-    wire = Wire(absent.link)
-    try:
+    with wired(native, air_path, tmp_path, chip="absent") as wire:
         assert wire.ask(b"V")[0][3] == 0  # no chip on SPI
         assert _error(wire.ask(b"C" + _config())) == E_NO_CHIP
         assert _error(wire.ask(b"T\x00abc")) == E_NO_CHIP
-    finally:
-        wire.close()
-        absent.clean()
 
 
 def test_begin_names_what_to_check_for_a_modem_without_a_chip_or_with_an_old_one(
