@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import random
+import threading
 from collections import Counter
 from pathlib import Path
 
@@ -179,6 +180,27 @@ def test_keys_and_state_dirs_are_checked(tmp_path: Path) -> None:
     (tmp_path / "garbled").write_text("twelve\n")
     with pytest.raises(SecurityError):
         EpochStore(tmp_path / "garbled").next()
+
+
+def test_two_daemons_check_one_state_dir_at_once(tmp_path: Path) -> None:
+    """The testbed's base and mobile start together and share a state directory: neither may
+    take the other's write probe for a failure (one probe name for both failed a start)."""
+    errors: list[BaseException] = []
+
+    def check() -> None:
+        try:
+            for _ in range(300):
+                check_state_dir(tmp_path / "security")
+        except BaseException as exc:  # noqa: BLE001 - collected for the assertion
+            errors.append(exc)
+
+    workers = [threading.Thread(target=check) for _ in range(4)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert errors == []
+    assert list((tmp_path / "security").iterdir()) == []
 
 
 def secured_link() -> tuple[Fragmenter, Sealer, Reassembler, Opener]:

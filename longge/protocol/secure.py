@@ -34,6 +34,7 @@ from __future__ import annotations
 import enum
 import os
 import secrets
+import tempfile
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -126,9 +127,10 @@ def check_state_dir(path: str | Path) -> None:
     d = Path(path)
     try:
         d.mkdir(parents=True, exist_ok=True, mode=0o700)
-        probe = d / ".longge-write-test"
-        probe.write_text("ok")
-        probe.unlink()
+        # a probe of its own: the testbed's two daemons share one directory, and with one
+        # name for both, one unlinked the other's probe (a start that failed 1 in ~20)
+        with tempfile.NamedTemporaryFile(dir=d, prefix=".longge-write-test-"):
+            pass
     except OSError as exc:
         raise ConfigError(
             "security.state_dir",
