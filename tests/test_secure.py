@@ -191,7 +191,7 @@ def test_two_daemons_check_one_state_dir_at_once(tmp_path: Path) -> None:
         try:
             for _ in range(300):
                 check_state_dir(tmp_path / "security")
-        except BaseException as exc:  # noqa: BLE001 - collected for the assertion
+        except BaseException as exc:  # collected for the assertion
             errors.append(exc)
 
     workers = [threading.Thread(target=check) for _ in range(4)]
