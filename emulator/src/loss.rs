@@ -146,6 +146,12 @@ impl LossModel {
         self.proc(tx, rx, Kind::Data).lost()
     }
 
+    /// Can an ACK of the tx -> rx link be lost at all (not: will it)?
+    pub fn ack_may_be_lost(&self, tx: &str, rx: &str) -> bool {
+        let key = (tx.to_string(), rx.to_string());
+        self.links.get(&key).unwrap_or(&self.default).ack_per > 0.0
+    }
+
     /// The ACK travels rx -> tx, but it belongs to the tx -> rx link's exchange.
     pub fn ack_lost(&mut self, tx: &str, rx: &str) -> bool {
         self.proc(tx, rx, Kind::Ack).lost()

@@ -576,6 +576,45 @@ impl Air {
         self.events.peek().map(|Reverse(e)| e.0)
     }
 
+    /// When the air must next be awake to serve its events on time: the earliest event, except
+    /// an ACK's end that leaves at least two frames queued and cannot end in MAX_RT (the ACK
+    /// may be lost only with retries left). What it tells the host (a free slot in a TX FIFO
+    /// that stays busy for two more frames) may then reach it with the next thing the air must
+    /// do anyway: the sending radio's next frame end, whatever the ACK's fate. The model runs
+    /// the event at its own time either way; this only saves the air a wake-up per frame.
+    pub fn next_wake(&self) -> Option<i64> {
+        self.events
+            .iter()
+            .map(|Reverse((t, _, kind, rid, aid))| match kind {
+                EventKind::AckEnd => self.ack_news_until(*t, *rid, *aid).unwrap_or(*t),
+                _ => *t,
+            })
+            .min()
+    }
+
+    /// How long the news of an ACK ending at `t` can wait (see next_wake), if it can.
+    fn ack_news_until(&self, t: i64, rid: u32, aid: u64) -> Option<i64> {
+        let radio = self.radios.get(&rid)?;
+        let attempt = radio.attempt.as_ref().filter(|a| a.id == aid)?;
+        if radio.tx_fifo.len() < 2 || attempt.tries > radio.regs.arc {
+            return None;
+        }
+        let regs = &radio.regs;
+        let toa =
+            |len: usize| time_on_air_ns(len as i64, &regs.rate, regs.address_width, regs.crc_len);
+        // acknowledged: the next frame after settling
+        let next = t + T_SETTLE_NS + toa(radio.tx_fifo[1].0.len());
+        let acker = self.radios.get(attempt.acked_by.last()?)?;
+        let hit = attempt.ack_tx.as_ref()?.borrow().collided;
+        if !hit && !self.loss.ack_may_be_lost(&radio.name, &acker.name) {
+            return Some(next);
+        }
+        // lost: this frame again after ARD
+        let tx_end = attempt.tx.as_ref()?.borrow().end;
+        let again = (tx_end + ard_ns(regs.ard_step)).max(t) + toa(radio.tx_fifo[0].0.len());
+        Some(next.min(again))
+    }
+
     /// Run every event due at or before `now`; return what the radios see.
     pub fn advance(&mut self, now: i64) -> Vec<Output> {
         while let Some(Reverse(ev)) = self.events.peek() {
@@ -1023,4 +1062,78 @@ fn matching_pipe(s: &Registers, r: &Registers) -> Option<i64> {
         }
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::loss::{LossModel, LossSpec};
+
+    /// A 2 Mbit/s link (ARD 250 µs) with `queued` 32-byte frames submitted at time 0, run to
+    /// the first frame's end: returns the air, the sender, and that time.
+    fn link(queued: usize, ack_per: f64, arc: i64) -> (Air, u32, i64) {
+        let loss = LossModel::new(LossSpec::new(0.0, ack_per, 1.0).unwrap(), 1);
+        let mut air = Air::new(loss);
+        let (tx, rx) = (air.attach("tx"), air.attach("rx"));
+        let addr = b"LGe01".to_vec();
+        let regs = Registers {
+            rate: "2M".into(),
+            ard_step: 0,
+            arc,
+            tx_address: addr.clone(),
+            rx_pipes: BTreeMap::from([(0, addr)]),
+            ..Registers::default()
+        };
+        air.configure(tx, regs.clone(), 0).unwrap();
+        air.configure(rx, regs, 0).unwrap();
+        air.set_listening(rx, true, 0).unwrap();
+        for i in 0..queued {
+            assert!(air.submit(tx, &[i as u8; 32], false, 200_000).unwrap());
+        }
+        let data_end = air.next_event().unwrap();
+        assert_eq!(
+            air.advance(data_end).len(),
+            1,
+            "the receiver gets the first frame"
+        );
+        (air, tx, data_end)
+    }
+
+    fn toa32() -> i64 {
+        time_on_air_ns(32, "2M", 5, 2)
+    }
+
+    #[test]
+    fn an_ack_with_frames_queued_wakes_the_air_at_the_next_frame_end() {
+        let (mut air, _, _) = link(3, 0.0, 2);
+        let ack_end = air.next_event().unwrap();
+        let wake = air.next_wake().unwrap();
+        assert_eq!(wake, ack_end + T_SETTLE_NS + toa32());
+        // what happens by then: the ACK's news and the next frame, nothing earlier is missed
+        let out = air.advance(wake);
+        assert!(matches!(out[0], Output::Tx { ok: true, .. }));
+        assert!(matches!(out[1], Output::Rx { .. }));
+        assert_eq!(out.len(), 2);
+    }
+
+    #[test]
+    fn an_ack_that_may_be_lost_wakes_the_air_for_the_retry() {
+        let (air, tx, data_end) = link(3, 0.5, 2);
+        let wake = air.next_wake().unwrap();
+        assert_eq!(wake, data_end + ard_ns(0) + toa32());
+        assert!(wake < air.next_event().unwrap() + T_SETTLE_NS + toa32());
+        assert_eq!(air.tx_pending(tx), 3);
+    }
+
+    #[test]
+    fn the_last_frame_or_the_last_try_wakes_the_air_at_the_ack() {
+        for (queued, ack_per, arc) in [(1, 0.0, 2), (3, 0.5, 0)] {
+            let (air, _, _) = link(queued, ack_per, arc);
+            assert_eq!(
+                air.next_wake(),
+                air.next_event(),
+                "{queued} {ack_per} {arc}"
+            );
+        }
+    }
 }

@@ -86,6 +86,8 @@ def health(
         "host_stalls": stats.get("host_stalls"),
         "host_stalled_ms": stats.get("host_stalled_ms"),
         "host_gave_up": stats.get("host_gave_up"),
+        "lazy_late": stats.get("lazy_late"),
+        "lazy_late_max_ms": stats.get("lazy_late_max_ms"),
         "lag_us": stats.get("lag"),
         "scheduling": stats.get("scheduling"),
         "server": stats.get("server", "python"),
