@@ -86,23 +86,34 @@ def cmd_daemon(ns: argparse.Namespace) -> int:
     from longge.daemon.supervisor import Supervisor
     from longge.radio.options import given_options
 
-    overrides = _radio_overrides(given_options(ns))
-    cfg = config.load(ns.config, overrides)
+    cfg = config.load(ns.config)
+    overrides = _radio_overrides(given_options(ns), cfg.role)
+    if overrides:
+        cfg = config.from_mapping(overrides, cfg)
     print(
         f"longge daemon: {cfg.role} on {cfg.tun} {cfg.address}, control {cfg.control}", flush=True
     )
+    for warning in cfg.warnings():
+        print(f"warning: {warning}", file=sys.stderr, flush=True)
     Supervisor(cfg).run()
     return 0
 
 
-def _radio_overrides(given: dict[str, object]) -> dict[str, dict[str, object]]:
+def _radio_overrides(given: dict[str, object], role: str) -> dict[str, dict[str, object]]:
+    """Config overrides from the radio options typed on the command line. ``--channel N`` is
+    the uplink (mobile -> base) on both nodes, the downlink goes with it (downlink_channel),
+    so that the same command line on both nodes keeps them a mirrored pair."""
+    from longge.radio.options import downlink_channel
+
     radio = {
         k: v
         for k, v in given.items()
         if k not in ("channel", "seconds", "per", "ack_per", "burst", "seed")
     }
     if "channel" in given:
-        radio["tx_channel"] = given["channel"]
+        up = int(given["channel"])  # type: ignore[call-overload]
+        down = downlink_channel(up)
+        radio["tx_channel"], radio["rx_channel"] = (up, down) if role == "mobile" else (down, up)
     return {"radio": radio} if radio else {}
 
 
@@ -142,8 +153,6 @@ def cmd_radio_set(ns: argparse.Namespace) -> int:
 
     options = given_options(ns)
     options.pop("seconds", None)
-    if "channel" in options:
-        raise ConfigError("channel", options["channel"], "set tx/rx channels in the config file")
     if not options:
         print("nothing to set: give radio options, e.g. --ard-us 250 --arc 2", file=sys.stderr)
         return 2
@@ -621,8 +630,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("radio", help="change radio settings of the running daemon(s) live")
     rsub = p.add_subparsers(dest="radio_cmd", required=True, metavar="set")
-    q = rsub.add_parser("set", help="e.g. radio set --ard-us 250 --arc 2")
-    add_radio_arguments(q, emulator=False, timing=False, only_given=True)
+    q = rsub.add_parser(
+        "set", help="e.g. radio set --ard-us 250 --arc 2 (channels: in the config file)"
+    )
+    add_radio_arguments(q, emulator=False, timing=False, only_given=True, channels=False)
     q.add_argument("--control", help="daemon control socket (default: testbed, else longge0)")
     q.set_defaults(func=cmd_radio_set)
 

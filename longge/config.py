@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from longge.air.datasheet import ISM_MAX_CHANNEL
 from longge.air.server import DEFAULT_SOCKET
 from longge.errors import ConfigError
 from longge.protocol.fragmenter import MIN_PAYLOAD, check_mtu
@@ -43,8 +44,9 @@ class NodeConfig:
     air: str = DEFAULT_SOCKET
     radio: RadioOptions = field(default_factory=RadioOptions)
     pa_level: str = "low"
+    # the mobile's tx = the base's rx = the uplink; in the ISM band (0..83), >= 2 apart
     tx_channel: int = 76
-    rx_channel: int = 86
+    rx_channel: int = 81
     tx_address: bytes = b"LGm2b"
     rx_address: bytes = b"LGb2m"
     default_route: bool = False
@@ -70,6 +72,26 @@ class NodeConfig:
     tx_port: str = "auto"
     rx_port: str = "auto"
     baud: int = 2_000_000
+
+    def warnings(self) -> list[str]:
+        """What is allowed but a user should know before it happens (printed at start)."""
+        out = []
+        for key, ch in (
+            ("radio.tx_channel", self.tx_channel),
+            ("radio.rx_channel", self.rx_channel),
+        ):
+            if ch > ISM_MAX_CHANNEL:
+                out.append(
+                    f"{key} = {ch} ({2400 + ch} MHz) is outside the 2.4 GHz ISM band "
+                    f"(0..{ISM_MAX_CHANNEL}): transmitting there is not allowed in most countries"
+                )
+        if self.role == "mobile" and self.default_route:
+            out.append(
+                "mobile.default_route = true: ALL of this node's traffic (its SSH, updates, "
+                "internet) now goes over the radio link (~0.5 Mbit/s at best); keep your own "
+                "network reachable with mobile.routes or a route on another interface"
+            )
+        return out
 
     def __post_init__(self) -> None:
         _one_of("node.role", self.role, ROLES)

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from longge.air.datasheet import ISM_MAX_CHANNEL
+
 CHANNELS = 126
-ISM_MAX_CHANNEL = 83
 #: Signal width at 2 Mbit/s is 2 MHz: a channel is judged by its neighbourhood.
 GUARD = 2
 BARS = " ▁▂▃▄▅▆▇█"

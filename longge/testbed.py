@@ -29,7 +29,7 @@ from longge.air.server import query
 from longge.daemon.control import ControlError, request
 from longge.errors import LongGeError
 from longge.protocol.secure import generate_key
-from longge.radio.options import RadioOptions
+from longge.radio.options import RadioOptions, downlink_channel
 
 FIRMWARE = Path(__file__).resolve().parents[1] / "firmware"
 
@@ -83,7 +83,7 @@ def node_toml(
         else "insecure = true   # testbed up --insecure: an open link, for comparison"
     )
     up_ch = opts.channel
-    down_ch = up_ch + 10 if up_ch + 10 <= 125 else up_ch - 10
+    down_ch = downlink_channel(up_ch)
     mobile = role == "mobile"
     return f"""# written by ./run.sh testbed up
 [node]

@@ -125,7 +125,7 @@ def make_link(
         peer="10.24.0.2",
         air=air_path,
         control=os.path.join(d, "b.sock"),
-        tx_channel=86,
+        tx_channel=81,
         rx_channel=76,
         tx_address=b"LGb2m",
         rx_address=b"LGm2b",

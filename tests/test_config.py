@@ -170,3 +170,34 @@ def test_each_key_refuses_a_wrong_value_by_name(tmp_path: Path, dotted: str) -> 
     with pytest.raises(ConfigError) as err:
         config.load(f)
     assert err.value.key == named, str(err.value)
+
+
+def test_the_defaults_are_a_mirrored_pair_inside_the_band() -> None:
+    """The code's defaults are the shipped configs' channels: in the ISM band (the downlink was
+    86 = 2486 MHz once) and the same rule as the testbed and ``daemon --channel``."""
+    from longge.air.datasheet import ISM_MAX_CHANNEL
+    from longge.radio.options import downlink_channel
+
+    mobile = config.NodeConfig(insecure=True)
+    assert max(mobile.tx_channel, mobile.rx_channel) <= ISM_MAX_CHANNEL
+    assert mobile.rx_channel == downlink_channel(mobile.tx_channel)
+    assert mobile.warnings() == []
+    for up in range(0, 126):
+        down = downlink_channel(up)
+        assert abs(down - up) >= 2 and 0 <= down <= 125
+        if up <= ISM_MAX_CHANNEL:
+            assert down <= ISM_MAX_CHANNEL, up
+
+
+def test_what_a_user_must_know_before_it_happens_is_said(tmp_path: Path) -> None:
+    """default_route hands the node's own traffic to the radio; a channel above 83 is outside
+    the band: allowed (labs, shielded rooms) but never silently."""
+    cfg = config.load(example("mobile", tmp_path), {"mobile": {"default_route": True}})
+    (warning,) = cfg.warnings()
+    assert "default_route" in warning and "SSH" in warning
+    out = config.load(example("mobile", tmp_path), {"radio": {"rx_channel": 90}})
+    assert "radio.rx_channel" in [w.split(" ")[0] for w in out.warnings()]
+    quiet = {"radio": {"rx_channel": 81}, "mobile": {"default_route": False}}
+    assert config.load(example("mobile", tmp_path), quiet).warnings() == []
+    base = config.load(example("basestation", tmp_path), {"mobile": {"default_route": True}})
+    assert base.warnings() == []  # a base station does not route through the link

@@ -275,7 +275,7 @@ def test_random_json_on_the_control_socket_never_kills_the_daemon(
                 replies.append(None)
         # whatever a valid-looking request changed, put the mobile's radio back
         back = {"rate": "2M", "ard_us": 1000, "arc": 15, "auto_ack": True, "payload": 32}
-        request(path, {"cmd": "set", "options": {**back, "tx_channel": 76, "rx_channel": 86}})
+        request(path, {"cmd": "set", "options": {**back, "tx_channel": 76, "rx_channel": 81}})
         replies.append(request(path, {"cmd": "status"}))
 
     t = threading.Thread(target=ask)

@@ -95,3 +95,23 @@ def test_everyday_commands_refuse_clearly(
     assert "no results folder" in err and "Traceback" not in err
     assert main(["help"]) == 0
     assert "./run.sh test" in capsys.readouterr().out
+
+
+def test_channel_means_the_uplink_on_every_command(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--channel N`` on both daemons keeps them a mirrored pair: N is the uplink (mobile tx,
+    base rx), the downlink goes with it. ``radio set`` (channels cannot change live) does not
+    offer it."""
+    from longge.cli import _radio_overrides, build_parser
+    from longge.radio.options import downlink_channel
+
+    down = downlink_channel(70)
+    mobile = _radio_overrides({"channel": 70}, "mobile")["radio"]
+    base = _radio_overrides({"channel": 70}, "base")["radio"]
+    assert (mobile["tx_channel"], mobile["rx_channel"]) == (70, down)
+    assert (base["tx_channel"], base["rx_channel"]) == (down, 70)
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["radio", "set", "--channel", "70"])
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["radio", "set", "--help"])
+    assert "--arc" in (shown := capsys.readouterr().out) and "--channel" not in shown

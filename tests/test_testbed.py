@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from longge import testbed
+from longge.radio.options import downlink_channel
 
 NEEDS = ("ip", "ping", "iperf3", "curl", "iptables")
 
@@ -205,7 +206,8 @@ def test_scan_finds_the_links_channels_and_a_wifi_interferer(bed: None, tmp_path
     assert r.returncode == 0, r.stdout + r.stderr
     data = json.loads(out.with_suffix(".json").read_text())
     busy = set(data["busy"])
-    up, down = 76, 86  # the testbed's uplink and downlink channels
+    up = 76  # the testbed's uplink, and its downlink:
+    down = downlink_channel(up)
     assert {up, down} <= busy, data["busy"]
     assert len(busy & set(range(1, 24))) >= 15  # Wi-Fi channel 1: 2401..2423 MHz
     assert not busy & set(range(30, 70))  # nothing there

@@ -24,6 +24,8 @@ TX_FIFO_DEPTH = 3
 RX_FIFO_DEPTH = 3
 #: Channels: f = 2400 + RF_CH MHz, RF_CH 0..125 (p. 23, 6.3 and register RF_CH p. 59).
 CHANNEL_MIN, CHANNEL_MAX = 0, 125
+#: The highest channel inside the 2.4 GHz ISM band (2400 + 83 MHz; the band ends at 2483.5).
+ISM_MAX_CHANNEL = 83
 #: Address width 3..5 bytes (SETUP_AW, p. 58); CRC 1 or 2 bytes (CONFIG.CRCO, p. 57).
 ADDRESS_WIDTHS = (3, 4, 5)
 CRC_LENGTHS = (1, 2)

@@ -21,6 +21,7 @@ from longge.air.datasheet import (
     CHANNEL_MAX,
     CHANNEL_MIN,
     CRC_LENGTHS,
+    ISM_MAX_CHANNEL,
     MAX_PAYLOAD,
     MIN_ARD_US_FOR_EMPTY_ACK,
     RATE_BPS,
@@ -121,9 +122,11 @@ def add_radio_arguments(
     emulator: bool = True,
     timing: bool = True,
     only_given: bool = False,
+    channels: bool = True,
 ) -> None:
     """The shared radio options. ``only_given``: no defaults, so that the namespace holds just
-    what the user typed (for overrides and live changes); adds ``--ack`` to undo ``--no-ack``."""
+    what the user typed (for overrides and live changes); adds ``--ack`` to undo ``--no-ack``.
+    ``channels``: offer ``--channel`` (not where channels cannot change, e.g. live)."""
     d = RadioOptions()
 
     def dflt(value: object) -> object:
@@ -145,7 +148,14 @@ def add_radio_arguments(
     g.add_argument("--payload", type=int, default=dflt(d.payload), help="frame payload, bytes")
     g.add_argument("--address-width", type=int, default=dflt(d.address_width), help="3..5 bytes")
     g.add_argument("--crc", type=int, default=dflt(d.crc), help="CRC length, 1 or 2 bytes")
-    g.add_argument("--channel", type=int, default=dflt(d.channel), help="RF channel 0..125")
+    if channels:
+        g.add_argument(
+            "--channel",
+            type=int,
+            default=dflt(d.channel),
+            help="the uplink's RF channel (mobile -> base), 0..125, in the ISM band 0..83; the "
+            "downlink is N+5 (N-5 from 79); radio-bench's one link",
+        )
     if timing:
         g.add_argument("--seconds", type=float, default=dflt(d.seconds), help="duration, s")
     if emulator:
@@ -194,6 +204,13 @@ def options_from_args(ns: argparse.Namespace) -> RadioOptions:
         seconds=getattr(ns, "seconds", RadioOptions.seconds),
         seed=getattr(ns, "seed", RadioOptions.seed),
     )
+
+
+def downlink_channel(uplink: int) -> int:
+    """The downlink's channel for an uplink on ``uplink``: 5 above (5 MHz: clear of the uplink's
+    2 MHz signal), or 5 below where 5 above would leave the ISM band; the one rule for the
+    testbed, ``daemon --channel`` and the shipped configs (76 up, 81 down)."""
+    return uplink + 5 if uplink + 5 <= ISM_MAX_CHANNEL or uplink < 5 else uplink - 5
 
 
 def configure(radio: Radio, opts: RadioOptions, channel: int | None = None) -> None:
