@@ -466,6 +466,7 @@ def _sweep(ns: argparse.Namespace, kind: str) -> int:
         if ns.length is not None:
             changes["length"] = ns.length
         plan = replace(plan, **changes)
+    plan = replace(plan, direction="both" if ns.bidir else "down" if ns.reverse else "up")
     path, summary = runner.run(
         kind,
         plan,
@@ -582,6 +583,16 @@ def _add_sweep_arguments(p: argparse.ArgumentParser, kind: str) -> None:
         p.add_argument("--repeats", type=int, help="trials per load")
     else:
         p.add_argument("--capacity", type=float, help="capacity in bit/s (default: measure it)")
+    way = p.add_mutually_exclusive_group()
+    way.add_argument(
+        "-R",
+        "--reverse",
+        action="store_true",
+        help="load base -> mobile (the download; default: mobile -> base)",
+    )
+    way.add_argument(
+        "--bidir", action="store_true", help="load both ways at once, each direction reported"
+    )
     add_radio_arguments(p, timing=False)
     p.add_argument(
         "--queue",

@@ -83,6 +83,30 @@ def test_back_to_back_iperf3_trials_all_succeed(servers: tuple[int, int]) -> Non
         assert r.received_bps == pytest.approx(500_000, rel=0.1)
 
 
+def test_reverse_and_bidir_trials_report_each_direction(servers: tuple[int, int]) -> None:
+    """-R: the server sends and the figures are the client's (receiver's); --bidir: both at
+    once, each direction with its own received rate and datagram counts (libiperf's
+    *_bidir_reverse sums), neither copied from the other."""
+    port, _ = servers
+    spec = TrialSpec(
+        host="127.0.0.1", port=port, rate_bps=400_000, duration=2, length=400, reverse=True
+    )
+    r = parse_result(spec, run_trial(spec))
+    assert r.error is None, r.error
+    assert r.received_bps == pytest.approx(400_000, rel=0.1) and r.reverse is None
+    spec = TrialSpec(
+        host="127.0.0.1", port=port, rate_bps=300_000, duration=2, length=300, bidir=True
+    )
+    raw = run_trial(spec)
+    r = parse_result(spec, raw)
+    assert r.error is None and r.reverse is not None, r.error
+    for way in (r, r.reverse):
+        assert way.received_bps == pytest.approx(300_000, rel=0.1)
+        assert way.packets > 150 and way.lost_packets == 0
+    assert r.reverse.packets == raw["end"]["sum_bidir_reverse"]["packets"]
+    assert r.packets == raw["end"]["sum"]["packets"]
+
+
 def test_a_client_killed_mid_test_does_not_take_the_server_down(
     servers: tuple[int, int],
 ) -> None:

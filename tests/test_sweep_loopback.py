@@ -13,6 +13,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from longge.measure.servers import run_servers
 
 _CTX = mp.get_context("fork")
@@ -71,3 +73,44 @@ def test_interrupted_ttest_keeps_its_trials(tmp_path: Path) -> None:
     assert len(summary["points"]) >= 3
     assert summary["capacity_reached"] is False  # loopback never saturates at these loads
     assert (out / "ttest.png").exists()
+
+
+def test_each_direction_is_measured_and_named(tmp_path: Path) -> None:
+    """-R offers the load from the server's side, --bidir from both at once; the summary, the
+    trial rows, the report and the plot say which direction each figure is."""
+    from longge.measure import plots, report
+    from longge.measure.results import SCHEMA, ResultsDir
+    from longge.measure.sweep import Target, TTest, TTestPlan
+
+    servers = _CTX.Process(target=run_servers, args=(5323, 7323), daemon=False)
+    servers.start()
+    try:
+        time.sleep(0.5)
+        for direction in ("down", "both"):
+            out = ResultsDir(tmp_path / direction)
+            plan = TTestPlan(
+                duration=1, repeats=1, start_bps=200_000, max_bps=200_000, direction=direction
+            )
+            summary = TTest(Target("127.0.0.1", 5323, 7323), plan, out).run()
+            out.write_summary(summary)
+            assert summary["direction"] == direction
+            ways = [summary] + ([summary["reverse"]] if direction == "both" else [])
+            assert ("reverse" in summary) is (direction == "both")
+            for way in ways:
+                (point,) = way["points"]
+                assert point["received_bps"] == pytest.approx(200_000, rel=0.1)
+                assert point["packets"] > 10 and point["lost_packets"] == 0
+            with open(out.path / "trials.csv") as f:
+                (row,) = list(csv.DictReader(f))
+            assert row["direction"] == direction
+            assert bool(row["reverse_received_bps"]) is (direction == "both")
+            text = report.summary_text(summary)
+            assert "base -> mobile" in text
+            assert ("mobile -> base" in text) is (direction == "both")
+            assert plots.plot_runs([out.path])
+            saved = json.loads((out.path / "summary.json").read_text())
+            assert saved["schema"] == SCHEMA
+    finally:
+        assert servers.pid is not None
+        os.kill(servers.pid, signal.SIGTERM)
+        servers.join(10)

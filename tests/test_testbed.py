@@ -175,6 +175,51 @@ def test_live_radio_change_keeps_the_interface(bed: None) -> None:
     assert cli("radio", "set", "--ard-us", "250", "--arc", "2").returncode == 0
 
 
+def test_reverse_loads_the_downlink_and_bidir_both(bed: None, tmp_path: Path) -> None:
+    """tTest -R sends base -> mobile over the link, --bidir both ways at once: counted by the
+    daemon that sends each direction (the other one carries only iperf3's control and
+    keepalives)."""
+    from longge.daemon.control import request
+    from longge.measure.results import ResultsDir
+    from longge.measure.sweep import Target, TTest, TTestPlan
+
+    p = testbed.paths()
+    target = Target(
+        testbed.BASE_IP,
+        testbed.IPERF_PORT,
+        testbed.RTT_PORT,
+        "lg-mobile",
+        (str(p["mobile"]), str(p["base"])),
+        str(p["air"]),
+    )
+
+    def sent() -> dict[str, int]:
+        return {
+            r: request(str(p[r]), {"cmd": "status"})["tx"]["packets_sent"]
+            for r in p
+            if r in ("base", "mobile")
+        }
+
+    for direction, loaded in (("down", {"base"}), ("both", {"base", "mobile"})):
+        before = sent()
+        plan = TTestPlan(
+            duration=3,
+            repeats=1,
+            start_bps=200_000,
+            max_bps=200_000,
+            length=1000,
+            direction=direction,
+        )
+        summary = TTest(target, plan, ResultsDir(tmp_path / direction)).run()
+        after = sent()
+        datagrams = 200_000 * 3 // 8000  # 75
+        for role in ("base", "mobile"):
+            n = after[role] - before[role]
+            assert (n >= 0.9 * datagrams) is (role in loaded), (direction, role, n)
+        for way in [summary, *([summary["reverse"]] if direction == "both" else [])]:
+            assert way["points"][0]["received_bps"] > 0.9 * 200_000, (direction, way["points"])
+
+
 def test_the_link_is_secured_and_status_says_so(bed: None) -> None:
     st = cli("status")
     assert st.returncode == 0

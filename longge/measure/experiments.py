@@ -392,7 +392,7 @@ class Runner:
         }
         summary["verdict"] = verdict(exp, summary)
         write_rows(out.path / f"{exp.name}.csv", rows)
-        out.write_json(f"{exp.name}.json", summary)
+        out.write_summary(summary, f"{exp.name}.json")
         plot(exp, summary, out.path)
         return summary
 

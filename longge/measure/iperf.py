@@ -26,7 +26,8 @@ class TrialSpec:
     duration: int = 5
     length: int = 1400
     streams: int = 1
-    reverse: bool = False
+    reverse: bool = False  # iperf3 -R: the server sends (base -> mobile)
+    bidir: bool = False  # iperf3 --bidir: both at once, each direction at rate_bps
     congestion: str = ""  # TCP congestion control for the test's sockets ("" = default)
 
 
@@ -45,6 +46,7 @@ class TrialResult:
     cpu_steal: float = 0.0  # share of CPU time the hypervisor took meanwhile (measure.cpu)
     air_freezes: int = 0  # times the emulated air stopped its clock meanwhile (emulator.py)
     air_frozen_ms: float = 0.0  # for how long in all
+    reverse: TrialResult | None = None  # --bidir: the server -> client direction's figures
 
     @property
     def efficiency(self) -> float:
@@ -53,36 +55,57 @@ class TrialResult:
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["efficiency"] = self.efficiency
+        if self.reverse is not None:
+            d["reverse"] = self.reverse.as_dict()
         return d
 
 
 def parse_result(spec: TrialSpec, raw: dict[str, Any]) -> TrialResult:
-    """Figures from libiperf's JSON (iperf 3.9+ field names)."""
+    """Figures from libiperf's JSON (iperf 3.9+ field names); with ``bidir`` the server ->
+    client direction's in ``reverse`` (the ``*_bidir_reverse`` sums)."""
     offered = float(spec.rate_bps)
     if "error" in raw and "end" not in raw:
         return TrialResult(offered_bps=offered, error=str(raw["error"]))
-    end = raw.get("end", {})
-    sent = end.get("sum_sent", {}).get("bits_per_second", 0.0)
-    received = end.get("sum_received", {}).get("bits_per_second", 0.0)
-    res = TrialResult(offered_bps=offered or sent, sent_bps=sent, received_bps=received)
-    if spec.protocol == "udp":
-        s = end.get("sum", {})
-        res.packets = int(s.get("packets", 0))
-        res.lost_packets = max(0, int(s.get("lost_packets", 0)))
-        res.jitter_ms = float(s.get("jitter_ms", 0.0))
-        for st in end.get("streams", []):
-            u = st.get("udp", {})
-            lost = u.get("lost_percent", 0.0) or 0.0
-            res.stream_received_bps.append(u.get("bits_per_second", 0.0) * (1 - lost / 100))
-    else:
-        res.retransmits = int(end.get("sum_sent", {}).get("retransmits", 0) or 0)
-        for st in end.get("streams", []):
-            res.stream_received_bps.append(st.get("receiver", {}).get("bits_per_second", 0.0))
+    res = _direction(spec, raw, "", forward=True)
+    if spec.bidir:
+        res.reverse = _direction(spec, raw, "_bidir_reverse", forward=False)
     for iv in raw.get("intervals", []):
         res.interval_received_bps.append(iv.get("sum", {}).get("bits_per_second", 0.0))
     if raw.get("error"):
         res.error = str(raw["error"])
     return res
+
+
+def _direction(spec: TrialSpec, raw: dict[str, Any], suffix: str, forward: bool) -> TrialResult:
+    end = raw.get("end", {})
+    sent = end.get(f"sum_sent{suffix}", {}).get("bits_per_second", 0.0)
+    received = end.get(f"sum_received{suffix}", {}).get("bits_per_second", 0.0)
+    res = TrialResult(
+        offered_bps=float(spec.rate_bps) or sent, sent_bps=sent, received_bps=received
+    )
+    # with --bidir, each stream belongs to the direction whose sender the client is or not
+    streams = [
+        st for st in end.get("streams", []) if not spec.bidir or _client_sends(st) == forward
+    ]
+    if spec.protocol == "udp":
+        s = end.get(f"sum{suffix}", {})
+        res.packets = int(s.get("packets", 0))
+        res.lost_packets = max(0, int(s.get("lost_packets", 0)))
+        res.jitter_ms = float(s.get("jitter_ms", 0.0))
+        for st in streams:
+            u = st.get("udp", {})
+            lost = u.get("lost_percent", 0.0) or 0.0
+            res.stream_received_bps.append(u.get("bits_per_second", 0.0) * (1 - lost / 100))
+    else:
+        res.retransmits = int(end.get(f"sum_sent{suffix}", {}).get("retransmits", 0) or 0)
+        for st in streams:
+            res.stream_received_bps.append(st.get("receiver", {}).get("bits_per_second", 0.0))
+    return res
+
+
+def _client_sends(stream: dict[str, Any]) -> bool:
+    part = stream.get("udp") or stream.get("sender") or {}
+    return bool(part.get("sender", True))
 
 
 #: Errors after which the same trial is tried again: the server restarts between tests

@@ -43,6 +43,10 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         fn = client.lib.iperf_set_test_congestion_control
         fn.argtypes = (ctypes.c_void_p, ctypes.c_char_p)
         fn(client._test, str(spec["congestion"]).encode())
+    if spec.get("bidir"):  # iperf3 --bidir (3.7+): not wrapped by python-iperf3
+        fn = client.lib.iperf_set_test_bidirectional
+        fn.argtypes = (ctypes.c_void_p, ctypes.c_int)
+        fn(client._test, 1)
     client.json_output = True
     result = client.run()
     raw: dict[str, Any] = result.json if getattr(result, "json", None) else {}

@@ -23,6 +23,13 @@ def _label(run: dict[str, Any], path: Path) -> str:
     return path.name
 
 
+def _ways(run: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """Each measured direction of a tTest run, named (--bidir has two)."""
+    if run.get("direction") == "both" and "reverse" in run:
+        return [("mobile -> base", run), ("base -> mobile", run["reverse"])]
+    return [(run.get("direction_label", "mobile -> base"), run)]
+
+
 def _save(fig: Any, out: Path, name: str) -> list[Path]:
     paths = [out / f"{name}.png", out / f"{name}.svg"]
     for p in paths:
@@ -34,13 +41,16 @@ def _save(fig: Any, out: Path, name: str) -> list[Path]:
 def plot_ttest(runs: list[tuple[Path, dict[str, Any]]], out: Path) -> list[Path]:
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12, 4.8))
     top = 0.0
-    for path, run in runs:
+    flat = [(path, whole, way, run) for path, whole in runs for way, run in _ways(whole)]
+    directions = sorted({way for _, _, way, _ in flat})
+    for path, whole, way, run in flat:
+        label = _label(whole, path) + (f" ({way})" if len(flat) > len(runs) else "")
         pts = [p for p in run["points"] if p["received_bps"]]
         x = [p["offered_bps"] / 1e3 for p in pts]
         y = [p["received_bps"] / 1e3 for p in pts]
         lo = [(p["received_bps"] - (p["received_min_bps"] or p["received_bps"])) / 1e3 for p in pts]
         hi = [((p["received_max_bps"] or p["received_bps"]) - p["received_bps"]) / 1e3 for p in pts]
-        line = ax.errorbar(x, y, yerr=[lo, hi], marker="o", capsize=3, label=_label(run, path))
+        line = ax.errorbar(x, y, yerr=[lo, hi], marker="o", capsize=3, label=label)
         color = line[0].get_color()
         cap = run.get("capacity_bps")
         if cap:
@@ -56,15 +66,15 @@ def plot_ttest(runs: list[tuple[Path, dict[str, Any]]], out: Path) -> list[Path]
             ax.axvline(sat["offered_bps"] / 1e3, color=color, linestyle=":", linewidth=1)
         lx = [p["offered_bps"] / 1e3 for p in run["points"] if p["loss"] is not None]
         ly = [100 * p["loss"] for p in run["points"] if p["loss"] is not None]
-        ax2.plot(lx, ly, marker="o", color=color, label=_label(run, path))
+        ax2.plot(lx, ly, marker="o", color=color, label=label)
         top = max([top, *x])
     ax.plot([1, top], [1, top], color="grey", linewidth=1, label="received = offered")
     ax.set(
         xscale="log",
         yscale="log",
         xlabel="offered load (kbit/s)",
-        ylabel="received at the server (kbit/s)",
-        title="tTest: throughput",
+        ylabel="received at the far end (kbit/s)",
+        title=f"tTest: throughput, {' and '.join(directions)}",
     )
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
@@ -72,7 +82,7 @@ def plot_ttest(runs: list[tuple[Path, dict[str, Any]]], out: Path) -> list[Path]
         xscale="log",
         xlabel="offered load (kbit/s)",
         ylabel="datagrams lost (%)",
-        title="tTest: loss",
+        title=f"tTest: loss, {' and '.join(directions)}",
     )
     ax2.grid(True, which="both", alpha=0.3)
     return _save(fig, out, "ttest")
@@ -126,7 +136,8 @@ def plot_ltest(runs: list[tuple[Path, dict[str, Any]]], out: Path) -> list[Path]
         yscale="log" if lo > 0 and hi / lo > 30 else "linear",  # seconds of latency: log
         xlabel="ρ = offered / capacity",
         ylabel="RTT (ms)",
-        title="lTest: round-trip time under load",
+        title="lTest: round-trip time under load, "
+        + runs[0][1].get("direction_label", "mobile -> base"),
     )
     if ax.get_yscale() == "linear":
         ax.set_ylim(bottom=0)

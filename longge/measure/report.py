@@ -9,36 +9,47 @@ def _k(bps: float | None) -> str:
     return "-" if bps is None else f"{bps / 1e3:.1f} kbit/s"
 
 
+def _ttest_lines(t: dict[str, Any], model: float | None) -> list[str]:
+    lines = ["  offered        received       efficiency  ρ      loss (95% CI)"]
+    for p in t.get("points", []):
+        ci = p.get("loss_ci95")
+        loss = (
+            "-"
+            if p.get("loss") is None
+            else (f"{100 * p['loss']:.2f}% ({100 * ci[0]:.2f}–{100 * ci[1]:.2f})")
+        )
+        rho = "-" if p.get("rho") is None else f"{p['rho']:.2f}"
+        lines.append(
+            f"  {_k(p['offered_bps']):>14} {_k(p['received_bps']):>14}  "
+            f"{p['efficiency']:9.3f}  {rho:>5}  {loss}"
+        )
+    cap = t.get("capacity_bps")
+    line = f"  capacity C = {_k(cap)}"
+    if cap is None:
+        line = f"  no capacity: {t.get('capacity_reason') or 'no trial succeeded'}"
+    if model and cap:
+        line += f"  (emulator's model {_k(model)}: ratio {cap / model:.3f})"
+    lines.append(line)
+    sat = t.get("saturation")
+    if sat:
+        lines.append(f"  saturation at {_k(sat['offered_bps'])} offered, ρ = {sat['rho']:.2f}")
+    return lines
+
+
 def summary_text(s: dict[str, Any]) -> str:
     lines: list[str] = []
     ctx = s.get("context", {})
     model = ctx.get("model_capacity_bps")
     if s.get("kind") == "tTest" or s.get("ttest"):
         t = s if s.get("kind") == "tTest" else s["ttest"]
-        lines.append("  offered        received       efficiency  ρ      loss (95% CI)")
-        for p in t.get("points", []):
-            ci = p.get("loss_ci95")
-            loss = (
-                "-"
-                if p.get("loss") is None
-                else (f"{100 * p['loss']:.2f}% ({100 * ci[0]:.2f}–{100 * ci[1]:.2f})")
-            )
-            rho = "-" if p.get("rho") is None else f"{p['rho']:.2f}"
-            lines.append(
-                f"  {_k(p['offered_bps']):>14} {_k(p['received_bps']):>14}  "
-                f"{p['efficiency']:9.3f}  {rho:>5}  {loss}"
-            )
-        cap = t.get("capacity_bps")
-        line = f"  capacity C = {_k(cap)}"
-        if cap is None:
-            line = f"  no capacity: {t.get('capacity_reason') or 'no trial succeeded'}"
-        if model and cap:
-            line += f"  (emulator's model {_k(model)}: ratio {cap / model:.3f})"
-        lines.append(line)
-        sat = t.get("saturation")
-        if sat:
-            lines.append(f"  saturation at {_k(sat['offered_bps'])} offered, ρ = {sat['rho']:.2f}")
+        ways = [(t.get("direction_label", "mobile -> base"), t)]
+        if t.get("direction") == "both" and "reverse" in t:
+            ways = [("mobile -> base", t), ("base -> mobile", t["reverse"])]
+        for label, way in ways:
+            lines.append(f"  {label}:")
+            lines += _ttest_lines(way, model)
     if s.get("kind") == "lTest":
+        lines.append(f"  load {s.get('direction_label', 'mobile -> base')}")
         lines.append(
             f"  idle baseline RTT {s.get('baseline_rtt_ms', float('nan')):.2f} ms; "
             f"capacity {_k(s.get('capacity_bps'))} ({s.get('capacity_source', '')})"

@@ -7,7 +7,8 @@
                          an interruption, with "error" or "interrupted" set)
     DIR/*.png, *.svg     plots made from summary.json only
 
-Field meanings and units are documented in README ("Results folders").
+Every field, its unit and where it comes from: docs/results.md (tests/test_results_fields.py
+fails on a field written that it does not list).
 """
 
 from __future__ import annotations
@@ -22,6 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from longge import __version__
+
+#: The version of the results' format (docs/results.md): written into every summary.json and
+#: experiment JSON; raised when a field changes meaning or goes away.
+SCHEMA = 1
 
 TRIAL_FIELDS = [
     "trial",
@@ -42,8 +47,14 @@ TRIAL_FIELDS = [
     "probes_lost",
     "error",
     "cpu_steal",
+    "air_freezes",
+    "air_frozen_ms",
     "started",
     "seconds",
+    "direction",
+    "reverse_received_bps",
+    "reverse_packets",
+    "reverse_lost_packets",
 ]
 
 
@@ -72,6 +83,10 @@ class ResultsDir:
         if not self._csv.exists():
             with open(self._csv, "w", newline="") as f:
                 csv.DictWriter(f, TRIAL_FIELDS).writeheader()
+
+    def write_summary(self, summary: dict[str, Any], name: str = "summary.json") -> Path:
+        """The findings, stamped with the results' format version (``schema``)."""
+        return self.write_json(name, {"schema": SCHEMA, **summary})
 
     def write_json(self, name: str, obj: Any) -> Path:
         p = self.path / name

@@ -150,7 +150,7 @@ def run(
         _take_down(started, keep_testbed, say)
     summary["context"] = context
     summary["seconds"] = round(time.time() - t0, 1)
-    results.write_json("summary.json", summary)
+    results.write_summary(summary)
     plots.plot_runs([results.path])
     return results.path, summary
 
@@ -212,7 +212,7 @@ def run_tune(
         say("interrupted: keeping what was measured")
     finally:
         _take_down(started, keep_testbed, say)
-    results.write_json("summary.json", summary)
+    results.write_summary(summary)
     plot_tune(summary, results.path)
     plot_tune_curves(summary, opts, results.path)
     return results.path, summary
@@ -262,5 +262,5 @@ def run_experiments(
         "verdicts": {k: v["verdict"] for k, v in done.items() if isinstance(v, dict)},
         "interrupted": bool(done.get("interrupted")),
     }
-    results.write_json("summary.json", summary)
+    results.write_summary(summary)
     return results.path, summary

@@ -36,6 +36,10 @@ Progress = Callable[[str, float], None]  # (message, fraction done)
 
 IP_UDP_HEADERS = 28
 MIN_PACKETS = 50
+#: Which way a sweep's load flows; each direction's figures carry its name.
+DIRECTIONS = {"up": "mobile -> base", "down": "base -> mobile", "both": "both ways at once"}
+#: The daemons that send each direction's load (their queues are the ones that fill).
+SENDERS = {"up": ("mobile",), "down": ("base",), "both": ("mobile", "base")}
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,7 @@ class TTestPlan:
     efficiency_knee: float = analysis.EFFICIENCY_KNEE
     #: rounds of re-measuring what contradicts C before the run gives no capacity
     verdict_rounds: int = 3
+    direction: str = "up"  # DIRECTIONS: up (mobile -> base), down (-R), both (--bidir)
 
     def datagram(self, rate_bps: float) -> int:
         if self.length:
@@ -97,6 +102,7 @@ class LTestPlan:
     length: int = 1400
     capacity_bps: float | None = None  # None: measure it first (quick tTest)
     probe_bytes: int = 60  # UDP payload of a probe: irtt's smallest packet, for comparison
+    direction: str = "up"  # of the load (DIRECTIONS); probes go both ways anyway
 
 
 QUICK_LTEST = LTestPlan(rhos=(0.0, 0.5, 0.8, 0.9, 1.0, 1.1, 1.3), seconds=4)
@@ -127,6 +133,29 @@ class PointResult:
     @property
     def lost_packets(self) -> int:
         return sum(t.lost_packets for t in self.ok_trials)
+
+
+def reverse_view(p: PointResult) -> PointResult:
+    """--bidir: the base -> mobile half of each of a point's trials, sharing its verdict (a
+    trial not counted in one direction is not counted in the other)."""
+    trials = []
+    for t in p.trials:
+        r = t.reverse or TrialResult(offered_bps=t.offered_bps, error="no reverse figures")
+        trials.append(replace(r, error=t.error) if t.error else r)
+    return PointResult(p.offered_bps, trials)
+
+
+def load_spec(target: Target, direction: str, **kw: Any) -> TrialSpec:
+    """The iperf3 trial that offers a load in ``direction`` (the client is on the mobile)."""
+    if direction not in DIRECTIONS:
+        raise ValueError(f"direction = {direction!r}: one of {sorted(DIRECTIONS)}")
+    return TrialSpec(
+        host=target.host,
+        port=target.iperf_port,
+        reverse=direction == "down",
+        bidir=direction == "both",
+        **kw,
+    )
 
 
 # -- shared plumbing ---------------------------------------------------------------------------
@@ -175,6 +204,11 @@ def trial_row(
         "air_frozen_ms": r.air_frozen_ms,
         "started": round(started, 3),
         "seconds": spec.duration,
+        "direction": "both" if spec.bidir else "down" if spec.reverse else "up",
+        # --bidir: the base -> mobile half (empty otherwise)
+        "reverse_received_bps": None if r.reverse is None else round(r.reverse.received_bps, 1),
+        "reverse_packets": None if r.reverse is None else r.reverse.packets,
+        "reverse_lost_packets": None if r.reverse is None else r.reverse.lost_packets,
     }
 
 
@@ -208,9 +242,9 @@ class TTest(_Sweep):
         good = 0
         stolen_budget = plan.repeats  # extra trials for those the hypervisor spoilt
         while good < plan.repeats:
-            spec = TrialSpec(
-                host=self.target.host,
-                port=self.target.iperf_port,
+            spec = load_spec(
+                self.target,
+                plan.direction,
                 protocol=plan.protocol,
                 rate_bps=int(offered),
                 duration=plan.duration,
@@ -268,13 +302,13 @@ class TTest(_Sweep):
             first_bad: float | None = None
             while load <= plan.max_bps:
                 p = step(load)
-                if self.saturated(p) and last_ok is None and load == plan.start_bps:
+                if self.overloaded(p) and last_ok is None and load == plan.start_bps:
                     # the very first load saturated: a stall, or a link slower than the start
                     # load; once more before the search builds on it
                     for t in p.ok_trials:
                         t.error = "measured again: the first load saturated"
                     p = step(load)
-                if self.saturated(p):
+                if self.overloaded(p):
                     first_bad = load
                     break
                 last_ok = load
@@ -284,12 +318,12 @@ class TTest(_Sweep):
             lo, hi = last_ok, first_bad
             for _ in range(plan.bisect_steps):
                 mid = (lo * hi) ** 0.5
-                if self.saturated(step(mid)):
+                if self.overloaded(step(mid)):
                     hi = mid
                 else:
                     lo = mid
             over = first_bad * 1.5  # well past capacity: what overload looks like
-            if self.saturated(step(over)) or attempt:
+            if self.overloaded(step(over)) or attempt:
                 break
             # Not saturated at 1.5x the first "saturated" load: that one was a fluke (a stall
             # of the link or the machine). Go on searching upwards from here, once.
@@ -298,8 +332,20 @@ class TTest(_Sweep):
         self.progress("done", 1.0)
         return self.summary()
 
-    def verdict(self) -> analysis.CapacityVerdict:
-        pts = [p for p in self.points.values() if p.ok_trials]
+    def ways(self) -> dict[str, dict[float, PointResult]]:
+        """The points as each measured direction saw them (one, or two with --bidir)."""
+        if self.plan.direction != "both":
+            return {self.plan.direction: self.points}
+        return {"up": self.points, "down": {o: reverse_view(p) for o, p in self.points.items()}}
+
+    def overloaded(self, p: PointResult) -> bool:
+        """Saturated in a direction the sweep measures (the search stops at the first)."""
+        if self.saturated(p):
+            return True
+        return self.plan.direction == "both" and self.saturated(reverse_view(p))
+
+    def verdict(self, points: dict[float, PointResult] | None = None) -> analysis.CapacityVerdict:
+        pts = [p for p in (self.points if points is None else points).values() if p.ok_trials]
         return analysis.judge_capacity(
             [analysis.Judged(p.offered_bps, p.received_bps, self.saturated(p)) for p in pts]
         )
@@ -307,29 +353,61 @@ class TTest(_Sweep):
     def settle(self, step: Callable[[float], PointResult]) -> None:
         """Measure again what contradicts C (a point disturbed by the machine reads like a
         different link), and above the highest load while nothing clearly saturated lies
-        above C; at most ``verdict_rounds`` rounds. What is still contradicted then gives no
-        capacity (summary: capacity_bps null, capacity_reason)."""
+        above C, in each direction measured; at most ``verdict_rounds`` rounds. What is still
+        contradicted then gives no capacity (summary: capacity_bps null, capacity_reason)."""
         for _ in range(self.plan.verdict_rounds):
-            v = self.verdict()
-            if v.capacity_bps is not None:
+            verdicts = [self.verdict(points) for points in self.ways().values()]
+            if all(v.capacity_bps is not None for v in verdicts):
                 return
-            for offered in v.contradicting:
+            again = sorted({o for v in verdicts for o in v.contradicting})
+            for offered in again:
+                why = "; ".join(v.reason for v in verdicts if offered in v.contradicting)
                 for t in self.points[offered].ok_trials:
-                    t.error = f"measured again: {v.reason}"
+                    t.error = f"measured again: {why}"
                 step(offered)
-            if v.needs_load_above:
+            if any(v.needs_load_above for v in verdicts):
                 top = max(self.points) * 1.5
                 if top > self.plan.max_bps:
                     return
                 step(top)
 
     def summary(self) -> dict[str, Any]:
-        pts = [p for p in sorted(self.points.values(), key=lambda p: p.offered_bps) if p.ok_trials]
-        verdict = self.verdict()
+        ways = self.ways()
+        main = ways.get("up", ways.get("down", {}))
+        out: dict[str, Any] = {
+            "kind": "tTest",
+            "plan": asdict(self.plan),
+            "direction": self.plan.direction,
+            "direction_label": DIRECTIONS[self.plan.direction],
+            **self._way_summary(main),
+        }
+        if self.plan.direction == "both":
+            out["reverse"] = {"direction": "down", **self._way_summary(ways["down"])}
+        out["emulator"] = health(
+            self.target.air,
+            "trial",
+            [t.as_dict() for p in self.points.values() for t in p.trials],
+        )
+        out["cpu_steal"] = {
+            "limit": STEAL_LIMIT,
+            "max": max((t.cpu_steal for p in self.points.values() for t in p.trials), default=0),
+            "trials_repeated": sum(
+                1
+                for p in self.points.values()
+                for t in p.trials
+                if t.error and "not counted, repeated" in t.error
+            ),
+        }
+        return out
+
+    def _way_summary(self, points: dict[float, PointResult]) -> dict[str, Any]:
+        """Capacity, saturation and per-load rows of one direction."""
+        pts = [p for p in sorted(points.values(), key=lambda p: p.offered_bps) if p.ok_trials]
+        verdict = self.verdict(points)
         capacity = verdict.capacity_bps
         first_bad = next((p for p in pts if self.saturated(p)), None)
         rows = []
-        for p in sorted(self.points.values(), key=lambda p: p.offered_bps):
+        for p in sorted(points.values(), key=lambda p: p.offered_bps):
             ok = p.ok_trials
             packets = sum(t.packets for t in ok)
             lost = sum(t.lost_packets for t in ok)
@@ -359,8 +437,6 @@ class TTest(_Sweep):
                 }
             )
         return {
-            "kind": "tTest",
-            "plan": asdict(self.plan),
             # None when the points do not support one (capacity_reason says why)
             "capacity_bps": capacity,
             "capacity_reason": verdict.reason,
@@ -375,23 +451,6 @@ class TTest(_Sweep):
                 "(UDP: and datagrams lost)",
             },
             "points": rows,
-            "emulator": health(
-                self.target.air,
-                "trial",
-                [t.as_dict() for p in self.points.values() for t in p.trials],
-            ),
-            "cpu_steal": {
-                "limit": STEAL_LIMIT,
-                "max": max(
-                    (t.cpu_steal for p in self.points.values() for t in p.trials), default=0
-                ),
-                "trials_repeated": sum(
-                    1
-                    for p in self.points.values()
-                    for t in p.trials
-                    if t.error and "not counted, repeated" in t.error
-                ),
-            },
         }
 
 
@@ -450,16 +509,18 @@ class LTest(_Sweep):
         self.capacity_source = "measured by a quick tTest first"
         t = TTest(
             self.target,
-            QUICK_TTEST,
+            replace(QUICK_TTEST, direction=self.plan.direction),
             self.out,
             lambda m, f: self.progress(f"capacity: {m}", 0.4 * f),
         )
         self.ttest = t.run()
-        cap = self.ttest.get("capacity_bps")
-        if not cap:
-            why = self.ttest.get("capacity_reason")
-            raise RuntimeError(f"could not measure the capacity: {why}")
-        return float(cap)
+        # --bidir: the direction that carries less sets the loads of both
+        found = [self.ttest, *([self.ttest["reverse"]] if "reverse" in self.ttest else [])]
+        for way in found:
+            if not way.get("capacity_bps"):
+                why = way.get("capacity_reason")
+                raise RuntimeError(f"could not measure the capacity: {why}")
+        return float(min(way["capacity_bps"] for way in found))
 
     def run(self) -> dict[str, Any]:
         plan = self.plan
@@ -491,18 +552,24 @@ class LTest(_Sweep):
         return end
 
     def _queue_delay_hist(self) -> list[int] | None:
-        """The sending daemon's queueing-delay histogram (bytes per bin), if it answers."""
+        """The sending daemons' queueing-delay histogram (bytes per bin, summed over the
+        direction's senders), if they answer."""
+        senders = SENDERS[self.plan.direction]
+        hists = []
         for st in daemon_status(self.target).values():
-            if st.get("node", {}).get("role") == "mobile":
+            if st.get("node", {}).get("role") in senders:
                 hist = st.get("tx", {}).get("queue_delay_hist")
-                return list(hist) if isinstance(hist, list) else None
-        return None
+                if isinstance(hist, list):
+                    hists.append(hist)
+        if len(hists) != len(senders):
+            return None
+        return [sum(bins) for bins in zip(*hists, strict=True)]
 
     def level(self, rho: float, cap: float, count: int, interval: float) -> dict[str, Any]:
         load: dict[str, Any] = {}
-        spec = TrialSpec(
-            host=self.target.host,
-            port=self.target.iperf_port,
+        spec = load_spec(
+            self.target,
+            self.plan.direction,
             protocol="udp",
             rate_bps=int(rho * cap),
             duration=int(count * interval + 3),
@@ -536,6 +603,8 @@ class LTest(_Sweep):
             "rho": rho,
             "offered_bps": rho * cap,
             "received_bps": res.received_bps if res else 0.0,
+            # --bidir: the base -> mobile half of the load
+            "reverse_received_bps": res.reverse.received_bps if res and res.reverse else None,
             "load_error": res.error if res else None,
             "probes_sent": sent,
             "probes_lost": lost,
@@ -574,6 +643,12 @@ class LTest(_Sweep):
             "air_frozen_ms": lv["air_frozen_ms"],
             "started": round(started, 3),
             "seconds": spec.duration,
+            "direction": self.plan.direction,
+            "reverse_received_bps": None
+            if lv["reverse_received_bps"] is None
+            else round(lv["reverse_received_bps"], 1),
+            "reverse_packets": None,
+            "reverse_lost_packets": None,
         }
         self.out.add_trial(row, probes.get("records", []))
         return lv
@@ -606,6 +681,8 @@ class LTest(_Sweep):
         return {
             "kind": "lTest",
             "plan": asdict(replace(self.plan, capacity_bps=cap)),
+            "direction": self.plan.direction,
+            "direction_label": DIRECTIONS[self.plan.direction],
             "capacity_bps": cap,
             "capacity_source": self.capacity_source,
             "probe_interval_s": interval,
