@@ -32,7 +32,7 @@ pick_python() {
 
 # Debian packages the tool needs (run time, and the modem firmware's builds: AVR and host-side);
 # installed only when root and missing.
-debian_packages=(iproute2 iptables iperf3 libiperf0 irtt iputils-ping curl procps kmod make gcc libc6-dev gcc-avr avr-libc binutils-avr)
+debian_packages=(iproute2 iptables iperf3 libiperf0 irtt iputils-ping curl procps kmod make gcc libc6-dev gcc-avr avr-libc binutils-avr tmux)
 
 install_debian_packages() {
     local missing=() pkg

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import json
 import os
@@ -129,9 +130,19 @@ def _control_paths(ns: argparse.Namespace) -> dict[str, str]:
 
 
 def cmd_status(ns: argparse.Namespace) -> int:
+    from longge import testbed
     from longge.daemon.control import ControlError, request
     from longge.daemon.statusview import node_text
 
+    if ns.watch:
+        from longge.daemon.watch import watch
+
+        if ns.interval <= 0:
+            raise ConfigError("--interval", ns.interval, "a positive number of seconds")
+        paths = _control_paths(ns)
+        air = testbed.paths()["air"]
+        on_testbed = not ns.control and air.exists()
+        return watch(paths, str(air) if on_testbed else None, ns.interval, ns.count)
     out: dict[str, object] = {}
     for name, path in _control_paths(ns).items():
         try:
@@ -609,6 +620,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="run.sh", description="LongGe: IP over nRF24L01+")
     parser.add_argument("--version", action="version", version=f"longge {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    # every subcommand's --help shows each option's default
+    sub.add_parser = functools.partial(  # type: ignore[method-assign]
+        sub.add_parser, formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
 
     p = sub.add_parser("radio-bench", help="stream frames between two emulated radios")
     add_radio_arguments(p)
@@ -636,11 +651,21 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("status", help="link state and counters of the running daemon(s)")
     p.add_argument("--control", help="daemon control socket (default: testbed, else longge0)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the status objects as JSON")
+    p.add_argument(
+        "--watch",
+        action="store_true",
+        help="live view: rates each way, frames, retransmissions, queues, drops, the air",
+    )
+    p.add_argument("--interval", type=float, default=1.0, help="--watch: seconds between views")
+    p.add_argument("--count", type=int, help="--watch: stop after N views (default: Ctrl-C)")
     p.set_defaults(func=cmd_status)
 
     p = sub.add_parser("radio", help="change radio settings of the running daemon(s) live")
     rsub = p.add_subparsers(dest="radio_cmd", required=True, metavar="set")
+    rsub.add_parser = functools.partial(  # type: ignore[method-assign]
+        rsub.add_parser, formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
     q = rsub.add_parser(
         "set", help="e.g. radio set --ard-us 250 --arc 2 (channels: in the config file)"
     )
@@ -661,7 +686,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ard-list", help="ARD values, µs, comma separated (default 250,500,1000,2500)")
     p.add_argument("--arc-list", help="ARC values, comma separated (default 0,1,2,3,5,10,15)")
     p.add_argument("--out", help="results folder; an existing one is resumed")
-    p.add_argument("--keep-testbed", action="store_true")
+    p.add_argument(
+        "--keep-testbed", action="store_true", help="leave a testbed brought up for this run"
+    )
     p.add_argument("--host", help="real link: the base station's address (servers running there)")
     p.add_argument(
         "--control",
@@ -674,18 +701,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_tune)
 
     p = sub.add_parser("servers", help="base station: iperf3 server and RTT echo server")
-    p.add_argument("--iperf-port", type=int, default=5201)
-    p.add_argument("--rtt-port", type=int, default=7770)
+    p.add_argument("--iperf-port", type=int, default=5201, help="iperf3 server port (tcp+udp)")
+    p.add_argument("--rtt-port", type=int, default=7770, help="RTT echo server port (udp)")
     p.add_argument("--log-dir", help="write a line per iperf3 test here")
     p.set_defaults(func=cmd_servers)
 
     p = sub.add_parser("plot", help="re-plot (and overlay) saved results: plot DIR [DIR ...]")
-    p.add_argument("dirs", nargs="+")
+    p.add_argument("dirs", nargs="+", help="results folders (several: overlaid)")
     p.add_argument("--out", help="where to write the plots (default: the first DIR)")
     p.set_defaults(func=cmd_plot)
 
     p = sub.add_parser("testbed", help="emulated link in network namespaces: up | down | status")
-    p.add_argument("action", choices=["up", "down", "status"])
+    p.add_argument(
+        "action", choices=["up", "down", "status"], help="bring it up, take it down, or show it"
+    )
     p.add_argument(
         "--queue",
         choices=["fair", "fifo"],
@@ -708,15 +737,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("doctor", help="check this node's set-up: radios, SPI, TUN, NAT, tools")
     p.add_argument("--config", help=f"node config (default {'/etc/longge/longge.toml'} if any)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="the checks as JSON")
     p.set_defaults(func=cmd_doctor)
 
     p = sub.add_parser("scan", help="2.4 GHz channel survey with the radio's power detector")
-    p.add_argument("--sweeps", type=int, default=30)
+    p.add_argument("--sweeps", type=int, default=30, help="passes over channels 0..125")
     p.add_argument("--dwell-us", type=int, default=200, help="listening time per channel")
     p.add_argument("--out", help="chart/data path without extension (default results/...)")
     p.add_argument("--config", help="node config: scan with its rx radio (rf24 backend)")
-    p.add_argument("--backend", choices=["sim", "rf24"], default="sim")
+    p.add_argument(
+        "--backend",
+        choices=["sim", "rf24"],
+        default="sim",
+        help="the radio to scan with: the testbed's emulated air, or the RX radio on SPI",
+    )
     p.add_argument("--air", help="emulator socket (default: the testbed's)")
     p.add_argument("--wifi", type=int, help="emulator: add a Wi-Fi interferer on channel 1..13")
     p.add_argument("--duty", type=float, default=0.3, help="its share of air time")
@@ -728,7 +762,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="fewer points, shorter trials")
     p.add_argument("--out", help="results folder (default results/<time>-experiment)")
     p.add_argument("--host", help="real link: the base station (servers running there)")
-    p.add_argument("--keep-testbed", action="store_true")
+    p.add_argument(
+        "--keep-testbed", action="store_true", help="leave a testbed brought up for this run"
+    )
     add_radio_arguments(p, timing=False)
     p.set_defaults(func=cmd_experiment)
 

@@ -99,7 +99,7 @@ def _config(path: str | None) -> tuple[list[Check], config.NodeConfig | None]:
                 INFO,
                 "node config",
                 f"no {DEFAULT_CONFIG}: not set up as a node",
-                "README 'Installing a node' (or try the emulator: ./run.sh testbed up)",
+                "README 'Building a real link' (or try the emulator: ./run.sh testbed up)",
             )
         ], None
     try:
@@ -189,7 +189,14 @@ def _radios(cfg: config.NodeConfig | None) -> list[Check]:
                 )
             )
         except (LongGeError, RuntimeError) as exc:
-            out.append(Check(FAIL, f"{which} radio", str(exc), "see the wiring table in README"))
+            out.append(
+                Check(
+                    FAIL,
+                    f"{which} radio",
+                    str(exc),
+                    "see the wiring table in README 'Building a real link'",
+                )
+            )
         finally:
             radio.close()
     return out

@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from typing import Any
 
 import pytest
+from fielddoc import assert_documented
 
 from longge.errors import ConfigError
 from longge.radio.options import RadioOptions
@@ -65,6 +67,7 @@ def test_radio_bench_json_reports_what_the_air_saw() -> None:
     assert out["attempts"] >= out["frames_received"]
     assert out["retransmissions"] > 0 and out["lost"] > 0
     assert out["throughput_bps"] < out["bound_bps"]
+    assert_documented(out, "radio-bench")
 
 
 def test_air_stats_without_an_air_says_so(tmp_path: object) -> None:
@@ -115,3 +118,27 @@ def test_channel_means_the_uplink_on_every_command(capsys: pytest.CaptureFixture
     with pytest.raises(SystemExit):
         build_parser().parse_args(["radio", "set", "--help"])
     assert "--arc" in (shown := capsys.readouterr().out) and "--channel" not in shown
+
+
+def test_every_option_of_every_command_says_what_it_is_and_its_default() -> None:
+    """--help is the command reference: each option has a help text, and the defaults show."""
+    import argparse
+
+    from longge.cli import build_parser
+
+    def commands(parser: argparse.ArgumentParser, prefix: str = "") -> Any:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    yield prefix + name, sub
+                    yield from commands(sub, prefix + name + " ")
+
+    found = list(commands(build_parser()))
+    assert len(found) > 15
+    for name, sub in found:
+        for action in sub._actions:
+            if isinstance(action, argparse._SubParsersAction | argparse._HelpAction):
+                continue
+            assert action.help, (name, action.option_strings or action.dest)
+    ttest = dict(found)["tTest"].format_help()
+    assert "(default: 5201)" in ttest and "(default: 2M)" in ttest

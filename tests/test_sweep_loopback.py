@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from fielddoc import assert_folder_documented
 
 from longge.measure.servers import run_servers
 
@@ -110,6 +111,7 @@ def test_each_direction_is_measured_and_named(tmp_path: Path) -> None:
             assert plots.plot_runs([out.path])
             saved = json.loads((out.path / "summary.json").read_text())
             assert saved["schema"] == SCHEMA
+            assert_folder_documented(out.path)
     finally:
         assert servers.pid is not None
         os.kill(servers.pid, signal.SIGTERM)

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from fielddoc import assert_folder_documented
 from test_testbed import pytestmark  # noqa: F401  (same root/tool requirements)
 
 from longge import testbed
@@ -47,3 +48,5 @@ def test_ltest_quick_from_nothing(tmp_path: Path) -> None:
         assert (out / name).stat().st_size > 500
     left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert "lg-" not in left  # it took down what it brought up
+    assert s["schema"] >= 1
+    assert_folder_documented(out)  # every field it wrote is in docs/results.md

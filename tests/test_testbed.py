@@ -14,11 +14,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fielddoc import assert_documented
 
 from longge import testbed
 from longge.radio.options import downlink_channel
 
-NEEDS = ("ip", "ping", "iperf3", "curl", "iptables")
+NEEDS = ("ip", "ping", "iperf3", "curl", "iptables", "tmux")
 
 
 def _skip_reason() -> str | None:
@@ -220,6 +221,75 @@ def test_reverse_loads_the_downlink_and_bidir_both(bed: None, tmp_path: Path) ->
             assert way["points"][0]["received_bps"] > 0.9 * 200_000, (direction, way["points"])
 
 
+def test_status_watch_shows_the_rates_change_in_a_terminal(bed: None) -> None:
+    """status --watch in a real terminal (tmux): while iperf3 loads the uplink, the screen is
+    redrawn in place and the delivered rate it shows changes and reaches the load."""
+    import re
+
+    session = f"longge-watch-{os.getpid()}"
+    root = Path(__file__).resolve().parents[1]
+    cmd = f"cd {root} && {sys.executable} -m longge status --watch --interval 0.5"
+    tmux = ["tmux", "-L", session]
+    subprocess.run(
+        [*tmux, "new-session", "-d", "-s", session, "-x", "132", "-y", "40", cmd], check=True
+    )
+    screens = []
+    try:
+        time.sleep(1.5)
+        screens.append(
+            subprocess.run(
+                [*tmux, "capture-pane", "-p", "-t", session], capture_output=True, text=True
+            ).stdout
+        )
+        load = subprocess.Popen(
+            [
+                "ip",
+                "netns",
+                "exec",
+                "lg-mobile",
+                "iperf3",
+                "-c",
+                testbed.BASE_IP,
+                "-p",
+                "5401",
+                "-u",
+                "-b",
+                "300k",
+                "-l",
+                "1000",
+                "-t",
+                "5",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        server = subprocess.Popen(
+            ["ip", "netns", "exec", "lg-base", "iperf3", "-s", "-1", "-p", "5401"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for _ in range(6):
+            time.sleep(1.0)
+            screens.append(
+                subprocess.run(
+                    [*tmux, "capture-pane", "-p", "-t", session], capture_output=True, text=True
+                ).stdout
+            )
+        load.wait(30)
+        server.wait(30)
+    finally:
+        subprocess.run([*tmux, "kill-server"], capture_output=True)
+    rates = []
+    for screen in screens:
+        assert screen.count("LongGe live view") == 1, screen  # redrawn in place, not scrolled
+        up = re.search(r"([\d.]+) kbit/s delivered", screen)
+        assert up, screen
+        rates.append(float(up.group(1)))
+    assert "mobile -> base" in screens[-1] and "base -> mobile" in screens[-1]
+    assert len(set(rates)) > 2, rates
+    assert max(rates) > 200, rates  # 300 kbit/s offered, less the moments of ramp-up
+
+
 def test_the_link_is_secured_and_status_says_so(bed: None) -> None:
     st = cli("status")
     assert st.returncode == 0
@@ -260,3 +330,4 @@ def test_scan_finds_the_links_channels_and_a_wifi_interferer(bed: None, tmp_path
     assert a not in busy and b not in busy and b <= 83
     assert out.with_suffix(".png").stat().st_size > 1000
     assert "suggested: channels" in r.stdout
+    assert_documented(data, "scan")

@@ -31,7 +31,7 @@ SCHEMA = 1
 TRIAL_FIELDS = [
     "trial",
     "kind",
-    "level",
+    "rho",
     "offered_bps",
     "received_bps",
     "sent_bps",

@@ -183,12 +183,9 @@ def drain(target: Target, max_wait_s: float = 5.0) -> None:
     time.sleep(0.5)
 
 
-def trial_row(
-    kind: str, level: float, spec: TrialSpec, r: TrialResult, started: float
-) -> dict[str, Any]:
+def trial_row(kind: str, spec: TrialSpec, r: TrialResult, started: float) -> dict[str, Any]:
     return {
         "kind": kind,
-        "level": level,
         "offered_bps": round(r.offered_bps, 1),
         "received_bps": round(r.received_bps, 1),
         "sent_bps": round(r.sent_bps, 1),
@@ -271,7 +268,7 @@ class TTest(_Sweep):
                 {"interval": i + 1, "received_bps": round(v, 1)}
                 for i, v in enumerate(res.interval_received_bps)
             ]
-            self.out.add_trial(trial_row("tTest", offered, spec, res, started), records)
+            self.out.add_trial(trial_row("tTest", spec, res, started), records)
             drain(self.target)
         return point
 
@@ -361,7 +358,7 @@ class TTest(_Sweep):
                 return
             again = sorted({o for v in verdicts for o in v.contradicting})
             for offered in again:
-                why = "; ".join(v.reason for v in verdicts if offered in v.contradicting)
+                why = "; ".join(v.reason or "" for v in verdicts if offered in v.contradicting)
                 for t in self.points[offered].ok_trials:
                     t.error = f"measured again: {why}"
                 step(offered)
@@ -630,7 +627,7 @@ class LTest(_Sweep):
             lv["queue_delay_bytes"] = sum(delta)
         row = {
             "kind": "lTest",
-            "level": rho,
+            "rho": rho,
             "offered_bps": round(rho * cap, 1),
             "received_bps": round(lv["received_bps"], 1),
             "rtt_median_ms": lv["rtt_median_ms"],

@@ -119,7 +119,7 @@ class SerialRadio(SimRadio):
             self.close()
             raise HardwareError(
                 f"{self.name}: {port} does not answer as a LongGe modem (flashed with "
-                "firmware/? right baud rate? see README 'USB radio modem')"
+                "firmware/? right baud rate? see docs/details.md 'USB radio modem')"
             )
         major, minor, chip_ok, plus, depth = reply[1:6]
         self.firmware = (major, minor)
