@@ -613,6 +613,16 @@ def _add_sweep_arguments(p: argparse.ArgumentParser, kind: str) -> None:
     )
 
 
+class _Help(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows an option's default where it has one (not for flags, nor where the help text
+    already says what happens without the option)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default in (None, False, argparse.SUPPRESS) or "default" in (action.help or ""):
+            return action.help
+        return super()._get_help_string(action)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from longge.air.server import DEFAULT_SOCKET
     from longge.radio.options import add_radio_arguments
@@ -621,9 +631,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"longge {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     # every subcommand's --help shows each option's default
-    sub.add_parser = functools.partial(  # type: ignore[method-assign]
-        sub.add_parser, formatter_class=argparse.ArgumentDefaultsHelpFormatter
-    )
+    sub.add_parser = functools.partial(sub.add_parser, formatter_class=_Help)  # type: ignore[method-assign]
 
     p = sub.add_parser("radio-bench", help="stream frames between two emulated radios")
     add_radio_arguments(p)
@@ -663,9 +671,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("radio", help="change radio settings of the running daemon(s) live")
     rsub = p.add_subparsers(dest="radio_cmd", required=True, metavar="set")
-    rsub.add_parser = functools.partial(  # type: ignore[method-assign]
-        rsub.add_parser, formatter_class=argparse.ArgumentDefaultsHelpFormatter
-    )
+    rsub.add_parser = functools.partial(rsub.add_parser, formatter_class=_Help)  # type: ignore[method-assign]
     q = rsub.add_parser(
         "set", help="e.g. radio set --ard-us 250 --arc 2 (channels: in the config file)"
     )

@@ -19,7 +19,7 @@ from longge.air.server import DEFAULT_SOCKET
 from longge.errors import ConfigError
 from longge.protocol.fragmenter import MIN_PAYLOAD, check_mtu
 from longge.protocol.secure import KEY_LEN, parse_key
-from longge.radio.options import LINK_KEYS, RadioOptions
+from longge.radio.options import LINK_KEYS, UPLINK_CHANNEL, RadioOptions, downlink_channel
 from longge.tun import check_ifname
 
 ROLES = ("base", "mobile")
@@ -44,9 +44,10 @@ class NodeConfig:
     air: str = DEFAULT_SOCKET
     radio: RadioOptions = field(default_factory=RadioOptions)
     pa_level: str = "low"
-    # the mobile's tx = the base's rx = the uplink; in the ISM band (0..83), >= 2 apart
-    tx_channel: int = 76
-    rx_channel: int = 81
+    # the mobile's tx = the base's rx = the uplink; in the ISM band (0..83), >= 2 apart.
+    # Unset (-1): the role's side of the default pair, so two default configs talk.
+    tx_channel: int = -1
+    rx_channel: int = -1
     tx_address: bytes = b"LGm2b"
     rx_address: bytes = b"LGb2m"
     default_route: bool = False
@@ -95,6 +96,11 @@ class NodeConfig:
 
     def __post_init__(self) -> None:
         _one_of("node.role", self.role, ROLES)
+        up, down = UPLINK_CHANNEL, downlink_channel(UPLINK_CHANNEL)
+        mine = (up, down) if self.role == "mobile" else (down, up)
+        for key, default in zip(("tx_channel", "rx_channel"), mine, strict=True):
+            if getattr(self, key) == -1:
+                object.__setattr__(self, key, default)
         check_ifname(self.tun)
         try:
             iface = ipaddress.ip_interface(self.address)

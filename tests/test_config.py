@@ -182,6 +182,9 @@ def test_the_defaults_are_a_mirrored_pair_inside_the_band() -> None:
     assert max(mobile.tx_channel, mobile.rx_channel) <= ISM_MAX_CHANNEL
     assert mobile.rx_channel == downlink_channel(mobile.tx_channel)
     assert mobile.warnings() == []
+    # a base station with no channels set is the mobile's mirror, so two defaults talk
+    base = config.NodeConfig(role="base", address="10.24.0.1/24", peer="10.24.0.2", insecure=True)
+    assert (base.tx_channel, base.rx_channel) == (mobile.rx_channel, mobile.tx_channel)
     for up in range(0, 126):
         down = downlink_channel(up)
         assert abs(down - up) >= 2 and 0 <= down <= 125

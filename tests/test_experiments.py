@@ -4,10 +4,12 @@ need the testbed and minutes each; the suite does not run them (./run.sh experim
 
 from __future__ import annotations
 
-from dataclasses import replace
+import json
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
+from fielddoc import assert_documented
 
 from longge.errors import ConfigError
 from longge.measure.experiments import DEFAULTS, EXPERIMENTS, Experiment, Series, plot, verdict
@@ -20,6 +22,8 @@ def test_every_definition_is_valid(name: str) -> None:
     pts = exp.points(quick=True)
     assert pts and all(set(DEFAULTS) <= set(c) for _, _, c in pts)
     assert len(exp.points(quick=False)) >= len(pts)
+    # its JSON (Runner.run writes the definition with the rows) is documented field by field
+    assert_documented(json.loads(json.dumps({"experiment": asdict(exp)})), name)
 
 
 def test_the_battery_is_what_the_issue_asks_for() -> None:
@@ -112,6 +116,7 @@ def test_verdicts_and_plots_from_synthetic_rows(tmp_path: Path) -> None:
         text = verdict(exp, summary)
         assert expected[name] in text, (name, text)
         summary["verdict"] = text
+        assert_documented(summary, name)
         made = plot(exp, summary, tmp_path)
         assert all(p.stat().st_size > 1000 for p in made), name
 

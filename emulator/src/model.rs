@@ -596,7 +596,9 @@ impl Air {
     fn ack_news_until(&self, t: i64, rid: u32, aid: u64) -> Option<i64> {
         let radio = self.radios.get(&rid)?;
         let attempt = radio.attempt.as_ref().filter(|a| a.id == aid)?;
-        if radio.tx_fifo.len() < 2 || attempt.tries > radio.regs.arc {
+        // the next frame follows only from a powered transmitter that stays one
+        let follows = radio.regs.powered && !radio.listening && !radio.blocked;
+        if !follows || radio.tx_fifo.len() < 2 || attempt.tries > radio.regs.arc {
             return None;
         }
         let regs = &radio.regs;

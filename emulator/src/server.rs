@@ -80,10 +80,11 @@ pub struct LagHistogram {
 }
 
 /// Waking from a timer on a VM takes tens of µs (the vCPU halts and the host must wake it), and
-/// every frame a radio receives waits for it. So the air sets its timer that much early and
-/// spins the rest: `early_ns` tracks the first quartile of how late the timer fires (a
-/// stochastic quantile estimate), so three wake-ups in four land on time after a spin of a few
-/// µs, and the fourth no later than without it.
+/// every frame a radio receives waits for it. So the air sets its timer early by `early_ns` and
+/// spins whatever is left: `early_ns` tracks the first quartile of how late the timer fires (a
+/// stochastic quantile estimate), so one wake-up in four lands early and spins a few µs to be
+/// on time, and the other three are late by their lateness less that quartile (the air's lag
+/// p50 fell from ~40 to ~10 µs here).
 struct WakeUp {
     early_ns: i64,
 }
@@ -95,15 +96,18 @@ impl WakeUp {
 
     fn sleep_until(&mut self, deadline: i64) {
         let alarm = deadline - self.early_ns;
-        sleep_until(alarm);
         let mut now = monotonic_ns();
-        let late = now - alarm;
-        let step = if late < self.early_ns {
-            -Self::STEP_NS * (1.0 - Self::QUANTILE)
-        } else {
-            Self::STEP_NS * Self::QUANTILE
-        };
-        self.early_ns = (self.early_ns + step as i64).clamp(0, Self::MAX_EARLY_NS);
+        if alarm > now {
+            // a timer that was set (not one already past) says how late timers fire
+            sleep_until(alarm);
+            now = monotonic_ns();
+            let step = if now - alarm < self.early_ns {
+                -Self::STEP_NS * (1.0 - Self::QUANTILE)
+            } else {
+                Self::STEP_NS * Self::QUANTILE
+            };
+            self.early_ns = (self.early_ns + step as i64).clamp(0, Self::MAX_EARLY_NS);
+        }
         while now < deadline && !STOP.load(Ordering::Relaxed) {
             std::hint::spin_loop();
             now = monotonic_ns();

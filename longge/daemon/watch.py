@@ -92,13 +92,14 @@ class View:
             if "error" in st:
                 lines.append(f"  {name}: {st['error']}")
                 continue
-            n = st["node"]
+            n, r = st.get("node", {}), st.get("radio", {})
             heard = st.get("peer_last_heard_s")
             lines.append(
-                f"  {n['role']:6} link {st['link'].upper():4}  peer last heard "
+                f"  {n.get('role', name):6} link {str(st.get('link', '?')).upper():4}  peer last "
+                "heard "
                 + ("never" if heard is None else f"{heard:.1f} s ago")
-                + f"  radio {st['radio']['rate']} ARD {st['radio']['ard_us']} µs "
-                f"ARC {st['radio']['arc']}"
+                + f"  radio {r.get('rate', '?')} ARD {r.get('ard_us', '?')} µs "
+                f"ARC {r.get('arc', '?')}"
             )
         lines.append("")
         cols = []
@@ -155,10 +156,10 @@ def watch(
     """Redraw every ``interval`` s until Ctrl-C (or ``count`` screens). In a terminal the
     screen is redrawn in place; into a pipe the screens follow each other."""
     view = View()
-    prev = sample(paths, air)
     shown = 0
     clear = CLEAR if out.isatty() else "\n"
     try:
+        prev = sample(paths, air)
         while count is None or shown < count:
             sleep(interval)
             cur = sample(paths, air)

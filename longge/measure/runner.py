@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,15 @@ from longge.errors import ConfigError
 from longge.measure import plots
 from longge.measure.model import udp_goodput_bps
 from longge.measure.results import ResultsDir, default_dir, system_context
-from longge.measure.sweep import LTest, LTestPlan, Progress, Target, TTest, TTestPlan
+from longge.measure.sweep import (
+    DIRECTIONS,
+    LTest,
+    LTestPlan,
+    Progress,
+    Target,
+    TTest,
+    TTestPlan,
+)
 from longge.protocol import secure
 from longge.radio.options import RadioOptions
 
@@ -160,6 +168,9 @@ def _partial(sweep: TTest | LTest) -> dict[str, Any]:
         return sweep.summary()
     return {
         "kind": "lTest",
+        "plan": asdict(sweep.plan),
+        "direction": sweep.plan.direction,
+        "direction_label": DIRECTIONS[sweep.plan.direction],
         "levels": sweep.levels,
         "capacity_bps": None,
         "baseline_rtt_ms": next(

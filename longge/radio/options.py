@@ -39,6 +39,10 @@ ARD_STEP_US = ARD_STEP_NS // 1000
 ARD_US_MIN, ARD_US_MAX = ARD_STEP_US, ARD_STEP_US * ARD_STEPS
 
 
+#: The default uplink channel (mobile -> base); the downlink is downlink_channel() of it.
+UPLINK_CHANNEL = 76
+
+
 @dataclass(frozen=True)
 class RadioOptions:
     rate: str = "2M"
@@ -48,7 +52,7 @@ class RadioOptions:
     payload: int = MAX_PAYLOAD
     address_width: int = 5
     crc: int = 2
-    channel: int = 76
+    channel: int = UPLINK_CHANNEL
     per: float = 0.0
     ack_per: float | None = None  # None: same as per
     burst: float = 1.0
@@ -126,7 +130,8 @@ def add_radio_arguments(
 ) -> None:
     """The shared radio options. ``only_given``: no defaults, so that the namespace holds just
     what the user typed (for overrides and live changes); adds ``--ack`` to undo ``--no-ack``.
-    ``channels``: offer ``--channel`` (not where channels cannot change, e.g. live)."""
+    ``channels``: offer ``--channel`` (not for live changes: both nodes' channels must move
+    together, so they are set in the config files)."""
     d = RadioOptions()
 
     def dflt(value: object) -> object:
