@@ -185,15 +185,17 @@ def main() -> None:
     try:
         time.sleep(1)
         idle = rtts(ns("lg-mobile", "ping", "-c", "100", "-i", "0.05", "10.24.0.1"))
+        air_ms = ping_air_ms(opts, overhead)
         print(
             f"idle ping RTT: median {statistics.median(idle):.2f} ms, "
-            f"p95 {idle[int(0.95 * len(idle)) - 1]:.2f} ms (n={len(idle)})   target <= 4 ms"
+            f"p95 {idle[int(0.95 * len(idle)) - 1]:.2f} ms (n={len(idle)}); the air's own time "
+            f"{air_ms:.2f} ms: +{statistics.median(idle) - air_ms:.2f}   target: within 0.6 ms"
         )
-        run = json.loads(ns("lg-mobile", *iperf_udp(bound * 1.2, args.seconds)))
+        run = json.loads(ns("lg-mobile", *iperf_udp(bound * 1.5, args.seconds)))
         got = run["end"]["sum_received"]["bits_per_second"]
         print(
-            f"UDP goodput at saturation: {got / 1e3:.1f} kbit/s received of "
-            f"{bound / 1e3:.1f} kbit/s the air allows: ratio {got / bound:.3f}   target >= 0.90"
+            f"UDP goodput at 1.5x: {got / 1e3:.1f} kbit/s received of "
+            f"{bound / 1e3:.1f} kbit/s the air allows: ratio {got / bound:.3f}   target >= 0.97"
         )
         time.sleep(1)
         load = subprocess.Popen(
