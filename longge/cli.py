@@ -558,7 +558,7 @@ def cmd_tune(ns: argparse.Namespace) -> int:
 def cmd_plot(ns: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from longge.measure.plots import plot_runs
+    from longge.measure.plots import plot_runs, rejudge_experiments
 
     missing = [d for d in ns.dirs if not (Path(d) / "summary.json").exists()]
     if missing:
@@ -570,6 +570,9 @@ def cmd_plot(ns: argparse.Namespace) -> int:
     made = plot_runs([Path(d) for d in ns.dirs], Path(ns.out) if ns.out else None)
     for p in made:
         print(p)
+    for d in ns.dirs:  # verdicts judged again from the saved data, never from memory
+        for name, text, _ in rejudge_experiments(Path(d), draw=False):
+            print(f"{name}: {text}")
     return 0 if made else 1
 
 

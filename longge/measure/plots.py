@@ -167,4 +167,39 @@ def plot_runs(dirs: list[Path], out: Path | None = None) -> list[Path]:
         made += plot_ttest(tt, out)
     if lt:
         made += plot_ltest(lt, out)
+    for path, run in runs:  # one folder's own plots, drawn again from its files
+        if run.get("kind") == "tune" and run.get("grid"):
+            made += replot_tune(run, out if len(runs) == 1 else path)
+        if run.get("kind") == "experiments":
+            made += [p for _, _, ps in rejudge_experiments(path) for p in ps]
     return made
+
+
+def replot_tune(summary: dict[str, Any], out: Path) -> list[Path]:
+    """A tune folder's heatmaps and load curves from its summary.json alone."""
+    from longge.measure.tune import plot_tune, plot_tune_curves
+    from longge.radio.options import RadioOptions
+
+    made = plot_tune(summary, out)
+    if summary.get("options"):  # folders before schema 1 lack them: no model curves then
+        made += plot_tune_curves(summary, RadioOptions(**summary["options"]), out)
+    return made
+
+
+def rejudge_experiments(folder: Path, draw: bool = True) -> list[tuple[str, str, list[Path]]]:
+    """Each experiment of a battery folder judged (and plotted) again from its NAME.json:
+    (name, verdict, plots). The definition is the code's (EXPERIMENTS), the rows the file's."""
+    import json
+
+    from longge.measure.experiments import EXPERIMENTS, plot, verdict
+
+    out = []
+    for name, exp in EXPERIMENTS.items():
+        p = folder / f"{name}.json"
+        if not p.exists():
+            continue
+        data = json.loads(p.read_text())
+        if not data.get("rows"):
+            continue
+        out.append((name, verdict(exp, data), plot(exp, data, folder) if draw else []))
+    return out

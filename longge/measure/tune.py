@@ -355,6 +355,8 @@ class Tune:
         )
         return {
             "kind": "tune",
+            # the settings the grid varied ARD/ARC around: the curves' model is drawn from them
+            "options": self.base.as_dict(),
             "idle_rtt_ms": self.idle_rtt_ms,
             "q_hint": self.q_hint,
             "security_overhead": self.overhead,
