@@ -14,8 +14,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from longge.air.datasheet import ISM_MAX_CHANNEL
-from longge.air.server import DEFAULT_SOCKET
+from longge.chip import AIR_SOCKET
+from longge.chip.datasheet import ISM_MAX_CHANNEL
 from longge.errors import ConfigError
 from longge.protocol.fragmenter import MIN_PAYLOAD, check_mtu
 from longge.protocol.secure import KEY_LEN, parse_key
@@ -41,7 +41,7 @@ class NodeConfig:
     control: str = "/run/longge/longge0.sock"
     keepalive_s: float = 1.0
     backend: str = "sim"
-    air: str = DEFAULT_SOCKET
+    air: str = AIR_SOCKET
     radio: RadioOptions = field(default_factory=RadioOptions)
     pa_level: str = "low"
     # the mobile's tx = the base's rx = the uplink; in the ISM band (0..83), >= 2 apart.

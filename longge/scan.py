@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from longge.air.datasheet import ISM_MAX_CHANNEL
+from longge.chip.datasheet import ISM_MAX_CHANNEL
 
 CHANNELS = 126
 #: Signal width at 2 Mbit/s is 2 MHz: a channel is judged by its neighbourhood.

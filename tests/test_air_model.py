@@ -10,9 +10,9 @@ from dataclasses import replace
 
 import pytest
 
-from longge.air.datasheet import T_SETTLE_NS, LinkTiming, ard_ns
 from longge.air.loss import LossModel, LossSpec
 from longge.air.model import Air, Outcome, RadioRegisters, RxFrame, TxResult
+from longge.chip.datasheet import T_SETTLE_NS, LinkTiming, ard_ns
 from longge.errors import ConfigError
 
 ADDR = b"Node1"

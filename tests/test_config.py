@@ -175,7 +175,7 @@ def test_each_key_refuses_a_wrong_value_by_name(tmp_path: Path, dotted: str) -> 
 def test_the_defaults_are_a_mirrored_pair_inside_the_band() -> None:
     """The code's defaults are the shipped configs' channels: in the ISM band (the downlink was
     86 = 2486 MHz once) and the same rule as the testbed and ``daemon --channel``."""
-    from longge.air.datasheet import ISM_MAX_CHANNEL
+    from longge.chip.datasheet import ISM_MAX_CHANNEL
     from longge.radio.options import downlink_channel
 
     mobile = config.NodeConfig(insecure=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from longge.air.datasheet import LinkTiming, bits_on_air, time_on_air_ns
+from longge.chip.datasheet import LinkTiming, bits_on_air, time_on_air_ns
 
 
 def test_bits_on_air_follow_the_packet_format() -> None:

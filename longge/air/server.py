@@ -25,17 +25,16 @@ import select
 import socket
 import time
 from collections.abc import Callable
-from dataclasses import fields
 from typing import Any
 
 from longge import realtime
 from longge.air import wire
 from longge.air.loss import LossModel, LossSpec
-from longge.air.model import Air, Interferer, Outcome, RadioRegisters, RxFrame, TxResult
-from longge.errors import ConfigError
+from longge.air.model import Air, Interferer, Outcome, RxFrame, TxResult
+from longge.chip import AIR_SOCKET
+from longge.chip.registers import registers_from_json
 
-DEFAULT_SOCKET = "/run/longge/air.sock"
-_REGISTER_FIELDS = {f.name for f in fields(RadioRegisters)}
+DEFAULT_SOCKET = AIR_SOCKET
 _MAX_WAIT_S = 0.2
 #: Lateness beyond which the air stops its clock instead of catching up (see the module doc):
 #: about two frame exchanges at 2 Mbit/s, less than a receiver's FIFO lasts.
@@ -88,28 +87,6 @@ def _tighten_timer_slack() -> None:
         libc = ctypes.CDLL(None, use_errno=True)
         pr_set_timerslack = 29
         libc.prctl(pr_set_timerslack, 1000, 0, 0, 0)
-
-
-def registers_from_json(data: dict[str, Any]) -> RadioRegisters:
-    unknown = set(data) - _REGISTER_FIELDS
-    if unknown:
-        raise ConfigError("registers", sorted(unknown), f"known fields: {sorted(_REGISTER_FIELDS)}")
-    data = dict(data)
-    if "auto_ack" in data:
-        data["auto_ack"] = tuple(bool(x) for x in data["auto_ack"])
-    if "tx_address" in data:
-        data["tx_address"] = bytes.fromhex(data["tx_address"])
-    if "rx_pipes" in data:
-        data["rx_pipes"] = {int(k): bytes.fromhex(v) for k, v in data["rx_pipes"].items()}
-    return RadioRegisters(**data)
-
-
-def registers_to_json(regs: RadioRegisters) -> dict[str, Any]:
-    out: dict[str, Any] = {f: getattr(regs, f) for f in _REGISTER_FIELDS}
-    out["auto_ack"] = list(regs.auto_ack)
-    out["tx_address"] = regs.tx_address.hex()
-    out["rx_pipes"] = {str(k): v.hex() for k, v in regs.rx_pipes.items()}
-    return out
 
 
 class _Client:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from longge.air.datasheet import T_SETTLE_NS, time_on_air_ns
+from longge.chip.datasheet import T_SETTLE_NS, time_on_air_ns
 from longge.protocol.frame import HEADER_LEN, PACKET_OVERHEAD
 from longge.radio.options import RadioOptions
 

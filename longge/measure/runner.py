@@ -194,7 +194,7 @@ def run_tune(
     """Tune on the testbed (brought up with ``opts``, e.g. --per), a running one, or a real
     link (``host`` = the base station's address; ``controls`` = the daemons' control sockets,
     both nodes: a setting applied to one radio only would break the link)."""
-    from longge.air.datasheet import per_attempt_failure
+    from longge.chip.datasheet import per_attempt_failure
     from longge.measure.tune import Tune, plot_tune, plot_tune_curves
 
     target, started = resolve_target(host, testbed.IPERF_PORT, testbed.RTT_PORT, opts, say)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import secrets
 import zlib
 
-from longge.air.datasheet import MAX_PAYLOAD
+from longge.chip.datasheet import MAX_PAYLOAD
 from longge.errors import ConfigError, UsageError
 from longge.protocol.frame import HEADER_LEN, PACKET_OVERHEAD, Header
 

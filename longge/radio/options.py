@@ -13,7 +13,8 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, fields
 
-from longge.air.datasheet import (
+from longge.air.loss import LossSpec
+from longge.chip.datasheet import (
     ADDRESS_WIDTHS,
     ARC_MAX,
     ARD_STEP_NS,
@@ -27,7 +28,6 @@ from longge.air.datasheet import (
     RATE_BPS,
     LinkTiming,
 )
-from longge.air.loss import LossSpec
 from longge.errors import ConfigError
 from longge.radio.constants import RATE_BY_NAME, rf24_crclength_e
 from longge.radio.interface import Radio

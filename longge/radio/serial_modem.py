@@ -25,7 +25,7 @@ from typing import Any
 
 from cobs import cobs
 
-from longge.air.model import RadioRegisters
+from longge.chip.registers import RadioRegisters
 from longge.errors import HardwareError
 from longge.radio.sim import SimRadio
 

@@ -19,9 +19,9 @@ from collections import deque
 from dataclasses import replace
 
 from longge.air import wire
-from longge.air.datasheet import MAX_PAYLOAD, TX_FIFO_DEPTH
-from longge.air.model import RadioRegisters
-from longge.air.server import DEFAULT_SOCKET, registers_to_json
+from longge.air.server import DEFAULT_SOCKET
+from longge.chip.datasheet import MAX_PAYLOAD, TX_FIFO_DEPTH
+from longge.chip.registers import RadioRegisters, registers_to_json
 from longge.radio.constants import (
     NAME_BY_RATE,
     RATE_BY_NAME,
