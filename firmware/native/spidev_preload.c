@@ -1,0 +1,231 @@
+/* The real pyrf24 on emulated silicon (LD_PRELOAD). pyrf24's Linux build (RF24 with its SPIDEV
+ * driver) reaches the hardware only through libc's open, ioctl and close on /dev/spidevB.C and
+ * /dev/gpiochipN. This library answers those calls as the kernel's spidev and GPIO character
+ * device would, and hands every SPI byte and the CE line to the register-level chip model the
+ * modem's native build uses (chip.c), which attaches to LongGe's air like any emulated radio.
+ * Everything else goes to libc. One chip per process (the daemon runs one radio per process).
+ *
+ *   LD_PRELOAD=firmware/build/longge-spidev.so LONGGE_AIR=/run/longge/air.sock \
+ *       LONGGE_CHIP_NAME=mobile-tx python -c 'from pyrf24 import RF24; RF24(22, 0).begin()'
+ *
+ * LONGGE_AIR defaults to /run/longge/air.sock, LONGGE_CHIP_NAME to the spidev's name. SPI modes,
+ * word size and clock are stored and read back as spidev does; the GPIO requests of both uAPI
+ * versions are served (one output line: CE). Not modelled yet: the IRQ line, SPI timing. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/gpio.h>
+#include <linux/spi/spidev.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include "chip.h"
+
+static int (*real_open)(const char *, int, ...);
+static int (*real_ioctl)(int, unsigned long, ...);
+static int (*real_close)(int);
+
+static int spi_fd = -1, gpio_fd = -1, line_fd = -1, attached;
+static uint8_t spi_mode, spi_bits = 8, ce_level;
+static uint32_t spi_speed = 500000;
+
+static void resolve(void) {
+    if (!real_open) {
+        real_open = (int (*)(const char *, int, ...))dlsym(RTLD_NEXT, "open");
+        real_ioctl = (int (*)(int, unsigned long, ...))dlsym(RTLD_NEXT, "ioctl");
+        real_close = (int (*)(int))dlsym(RTLD_NEXT, "close");
+    }
+}
+
+/* A descriptor of our own for each emulated device: a real one, so no other file gets it. */
+static int placeholder(void) { return real_open("/dev/null", O_RDWR | O_CLOEXEC); }
+
+static int attach(const char *path) {
+    if (attached)
+        return 0;
+    const char *air = getenv("LONGGE_AIR");
+    const char *name = getenv("LONGGE_CHIP_NAME");
+    if (chip_attach(air && *air ? air : "/run/longge/air.sock", name && *name ? name : path + 5) < 0)
+        return -1;
+    attached = 1;
+    return 0;
+}
+
+int open(const char *path, int flags, ...) {
+    resolve();
+    mode_t mode = 0;
+    if (flags & (O_CREAT | O_TMPFILE)) {
+        va_list ap;
+        va_start(ap, flags);
+        mode = (mode_t)va_arg(ap, int);
+        va_end(ap);
+    }
+    if (strncmp(path, "/dev/spidev", 11) == 0) {
+        if (attach(path) < 0) {
+            errno = ENODEV;
+            return -1;
+        }
+        spi_fd = placeholder();
+        return spi_fd;
+    }
+    if (strncmp(path, "/dev/gpiochip", 13) == 0) {
+        gpio_fd = placeholder();
+        return gpio_fd;
+    }
+    return real_open(path, flags, mode);
+}
+
+int open64(const char *path, int flags, ...) {
+    mode_t mode = 0;
+    if (flags & (O_CREAT | O_TMPFILE)) {
+        va_list ap;
+        va_start(ap, flags);
+        mode = (mode_t)va_arg(ap, int);
+        va_end(ap);
+    }
+    return open(path, flags, mode);
+}
+
+static void set_ce(uint8_t level) {
+    ce_level = level ? 1 : 0;
+    chip_poll();
+    chip_ce(ce_level);
+}
+
+static int spi_message(const struct spi_ioc_transfer *xfer, unsigned n) {
+    int total = 0;
+    chip_poll(); /* take in what the air sent since the last transaction */
+    for (unsigned i = 0; i < n; i++) {
+        const uint8_t *tx = (const uint8_t *)(uintptr_t)xfer[i].tx_buf;
+        uint8_t *rx = (uint8_t *)(uintptr_t)xfer[i].rx_buf;
+        chip_csn(0);
+        for (uint32_t k = 0; k < xfer[i].len; k++) {
+            uint8_t in = chip_spi(tx ? tx[k] : 0xFF);
+            if (rx)
+                rx[k] = in;
+        }
+        /* CSN rises after the last transfer, and after one that asks for it */
+        if (i + 1 == n || xfer[i].cs_change)
+            chip_csn(1);
+        total += (int)xfer[i].len;
+    }
+    return total;
+}
+
+static int spi_ioctl(unsigned long req, void *arg) {
+    if (_IOC_TYPE(req) == SPI_IOC_MAGIC && _IOC_NR(req) == 0) {
+        unsigned n = _IOC_SIZE(req) / sizeof(struct spi_ioc_transfer);
+        return spi_message((const struct spi_ioc_transfer *)arg, n);
+    }
+    switch (req) {
+    case SPI_IOC_WR_MODE:
+        spi_mode = *(uint8_t *)arg;
+        return 0;
+    case SPI_IOC_RD_MODE:
+        *(uint8_t *)arg = spi_mode;
+        return 0;
+    case SPI_IOC_WR_MODE32:
+        spi_mode = (uint8_t) * (uint32_t *)arg;
+        return 0;
+    case SPI_IOC_RD_MODE32:
+        *(uint32_t *)arg = spi_mode;
+        return 0;
+    case SPI_IOC_WR_BITS_PER_WORD:
+        spi_bits = *(uint8_t *)arg;
+        return 0;
+    case SPI_IOC_RD_BITS_PER_WORD:
+        *(uint8_t *)arg = spi_bits;
+        return 0;
+    case SPI_IOC_WR_MAX_SPEED_HZ:
+        spi_speed = *(uint32_t *)arg;
+        return 0;
+    case SPI_IOC_RD_MAX_SPEED_HZ:
+        *(uint32_t *)arg = spi_speed;
+        return 0;
+    case SPI_IOC_WR_LSB_FIRST:
+    case SPI_IOC_RD_LSB_FIRST:
+        if (req == SPI_IOC_RD_LSB_FIRST)
+            *(uint8_t *)arg = 0;
+        return 0;
+    }
+    errno = EINVAL;
+    return -1;
+}
+
+static int gpio_ioctl(int fd, unsigned long req, void *arg) {
+    switch (req) {
+    case GPIO_GET_CHIPINFO_IOCTL: {
+        struct gpiochip_info *info = arg;
+        memset(info, 0, sizeof *info);
+        strcpy(info->name, "gpiochip0");
+        strcpy(info->label, "longge-emulated");
+        info->lines = 58;
+        return 0;
+    }
+    case GPIO_GET_LINEHANDLE_IOCTL: { /* uAPI v1 */
+        struct gpiohandle_request *r = arg;
+        r->fd = line_fd = placeholder();
+        if (r->flags & GPIOHANDLE_REQUEST_OUTPUT)
+            set_ce(r->default_values[0]);
+        return 0;
+    }
+    case GPIO_V2_GET_LINE_IOCTL: { /* uAPI v2 */
+        struct gpio_v2_line_request *r = arg;
+        r->fd = line_fd = placeholder();
+        return 0;
+    }
+    }
+    if (fd == line_fd) {
+        switch (req) {
+        case GPIOHANDLE_SET_LINE_VALUES_IOCTL:
+            set_ce(((struct gpiohandle_data *)arg)->values[0]);
+            return 0;
+        case GPIOHANDLE_GET_LINE_VALUES_IOCTL:
+            ((struct gpiohandle_data *)arg)->values[0] = ce_level;
+            return 0;
+        case GPIOHANDLE_SET_CONFIG_IOCTL:
+        case GPIO_V2_LINE_SET_CONFIG_IOCTL:
+            return 0;
+        case GPIO_V2_LINE_SET_VALUES_IOCTL: {
+            struct gpio_v2_line_values *v = arg;
+            if (v->mask & 1)
+                set_ce((uint8_t)(v->bits & 1));
+            return 0;
+        }
+        case GPIO_V2_LINE_GET_VALUES_IOCTL:
+            ((struct gpio_v2_line_values *)arg)->bits = ce_level;
+            return 0;
+        }
+    }
+    errno = EINVAL;
+    return -1;
+}
+
+int ioctl(int fd, unsigned long req, ...) {
+    resolve();
+    va_list ap;
+    va_start(ap, req);
+    void *arg = va_arg(ap, void *);
+    va_end(ap);
+    if (fd >= 0 && fd == spi_fd)
+        return spi_ioctl(req, arg);
+    if (fd >= 0 && (fd == gpio_fd || fd == line_fd))
+        return gpio_ioctl(fd, req, arg);
+    return real_ioctl(fd, req, arg);
+}
+
+int close(int fd) {
+    resolve();
+    if (fd >= 0 && fd == spi_fd)
+        spi_fd = -1;
+    else if (fd >= 0 && fd == gpio_fd)
+        gpio_fd = -1;
+    else if (fd >= 0 && fd == line_fd)
+        line_fd = -1;
+    return real_close(fd);
+}
