@@ -388,6 +388,7 @@ def cmd_testbed(ns: argparse.Namespace) -> int:
             queue=ns.queue,
             secured=not ns.insecure,
             serial=ns.serial,
+            rf24=ns.backend == "rf24",
         )
     else:
         st = testbed.status()
@@ -739,6 +740,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--serial",
         action="store_true",
         help="the mobile node's radios are USB modems (firmware/, built natively, on ptys)",
+    )
+    p.add_argument(
+        "--backend",
+        choices=["sim", "rf24"],
+        default="sim",
+        help="rf24: both nodes drive their radios with the real pyrf24, on emulated chips",
     )
     add_radio_arguments(p, timing=False)
     p.add_argument("--json", action="store_true", help="status as JSON")

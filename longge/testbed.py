@@ -32,6 +32,8 @@ from longge.protocol.secure import generate_key
 from longge.radio.options import RadioOptions, downlink_channel
 
 FIRMWARE = Path(__file__).resolve().parents[1] / "firmware"
+#: LD_PRELOAD for the rf24 backend on emulated chips (make -C firmware preload)
+PRELOAD = FIRMWARE / "build" / "longge-spidev.so"
 
 STATE_DIR = Path(os.environ.get("LONGGE_TESTBED_DIR", "/run/longge/testbed"))
 NAMESPACES = ("lg-base", "lg-mobile", "lg-inet")
@@ -66,15 +68,22 @@ def paths() -> dict[str, Path]:
 
 
 def node_toml(
-    role: str, opts: RadioOptions, queue: str = "fair", secured: bool = True, serial: bool = False
+    role: str,
+    opts: RadioOptions,
+    queue: str = "fair",
+    secured: bool = True,
+    serial: bool = False,
+    rf24: bool = False,
 ) -> str:
     """The daemon config of one testbed node (a real node's config has the same shape)."""
     p = paths()
-    backend = "serial" if serial and role == "mobile" else "sim"
+    backend = "serial" if serial and role == "mobile" else "rf24" if rf24 else "sim"
     serial_section = (
         f'\n[serial]\ntx_port = "{STATE_DIR / "mobile-tx.pty"}"\n'
         f'rx_port = "{STATE_DIR / "mobile-rx.pty"}"\n'
         if backend == "serial"
+        else '\n[rf24]\ndriver = "pyrf24"   # the real pyrf24, on emulated chips (PRELOAD)\n'
+        if backend == "rf24"
         else ""
     )
     security = (
@@ -127,7 +136,7 @@ uplink = "up0"
     )
 
 
-def _spawn(args: list[str], log: Path) -> int:
+def _spawn(args: list[str], log: Path, env: dict[str, str] | None = None) -> int:
     with open(log, "ab") as out:
         proc = subprocess.Popen(
             args,
@@ -135,6 +144,7 @@ def _spawn(args: list[str], log: Path) -> int:
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
+            env=env,
         )
     return proc.pid
 
@@ -145,7 +155,10 @@ def up(
     queue: str = "fair",
     secured: bool = True,
     serial: bool = False,
+    rf24: bool = False,
 ) -> dict[str, Any]:
+    """``serial``: the mobile's radios are two native USB modems; ``rf24``: both nodes run the
+    rf24 backend, the real pyrf24 on emulated chips (LD_PRELOAD of firmware/'s spidev library)."""
     if os.geteuid() != 0:
         raise TestbedError("the testbed needs root (network namespaces, TUN devices)")
     down()
@@ -157,6 +170,7 @@ def up(
         "started": time.time(),
         "secured": secured,
         "serial": serial,
+        "backend": "rf24" if rf24 else "sim",
     }
     if secured:  # a fresh key for each testbed, and fresh nonce/replay state with it
         shutil.rmtree(STATE_DIR / "security", ignore_errors=True)
@@ -212,9 +226,24 @@ def up(
                     STATE_DIR / f"modem-{which}.log",
                 )
                 _wait_for(link.exists, f"the {which} modem", STATE_DIR / f"modem-{which}.log")
+        env = None
+        if rf24:
+            say("building the spidev/GPIO library pyrf24 reaches the emulated chips through")
+            build = subprocess.run(
+                ["make", "-C", str(FIRMWARE), "preload"], capture_output=True, text=True
+            )
+            if build.returncode != 0:
+                raise TestbedError(f"make -C firmware preload failed:\n{build.stderr[-1500:]}")
         for role in ("base", "mobile"):
             conf = STATE_DIR / f"{role}.toml"
-            conf.write_text(node_toml(role, opts, queue, secured, serial))
+            conf.write_text(node_toml(role, opts, queue, secured, serial, rf24))
+            if rf24:
+                env = {
+                    **os.environ,
+                    "LD_PRELOAD": str(PRELOAD),
+                    "LONGGE_AIR": str(p["air"]),
+                    "LONGGE_CHIP_PREFIX": f"{role}-",  # its radios: base-spidev0.0, ...
+                }
             say(f"starting the {role} daemon in lg-{role}")
             state["pids"][role] = _spawn(
                 [
@@ -230,6 +259,7 @@ def up(
                     str(conf),
                 ],
                 STATE_DIR / f"{role}.log",
+                env,
             )
         say("starting the measurement servers in lg-base (iperf3, RTT echo)")
         state["pids"]["servers"] = _spawn(

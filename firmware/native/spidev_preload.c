@@ -8,7 +8,8 @@
  *   LD_PRELOAD=firmware/build/longge-spidev.so LONGGE_AIR=/run/longge/air.sock \
  *       LONGGE_CHIP_NAME=mobile-tx python -c 'from pyrf24 import RF24; RF24(22, 0).begin()'
  *
- * LONGGE_AIR defaults to /run/longge/air.sock, LONGGE_CHIP_NAME to the spidev's name. SPI modes,
+ * LONGGE_AIR defaults to /run/longge/air.sock, LONGGE_CHIP_NAME to LONGGE_CHIP_PREFIX followed by
+ * the spidev's name ("mobile-spidev0.0"), as the testbed's daemons use it. SPI modes,
  * word size and clock are stored and read back as spidev does; the GPIO requests of both uAPI
  * versions are served (one output line: CE). Not modelled yet: the IRQ line, SPI timing. */
 #define _GNU_SOURCE
@@ -50,7 +51,13 @@ static int attach(const char *path) {
         return 0;
     const char *air = getenv("LONGGE_AIR");
     const char *name = getenv("LONGGE_CHIP_NAME");
-    if (chip_attach(air && *air ? air : "/run/longge/air.sock", name && *name ? name : path + 5) < 0)
+    const char *prefix = getenv("LONGGE_CHIP_PREFIX");
+    char chosen[64];
+    if (name && *name)
+        snprintf(chosen, sizeof chosen, "%s", name);
+    else
+        snprintf(chosen, sizeof chosen, "%s%s", prefix ? prefix : "", path + 5);
+    if (chip_attach(air && *air ? air : "/run/longge/air.sock", chosen) < 0)
         return -1;
     attached = 1;
     return 0;

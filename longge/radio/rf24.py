@@ -56,10 +56,24 @@ def _pyrf24_driver() -> Callable[[int, int, int], Any]:
     return RF24
 
 
+def _pyrf24_enums() -> dict[str, Any]:
+    """The RF24 properties pyrf24 types as its own enums (it refuses a plain int there: found
+    when the real pyrf24 first ran, on emulated chips), by property name."""
+    import pyrf24
+
+    return {
+        "data_rate": pyrf24.rf24_datarate_e,
+        "crc_length": pyrf24.rf24_crclength_e,
+        "pa_level": pyrf24.rf24_pa_dbm_e,
+    }
+
+
 class Rf24Radio:
     """One radio: pyrf24's ``RF24`` with checks (see the module doc)."""
 
-    _own = frozenset({"_chip", "name", "ce_pin", "csn_pin", "spi_speed", "retransmissions"})
+    _own = frozenset(
+        {"_chip", "_enums", "name", "ce_pin", "csn_pin", "spi_speed", "retransmissions"}
+    )
 
     def __init__(
         self,
@@ -75,6 +89,7 @@ class Rf24Radio:
         self.csn_pin = csn_pin
         self.spi_speed = spi_speed
         self.retransmissions = 0
+        self._enums: dict[str, Any] = {} if driver else _pyrf24_enums()
         self._chip = (driver or _pyrf24_driver())(ce_pin, csn_pin, spi_speed)
 
     # Every RF24 name not defined here is the chip's own (reads and writes): pyrf24's names
@@ -88,6 +103,8 @@ class Rf24Radio:
     def __setattr__(self, name: str, value: Any) -> None:
         if name in self._own:
             object.__setattr__(self, name, value)
+        elif name in self._enums:
+            setattr(self._chip, name, self._enums[name](int(value)))
         else:
             setattr(self._chip, name, value)
 
