@@ -207,6 +207,7 @@ def cmd_scan(ns: argparse.Namespace) -> int:
 
     from longge import scan, testbed
     from longge.air.server import query
+    from longge.measure.results import results_root
 
     radio: Any
     where = ""
@@ -296,7 +297,7 @@ def cmd_scan(ns: argparse.Namespace) -> int:
         f"  suggested: channels {a} and {b} (quietest, {b - a} MHz apart, inside the ISM band "
         f"0..83); set tx_channel/rx_channel on both nodes (mirrored)"
     )
-    out = Path(ns.out) if ns.out else Path("results") / f"{time.strftime('%Y%m%d-%H%M%S')}-scan"
+    out = Path(ns.out) if ns.out else results_root() / f"{time.strftime('%Y%m%d-%H%M%S')}-scan"
     out.parent.mkdir(parents=True, exist_ok=True)
     paths = scan.plot(survey, out, marks=(a, b))
     out.with_suffix(".json").write_text(

@@ -61,10 +61,12 @@ def _delta(prev: dict[str, Any], cur: dict[str, Any], *keys: str) -> float:
     return max(0.0, get(cur) - get(prev))
 
 
+#: The sparkline's full scale at least (a link carrying only keepalives draws no full bars).
+SPARK_FLOOR_BPS = 10_000.0
+
+
 def spark(values: list[float]) -> str:
-    top = max(values, default=0.0)
-    if top <= 0:
-        return SPARK[0] * len(values)
+    top = max([SPARK_FLOOR_BPS, *values])
     return "".join(SPARK[min(len(SPARK) - 1, round(v / top * (len(SPARK) - 1)))] for v in values)
 
 
