@@ -14,7 +14,8 @@ from longge.measure import report
 from longge.measure.cpu import STEAL_LIMIT, StealMeter, unspoilt
 from longge.measure.results import ResultsDir
 from longge.measure.servers import run_servers
-from longge.measure.sweep import Target, TTest, TTestPlan
+from longge.measure.sweep import TTest, TTestPlan
+from longge.measure.target import Target
 
 _CTX = mp.get_context("fork")
 

@@ -298,7 +298,7 @@ def test_tune_puts_back_what_each_node_had_even_when_interrupted(
     from pathlib import Path
 
     from longge.measure.results import ResultsDir
-    from longge.measure.sweep import Target
+    from longge.measure.target import Target
     from longge.measure.tune import Tune, TunePlan, set_radio
     from longge.radio.options import RadioOptions
 

@@ -14,7 +14,7 @@ from longge.cli import main
 from longge.measure.experiments import EXPERIMENTS, verdict
 from longge.measure.plots import plot_runs
 from longge.measure.results import ResultsDir
-from longge.measure.sweep import Target
+from longge.measure.target import Target
 from longge.measure.tune import Tune, TunePlan
 from longge.radio.options import RadioOptions
 

@@ -81,7 +81,8 @@ def test_each_direction_is_measured_and_named(tmp_path: Path) -> None:
     trial rows, the report and the plot say which direction each figure is."""
     from longge.measure import plots, report
     from longge.measure.results import SCHEMA, ResultsDir
-    from longge.measure.sweep import Target, TTest, TTestPlan
+    from longge.measure.sweep import TTest, TTestPlan
+    from longge.measure.target import Target
 
     servers = _CTX.Process(target=run_servers, args=(5323, 7323), daemon=False)
     servers.start()

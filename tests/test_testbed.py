@@ -182,7 +182,8 @@ def test_reverse_loads_the_downlink_and_bidir_both(bed: None, tmp_path: Path) ->
     keepalives)."""
     from longge.daemon.control import request
     from longge.measure.results import ResultsDir
-    from longge.measure.sweep import Target, TTest, TTestPlan
+    from longge.measure.sweep import TTest, TTestPlan
+    from longge.measure.target import Target
 
     p = testbed.paths()
     target = Target(

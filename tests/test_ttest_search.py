@@ -12,7 +12,8 @@ import pytest
 
 from longge.measure.iperf import TrialResult
 from longge.measure.results import ResultsDir
-from longge.measure.sweep import PointResult, Target, TTest, TTestPlan
+from longge.measure.sweep import PointResult, TTest, TTestPlan
+from longge.measure.target import Target
 
 C = 500_000.0
 

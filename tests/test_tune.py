@@ -13,7 +13,7 @@ import pytest
 
 from longge.measure.model import udp_goodput_bps
 from longge.measure.results import ResultsDir
-from longge.measure.sweep import Target
+from longge.measure.target import Target
 from longge.measure.tune import (
     GRID_FIELDS,
     Tune,

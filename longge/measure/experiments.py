@@ -17,11 +17,8 @@ import csv
 import functools
 import json
 import math
-import re
 import subprocess
 import textwrap
-import threading
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -32,9 +29,11 @@ from longge.errors import ConfigError
 from longge.measure import analysis
 from longge.measure.cpu import unspoilt
 from longge.measure.iperf import TrialSpec, parse_result, run_trial
+from longge.measure.loadprobe import LoadProbe, load_and_probe
 from longge.measure.model import udp_goodput_bps
 from longge.measure.results import ResultsDir
-from longge.measure.sweep import Progress, Target, drain
+from longge.measure.sweep import Progress, drain
+from longge.measure.target import Target
 from longge.radio.options import RadioOptions
 
 #: The conditions a point runs under, with their defaults (what the link has when untouched).
@@ -51,6 +50,8 @@ DEFAULTS: dict[str, Any] = {
 }
 MEASURES = ("goodput", "goodput+ping", "flows", "ping")
 CC_CHOICES = ("reno", "cubic", "bbr", "vegas", "westwood", "htcp", "bic", "illinois")
+#: The experiments' RTT probes (measure/loadprobe.py): one every 0.2 s, as the ping they replaced.
+PROBE_INTERVAL_S = 0.2
 
 
 def _check(name: str, value: Any) -> None:
@@ -262,14 +263,6 @@ class Link:
 # -- measuring --------------------------------------------------------------------------------
 
 
-def ping_rtts(
-    netns: str, host: str, seconds: float, interval: float = 0.2
-) -> tuple[list[float], int]:
-    count = max(1, int(seconds / interval))
-    out = _ns(netns, "ping", "-n", "-i", str(interval), "-c", str(count), "-W", "2", host).stdout
-    return [float(x) for x in re.findall(r"time=([\d.]+)", out)], count
-
-
 @dataclass
 class Runner:
     link: Link
@@ -294,34 +287,28 @@ class Runner:
 
     def measure(self, exp: Experiment, cond: dict[str, Any]) -> dict[str, Any]:
         seconds = exp.quick_trial_s if self.quick else exp.trial_s
-        ns = self.link.target.netns
+        target = self.link.target
         row: dict[str, Any] = {}
+
+        def probes(span_s: float) -> int:  # 5 probes a second: 2.4 kbit/s of 60-byte probes
+            return max(1, int(span_s / PROBE_INTERVAL_S))
+
         if exp.measure == "ping":
-            box: dict[str, Any] = {}
             bulk = None
             if cond["bulk_flows"]:
-                spec = self._spec({**cond, "protocol": "tcp"}, seconds + 2, cond["bulk_flows"])
-                bulk = threading.Thread(target=lambda: box.update(raw=run_trial(spec, ns)))
-                bulk.start()
-                time.sleep(1.5)
-            rtts, sent = ping_rtts(self.link.sender_ns, self.link.target.host, seconds - 1)
-            if bulk is not None:
-                bulk.join()
-                res = parse_result(spec, box.get("raw", {"error": "no result"}))
-                row.update(received_bps=res.received_bps, error=res.error or "")
-            row.update(self._rtt(rtts, sent))
+                bulk = self._spec({**cond, "protocol": "tcp"}, seconds + 2, cond["bulk_flows"])
+            pinged = load_and_probe(target, bulk, probes(seconds - 1), PROBE_INTERVAL_S)
+            if pinged.load is not None:
+                row.update(received_bps=pinged.load.received_bps, error=pinged.load.error or "")
+            row.update(self._rtt(pinged))
             return row
         spec = self._spec(cond, seconds)
-        box = {}
-        pinger = None
-        if exp.measure == "goodput+ping":
-            pinger = threading.Thread(
-                target=lambda: box.update(
-                    ping=ping_rtts(self.link.sender_ns, self.link.target.host, seconds - 2)
-                )
-            )
-            threading.Timer(1.5, pinger.start).start()
-        res = parse_result(spec, run_trial(spec, ns))
+        m: LoadProbe | None = None
+        if exp.measure == "goodput+ping":  # the trial itself is the load the probes cross
+            m = load_and_probe(target, spec, probes(seconds - 2), PROBE_INTERVAL_S)
+            res = m.load or parse_result(spec, {"error": "no result"})
+        else:
+            res = parse_result(spec, run_trial(spec, target.netns))
         row.update(
             received_bps=res.received_bps,
             retransmits=res.retransmits,
@@ -335,19 +322,18 @@ class Runner:
                 flows_bps=flows,
                 jain=analysis.jain_index(flows) if flows and any(flows) else math.nan,
             )
-        if pinger is not None:
-            time.sleep(2.0)
-            pinger.join(seconds + 10)
-            row.update(self._rtt(*box.get("ping", ([], 0))))
+        if m is not None:
+            row.update(self._rtt(m))
         return row
 
     @staticmethod
-    def _rtt(rtts: list[float], sent: int) -> dict[str, Any]:
+    def _rtt(m: LoadProbe) -> dict[str, Any]:
+        median, p95 = m.rtt_ms(0.5), m.rtt_ms(0.95)
         return {
-            "rtt_median_ms": analysis.percentile(rtts, 0.5) if rtts else math.nan,
-            "rtt_p95_ms": analysis.percentile(rtts, 0.95) if rtts else math.nan,
-            "ping_lost": sent - len(rtts),
-            "ping_sent": sent,
+            "rtt_median_ms": math.nan if median is None else median,
+            "rtt_p95_ms": math.nan if p95 is None else p95,
+            "probes_lost": m.lost,
+            "probes_sent": m.sent,
         }
 
     def run(self, exp: Experiment, out: ResultsDir) -> dict[str, Any]:
@@ -453,7 +439,7 @@ def verdict(exp: Experiment, summary: dict[str, Any]) -> str:
             r = _by_series(rows, "rtt_median_ms")["default"]
             return (
                 f"goodput reaches 90 % of its best ({top / kb:.0f} kbit/s) from a {enough}-byte "
-                f"buffer; ping RTT {r[min(r)]:.0f} ms at {min(r)} bytes, {r[max(r)]:.0f} ms at "
+                f"buffer; RTT {r[min(r)]:.0f} ms at {min(r)} bytes, {r[max(r)]:.0f} ms at "
                 f"{max(r)} bytes ("
                 + (
                     "a bigger window only fills the queue)"
@@ -470,7 +456,7 @@ def verdict(exp: Experiment, summary: dict[str, Any]) -> str:
         if exp.name == "multiplex":
             r = _by_series(rows, "rtt_median_ms")["default"]
             p = _by_series(rows, "rtt_p95_ms")["default"]
-            return "ping RTT median (p95): " + ", ".join(
+            return "RTT median (p95): " + ", ".join(
                 f"{n} bulk flows {r[n]:.0f} ({p[n]:.0f}) ms" for n in sorted(r)
             )
         if exp.name == "cc":
@@ -503,9 +489,9 @@ def plot(exp: Experiment, summary: dict[str, Any], out: Path) -> list[Path]:
 
     rows = summary["rows"]
     second = {
-        "goodput+ping": ("rtt_median_ms", "ping RTT median (ms)"),
+        "goodput+ping": ("rtt_median_ms", "RTT median (ms)"),
         "flows": ("jain", "Jain's fairness index"),
-        "ping": ("rtt_median_ms", "ping RTT median (ms)"),
+        "ping": ("rtt_median_ms", "RTT median (ms)"),
     }.get(exp.measure)
     fig, axes = plt.subplots(
         1, 2 if second else 1, figsize=(13 if second else 7.5, 4.4), squeeze=False

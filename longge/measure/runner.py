@@ -27,10 +27,10 @@ from longge.measure.sweep import (
     LTest,
     LTestPlan,
     Progress,
-    Target,
     TTest,
     TTestPlan,
 )
+from longge.measure.target import Target
 from longge.protocol import secure
 from longge.radio.options import RadioOptions
 

@@ -13,12 +13,6 @@ Both report progress through a callback and keep what they measured when interru
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import tempfile
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
@@ -30,7 +24,9 @@ from longge.measure import analysis
 from longge.measure.cpu import STEAL_LIMIT, StealMeter
 from longge.measure.emulator import AirMeter, health, spoilt_reason
 from longge.measure.iperf import TrialResult, TrialSpec, parse_result, run_trial
+from longge.measure.loadprobe import load_and_probe, probe_in
 from longge.measure.results import ResultsDir
+from longge.measure.target import Target
 
 Progress = Callable[[str, float], None]  # (message, fraction done)
 
@@ -40,18 +36,6 @@ MIN_PACKETS = 50
 DIRECTIONS = {"up": "mobile -> base", "down": "base -> mobile", "both": "both ways at once"}
 #: The daemons that send each direction's load (their queues are the ones that fill).
 SENDERS = {"up": ("mobile",), "down": ("base",), "both": ("mobile", "base")}
-
-
-@dataclass(frozen=True)
-class Target:
-    """Where the servers are, and where the clients run."""
-
-    host: str
-    iperf_port: int = 5201
-    rtt_port: int = 7770
-    netns: str | None = None  # run the clients inside this network namespace
-    controls: tuple[str, ...] = ()  # daemon control sockets: settings, queue drain
-    air: str | None = None  # the emulated air's socket, when the link is emulated
 
 
 @dataclass(frozen=True)
@@ -454,34 +438,6 @@ class TTest(_Sweep):
 # -- lTest -------------------------------------------------------------------------------------
 
 
-def probe_in(target: Target, count: int, interval_s: float, size: int = 60) -> dict[str, Any]:
-    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as tmp:
-        out = tmp.name
-    cmd = [
-        sys.executable,
-        "-m",
-        "longge.measure.rtt",
-        target.host,
-        str(target.rtt_port),
-        str(count),
-        str(interval_s),
-        str(size),
-        out,
-    ]
-    if target.netns:
-        cmd = ["ip", "netns", "exec", target.netns, *cmd]
-    try:
-        subprocess.run(cmd, timeout=count * interval_s + 30, capture_output=True)
-        with open(out) as f:
-            data: dict[str, Any] = json.load(f)
-        return data
-    except (subprocess.TimeoutExpired, OSError, ValueError) as exc:
-        return {"error": f"probe client failed: {exc}", "sent": 0, "received": 0, "records": []}
-    finally:
-        if os.path.exists(out):
-            os.unlink(out)
-
-
 #: The queueing knee: half the load's bytes wait longer than this in the sender's queue.
 QUEUE_KNEE_MS = 10.0
 
@@ -563,7 +519,6 @@ class LTest(_Sweep):
         return [sum(bins) for bins in zip(*hists, strict=True)]
 
     def level(self, rho: float, cap: float, count: int, interval: float) -> dict[str, Any]:
-        load: dict[str, Any] = {}
         spec = load_spec(
             self.target,
             self.plan.direction,
@@ -572,30 +527,27 @@ class LTest(_Sweep):
             duration=int(count * interval + 3),
             length=self.plan.length,
         )
-        thread = None
         started = time.time()
-        if rho > 0:
+        around: dict[str, Any] = {}
 
-            def background() -> None:
-                load["raw"] = run_trial(spec, self.target.netns)
+        def probe() -> dict[str, Any]:  # steal, the air and the queues while the probes run
+            around["steal"], around["air"] = StealMeter(), AirMeter(self.target.air)
+            around["before"] = self._queue_delay_hist()
+            probes = probe_in(self.target, count, interval, self.plan.probe_bytes)
+            around["after"] = self._queue_delay_hist()
+            return probes
 
-            thread = threading.Thread(target=background, daemon=True)
-            thread.start()
-            time.sleep(1.5)  # let the queue reach its steady state
-        steal = StealMeter()
-        air = AirMeter(self.target.air)
-        before = self._queue_delay_hist()
-        probes = probe_in(self.target, count, interval, self.plan.probe_bytes)
-        after = self._queue_delay_hist()
-        if thread is not None:
-            thread.join(spec.duration + 30)
-        res = parse_result(spec, load["raw"]) if "raw" in load else None
-        rtts = [r["rtt_ms"] for r in probes.get("records", []) if r["rtt_ms"] is not None]
+        measured = load_and_probe(
+            self.target, spec if rho > 0 else None, count, interval, probe=probe
+        )
+        res, probes = measured.load, measured.probes
+        steal, air = around["steal"], around["air"]
+        before, after = around["before"], around["after"]
+        rtts = measured.rtts
         app = [
             r["app_rtt_ms"] for r in probes.get("records", []) if r.get("app_rtt_ms") is not None
         ]
-        sent = probes.get("sent", 0)
-        lost = sent - len(rtts)
+        sent, lost = measured.sent, measured.lost
         lv = {
             "rho": rho,
             "offered_bps": rho * cap,

@@ -14,8 +14,6 @@ import csv
 import itertools
 import json
 import math
-import threading
-import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -24,9 +22,11 @@ from longge.daemon.control import ControlError, request
 from longge.measure import analysis
 from longge.measure.cpu import unspoilt
 from longge.measure.iperf import TrialSpec, parse_result, run_trial
+from longge.measure.loadprobe import load_and_probe, probe_in
 from longge.measure.model import IP_UDP_HEADERS, udp_goodput_bps
 from longge.measure.results import ResultsDir
-from longge.measure.sweep import Progress, Target, drain, probe_in
+from longge.measure.sweep import Progress, drain
+from longge.measure.target import Target
 from longge.protocol.frame import frames_for
 from longge.radio.options import RadioOptions
 
@@ -214,29 +214,26 @@ class Tune:
             self.fields = list(reader.fieldnames or GRID_FIELDS)  # resuming: keep its columns
             return rows
 
-    def _trial(self, rate: float, seconds: int) -> Any:
-        spec = TrialSpec(
+    def _spec(self, rate: float, seconds: int) -> TrialSpec:
+        return TrialSpec(
             host=self.target.host,
             port=self.target.iperf_port,
             rate_bps=int(rate),
             duration=seconds,
             length=1400,
         )
+
+    def _trial(self, rate: float, seconds: int) -> Any:
+        spec = self._spec(rate, seconds)
         return parse_result(spec, run_trial(spec, self.target.netns))
 
     def _rtt(self, rate: float) -> tuple[float, float]:
         """(median, p95) RTT of probes over ``rate`` of background load."""
         count = int(self.plan.probe_s / 0.05)
-        box: dict[str, Any] = {}
-        load = threading.Thread(
-            target=lambda: box.update(r=self._trial(rate, self.plan.probe_s + 3))
-        )
-        load.start()
-        time.sleep(1.5)
-        probes = probe_in(self.target, count, 0.05, PROBE_BYTES)
-        load.join()
-        rtts = [r["rtt_ms"] for r in probes.get("records", []) if r["rtt_ms"] is not None]
+        load = self._spec(rate, self.plan.probe_s + 3)
+        measured = load_and_probe(self.target, load, count, 0.05, PROBE_BYTES)
         drain(self.target)
+        rtts = measured.rtts
         return analysis.percentile(rtts, 0.5), analysis.percentile(rtts, 0.95)
 
     def _point_unspoilt(self, ard: int, arc: int) -> dict[str, Any]:
