@@ -11,7 +11,8 @@ import time
 from pathlib import Path
 
 from longge.measure import report
-from longge.measure.cpu import STEAL_LIMIT, StealMeter, unspoilt
+from longge.measure.cpu import STEAL_LIMIT, StealMeter
+from longge.measure.disturbance import unspoilt
 from longge.measure.results import ResultsDir
 from longge.measure.servers import run_servers
 from longge.measure.sweep import TTest, TTestPlan
@@ -109,8 +110,12 @@ def test_unspoilt_repeats_a_spoilt_measurement_once_then_keeps_it() -> None:
         return len(calls)
 
     _Stolen.left = 1  # the first measurement sees steal, the second none
-    got = unspoilt(measure, between=lambda: calls.append("b"), meter=_Stolen)
-    assert got == (3, 0.0, 1) and calls == ["m", "b", "m"]
+    result, disturbed, repeated = unspoilt(
+        measure, between=lambda: calls.append("b"), meter=_Stolen
+    )
+    assert (result, disturbed.steal, repeated) == (3, 0.0, 1) and calls == ["m", "b", "m"]
     _Stolen.left = 100  # always spoilt: measured twice, the second kept and said so
     calls.clear()
-    assert unspoilt(measure, meter=_Stolen) == (2, 0.4, 1)
+    result, disturbed, repeated = unspoilt(measure, meter=_Stolen)
+    assert (result, disturbed.steal, repeated) == (2, 0.4, 1)
+    assert disturbed.reason is not None and "CPU steal 40 %" in disturbed.reason

@@ -10,7 +10,6 @@ stolen while it ran, and the tTest repeats trials that lost more than ``STEAL_LI
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -53,27 +52,6 @@ class StealMeter:
         delta = [b - a for a, b in zip(self._start, now, strict=False)]
         total = sum(delta)
         return delta[7] / total if total > 0 else 0.0
-
-
-def unspoilt(
-    measure: Callable[[], T],
-    repeats: int = 1,
-    between: Callable[[], None] | None = None,
-    meter: Callable[[], StealMeter] = StealMeter,
-) -> tuple[T, float, int]:
-    """``measure()``, done again (at most ``repeats`` times, ``between()`` before each) while the
-    hypervisor took more than STEAL_LIMIT of the CPU during it. Returns (the last result, its
-    steal share, repeats made)."""
-    done = 0
-    while True:
-        steal = meter()
-        result = measure()
-        stolen = steal.share()
-        if stolen <= STEAL_LIMIT or done >= repeats:
-            return result, stolen, done
-        done += 1
-        if between is not None:
-            between()
 
 
 def process_cpu_s(pid: int) -> float:

@@ -27,7 +27,7 @@ from typing import Any
 from longge.air.server import query
 from longge.errors import ConfigError
 from longge.measure import analysis
-from longge.measure.cpu import unspoilt
+from longge.measure.disturbance import unspoilt
 from longge.measure.iperf import TrialSpec, parse_result, run_trial
 from longge.measure.loadprobe import LoadProbe, load_and_probe
 from longge.measure.model import udp_goodput_bps
@@ -350,10 +350,12 @@ class Runner:
                     continue
                 self.link.apply(cond)
                 drain(self.link.target)
-                measured, stolen, repeated = unspoilt(  # see measure.cpu
+                measured, disturbed, repeated = unspoilt(  # see measure.disturbance
                     functools.partial(self.measure, exp, cond),
                     between=functools.partial(drain, self.link.target),
+                    air=self.link.target.air,
                 )
+                stolen = disturbed.steal
                 row = {
                     "experiment": exp.name,
                     "series": series.label,

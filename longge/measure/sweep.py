@@ -22,6 +22,7 @@ from longge.daemon.control import ControlError, request
 from longge.daemon.fairqueue import SOJOURN_EDGES_MS
 from longge.measure import analysis
 from longge.measure.cpu import STEAL_LIMIT, StealMeter
+from longge.measure.disturbance import Disturbance, unspoilt
 from longge.measure.emulator import AirMeter, health, spoilt_reason
 from longge.measure.iperf import TrialResult, TrialSpec, parse_result, run_trial
 from longge.measure.loadprobe import load_and_probe, probe_in
@@ -220,33 +221,25 @@ class TTest(_Sweep):
     def measure(self, offered: float) -> PointResult:
         plan = self.plan
         point = self.points.setdefault(offered, PointResult(offered))
-        good = 0
-        stolen_budget = plan.repeats  # extra trials for those the hypervisor spoilt
-        while good < plan.repeats:
-            spec = load_spec(
-                self.target,
-                plan.direction,
-                protocol=plan.protocol,
-                rate_bps=int(offered),
-                duration=plan.duration,
-                length=plan.datagram(offered),
-                streams=plan.streams,
-            )
+        spec = load_spec(
+            self.target,
+            plan.direction,
+            protocol=plan.protocol,
+            rate_bps=int(offered),
+            duration=plan.duration,
+            length=plan.datagram(offered),
+            streams=plan.streams,
+        )
+
+        def trial() -> tuple[float, TrialResult]:
             started = time.time()
-            steal = self.steal_meter()
-            air = AirMeter(self.target.air)
-            raw = run_trial(spec, self.target.netns)
-            res = parse_result(spec, raw)
-            res.cpu_steal = steal.share()
-            frozen = air.delta()
-            res.air_freezes = int(frozen.get("freezes", 0))
-            res.air_frozen_ms = frozen.get("frozen_ms", 0.0)
-            why = spoilt_reason(res.cpu_steal, STEAL_LIMIT, res.air_frozen_ms, spec.duration)
-            if res.error is None and why and stolen_budget > 0:
-                stolen_budget -= 1
+            return started, parse_result(spec, run_trial(spec, self.target.netns))
+
+        def keep(done: tuple[float, TrialResult], d: Disturbance, why: str | None = None) -> None:
+            started, res = done
+            res.cpu_steal, res.air_freezes, res.air_frozen_ms = d.steal, d.freezes, d.frozen_ms
+            if why:
                 res.error = why
-            else:
-                good += 1
             point.trials.append(res)
             records = [
                 {"interval": i + 1, "received_bps": round(v, 1)}
@@ -254,6 +247,21 @@ class TTest(_Sweep):
             ]
             self.out.add_trial(trial_row("tTest", spec, res, started), records)
             drain(self.target)
+
+        budget = plan.repeats  # extra trials for those the machine spoilt, per load
+        for _ in range(plan.repeats):
+            done, disturbance, repeated = unspoilt(
+                trial,
+                repeats=budget,
+                air=self.target.air,
+                meter=self.steal_meter,
+                seconds=spec.duration,
+                # a trial that failed by itself counts as it is (its error says why)
+                judge=lambda t, d: d.reason if t[1].error is None else None,
+                on_spoilt=keep,
+            )
+            budget -= repeated
+            keep(done, disturbance)
         return point
 
     def saturated(self, p: PointResult) -> bool:
@@ -486,17 +494,29 @@ class LTest(_Sweep):
         for i, rho in enumerate(plan.rhos):
             base = 0.4 if self.ttest is not None else 0.0
             self.progress(f"ρ = {rho:.2f}", base + (1 - base) * i / len(plan.rhos))
-            lv = self.level(rho, cap, count, interval)
-            drain(self.target)
-            why = spoilt_reason(lv["cpu_steal"], STEAL_LIMIT, lv["air_frozen_ms"], count * interval)
-            if why:  # once more; the level keeps what the first try met
-                again = self.level(rho, cap, count, interval)
-                drain(self.target)
-                again["repeated_because"] = why
-                lv = again
+            lv = self._level_unspoilt(rho, cap, count, interval)
             self.levels.append(lv)
         self.progress("done", 1.0)
         return self.summary(cap, interval)
+
+    def _level_unspoilt(
+        self, rho: float, cap: float, count: int, interval: float
+    ) -> dict[str, Any]:
+        """A level, measured once more if the machine spoilt it (judged on what the level
+        measured around its probes); the level keeps why (``repeated_because``)."""
+        spoilt: list[str] = []
+        lv, _, _ = unspoilt(
+            lambda: self.level(rho, cap, count, interval),
+            between=lambda: drain(self.target),
+            judge=lambda lv, _: spoilt_reason(
+                lv["cpu_steal"], STEAL_LIMIT, lv["air_frozen_ms"], count * interval
+            ),
+            on_spoilt=lambda lv, d, why: spoilt.append(why),
+        )
+        drain(self.target)
+        if spoilt:
+            lv["repeated_because"] = spoilt[0]
+        return lv
 
     def _emulator_health(self) -> dict[str, Any] | None:
         end = health(self.target.air, "level", self.levels)

@@ -20,7 +20,7 @@ from typing import Any
 
 from longge.daemon.control import ControlError, request
 from longge.measure import analysis
-from longge.measure.cpu import unspoilt
+from longge.measure.disturbance import unspoilt
 from longge.measure.iperf import TrialSpec, parse_result, run_trial
 from longge.measure.loadprobe import load_and_probe, probe_in
 from longge.measure.model import IP_UDP_HEADERS, udp_goodput_bps
@@ -237,10 +237,9 @@ class Tune:
         return analysis.percentile(rtts, 0.5), analysis.percentile(rtts, 0.95)
 
     def _point_unspoilt(self, ard: int, arc: int) -> dict[str, Any]:
-        """A grid point, measured once more if the hypervisor took more than STEAL_LIMIT of
-        the CPU meanwhile (see measure.cpu)."""
-        row, stolen, _ = unspoilt(lambda: self.point(ard, arc))
-        row["cpu_steal"] = round(stolen, 4)
+        """A grid point, measured once more if the machine spoilt it (measure.disturbance)."""
+        row, disturbed, _ = unspoilt(lambda: self.point(ard, arc), air=self.target.air)
+        row["cpu_steal"] = round(disturbed.steal, 4)
         return row
 
     def point(self, ard: int, arc: int) -> dict[str, Any]:
