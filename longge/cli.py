@@ -200,121 +200,37 @@ def cmd_doctor(ns: argparse.Namespace) -> int:
 
 
 def cmd_scan(ns: argparse.Namespace) -> int:
-    import contextlib
-    import subprocess
-    import time
     from pathlib import Path
 
-    from longge import scan, testbed
-    from longge.air.server import query
-    from longge.measure.results import results_root
+    from longge import scan
 
-    radio: Any
-    where = ""
-    traffic = None
-    real = bool(ns.config) or ns.backend == "rf24"  # a radio on SPI, else the emulator
-    if real:
-        from longge import config
-        from longge.radio.rf24 import Rf24Radio
-
-        cfg = config.load(ns.config) if ns.config else config.NodeConfig(insecure=True)
-        if os.path.exists(cfg.control):
-            print(
-                f"scan: the daemon is using the radios ({cfg.control}): "
-                "systemctl stop longge first",
-                file=sys.stderr,
-            )
-            return 1
-        radio = Rf24Radio(cfg.rx_ce_pin, cfg.rx_csn_pin, cfg.spi_speed, name="scan")
-        where = radio.where
-    else:
-        from longge.radio.options import RadioOptions, configure
-        from longge.radio.sim import SimRadio
-
-        air = ns.air or str(testbed.paths()["air"])
-        if not os.path.exists(air):
-            print(
-                "scan: no radio configured and no emulator running: "
-                "sudo ./run.sh testbed up (then scan again), or --air SOCKET",
-                file=sys.stderr,
-            )
-            return 1
-        if ns.wifi:
-            query(air, b"W" + json.dumps({"wifi": ns.wifi, "duty": ns.duty}).encode())
-        radio = SimRadio(air=air, name="scanner")
-        where = f"emulated radio on {air}"
-        if ns.traffic and testbed.status().get("up"):
-            traffic = subprocess.Popen(
-                [
-                    "ip",
-                    "netns",
-                    "exec",
-                    "lg-mobile",
-                    "ping",
-                    "-q",
-                    "-i",
-                    "0.01",
-                    "-s",
-                    "600",
-                    "-w",
-                    "600",
-                    testbed.BASE_IP,
-                ],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-            time.sleep(1.0)  # the pings flow both ways before the first sweep (RTT ~20 ms)
-        if not radio.begin():
-            print(f"scan: the emulator at {air} does not answer", file=sys.stderr)
-            return 1
-        configure(radio, RadioOptions(), channel=0)
-    print(f"scan: {ns.sweeps} sweeps of channels 0..125, {ns.dwell_us} µs each, {where}")
-    bar = _progress_bar("scan")
-    started = time.monotonic()
     try:
-        if real:
-            radio.begin()
-        survey = scan.sweep(radio, ns.sweeps, ns.dwell_us, lambda n: bar(n / ns.sweeps))
+        done = scan.run(
+            config_path=ns.config,
+            backend=ns.backend,
+            air=ns.air,
+            sweeps=ns.sweeps,
+            dwell_us=ns.dwell_us,
+            traffic=ns.traffic,
+            wifi=ns.wifi,
+            duty=ns.duty,
+            out=Path(ns.out) if ns.out else None,
+            say=lambda s: print(f"scan: {s}", flush=True),
+            progress=_progress_bar("scan"),
+        )
     except LongGeError as exc:
         print(f"scan: {exc}", file=sys.stderr)
         return 1
-    finally:
-        if traffic is not None:
-            traffic.terminate()
-        if ns.wifi and not real:
-            with contextlib.suppress(OSError):
-                query(air, b"W" + json.dumps({"clear": True}).encode())
-        close = getattr(radio, "close", None)
-        if close is not None:
-            close()
     if sys.stderr.isatty():
         sys.stderr.write("\n")
-    a, b = scan.suggest(survey)
-    print(scan.render(survey, marks=(a, b)))
-    busy = survey.busy()
-    print(f"  busy (> 5 % of sweeps): {', '.join(map(str, busy)) if busy else 'none'}")
+    a, b = done.suggested
+    print(scan.render(done.survey, marks=(a, b)))
+    print(f"  busy (> 5 % of sweeps): {', '.join(map(str, done.busy)) if done.busy else 'none'}")
     print(
         f"  suggested: channels {a} and {b} (quietest, {b - a} MHz apart, inside the ISM band "
         f"0..83); set tx_channel/rx_channel on both nodes (mirrored)"
     )
-    out = Path(ns.out) if ns.out else results_root() / f"{time.strftime('%Y%m%d-%H%M%S')}-scan"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    paths = scan.plot(survey, out, marks=(a, b))
-    out.with_suffix(".json").write_text(
-        json.dumps(
-            {
-                "sweeps": survey.sweeps,
-                "dwell_us": ns.dwell_us,
-                "occupancy": survey.occupancy,
-                "busy": busy,
-                "suggested": [a, b],
-                "radio": where,
-                "seconds": round(time.monotonic() - started, 2),
-            },
-            indent=1,
-        )
-    )
-    print(f"scan: chart {paths[0]}, data {out.with_suffix('.json')}")
+    print(f"scan: chart {done.chart}, data {done.data}")
     return 0
 
 

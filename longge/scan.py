@@ -122,3 +122,115 @@ def plot(survey: Survey, out: Path, marks: Sequence[int] = (), title: str = "") 
         fig.savefig(p, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return paths
+
+
+@dataclass
+class Done:
+    """A finished scan: the survey, where it was made, and the files written."""
+
+    survey: Survey
+    where: str
+    suggested: tuple[int, int]
+    busy: list[int]
+    chart: Path
+    data: Path
+
+
+def run(
+    config_path: str | None,
+    backend: str,
+    air: str | None,
+    sweeps: int,
+    dwell_us: int,
+    traffic: bool = False,
+    wifi: int | None = None,
+    duty: float = 0.3,
+    out: Path | None = None,
+    say: Callable[[str], None] = lambda s: None,
+    progress: Callable[[float], None] = lambda f: None,
+) -> Done:
+    """Survey with the RX radio on SPI (a config, or ``backend = "rf24"``) or with an emulated
+    radio on the testbed's air (``traffic``: ping the base station meanwhile; ``wifi``: a
+    Wi-Fi-like interferer on that Wi-Fi channel for the scan); write the chart and the JSON
+    (``out``, else the results folder). Raises LongGeError with what to do."""
+    import contextlib
+    import json
+    import os
+    import subprocess
+
+    from longge import testbed
+    from longge.air.server import query
+    from longge.errors import LongGeError
+    from longge.measure.results import results_root
+
+    radio: Any
+    proc = None
+    real = bool(config_path) or backend == "rf24"  # a radio on SPI, else the emulator
+    if real:
+        from longge import config
+        from longge.radio.rf24 import Rf24Radio
+
+        cfg = config.load(config_path) if config_path else config.NodeConfig(insecure=True)
+        if os.path.exists(cfg.control):
+            raise LongGeError(
+                f"the daemon is using the radios ({cfg.control}): systemctl stop longge first"
+            )
+        radio = Rf24Radio(cfg.rx_ce_pin, cfg.rx_csn_pin, cfg.spi_speed, name="scan")
+        where = radio.where
+    else:
+        from longge.radio.options import RadioOptions, configure
+        from longge.radio.sim import SimRadio
+
+        air = air or str(testbed.paths()["air"])
+        if not os.path.exists(air):
+            raise LongGeError(
+                "no radio configured and no emulator running: "
+                "sudo ./run.sh testbed up (then scan again), or --air SOCKET"
+            )
+        if wifi:
+            query(air, b"W" + json.dumps({"wifi": wifi, "duty": duty}).encode())
+        radio = SimRadio(air=air, name="scanner")
+        where = f"emulated radio on {air}"
+        if traffic and testbed.status().get("up"):
+            ping = ["ping", "-q", "-i", "0.01", "-s", "600", "-w", "600", testbed.BASE_IP]
+            proc = subprocess.Popen(
+                ["ip", "netns", "exec", "lg-mobile", *ping],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            time.sleep(1.0)  # the pings flow both ways before the first sweep (RTT ~20 ms)
+        if not radio.begin():
+            raise LongGeError(f"the emulator at {air} does not answer")
+        configure(radio, RadioOptions(), channel=0)
+    say(f"{sweeps} sweeps of channels 0..125, {dwell_us} µs each, {where}")
+    started = time.monotonic()
+    try:
+        if real:
+            radio.begin()
+        survey = sweep(radio, sweeps, dwell_us, lambda n: progress(n / sweeps))
+    finally:
+        if proc is not None:
+            proc.terminate()
+        if wifi and not real and air:
+            with contextlib.suppress(OSError):
+                query(air, b"W" + json.dumps({"clear": True}).encode())
+        close = getattr(radio, "close", None)
+        if close is not None:
+            close()
+    a, b = suggest(survey)
+    busy = survey.busy()
+    out = out or results_root() / f"{time.strftime('%Y%m%d-%H%M%S')}-scan"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    paths = plot(survey, out, marks=(a, b))
+    data = out.with_suffix(".json")
+    record = {
+        "sweeps": survey.sweeps,
+        "dwell_us": dwell_us,
+        "occupancy": survey.occupancy,
+        "busy": busy,
+        "suggested": [a, b],
+        "radio": where,
+        "seconds": round(time.monotonic() - started, 2),
+    }
+    data.write_text(json.dumps(record, indent=1))
+    return Done(survey, where, (a, b), busy, paths[0], data)
