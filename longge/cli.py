@@ -425,7 +425,7 @@ def cmd_ltest(ns: argparse.Namespace) -> int:
 def cmd_tune(ns: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from longge.measure import runner, tune
+    from longge.measure import report, runner, tune
     from longge.radio.options import options_from_args
 
     signal.signal(signal.SIGINT, _interrupt)
@@ -448,27 +448,7 @@ def cmd_tune(ns: argparse.Namespace) -> int:
         host=ns.host,
         controls=tuple(ns.control),
     )
-    print(
-        f"  idle RTT {summary['idle_rtt_ms']:.1f} ms; q from the emulator's settings "
-        f"{summary['q_hint']:.3f}"
-    )
-    print("  ARD µs ARC  capacity  model     q meas  RTT p95 ρ.5  ρ.9   loss ρ.9")
-    for r in summary["grid"]:
-        if r.get("error"):
-            print(f"  {int(r['ard_us']):6d} {int(r['arc']):3d}  error: {r['error']}")
-            continue
-        print(
-            f"  {int(r['ard_us']):6d} {int(r['arc']):3d}  {r['capacity_bps'] / 1e3:7.1f}  "
-            f"{r['model_capacity_bps'] / 1e3:7.1f}  {r['q_measured']:7.3f}  "
-            f"{r['rtt_p95_05_ms']:9.1f} {r['rtt_p95_09_ms']:6.1f}  {100 * r['loss_09']:7.2f}%"
-        )
-    best = summary.get("recommendation")
-    print(f"  rule: {summary['rule']}" + ("" if summary["rule_met"] else " (no point met it)"))
-    if best:
-        print(
-            f"  recommended: ARD {int(best['ard_us'])} µs, ARC {int(best['arc'])} -> "
-            f"{summary['apply']}"
-        )
+    print(report.tune_text(summary))
     print(f"tune: results, grid.csv, heatmaps in {path}/")
     return 0
 
@@ -477,6 +457,8 @@ def cmd_plot(ns: argparse.Namespace) -> int:
     from pathlib import Path
 
     from longge.measure.plots import plot_runs, rejudge_experiments
+    from longge.measure.report import tune_text
+    from longge.measure.results import read_summary
 
     missing = [d for d in ns.dirs if not (Path(d) / "summary.json").exists()]
     if missing:
@@ -491,6 +473,9 @@ def cmd_plot(ns: argparse.Namespace) -> int:
     for d in ns.dirs:  # verdicts judged again from the saved data, never from memory
         for name, text, _ in rejudge_experiments(Path(d), draw=False):
             print(f"{name}: {text}")
+        saved = read_summary(d)
+        if saved.get("kind") == "tune" and saved.get("grid"):
+            print(tune_text(saved))
     return 0 if made else 1
 
 

@@ -44,7 +44,9 @@ def _tune_row(ard: int, arc: int, cap: float) -> dict[str, object]:
     }
 
 
-def test_a_tune_folder_replots_from_its_files(tmp_path: Path) -> None:
+def test_a_tune_folder_replots_from_its_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = ResultsDir(tmp_path / "tune")
     tune = Tune(Target("127.0.0.1"), RadioOptions(rate="2M"), TunePlan(), out, 0.0)
     tune.rows = [
@@ -59,6 +61,8 @@ def test_a_tune_folder_replots_from_its_files(tmp_path: Path) -> None:
         p.unlink()
     assert main(["plot", str(out.path)]) == 0
     assert all(p.exists() and p.stat().st_size > 1000 for p in made)
+    # the grid and the recommendation, from disk: the highest capacity meeting the rule
+    assert "recommended: ARD 250 µs, ARC 15" in capsys.readouterr().out
     assert_folder_documented(out.path)
 
 

@@ -118,3 +118,31 @@ def _steal_lines(s: dict[str, Any]) -> list[str]:
             f"time during the {name}{detail}"
         )
     return out
+
+
+def tune_text(summary: dict[str, Any]) -> str:
+    """A tune summary as the terminal shows it: the grid, the rule, the recommendation."""
+    lines = [
+        f"  idle RTT {summary['idle_rtt_ms']:.1f} ms; q from the emulator's settings "
+        f"{summary['q_hint']:.3f}",
+        "  ARD µs ARC  capacity  model     q meas  RTT p95 ρ.5  ρ.9   loss ρ.9",
+    ]
+    for r in summary["grid"]:
+        if r.get("error"):
+            lines.append(f"  {int(r['ard_us']):6d} {int(r['arc']):3d}  error: {r['error']}")
+            continue
+        lines.append(
+            f"  {int(r['ard_us']):6d} {int(r['arc']):3d}  {r['capacity_bps'] / 1e3:7.1f}  "
+            f"{r['model_capacity_bps'] / 1e3:7.1f}  {r['q_measured']:7.3f}  "
+            f"{r['rtt_p95_05_ms']:9.1f} {r['rtt_p95_09_ms']:6.1f}  {100 * r['loss_09']:7.2f}%"
+        )
+    best = summary.get("recommendation")
+    lines.append(
+        f"  rule: {summary['rule']}" + ("" if summary["rule_met"] else " (no point met it)")
+    )
+    if best:
+        lines.append(
+            f"  recommended: ARD {int(best['ard_us'])} µs, ARC {int(best['arc'])} -> "
+            f"{summary['apply']}"
+        )
+    return "\n".join(lines)
