@@ -124,8 +124,8 @@ run_tests() {
     cd "$here"
     local py="$venv/bin/python"
     echo "== ruff"
-    "$py" -m ruff check longge tests bench
-    "$py" -m ruff format --check longge tests bench
+    "$py" -m ruff check longge tests tools
+    "$py" -m ruff format --check longge tests tools
     echo "== cargo (the air emulator: clippy, its unit tests)"
     build_air
     if [ "${LONGGE_AIR_SERVER:-}" != python ]; then
@@ -140,7 +140,7 @@ run_tests() {
         )
     fi
     echo "== mypy"
-    "$py" -m mypy longge
+    "$py" -m mypy longge tools
     echo "== pytest"
     "$py" -m pytest "$@"
 }

@@ -31,7 +31,7 @@ def test_ltest_quick_from_nothing(tmp_path: Path) -> None:
     assert s["kind"] == "lTest" and not s.get("error")
     t = s["ttest"]
     model = s["context"]["model_capacity_bps"]
-    # Plausibility, not a timing target (bench/ has those): the pipeline found a knee.
+    # Plausibility, not a timing target (tools/ has those): the pipeline found a knee.
     assert 0.5 * model < t["capacity_bps"] < 1.5 * model
     assert s["baseline_rtt_ms"] > 0
     assert s["levels"][0]["rho"] == 0.0

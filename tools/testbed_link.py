@@ -1,6 +1,6 @@
 """The testbed link against its targets (issue 3), with the stock tools. Run by hand, as root:
 
-    .venv/bin/python bench/testbed_link.py [--seconds 10]
+    .venv/bin/python -m tools.testbed_link [--seconds 10]
 
 Brings the testbed up (2 Mbit/s, auto-ack, ARD 250 µs, ARC 2, no loss; secured unless
 --insecure), then measures

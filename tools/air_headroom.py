@@ -1,6 +1,6 @@
 """Headroom of the emulator for a no-ack stream in both directions at once. Run by hand:
 
-    .venv/bin/python bench/air_headroom.py [--seconds 10] [--rounds 3]
+    .venv/bin/python -m tools.air_headroom [--seconds 10] [--rounds 3]
 
 One air server and four radio hosts (an uplink and a downlink, each a transmitter and a
 receiver in its own process, event-driven as the daemon's radio processes are: they sleep on

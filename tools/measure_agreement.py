@@ -1,6 +1,6 @@
 """Do LongGe's measurements agree with the stock tools? Run by hand, as root:
 
-    .venv/bin/python bench/measure_agreement.py [--seconds 10]
+    .venv/bin/python -m tools.measure_agreement [--seconds 10]
 
 On the testbed (2 Mbit/s, auto-ack, ARD 250 µs, ARC 2):
 1. throughput: our trial (libiperf through python-iperf3, in its own process) and the stock

@@ -1,7 +1,7 @@
 """Two testbed variants against each other, in goodput at saturation. Run by hand, as root:
 
-    .venv/bin/python bench/compare_links.py security [--rounds 3] [--seconds 10]
-    .venv/bin/python bench/compare_links.py serial [--rounds 3] [--seconds 10]
+    .venv/bin/python -m tools.compare_links security [--rounds 3] [--seconds 10]
+    .venv/bin/python -m tools.compare_links serial [--rounds 3] [--seconds 10]
 
 ``security``: an open and a secured testbed (target, issue 8: cost <= 3 % at 1400-byte
 packets; the model: 24 bytes per packet, 48 frames instead of 47). ``serial``: the all-sim
@@ -21,13 +21,12 @@ import json
 import statistics
 import time
 
-from testbed_link import UDP_PAYLOAD, iperf_udp, ns, stock_server
-
 from longge import testbed
 from longge.measure.cpu import StealMeter
 from longge.measure.model import udp_goodput_bps
 from longge.protocol.secure import OVERHEAD
 from longge.radio.options import RadioOptions
+from tools.testbed_link import UDP_PAYLOAD, iperf_udp, ns, stock_server
 
 #: A round counts as quiet when the hypervisor took at most this share of CPU time in both runs.
 QUIET_STEAL = 0.03

@@ -1,7 +1,7 @@
 """Emulator fidelity benchmark: radio-bench at every rate, with and without auto-ack, and
 under loss at two retry settings; prints measured / datasheet-model ratios.
 
-Run by hand:  .venv/bin/python bench/radio_bounds.py [--seconds 5] [--markdown]
+Run by hand:  .venv/bin/python -m tools.radio_bounds [--seconds 5] [--markdown]
 Targets (issue 2): ratio within ±3 % without loss, ±5 % under loss; emulator lag p99 < 1 ms.
 """
 
