@@ -131,7 +131,8 @@ def _control_paths(ns: argparse.Namespace) -> dict[str, str]:
 
 def cmd_status(ns: argparse.Namespace) -> int:
     from longge import testbed
-    from longge.daemon.control import ControlError, request
+    from longge.daemon.control import ControlError
+    from longge.daemon.status import DaemonClient
     from longge.daemon.statusview import node_text
 
     if ns.watch:
@@ -146,7 +147,7 @@ def cmd_status(ns: argparse.Namespace) -> int:
     out: dict[str, object] = {}
     for name, path in _control_paths(ns).items():
         try:
-            out[name] = request(path, {"cmd": "status"})
+            out[name] = DaemonClient(path, timeout=5).status().raw
         except ControlError as exc:
             out[name] = {"error": str(exc)}
     if ns.json:

@@ -242,12 +242,13 @@ def _routing(cfg: config.NodeConfig | None) -> list[Check]:
 def _daemon(cfg: config.NodeConfig | None) -> list[Check]:
     if cfg is None:
         return []
-    from longge.daemon.control import ControlError, request
+    from longge.daemon.control import ControlError
+    from longge.daemon.status import DaemonClient
 
     if not os.path.exists(cfg.control):
         return [Check(INFO, "daemon", "not running", "systemctl start longge")]
     try:
-        st = request(cfg.control, {"cmd": "status"}, timeout=2)
+        st = DaemonClient(cfg.control).status().raw
     except ControlError as exc:
         return [
             Check(FAIL, "daemon", f"control socket does not answer: {exc}", "journalctl -u longge")

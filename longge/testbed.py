@@ -26,7 +26,8 @@ from typing import Any
 
 from longge.air import native
 from longge.air.server import query
-from longge.daemon.control import ControlError, request
+from longge.daemon.control import ControlError
+from longge.daemon.status import DaemonClient
 from longge.errors import LongGeError
 from longge.protocol.secure import generate_key
 from longge.radio.options import RadioOptions, downlink_channel
@@ -295,7 +296,7 @@ def up(
 
 def _link_up(path: Path) -> bool:
     try:
-        return request(str(path), {"cmd": "status"}, timeout=1).get("link") == "up"
+        return DaemonClient(str(path), timeout=1).status().link == "up"
     except ControlError:
         return False
 
@@ -371,7 +372,7 @@ def status() -> dict[str, Any]:
         out["state"] = json.loads(p["state"].read_text())
     for role in ("base", "mobile"):
         try:
-            out["nodes"][role] = request(str(p[role]), {"cmd": "status"}, timeout=2)
+            out["nodes"][role] = DaemonClient(str(p[role])).status().raw
         except ControlError as exc:
             out["nodes"][role] = {"error": str(exc)}
     try:

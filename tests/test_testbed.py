@@ -70,6 +70,15 @@ def test_status_reports_both_nodes_up(bed: None) -> None:
     assert r.returncode == 0 and st["up"]
     assert st["nodes"]["mobile"]["radio"]["rate"] == "2M"
     assert st["nodes"]["base"]["node"]["address"] == "10.24.0.1/24"
+    status = cli("status", "--json")
+    assert status.returncode == 0
+    assert_documented(json.loads(status.stdout), "status --json")  # docs/results.md
+    # the typed view reads the same object
+    from longge.daemon.status import DaemonClient
+
+    typed = DaemonClient(str(testbed.paths()["mobile"])).status()
+    assert typed.node.role == "mobile" and typed.link == "up" and typed.secured
+    assert len(typed.tx.queue_delay_hist) == len(typed.tx.queue_delay_edges_ms) + 1 > 1
 
 
 def test_ping_the_base_station(bed: None) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 
 from longge.config import NodeConfig
 from longge.daemon.child import Child, waitable
-from longge.daemon.fairqueue import FairQueue
+from longge.daemon.fairqueue import SOJOURN_EDGES_MS, FairQueue
 from longge.protocol import Fragmenter, secure
 from longge.tun import Tun
 
@@ -138,6 +138,7 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
                 queue_oldest_ms=round(queue.oldest_age(now) * 1000, 1),
                 queue_drops=dict(queue.drops),
                 queue_delay_hist=list(queue.sojourn),
+                queue_delay_edges_ms=list(SOJOURN_EDGES_MS),
                 retransmissions=getattr(radio, "retransmissions", None),
                 sealed=None if sealer is None else sealer.sealed,
                 epoch=None if sealer is None else sealer.epoch,

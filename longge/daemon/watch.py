@@ -16,7 +16,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from longge.daemon.control import ControlError, request
+from longge.daemon.control import ControlError
+from longge.daemon.status import DaemonClient
 
 HISTORY = 30  # samples of delivered rate kept for the sparkline
 SPARK = " ▁▂▃▄▅▆▇█"
@@ -31,7 +32,7 @@ def sample(paths: dict[str, str], air: str | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {"t": time.monotonic(), "nodes": {}}
     for name, path in paths.items():
         try:
-            out["nodes"][name] = request(path, {"cmd": "status"}, timeout=2)
+            out["nodes"][name] = DaemonClient(path).status().raw
         except ControlError as exc:
             out["nodes"][name] = {"error": str(exc)}
     if air:

@@ -17,7 +17,8 @@ from typing import Any
 
 from longge import testbed
 from longge.air.server import query
-from longge.daemon.control import ControlError, request
+from longge.daemon.control import ControlError
+from longge.daemon.status import DaemonClient
 from longge.errors import ConfigError
 from longge.measure import plots
 from longge.measure.model import udp_goodput_bps
@@ -62,8 +63,8 @@ def resolve_target(
     started = False
     if not (p["state"].exists() and testbed.status().get("up")):
         if os.path.exists(LOCAL_CONTROL):
-            st = request(LOCAL_CONTROL, {"cmd": "status"})
-            return Target(st["node"]["peer"], iperf_port, rtt_port, None, (LOCAL_CONTROL,)), False
+            peer = DaemonClient(LOCAL_CONTROL).status().node.peer
+            return Target(peer, iperf_port, rtt_port, None, (LOCAL_CONTROL,)), False
         say("no radio configured: bringing up the emulated testbed (./run.sh testbed up)")
         testbed.up(opts, say=lambda s: say(f"testbed: {s}"), queue=queue)
         started = True
@@ -81,15 +82,17 @@ def link_context(target: Target, length: int) -> dict[str, Any]:
     ctx: dict[str, Any] = {"target": {"host": target.host, "netns": target.netns}}
     for path in target.controls:
         try:
-            st = request(path, {"cmd": "status"}, timeout=2)
+            st = DaemonClient(path).status()
         except ControlError as exc:
             ctx.setdefault("daemons", {})[path] = {"error": str(exc)}
             continue
-        ctx.setdefault("daemons", {})[path] = {k: st.get(k) for k in ("node", "radio", "version")}
-        if st.get("node", {}).get("role") == "mobile":
-            ctx["radio"] = st.get("radio")
-            ctx["secured"] = st.get("tx", {}).get("sealed") is not None
-            ctx["security_overhead"] = secure.OVERHEAD if ctx["secured"] else 0
+        ctx.setdefault("daemons", {})[path] = {
+            k: st.raw.get(k) for k in ("node", "radio", "version")
+        }
+        if st.node.role == "mobile":
+            ctx["radio"] = st.radio
+            ctx["secured"] = st.secured
+            ctx["security_overhead"] = secure.OVERHEAD if st.secured else 0
     air = testbed.paths()["air"]
     if target.netns and air.exists():
         try:

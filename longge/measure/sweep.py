@@ -13,13 +13,14 @@ Both report progress through a callback and keep what they measured when interru
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from longge.daemon.control import ControlError, request
-from longge.daemon.fairqueue import SOJOURN_EDGES_MS
+from longge.daemon.control import ControlError
+from longge.daemon.status import DaemonClient, NodeStatus
 from longge.measure import analysis
 from longge.measure.cpu import STEAL_LIMIT, StealMeter
 from longge.measure.disturbance import Disturbance, unspoilt
@@ -146,13 +147,12 @@ def load_spec(target: Target, direction: str, **kw: Any) -> TrialSpec:
 # -- shared plumbing ---------------------------------------------------------------------------
 
 
-def daemon_status(target: Target) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def daemon_status(target: Target) -> dict[str, NodeStatus]:
+    """The status of each daemon of the target that answers, by control path."""
+    out: dict[str, NodeStatus] = {}
     for path in target.controls:
-        try:
-            out[path] = request(path, {"cmd": "status"}, timeout=2)
-        except ControlError as exc:
-            out[path] = {"error": str(exc)}
+        with contextlib.suppress(ControlError):
+            out[path] = DaemonClient(path).status()
     return out
 
 
@@ -162,7 +162,7 @@ def drain(target: Target, max_wait_s: float = 5.0) -> None:
     deadline = time.monotonic() + max_wait_s
     while target.controls and time.monotonic() < deadline:
         st = daemon_status(target)
-        if all(s.get("tx", {}).get("queue_packets", 0) == 0 for s in st.values()):
+        if all(s.tx.queue_packets == 0 for s in st.values()):
             break
         time.sleep(0.2)
     time.sleep(0.5)
@@ -524,19 +524,19 @@ class LTest(_Sweep):
             end["levels_repeated"] = [lv["rho"] for lv in self.levels if lv.get("repeated_because")]
         return end
 
-    def _queue_delay_hist(self) -> list[int] | None:
+    def _queue_delay_hist(self) -> tuple[list[int], list[float]] | None:
         """The sending daemons' queueing-delay histogram (bytes per bin, summed over the
-        direction's senders), if they answer."""
+        direction's senders) with its bins' edges (ms), if they answer."""
         senders = SENDERS[self.plan.direction]
-        hists = []
-        for st in daemon_status(self.target).values():
-            if st.get("node", {}).get("role") in senders:
-                hist = st.get("tx", {}).get("queue_delay_hist")
-                if isinstance(hist, list):
-                    hists.append(hist)
-        if len(hists) != len(senders):
+        found = [
+            st.tx
+            for st in daemon_status(self.target).values()
+            if st.node.role in senders and st.tx.queue_delay_hist
+        ]
+        if len(found) != len(senders):
             return None
-        return [sum(bins) for bins in zip(*hists, strict=True)]
+        bins = [sum(b) for b in zip(*(tx.queue_delay_hist for tx in found), strict=True)]
+        return bins, found[0].queue_delay_edges_ms
 
     def level(self, rho: float, cap: float, count: int, interval: float) -> dict[str, Any]:
         spec = load_spec(
@@ -592,10 +592,11 @@ class LTest(_Sweep):
         frozen = air.delta()
         lv["air_freezes"] = int(frozen.get("freezes", 0))
         lv["air_frozen_ms"] = frozen.get("frozen_ms", 0.0)
-        if before is not None and after is not None:
-            delta = [max(0, a - b) for a, b in zip(after, before, strict=False)]
-            lv["queue_delay_p50_ms"] = analysis.histogram_percentile(delta, SOJOURN_EDGES_MS, 0.5)
-            lv["queue_delay_p95_ms"] = analysis.histogram_percentile(delta, SOJOURN_EDGES_MS, 0.95)
+        if before is not None and after is not None and after[1]:
+            edges = after[1]
+            delta = [max(0, a - b) for a, b in zip(after[0], before[0], strict=False)]
+            lv["queue_delay_p50_ms"] = analysis.histogram_percentile(delta, edges, 0.5)
+            lv["queue_delay_p95_ms"] = analysis.histogram_percentile(delta, edges, 0.95)
             lv["queue_delay_bytes"] = sum(delta)
         row = {
             "kind": "lTest",

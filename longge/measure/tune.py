@@ -18,7 +18,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from longge.daemon.control import ControlError, request
+from longge.daemon.control import ControlError
+from longge.daemon.status import DaemonClient
 from longge.measure import analysis
 from longge.measure.disturbance import unspoilt
 from longge.measure.iperf import TrialSpec, parse_result, run_trial
@@ -140,7 +141,7 @@ def judge_scaled(points: list[analysis.Point], share: float) -> analysis.Capacit
 
 def set_radio(target: Target, options: dict[str, Any]) -> None:
     for path in target.controls:
-        reply = request(path, {"cmd": "set", "options": options})
+        reply = DaemonClient(path, timeout=5).set_radio(options)
         if "error" in reply:
             raise RuntimeError(f"{path}: {reply['error']}")
 
@@ -149,7 +150,7 @@ def link_settings(target: Target) -> dict[str, dict[str, Any]]:
     """Each node's ARD and ARC as its daemon reports them (control path -> options)."""
     out = {}
     for path in target.controls:
-        radio = request(path, {"cmd": "status"}).get("radio") or {}
+        radio = DaemonClient(path, timeout=5).status().radio
         if "ard_us" in radio and "arc" in radio:
             out[path] = {"ard_us": radio["ard_us"], "arc": radio["arc"]}
     return out
@@ -158,17 +159,17 @@ def link_settings(target: Target) -> dict[str, dict[str, Any]]:
 def restore_settings(had: dict[str, dict[str, Any]]) -> None:
     for path, options in had.items():
         with contextlib.suppress(ControlError):
-            request(path, {"cmd": "set", "options": options})
+            DaemonClient(path, timeout=5).set_radio(options)
 
 
 def tx_counters(target: Target) -> tuple[int, int, int]:
     """(frames sent, retransmissions, MAX_RT) summed over the nodes' TX radios."""
     frames = retrans = max_rt = 0
     for path in target.controls:
-        tx = request(path, {"cmd": "status"}).get("tx", {})
-        frames += tx.get("frames_sent", 0)
-        retrans += tx.get("retransmissions") or 0
-        max_rt += tx.get("max_rt", 0)
+        tx = DaemonClient(path, timeout=5).status().tx
+        frames += tx.frames_sent
+        retrans += tx.retransmissions or 0
+        max_rt += tx.max_rt
     return frames, retrans, max_rt
 
 
