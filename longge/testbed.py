@@ -207,7 +207,7 @@ def up(
         say("starting the air emulator")
         air_args = native.command(str(p["air"]), opts.per, opts.ack_per, opts.burst, opts.seed)
         state["pids"]["air"] = _spawn(air_args, STATE_DIR / "air.log")
-        _wait_for(lambda: p["air"].exists(), "the air emulator", STATE_DIR / "air.log")
+        _wait_for(lambda: native.serving(p["air"]), "the air emulator", STATE_DIR / "air.log")
         if serial:
             say("building the modem firmware (native) and plugging two modems into the mobile")
             build = subprocess.run(

@@ -82,14 +82,28 @@ def command(socket: str, per: float, ack_per: float | None, burst: float, seed: 
     return [*args, "--burst", str(burst), "--seed", str(seed)]
 
 
-def wait_for_socket(path: str, proc: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
+def serving(path: str | os.PathLike[str]) -> bool:
+    """Does an air server at ``path`` answer (not only: has it bound its socket)? A server
+    that has bound but is still starting on a busy machine would leave a radio's hello
+    unanswered past its timeout."""
+    from longge.air.server import query
+
+    try:
+        query(str(path), timeout=1.0)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def wait_for_socket(path: str, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
+    """Wait until the air server at ``path`` answers (up to ``timeout``: a busy machine)."""
     deadline = time.monotonic() + timeout
-    while not os.path.exists(path):
+    while not (os.path.exists(path) and serving(path)):
         if proc.poll() is not None:
             raise AirUnavailable(f"the air server exited with status {proc.returncode}")
         if time.monotonic() > deadline:
             proc.kill()
-            raise AirUnavailable(f"the air server did not open {path} within {timeout:.0f} s")
+            raise AirUnavailable(f"the air server did not answer on {path} within {timeout:.0f} s")
         time.sleep(0.01)
 
 
