@@ -264,6 +264,8 @@ def cmd_experiment(ns: argparse.Namespace) -> int:
         say=lambda s: print(f"experiment: {s}", flush=True),
         progress=_progress("experiment"),
         host=ns.host,
+        ports=(ns.port, ns.rtt_port),
+        queue=ns.queue,
     )
     print(f"  {'experiment':11s} verdict")
     for name, text in summary["verdicts"].items():
@@ -448,6 +450,8 @@ def cmd_tune(ns: argparse.Namespace) -> int:
         progress=_progress("tune"),
         host=ns.host,
         controls=tuple(ns.control),
+        ports=(ns.port, ns.rtt_port),
+        queue=ns.queue,
     )
     print(report.tune_text(summary))
     print(f"tune: results, grid.csv, heatmaps in {path}/")
@@ -480,6 +484,19 @@ def cmd_plot(ns: argparse.Namespace) -> int:
     return 0 if made else 1
 
 
+def _add_server_arguments(p: argparse.ArgumentParser) -> None:
+    """Where the base station's servers listen, and the testbed's queue: the same for every
+    command that measures (tTest, lTest, tune, experiment)."""
+    p.add_argument("-p", "--port", type=int, default=5201, help="iperf3 server port (--host)")
+    p.add_argument("--rtt-port", type=int, default=7770, help="RTT echo server port (--host)")
+    p.add_argument(
+        "--queue",
+        choices=["fair", "fifo"],
+        default="fair",
+        help="the testbed daemons' queue, when the run brings a testbed up: flow-fair or one FIFO",
+    )
+
+
 def _add_sweep_arguments(p: argparse.ArgumentParser, kind: str) -> None:
     from longge.radio.options import add_radio_arguments
 
@@ -487,8 +504,7 @@ def _add_sweep_arguments(p: argparse.ArgumentParser, kind: str) -> None:
     p.add_argument("-t", "--time", type=int, help="seconds per trial (tTest) / per level (lTest)")
     p.add_argument("-l", "--length", type=int, help="UDP datagram size, bytes")
     p.add_argument("--host", help="base station address (default: the testbed)")
-    p.add_argument("-p", "--port", type=int, default=5201, help="iperf3 server port")
-    p.add_argument("--rtt-port", type=int, default=7770, help="RTT echo server port")
+    _add_server_arguments(p)
     p.add_argument(
         "--out", help="results folder (default: the checkout's results/DATE-KIND; LONGGE_RESULTS)"
     )
@@ -512,12 +528,6 @@ def _add_sweep_arguments(p: argparse.ArgumentParser, kind: str) -> None:
         "--bidir", action="store_true", help="load both ways at once, each direction reported"
     )
     add_radio_arguments(p, timing=False)
-    p.add_argument(
-        "--queue",
-        choices=["fair", "fifo"],
-        default="fair",
-        help="the testbed daemons' queue: flow-fair (default) or one FIFO",
-    )
 
 
 class _Help(argparse.ArgumentDefaultsHelpFormatter):
@@ -610,6 +620,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="a daemon control socket to apply settings to (repeat; real link: the base "
         "station's, e.g. forwarded with ssh -L /tmp/base.sock:/run/longge/longge0.sock)",
     )
+    _add_server_arguments(p)
     add_radio_arguments(p, timing=False)
     p.set_defaults(func=cmd_tune)
 
@@ -684,6 +695,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--keep-testbed", action="store_true", help="leave a testbed brought up for this run"
     )
+    _add_server_arguments(p)
     add_radio_arguments(p, timing=False)
     p.set_defaults(func=cmd_experiment)
 

@@ -142,3 +142,41 @@ def test_every_option_of_every_command_says_what_it_is_and_its_default() -> None
             assert action.help, (name, action.option_strings or action.dest)
     ttest = dict(found)["tTest"].format_help()
     assert "(default: 5201)" in ttest and "(default: 2M)" in ttest
+
+
+def test_tune_and_experiments_take_the_servers_ports_and_the_queue(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """--port/--rtt-port/--queue reach tune's and the experiments' runs (they ignored them),
+    and a real link's target is built with those ports."""
+    from longge import cli
+    from longge.measure import runner
+
+    seen: dict[str, dict[str, object]] = {}
+
+    def fake(kind: str) -> Any:
+        def run(*args: object, **kw: object) -> Any:
+            seen[kind] = kw
+            raise SystemExit(0)  # stop before anything is measured
+
+        return run
+
+    monkeypatch.setattr(runner, "run_tune", fake("tune"))
+    monkeypatch.setattr(runner, "run_experiments", fake("experiments"))
+    for argv in (["tune"], ["experiment", "multiplex"]):
+        with pytest.raises(SystemExit):
+            control = ["--control", "/x"] if argv == ["tune"] else []
+            cli.main(
+                [*argv, "--host", "192.0.2.1", "-p", "5999", "--rtt-port", "7999", *control]
+                + ["--queue", "fifo"]
+            )
+    assert set(seen) == {"tune", "experiments"}
+    for kw in seen.values():
+        assert kw["ports"] == (5999, 7999) and kw["queue"] == "fifo"
+    target, started = runner.resolve_target("192.0.2.1", 5999, 7999, RadioOptions(), lambda s: None)
+    assert (target.host, target.iperf_port, target.rtt_port, started) == (
+        "192.0.2.1",
+        5999,
+        7999,
+        False,
+    )

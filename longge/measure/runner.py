@@ -193,6 +193,8 @@ def run_tune(
     progress: Progress,
     host: str | None = None,
     controls: tuple[str, ...] = (),
+    ports: tuple[int, int] = (testbed.IPERF_PORT, testbed.RTT_PORT),
+    queue: str = "fair",
 ) -> tuple[Path, dict[str, Any]]:
     """Tune on the testbed (brought up with ``opts``, e.g. --per), a running one, or a real
     link (``host`` = the base station's address; ``controls`` = the daemons' control sockets,
@@ -200,7 +202,7 @@ def run_tune(
     from longge.chip.datasheet import per_attempt_failure
     from longge.measure.tune import Tune, plot_tune, plot_tune_curves
 
-    target, started = resolve_target(host, testbed.IPERF_PORT, testbed.RTT_PORT, opts, say)
+    target, started = resolve_target(host, *ports, opts, say, queue)
     if controls:
         target = replace(target, controls=tuple(dict.fromkeys((*target.controls, *controls))))
     if host and len(target.controls) < 2:
@@ -241,11 +243,14 @@ def run_experiments(
     say: Say,
     progress: Progress,
     host: str | None = None,
+    ports: tuple[int, int] = (testbed.IPERF_PORT, testbed.RTT_PORT),
+    queue: str = "fair",
 ) -> tuple[Path, dict[str, Any]]:
-    """Run experiments (by name) on the testbed, or on a real link with ``host``."""
+    """Run experiments (by name) on the testbed, or on a real link with ``host`` (its servers
+    on ``ports``: iperf3, RTT echo)."""
     from longge.measure.experiments import EXPERIMENTS, Link, Runner
 
-    target, started = resolve_target(host, testbed.IPERF_PORT, testbed.RTT_PORT, opts, say)
+    target, started = resolve_target(host, *ports, opts, say, queue)
     results = ResultsDir(out or default_dir("experiment"))
     say(f"results in {results.path}")
     ctx = link_context(target, 1400)
