@@ -166,10 +166,8 @@ def test_tune_and_experiments_take_the_servers_ports_and_the_queue(
     for argv in (["tune"], ["experiment", "multiplex"]):
         with pytest.raises(SystemExit):
             control = ["--control", "/x"] if argv == ["tune"] else []
-            cli.main(
-                [*argv, "--host", "192.0.2.1", "-p", "5999", "--rtt-port", "7999", *control]
-                + ["--queue", "fifo"]
-            )
+            ports = ["-p", "5999", "--rtt-port", "7999", "--queue", "fifo"]
+            cli.main([*argv, "--host", "192.0.2.1", *ports, *control])
     assert set(seen) == {"tune", "experiments"}
     for kw in seen.values():
         assert kw["ports"] == (5999, 7999) and kw["queue"] == "fifo"
