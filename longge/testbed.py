@@ -137,6 +137,13 @@ uplink = "up0"
     )
 
 
+def _make(target: str) -> None:
+    """Build a firmware/ target the testbed runs (the native modem, the spidev library)."""
+    build = subprocess.run(["make", "-C", str(FIRMWARE), target], capture_output=True, text=True)
+    if build.returncode != 0:
+        raise TestbedError(f"make -C firmware {target} failed:\n{build.stderr[-1500:]}")
+
+
 def _spawn(args: list[str], log: Path, env: dict[str, str] | None = None) -> int:
     with open(log, "ab") as out:
         proc = subprocess.Popen(
@@ -210,11 +217,7 @@ def up(
         _wait_for(lambda: native.serving(p["air"]), "the air emulator", STATE_DIR / "air.log")
         if serial:
             say("building the modem firmware (native) and plugging two modems into the mobile")
-            build = subprocess.run(
-                ["make", "-C", str(FIRMWARE), "native"], capture_output=True, text=True
-            )
-            if build.returncode != 0:
-                raise TestbedError(f"make -C firmware native failed:\n{build.stderr[-1500:]}")
+            _make("native")
             for which in ("tx", "rx"):
                 link = STATE_DIR / f"mobile-{which}.pty"
                 state["pids"][f"modem-{which}"] = _spawn(
@@ -230,11 +233,7 @@ def up(
         env = None
         if rf24:
             say("building the spidev/GPIO library pyrf24 reaches the emulated chips through")
-            build = subprocess.run(
-                ["make", "-C", str(FIRMWARE), "preload"], capture_output=True, text=True
-            )
-            if build.returncode != 0:
-                raise TestbedError(f"make -C firmware preload failed:\n{build.stderr[-1500:]}")
+            _make("preload")
         for role in ("base", "mobile"):
             conf = STATE_DIR / f"{role}.toml"
             conf.write_text(node_toml(role, opts, queue, secured, serial, rf24))

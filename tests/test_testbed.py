@@ -189,27 +189,16 @@ def test_reverse_loads_the_downlink_and_bidir_both(bed: None, tmp_path: Path) ->
     """tTest -R sends base -> mobile over the link, --bidir both ways at once: counted by the
     daemon that sends each direction (the other one carries only iperf3's control and
     keepalives)."""
-    from longge.daemon.control import request
+    from longge.daemon.status import DaemonClient
     from longge.measure.results import ResultsDir
+    from longge.measure.runner import testbed_target
     from longge.measure.sweep import TTest, TTestPlan
-    from longge.measure.target import Target
 
-    p = testbed.paths()
-    target = Target(
-        testbed.BASE_IP,
-        testbed.IPERF_PORT,
-        testbed.RTT_PORT,
-        "lg-mobile",
-        (str(p["mobile"]), str(p["base"])),
-        str(p["air"]),
-    )
+    target = testbed_target()
 
     def sent() -> dict[str, int]:
-        return {
-            r: request(str(p[r]), {"cmd": "status"})["tx"]["packets_sent"]
-            for r in p
-            if r in ("base", "mobile")
-        }
+        paths = dict(zip(("mobile", "base"), target.controls, strict=True))
+        return {role: DaemonClient(path).status().tx.packets_sent for role, path in paths.items()}
 
     for direction, loaded in (("down", {"base"}), ("both", {"base", "mobile"})):
         before = sent()

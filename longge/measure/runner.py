@@ -68,6 +68,13 @@ def resolve_target(
         say("no radio configured: bringing up the emulated testbed (./run.sh testbed up)")
         testbed.up(opts, say=lambda s: say(f"testbed: {s}"), queue=queue)
         started = True
+    return testbed_target(), started
+
+
+def testbed_target() -> Target:
+    """The testbed as a measurement's target: clients in lg-mobile, servers in lg-base, both
+    daemons' control sockets, the air."""
+    p = testbed.paths()
     return Target(
         testbed.BASE_IP,
         testbed.IPERF_PORT,
@@ -75,7 +82,7 @@ def resolve_target(
         "lg-mobile",
         (str(p["mobile"]), str(p["base"])),
         str(p["air"]),
-    ), started
+    )
 
 
 def link_context(target: Target, length: int) -> dict[str, Any]:

@@ -23,8 +23,8 @@ from longge.daemon.control import ControlError
 from longge.daemon.status import DaemonClient, NodeStatus
 from longge.measure import analysis
 from longge.measure.cpu import STEAL_LIMIT, StealMeter
-from longge.measure.disturbance import Disturbance, unspoilt
-from longge.measure.emulator import AirMeter, health, spoilt_reason
+from longge.measure.disturbance import Disturbance, Watch, unspoilt
+from longge.measure.emulator import health, spoilt_reason
 from longge.measure.iperf import TrialResult, TrialSpec, parse_result, run_trial
 from longge.measure.loadprobe import load_and_probe, probe_in
 from longge.measure.results import ResultsDir
@@ -551,7 +551,7 @@ class LTest(_Sweep):
         around: dict[str, Any] = {}
 
         def probe() -> dict[str, Any]:  # steal, the air and the queues while the probes run
-            around["steal"], around["air"] = StealMeter(), AirMeter(self.target.air)
+            around["watch"] = Watch(self.target.air)
             around["before"] = self._queue_delay_hist()
             probes = probe_in(self.target, count, interval, self.plan.probe_bytes)
             around["after"] = self._queue_delay_hist()
@@ -561,7 +561,7 @@ class LTest(_Sweep):
             self.target, spec if rho > 0 else None, count, interval, probe=probe
         )
         res, probes = measured.load, measured.probes
-        steal, air = around["steal"], around["air"]
+        disturbed = around["watch"].end(count * interval)
         before, after = around["before"], around["after"]
         rtts = measured.rtts
         app = [
@@ -587,11 +587,10 @@ class LTest(_Sweep):
             # as an application (and irtt) sees it: stamped in user space, wake-ups included
             "app_rtt_median_ms": analysis.percentile(app, 0.5) if app else None,
             "probe_error": probes.get("error"),
-            "cpu_steal": steal.share(),
+            "cpu_steal": disturbed.steal,
+            "air_freezes": disturbed.freezes,
+            "air_frozen_ms": disturbed.frozen_ms,
         }
-        frozen = air.delta()
-        lv["air_freezes"] = int(frozen.get("freezes", 0))
-        lv["air_frozen_ms"] = frozen.get("frozen_ms", 0.0)
         if before is not None and after is not None and after[1]:
             edges = after[1]
             delta = [max(0, a - b) for a, b in zip(after[0], before[0], strict=False)]
