@@ -264,6 +264,7 @@ pub struct Server {
     lazy_late: u64,
     lazy_late_max_ns: i64,
     wake: WakeUp,
+    awake: realtime::KeepAwake,
 }
 
 fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
@@ -334,6 +335,7 @@ impl Server {
             lazy_late: 0,
             lazy_late_max_ns: 0,
             wake: WakeUp { early_ns: 0 },
+            awake: realtime::KeepAwake::open(),
         })
     }
 
@@ -395,7 +397,10 @@ impl Server {
                     continue;
                 }
             }
-            let wait = due.map_or(MAX_WAIT_NS, |d| (d - now - LAZY_NS).min(MAX_WAIT_NS));
+            let mut wait = due.map_or(MAX_WAIT_NS, |d| (d - now - LAZY_NS).min(MAX_WAIT_NS));
+            if let Some(release) = self.awake.tick(monotonic_ns()) {
+                wait = wait.min((release - monotonic_ns()).max(0));
+            }
             self.take_messages(now, wait);
         }
         self.close();
@@ -761,6 +766,9 @@ impl Server {
     }
 
     fn dispatch(&mut self, outputs: Vec<Output>) {
+        if !outputs.is_empty() {
+            self.awake.touch(monotonic_ns());
+        }
         for out in outputs {
             let Some(&fd) = self.by_radio.get(&out.radio()) else {
                 continue;
@@ -810,6 +818,7 @@ impl Server {
             "lazy_late": self.lazy_late,
             "lazy_late_max_ms": ((self.lazy_late_max_ns as f64) / 1e3).round() / 1e3,
             "wake_early_us": self.wake.early_ns / 1000,
+            "keep_awake": self.awake.summary(monotonic_ns()),
             "uptime_s": (monotonic_ns() - self.started) as f64 / 1e9,
             "bad_messages": self.bad_messages,
             "send_overflows": self.send_overflows,

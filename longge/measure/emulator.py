@@ -89,6 +89,7 @@ def health(
         "lazy_late": stats.get("lazy_late"),
         "lazy_late_max_ms": stats.get("lazy_late_max_ms"),
         "lag_us": stats.get("lag"),
+        "keep_awake": stats.get("keep_awake"),
         "scheduling": stats.get("scheduling"),
         "server": stats.get("server", "python"),
         "uptime_s": round(float(stats.get("uptime_s", 0.0)), 1),
