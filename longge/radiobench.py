@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from longge.air import native
-from longge.air.server import query
+from longge.air.wire import query
 from longge.chip.datasheet import per_attempt_failure
 from longge.radio.options import RadioOptions, configure
 from longge.radio.sim import SimRadio

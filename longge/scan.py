@@ -159,7 +159,8 @@ def run(
     import subprocess
 
     from longge import testbed
-    from longge.air.server import query
+    from longge.air import wire
+    from longge.air.wire import query
     from longge.errors import LongGeError
     from longge.measure.results import results_root
 
@@ -188,7 +189,7 @@ def run(
                 "sudo ./run.sh testbed up (then scan again), or --air SOCKET"
             )
         if wifi:
-            query(air, b"W" + json.dumps({"wifi": wifi, "duty": duty}).encode())
+            query(air, wire.interferer_message(wifi, duty))
         radio = SimRadio(air=air, name="scanner")
         where = f"emulated radio on {air}"
         if traffic and testbed.status().get("up"):
@@ -213,7 +214,7 @@ def run(
             proc.terminate()
         if wifi and not real and air:
             with contextlib.suppress(OSError):
-                query(air, b"W" + json.dumps({"clear": True}).encode())
+                query(air, wire.CLEAR_INTERFERERS)
         close = getattr(radio, "close", None)
         if close is not None:
             close()

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from longge.air import native
-from longge.air.server import query
+from longge.air.wire import query
 from longge.daemon.control import ControlError
 from longge.daemon.status import DaemonClient
 from longge.errors import LongGeError

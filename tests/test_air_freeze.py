@@ -11,7 +11,8 @@ from pathlib import Path
 from test_sim_radio import pair
 
 from longge.air import native
-from longge.air.server import FREEZE_AFTER_NS, AirServer, query
+from longge.air.server import FREEZE_AFTER_NS, AirServer
+from longge.air.wire import query
 from longge.radio.options import RadioOptions
 from longge.radiobench import start_air
 

@@ -14,7 +14,7 @@ import pytest
 from test_sim_radio import pair
 
 from longge.air import native
-from longge.air.server import query
+from longge.air.wire import query
 from longge.radio.options import RadioOptions
 from longge.radiobench import start_air
 

@@ -13,10 +13,10 @@ from pathlib import Path
 from longge.measure import report
 from longge.measure.cpu import STEAL_LIMIT, StealMeter
 from longge.measure.disturbance import unspoilt
+from longge.measure.link import Target
 from longge.measure.results import ResultsDir
 from longge.measure.servers import run_servers
 from longge.measure.sweep import TTest, TTestPlan
-from longge.measure.target import Target
 
 _CTX = mp.get_context("fork")
 

@@ -16,7 +16,7 @@ from daemonlink import Link, ip_packet, make_link
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from longge.air.server import query
+from longge.air.wire import query
 from longge.daemon.control import ControlError, request
 from longge.daemon.supervisor import Supervisor
 from longge.tun import MemoryTun
@@ -297,9 +297,9 @@ def test_tune_puts_back_what_each_node_had_even_when_interrupted(
     import threading
     from pathlib import Path
 
+    from longge.measure.link import Target
     from longge.measure.results import ResultsDir
-    from longge.measure.target import Target
-    from longge.measure.tune import Tune, TunePlan, set_radio
+    from longge.measure.tune import Tune, TunePlan
     from longge.radio.options import RadioOptions
 
     paths = (link.mobile.cfg.control, link.base.cfg.control)
@@ -307,7 +307,7 @@ def test_tune_puts_back_what_each_node_had_even_when_interrupted(
 
     class Interrupted(Tune):
         def _point_unspoilt(self, ard: int, arc: int) -> dict[str, object]:
-            set_radio(self.target, {"ard_us": ard, "arc": 0})
+            self.target.set_radio({"ard_us": ard, "arc": 0})
             raise KeyboardInterrupt
 
     plan = TunePlan(ard_us=(250,), arc=(0,))

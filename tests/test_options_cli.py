@@ -104,7 +104,8 @@ def test_channel_means_the_uplink_on_every_command(capsys: pytest.CaptureFixture
     """``--channel N`` on both daemons keeps them a mirrored pair: N is the uplink (mobile tx,
     base rx), the downlink goes with it. ``radio set`` (channels cannot change live) does not
     offer it."""
-    from longge.cli import _radio_overrides, build_parser
+    from longge.cli import build_parser
+    from longge.commands.node import _radio_overrides
     from longge.radio.options import downlink_channel
 
     down = downlink_channel(70)

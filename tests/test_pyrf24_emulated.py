@@ -127,7 +127,7 @@ def test_two_real_pyrf24_radios_exchange_frames_over_the_air(preload: Path, air:
 
 
 def native_stats(air: str) -> dict[str, object]:
-    from longge.air.server import query
+    from longge.air.wire import query
 
     return query(air)
 

@@ -12,9 +12,9 @@ from fielddoc import assert_folder_documented
 
 from longge.cli import main
 from longge.measure.experiments import EXPERIMENTS, verdict
+from longge.measure.link import Target
 from longge.measure.plots import plot_runs
 from longge.measure.results import ResultsDir
-from longge.measure.target import Target
 from longge.measure.tune import Tune, TunePlan
 from longge.radio.options import RadioOptions
 

@@ -19,7 +19,7 @@ from daemonlink import Link, ip_packet, make_link
 from test_radio_conformance import pyrf24_signatures
 
 from longge import config
-from longge.air.server import query
+from longge.air.wire import query
 from longge.daemon import child
 from longge.errors import ConfigError, HardwareError
 from longge.radio.interface import RADIO_METHODS, RADIO_PROPERTIES

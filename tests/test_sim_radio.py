@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from longge.air import native
-from longge.air.server import query
+from longge.air.wire import query
 from longge.radio.constants import RF24_2MBPS, RF24_250KBPS
 from longge.radio.options import RadioOptions, configure
 from longge.radio.sim import SimRadio

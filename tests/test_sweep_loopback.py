@@ -80,9 +80,9 @@ def test_each_direction_is_measured_and_named(tmp_path: Path) -> None:
     """-R offers the load from the server's side, --bidir from both at once; the summary, the
     trial rows, the report and the plot say which direction each figure is."""
     from longge.measure import plots, report
+    from longge.measure.link import Target
     from longge.measure.results import SCHEMA, ResultsDir
     from longge.measure.sweep import TTest, TTestPlan
-    from longge.measure.target import Target
 
     servers = _CTX.Process(target=run_servers, args=(5323, 7323), daemon=False)
     servers.start()

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from longge.measure.iperf import TrialResult
+from longge.measure.link import Target
 from longge.measure.results import ResultsDir
 from longge.measure.sweep import PointResult, TTest, TTestPlan
-from longge.measure.target import Target
 
 C = 500_000.0
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from longge.measure.link import Target
 from longge.measure.model import udp_goodput_bps
 from longge.measure.results import ResultsDir
-from longge.measure.target import Target
 from longge.measure.tune import (
     GRID_FIELDS,
     Tune,

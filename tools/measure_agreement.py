@@ -23,9 +23,9 @@ from longge import testbed
 from longge.measure import analysis, rtt
 from longge.measure.cpu import StealMeter
 from longge.measure.iperf import TrialSpec, parse_result, run_trial
+from longge.measure.link import Target
 from longge.measure.loadprobe import probe_in
 from longge.measure.model import udp_goodput_bps
-from longge.measure.target import Target
 from longge.protocol.secure import OVERHEAD
 from longge.radio.options import RadioOptions
 

@@ -26,7 +26,7 @@ import subprocess
 import time
 
 from longge import testbed
-from longge.air.server import query
+from longge.air.wire import query
 from longge.measure.cpu import StealMeter, process_cpu_s
 from longge.measure.model import ping_air_ms, udp_goodput_bps
 from longge.protocol.secure import OVERHEAD

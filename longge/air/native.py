@@ -86,7 +86,7 @@ def serving(path: str | os.PathLike[str]) -> bool:
     """Does an air server at ``path`` answer (not only: has it bound its socket)? A server
     that has bound but is still starting on a busy machine would leave a radio's hello
     unanswered past its timeout."""
-    from longge.air.server import query
+    from longge.air.wire import query
 
     try:
         query(str(path), timeout=1.0)

@@ -31,10 +31,9 @@ from longge import realtime
 from longge.air import wire
 from longge.air.loss import LossModel, LossSpec
 from longge.air.model import Air, Interferer, Outcome, RxFrame, TxResult
-from longge.chip import AIR_SOCKET
+from longge.air.wire import DEFAULT_SOCKET
 from longge.chip.registers import registers_from_json
 
-DEFAULT_SOCKET = AIR_SOCKET
 _MAX_WAIT_S = 0.2
 #: Lateness beyond which the air stops its clock instead of catching up (see the module doc):
 #: about two frame exchanges at 2 Mbit/s, less than a receiver's FIFO lasts.
@@ -333,16 +332,3 @@ class AirServer:
                 for w in self.air.interferers
             ],
         }
-
-
-def query(path: str, msg: bytes = b"S", timeout: float = 2.0) -> dict[str, Any]:
-    """Ask a running air server for its counters (or send a control message)."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as sock:
-        sock.settimeout(timeout)
-        sock.connect(path)
-        sock.send(msg)
-        reply = sock.recv(1 << 20)
-    if reply[:1] != b"s":
-        raise ValueError(reply[1:].decode(errors="replace"))
-    result: dict[str, Any] = json.loads(reply[1:])
-    return result

@@ -32,7 +32,14 @@ Air -> radio:
 
 from __future__ import annotations
 
+import json
+import socket
 import struct
+from typing import Any
+
+from longge.chip import AIR_SOCKET
+
+DEFAULT_SOCKET = AIR_SOCKET
 
 TX_RESULT = struct.Struct("!cBBBII")
 
@@ -54,3 +61,34 @@ def tx_result(ok: bool, arc: int, fifo: int, accepted: int, flushes: int) -> byt
 def parse_tx_result(msg: bytes) -> tuple[bool, int, int, int, int]:
     _, ok, arc, fifo, accepted, flushes = TX_RESULT.unpack(msg)
     return bool(ok), arc, fifo, accepted, flushes
+
+
+# -- control messages (anyone -> air): one encoder each ---------------------------------------
+
+STATS = b"S"
+
+
+def loss_message(spec: dict[str, Any]) -> bytes:
+    """``P``: set loss ({"per", "ack_per", "burst", "tx", "rx"}, any subset)."""
+    return b"P" + json.dumps(spec).encode()
+
+
+def interferer_message(wifi: int, duty: float) -> bytes:
+    """``W``: add a Wi-Fi-like interferer on Wi-Fi channel ``wifi`` taking ``duty`` of the air."""
+    return b"W" + json.dumps({"wifi": wifi, "duty": duty}).encode()
+
+
+CLEAR_INTERFERERS = b"W" + json.dumps({"clear": True}).encode()
+
+
+def query(path: str, msg: bytes = STATS, timeout: float = 2.0) -> dict[str, Any]:
+    """Ask a running air server for its counters (or send a control message)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as sock:
+        sock.settimeout(timeout)
+        sock.connect(path)
+        sock.send(msg)
+        reply = sock.recv(1 << 20)
+    if reply[:1] != b"s":
+        raise ValueError(reply[1:].decode(errors="replace"))
+    result: dict[str, Any] = json.loads(reply[1:])
+    return result

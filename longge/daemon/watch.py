@@ -36,7 +36,7 @@ def sample(paths: dict[str, str], air: str | None = None) -> dict[str, Any]:
         except ControlError as exc:
             out["nodes"][name] = {"error": str(exc)}
     if air:
-        from longge.air.server import query
+        from longge.air.wire import query
 
         try:
             out["air"] = query(air)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from longge.air.server import query
+from longge.air.wire import query
 
 #: A trial whose air stood still for more than this share of its duration is spoilt: at 1 %
 #: the received rate of a saturated trial reads 1 % low for reasons of the host alone.

@@ -24,16 +24,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from longge.air.server import query
+from longge.air import wire
+from longge.air.wire import query
 from longge.errors import ConfigError
 from longge.measure import analysis
 from longge.measure.disturbance import unspoilt
 from longge.measure.iperf import TrialSpec, parse_result, run_trial
+from longge.measure.link import Target
 from longge.measure.loadprobe import LoadProbe, load_and_probe
 from longge.measure.model import udp_goodput_bps
 from longge.measure.results import ResultsDir
-from longge.measure.sweep import Progress, drain
-from longge.measure.target import Target
+from longge.measure.sweep import Progress
 from longge.radio.options import RadioOptions
 
 #: The conditions a point runs under, with their defaults (what the link has when untouched).
@@ -228,15 +229,13 @@ class Link:
     def apply(self, cond: dict[str, Any]) -> None:
         changed = {k: v for k, v in cond.items() if self.applied.get(k) != v}
         if {"ard_us", "arc"} & set(changed):
-            from longge.measure.tune import set_radio
-
-            set_radio(self.target, {"ard_us": cond["ard_us"], "arc": cond["arc"]})
+            self.target.set_radio({"ard_us": cond["ard_us"], "arc": cond["arc"]})
         if "per" in changed:
             if self.air is None:
                 if cond["per"]:
                     raise ConfigError("per", cond["per"], "0 without the emulator (real link)")
             else:
-                query(self.air, b"P" + json.dumps({"per": cond["per"]}).encode())
+                query(self.air, wire.loss_message({"per": cond["per"]}))
         if "delay_ms" in changed:
             if cond["delay_ms"]:
                 args = ["netem", "delay", f"{cond['delay_ms']}ms", "limit", "10000"]
@@ -349,10 +348,10 @@ class Runner:
                     skipped.append(f"{series.label}: {cond['cc']} not offered by this kernel")
                     continue
                 self.link.apply(cond)
-                drain(self.link.target)
+                self.link.target.drain()
                 measured, disturbed, repeated = unspoilt(  # see measure.disturbance
                     functools.partial(self.measure, exp, cond),
-                    between=functools.partial(drain, self.link.target),
+                    between=self.link.target.drain,
                     air=self.link.target.air,
                 )
                 stolen = disturbed.steal

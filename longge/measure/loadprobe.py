@@ -19,7 +19,7 @@ from typing import Any
 
 from longge.measure import analysis
 from longge.measure.iperf import TrialResult, TrialSpec, parse_result, run_trial
-from longge.measure.target import Target
+from longge.measure.link import Target
 
 #: How long a load runs before the probes start (the queues reach their steady state).
 SETTLE_S = 1.5

@@ -16,12 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from longge import testbed
-from longge.air.server import query
-from longge.daemon.control import ControlError
 from longge.daemon.status import DaemonClient
 from longge.errors import ConfigError
 from longge.measure import plots
-from longge.measure.model import udp_goodput_bps
+from longge.measure.link import Target
 from longge.measure.results import ResultsDir, default_dir, system_context
 from longge.measure.sweep import (
     DIRECTIONS,
@@ -31,8 +29,6 @@ from longge.measure.sweep import (
     TTest,
     TTestPlan,
 )
-from longge.measure.target import Target
-from longge.protocol import secure
 from longge.radio.options import RadioOptions
 
 LOCAL_CONTROL = "/run/longge/longge0.sock"
@@ -85,49 +81,6 @@ def testbed_target() -> Target:
     )
 
 
-def link_context(target: Target, length: int) -> dict[str, Any]:
-    ctx: dict[str, Any] = {"target": {"host": target.host, "netns": target.netns}}
-    for path in target.controls:
-        try:
-            st = DaemonClient(path).status()
-        except ControlError as exc:
-            ctx.setdefault("daemons", {})[path] = {"error": str(exc)}
-            continue
-        ctx.setdefault("daemons", {})[path] = {
-            k: st.raw.get(k) for k in ("node", "radio", "version")
-        }
-        if st.node.role == "mobile":
-            ctx["radio"] = st.radio
-            ctx["secured"] = st.secured
-            ctx["security_overhead"] = secure.OVERHEAD if st.secured else 0
-    air = testbed.paths()["air"]
-    if target.netns and air.exists():
-        try:
-            stats = query(str(air))
-            ctx["emulator"] = {"loss": stats.get("loss"), "seed": stats.get("seed")}
-        except OSError as exc:
-            ctx["emulator"] = {"error": str(exc)}
-        r = ctx.get("radio") or {}
-        if r:
-            opts = RadioOptions(
-                rate=r["rate"],
-                ard_us=r["ard_us"],
-                arc=r["arc"],
-                auto_ack=r["auto_ack"],
-                payload=r["payload"],
-                address_width=r["address_width"],
-                crc=r["crc"],
-            )
-            overhead = ctx.get("security_overhead", 0)
-            ctx["model_capacity_bps"] = udp_goodput_bps(opts, length, overhead)
-            ctx["model_note"] = (
-                f"UDP payload rate the air allows for {length}-byte datagrams "
-                "with no loss and no host overhead"
-                + (f", {overhead} bytes of security per packet" if overhead else "")
-            )
-    return ctx
-
-
 def run(
     kind: str,
     plan: TTestPlan | LTestPlan,
@@ -145,7 +98,7 @@ def run(
     results = ResultsDir(out or default_dir(kind))
     say(f"results in {results.path}")
     length = plan.length or 1400
-    context = {**system_context(), **link_context(target, length)}
+    context = {**system_context(), **target.context(length)}
     results.write_json("context.json", context)
     t0 = time.time()
     sweep: TTest | LTest = (
@@ -222,7 +175,7 @@ def run_tune(
         )
     results = ResultsDir(out or default_dir("tune"))
     say(f"results in {results.path} (an interrupted tune resumes with the same --out)")
-    ctx = link_context(target, 1400)
+    ctx = target.context(1400)
     results.write_json("context.json", {**system_context(), **ctx})
     loss = opts.loss()
     q_hint = per_attempt_failure(loss.data_per, loss.ack_per)
@@ -260,7 +213,7 @@ def run_experiments(
     target, started = resolve_target(host, *ports, opts, say, queue)
     results = ResultsDir(out or default_dir("experiment"))
     say(f"results in {results.path}")
-    ctx = link_context(target, 1400)
+    ctx = target.context(1400)
     results.write_json("context.json", {**system_context(), **ctx})
     air = str(testbed.paths()["air"]) if target.netns else None
     link = Link(target, air)

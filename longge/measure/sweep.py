@@ -13,22 +13,19 @@ Both report progress through a callback and keep what they measured when interru
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from longge.daemon.control import ControlError
-from longge.daemon.status import DaemonClient, NodeStatus
 from longge.measure import analysis
 from longge.measure.cpu import STEAL_LIMIT, StealMeter
 from longge.measure.disturbance import Disturbance, Watch, unspoilt
 from longge.measure.emulator import health, spoilt_reason
 from longge.measure.iperf import TrialResult, TrialSpec, parse_result, run_trial
+from longge.measure.link import Target
 from longge.measure.loadprobe import load_and_probe, probe_in
 from longge.measure.results import ResultsDir
-from longge.measure.target import Target
 
 Progress = Callable[[str, float], None]  # (message, fraction done)
 
@@ -131,41 +128,7 @@ def reverse_view(p: PointResult) -> PointResult:
     return PointResult(p.offered_bps, trials)
 
 
-def load_spec(target: Target, direction: str, **kw: Any) -> TrialSpec:
-    """The iperf3 trial that offers a load in ``direction`` (the client is on the mobile)."""
-    if direction not in DIRECTIONS:
-        raise ValueError(f"direction = {direction!r}: one of {sorted(DIRECTIONS)}")
-    return TrialSpec(
-        host=target.host,
-        port=target.iperf_port,
-        reverse=direction == "down",
-        bidir=direction == "both",
-        **kw,
-    )
-
-
 # -- shared plumbing ---------------------------------------------------------------------------
-
-
-def daemon_status(target: Target) -> dict[str, NodeStatus]:
-    """The status of each daemon of the target that answers, by control path."""
-    out: dict[str, NodeStatus] = {}
-    for path in target.controls:
-        with contextlib.suppress(ControlError):
-            out[path] = DaemonClient(path).status()
-    return out
-
-
-def drain(target: Target, max_wait_s: float = 5.0) -> None:
-    """Wait until the link's queues are empty (daemon status), or a fixed second without one."""
-    time.sleep(0.5)
-    deadline = time.monotonic() + max_wait_s
-    while target.controls and time.monotonic() < deadline:
-        st = daemon_status(target)
-        if all(s.tx.queue_packets == 0 for s in st.values()):
-            break
-        time.sleep(0.2)
-    time.sleep(0.5)
 
 
 def trial_row(kind: str, spec: TrialSpec, r: TrialResult, started: float) -> dict[str, Any]:
@@ -221,8 +184,7 @@ class TTest(_Sweep):
     def measure(self, offered: float) -> PointResult:
         plan = self.plan
         point = self.points.setdefault(offered, PointResult(offered))
-        spec = load_spec(
-            self.target,
+        spec = self.target.load_spec(
             plan.direction,
             protocol=plan.protocol,
             rate_bps=int(offered),
@@ -246,7 +208,7 @@ class TTest(_Sweep):
                 for i, v in enumerate(res.interval_received_bps)
             ]
             self.out.add_trial(trial_row("tTest", spec, res, started), records)
-            drain(self.target)
+            self.target.drain()
 
         budget = plan.repeats  # extra trials for those the machine spoilt, per load
         for _ in range(plan.repeats):
@@ -507,13 +469,13 @@ class LTest(_Sweep):
         spoilt: list[str] = []
         lv, _, _ = unspoilt(
             lambda: self.level(rho, cap, count, interval),
-            between=lambda: drain(self.target),
+            between=self.target.drain,
             judge=lambda lv, _: spoilt_reason(
                 lv["cpu_steal"], STEAL_LIMIT, lv["air_frozen_ms"], count * interval
             ),
             on_spoilt=lambda lv, d, why: spoilt.append(why),
         )
-        drain(self.target)
+        self.target.drain()
         if spoilt:
             lv["repeated_because"] = spoilt[0]
         return lv
@@ -530,7 +492,7 @@ class LTest(_Sweep):
         senders = SENDERS[self.plan.direction]
         found = [
             st.tx
-            for st in daemon_status(self.target).values()
+            for st in self.target.status().values()
             if st.node.role in senders and st.tx.queue_delay_hist
         ]
         if len(found) != len(senders):
@@ -539,8 +501,7 @@ class LTest(_Sweep):
         return bins, found[0].queue_delay_edges_ms
 
     def level(self, rho: float, cap: float, count: int, interval: float) -> dict[str, Any]:
-        spec = load_spec(
-            self.target,
+        spec = self.target.load_spec(
             self.plan.direction,
             protocol="udp",
             rate_bps=int(rho * cap),

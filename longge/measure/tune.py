@@ -9,7 +9,6 @@ Results go to ``grid.csv`` as each point ends, so an interrupted tune resumes wh
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import itertools
 import json
@@ -18,16 +17,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from longge.daemon.control import ControlError
-from longge.daemon.status import DaemonClient
 from longge.measure import analysis
 from longge.measure.disturbance import unspoilt
 from longge.measure.iperf import TrialSpec, parse_result, run_trial
+from longge.measure.link import Target
 from longge.measure.loadprobe import load_and_probe, probe_in
 from longge.measure.model import IP_UDP_HEADERS, udp_goodput_bps
 from longge.measure.results import ResultsDir
-from longge.measure.sweep import Progress, drain
-from longge.measure.target import Target
+from longge.measure.sweep import Progress
 from longge.protocol.frame import frames_for
 from longge.radio.options import RadioOptions
 
@@ -139,40 +136,6 @@ def judge_scaled(points: list[analysis.Point], share: float) -> analysis.Capacit
     )
 
 
-def set_radio(target: Target, options: dict[str, Any]) -> None:
-    for path in target.controls:
-        reply = DaemonClient(path, timeout=5).set_radio(options)
-        if "error" in reply:
-            raise RuntimeError(f"{path}: {reply['error']}")
-
-
-def link_settings(target: Target) -> dict[str, dict[str, Any]]:
-    """Each node's ARD and ARC as its daemon reports them (control path -> options)."""
-    out = {}
-    for path in target.controls:
-        radio = DaemonClient(path, timeout=5).status().radio
-        if "ard_us" in radio and "arc" in radio:
-            out[path] = {"ard_us": radio["ard_us"], "arc": radio["arc"]}
-    return out
-
-
-def restore_settings(had: dict[str, dict[str, Any]]) -> None:
-    for path, options in had.items():
-        with contextlib.suppress(ControlError):
-            DaemonClient(path, timeout=5).set_radio(options)
-
-
-def tx_counters(target: Target) -> tuple[int, int, int]:
-    """(frames sent, retransmissions, MAX_RT) summed over the nodes' TX radios."""
-    frames = retrans = max_rt = 0
-    for path in target.controls:
-        tx = DaemonClient(path, timeout=5).status().tx
-        frames += tx.frames_sent
-        retrans += tx.retransmissions or 0
-        max_rt += tx.max_rt
-    return frames, retrans, max_rt
-
-
 def failure_rate(frames: int, retrans: int, max_rt: int) -> float:
     """Per-attempt failure q from the radio's counters: every retransmission follows a failed
     attempt, and so does every MAX_RT (the last attempt failed too); attempts = frames +
@@ -233,7 +196,7 @@ class Tune:
         count = int(self.plan.probe_s / 0.05)
         load = self._spec(rate, self.plan.probe_s + 3)
         measured = load_and_probe(self.target, load, count, 0.05, PROBE_BYTES)
-        drain(self.target)
+        self.target.drain()
         rtts = measured.rtts
         return analysis.percentile(rtts, 0.5), analysis.percentile(rtts, 0.95)
 
@@ -245,17 +208,17 @@ class Tune:
 
     def point(self, ard: int, arc: int) -> dict[str, Any]:
         opts = replace(self.base, ard_us=ard, arc=arc)
-        set_radio(self.target, {"ard_us": ard, "arc": arc})
-        drain(self.target)
+        self.target.set_radio({"ard_us": ard, "arc": arc})
+        self.target.drain()
         predicted = model_capacity(opts, self.q_hint, 1400, self.overhead)
-        f0, r0, m0 = tx_counters(self.target)
+        f0, r0, m0 = self.target.tx_counters()
         pts: dict[float, analysis.Point] = {}
         loss = math.nan
         share = 1.0  # what gets through below saturation (measured at the lowest load)
 
         def measure(rate: float) -> Any:
             res = self._trial(rate, self.plan.trial_s)
-            drain(self.target)
+            self.target.drain()
             pts[rate] = analysis.Point(rate, res.received_bps)
             return res
 
@@ -275,7 +238,7 @@ class Tune:
             if verdict.needs_load_above:
                 measure(1.8 * predicted / share)
             verdict = judge_scaled(list(pts.values()), share)
-        f1, r1, m1 = tx_counters(self.target)
+        f1, r1, m1 = self.target.tx_counters()
         q = failure_rate(f1 - f0, r1 - r0, m1 - m0)
         if verdict.capacity_bps is None:
             raise RuntimeError(f"no capacity: {verdict.reason}")
@@ -318,7 +281,7 @@ class Tune:
         )
         done = {(int(r["ard_us"]), int(r["arc"])) for r in self.rows}
         grid = list(itertools.product(self.plan.ard_us, self.plan.arc))
-        had = link_settings(self.target)  # what each node had: put back whatever happens
+        had = self.target.retry_settings()  # what each node had: put back whatever happens
         try:
             for i, (ard, arc) in enumerate(grid):
                 if (ard, arc) in done:
@@ -332,7 +295,7 @@ class Tune:
                 with open(self.grid_csv, "a", newline="") as f:
                     csv.DictWriter(f, self.fields, extrasaction="ignore").writerow(row)
         finally:  # also on Ctrl-C: never leave the link at a grid point (ARC 0 loses packets)
-            restore_settings(had)
+            Target.restore(had)
         self.progress("done", 1.0)
         return self.summary()
 

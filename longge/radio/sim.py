@@ -19,7 +19,7 @@ from collections import deque
 from dataclasses import replace
 
 from longge.air import wire
-from longge.air.server import DEFAULT_SOCKET
+from longge.air.wire import DEFAULT_SOCKET
 from longge.chip.datasheet import MAX_PAYLOAD, TX_FIFO_DEPTH
 from longge.chip.registers import RadioRegisters, registers_to_json
 from longge.radio.constants import (

@@ -1,0 +1,1 @@
+"""The subcommands behind cli.py, by area: node (the link and its emulator), measure."""

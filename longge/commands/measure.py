@@ -1,0 +1,184 @@
+"""The measuring commands: tTest, lTest, tune, the experiment battery, the base station's
+servers and re-plotting. Each hands a plan to measure.runner and prints the report."""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import signal
+import sys
+from typing import Any
+
+from longge.cli_progress import progress
+
+
+def _interrupt(*_: object) -> None:
+    raise KeyboardInterrupt
+
+
+def cmd_servers(ns: argparse.Namespace) -> int:
+    from longge.measure.servers import run_servers
+
+    counters = run_servers(
+        ns.iperf_port, ns.rtt_port, ns.log_dir, ready=lambda s: print(f"servers: {s}", flush=True)
+    )
+    print(f"servers: stopped; RTT echo counters {counters}", flush=True)
+    return 0
+
+
+def _sweep(ns: argparse.Namespace, kind: str) -> int:
+    from dataclasses import replace
+
+    # Ctrl-C and SIGTERM stop the sweep cleanly, keeping what was measured (also when the
+    # shell started us with SIGINT ignored, as it does for background jobs).
+    signal.signal(signal.SIGINT, _interrupt)
+    signal.signal(signal.SIGTERM, _interrupt)
+
+    from longge.measure import runner, sweep
+    from longge.measure.report import summary_text
+    from longge.radio.options import options_from_args
+
+    plan: sweep.TTestPlan | sweep.LTestPlan
+    if kind == "tTest":
+        plan = sweep.QUICK_TTEST if ns.quick else sweep.TTestPlan()
+        changes: dict[str, Any] = {
+            "protocol": "tcp" if ns.tcp else "udp",
+            "streams": ns.parallel,
+        }
+        for key, value in (("duration", ns.time), ("length", ns.length), ("repeats", ns.repeats)):
+            if value is not None:
+                changes[key] = value
+        plan = replace(plan, **changes)
+    else:
+        plan = sweep.QUICK_LTEST if ns.quick else sweep.LTestPlan()
+        changes = {}
+        if ns.capacity:
+            changes["capacity_bps"] = ns.capacity
+        if ns.time is not None:
+            changes["seconds"] = ns.time
+        if ns.length is not None:
+            changes["length"] = ns.length
+        plan = replace(plan, **changes)
+    plan = replace(plan, direction="both" if ns.bidir else "down" if ns.reverse else "up")
+    path, summary = runner.run(
+        kind,
+        plan,
+        ns.host,
+        ns.port,
+        ns.rtt_port,
+        options_from_args(ns),
+        ns.out,
+        ns.keep_testbed,
+        say=lambda s: print(f"{kind}: {s}", flush=True),
+        progress=progress(kind),
+        queue=ns.queue,
+    )
+    print(summary_text(summary))
+    print(f"{kind}: results, CSV and plots in {path}/")
+    return 1 if summary.get("error") else 0
+
+
+def cmd_ttest(ns: argparse.Namespace) -> int:
+    return _sweep(ns, "tTest")
+
+
+def cmd_ltest(ns: argparse.Namespace) -> int:
+    return _sweep(ns, "lTest")
+
+
+def cmd_tune(ns: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from longge.measure import report, runner, tune
+    from longge.radio.options import options_from_args
+
+    signal.signal(signal.SIGINT, _interrupt)
+    signal.signal(signal.SIGTERM, _interrupt)
+    plan = tune.QUICK_TUNE if ns.quick else tune.TunePlan()
+    if ns.ard_list:
+        plan = replace(plan, ard_us=tuple(int(x) for x in ns.ard_list.split(",")))
+    if ns.arc_list:
+        plan = replace(plan, arc=tuple(int(x) for x in ns.arc_list.split(",")))
+    base = options_from_args(ns)
+    for ard, arc in itertools.product(plan.ard_us, plan.arc):  # refuse a bad grid up front
+        replace(base, ard_us=ard, arc=arc)
+    path, summary = runner.run_tune(
+        plan,
+        base,
+        ns.out,
+        ns.keep_testbed,
+        say=lambda s: print(f"tune: {s}", flush=True),
+        progress=progress("tune"),
+        host=ns.host,
+        controls=tuple(ns.control),
+        ports=(ns.port, ns.rtt_port),
+        queue=ns.queue,
+    )
+    print(report.tune_text(summary))
+    print(f"tune: results, grid.csv, heatmaps in {path}/")
+    return 0
+
+
+def cmd_experiment(ns: argparse.Namespace) -> int:
+    from longge.measure import runner
+    from longge.measure.experiments import EXPERIMENTS
+    from longge.radio.options import options_from_args
+
+    if ns.name == "list":
+        for e in EXPERIMENTS.values():
+            print(f"  {e.name:11s} {e.question}")
+        return 0
+    names = list(EXPERIMENTS) if ns.name == "all" else [ns.name]
+    if names[0] not in EXPERIMENTS:
+        print(
+            f"experiment: unknown {ns.name!r}; one of {', '.join(EXPERIMENTS)}, all, list",
+            file=sys.stderr,
+        )
+        return 2
+    for name in names:
+        EXPERIMENTS[name].validate()
+    signal.signal(signal.SIGINT, _interrupt)
+    signal.signal(signal.SIGTERM, _interrupt)
+    path, summary = runner.run_experiments(
+        names,
+        ns.quick,
+        options_from_args(ns),
+        ns.out,
+        ns.keep_testbed,
+        say=lambda s: print(f"experiment: {s}", flush=True),
+        progress=progress("experiment"),
+        host=ns.host,
+        ports=(ns.port, ns.rtt_port),
+        queue=ns.queue,
+    )
+    print(f"  {'experiment':11s} verdict")
+    for name, text in summary["verdicts"].items():
+        print(f"  {name:11s} {text}")
+    print(f"experiment: {summary['seconds']:.0f} s; CSV, JSON and plots in {path}/")
+    return 0
+
+
+def cmd_plot(ns: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from longge.measure.plots import plot_runs, rejudge_experiments
+    from longge.measure.report import tune_text
+    from longge.measure.results import read_summary
+
+    missing = [d for d in ns.dirs if not (Path(d) / "summary.json").exists()]
+    if missing:
+        print(
+            f"plot: no results folder (with a summary.json) at {', '.join(missing)}",
+            file=sys.stderr,
+        )
+        return 2
+    made = plot_runs([Path(d) for d in ns.dirs], Path(ns.out) if ns.out else None)
+    for p in made:
+        print(p)
+    for d in ns.dirs:  # verdicts judged again from the saved data, never from memory
+        for name, text, _ in rejudge_experiments(Path(d), draw=False):
+            print(f"{name}: {text}")
+        saved = read_summary(d)
+        if saved.get("kind") == "tune" and saved.get("grid"):
+            print(tune_text(saved))
+    return 0 if made else 1

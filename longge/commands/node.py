@@ -1,0 +1,278 @@
+"""The node's commands: the emulator, the daemon and its status, live settings, the testbed,
+doctor, scan and keys. Each parses nothing (cli.py does) and calls into the library."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+
+from longge.cli_progress import progress_bar
+from longge.errors import ConfigError, LongGeError
+
+
+def cmd_radio_bench(ns: argparse.Namespace) -> int:
+    from longge.radio.options import options_from_args
+    from longge.radiobench import format_result, run_bench
+
+    opts = options_from_args(ns)
+    result = run_bench(opts, None if ns.json else progress_bar("streaming"))
+    if not ns.json and sys.stderr.isatty():
+        sys.stderr.write("\n")
+    print(json.dumps(result.as_dict()) if ns.json else format_result(result))
+    return 0
+
+
+def cmd_air(ns: argparse.Namespace) -> int:
+    from longge.air import native
+    from longge.air.loss import LossModel
+    from longge.air.server import AirServer
+    from longge.radio.options import RadioOptions
+
+    opts = RadioOptions(per=ns.per, ack_per=ns.ack_per, burst=ns.burst, seed=ns.seed)
+    if not native.use_python():  # the compiled server (LONGGE_AIR_SERVER=python: this one)
+        args = native.command(ns.socket, opts.per, opts.ack_per, opts.burst, opts.seed)
+        sys.stdout.flush()
+        os.execv(args[0], args)
+    server = AirServer(ns.socket, LossModel(opts.loss(), seed=opts.seed))
+    signal.signal(signal.SIGTERM, lambda *_: server.stop())
+    signal.signal(signal.SIGINT, lambda *_: server.stop())
+    server.bind()
+    print(f"air emulator listening on {ns.socket}", flush=True)
+    try:
+        server.serve_forever()
+    finally:
+        server.close()
+    return 0
+
+
+def cmd_air_stats(ns: argparse.Namespace) -> int:
+    from longge import testbed
+    from longge.air.wire import DEFAULT_SOCKET, query
+
+    path = ns.socket
+    if path is None:  # the standalone air's socket, else the testbed's
+        bed = str(testbed.paths()["air"])
+        path = DEFAULT_SOCKET if os.path.exists(DEFAULT_SOCKET) or not os.path.exists(bed) else bed
+    try:
+        stats = query(path)
+    except OSError as exc:
+        raise LongGeError(
+            f"no air emulator answers at {path} ({exc.strerror or exc}): start one "
+            "(./run.sh air, or sudo ./run.sh testbed up) or give its --socket"
+        ) from exc
+    print(json.dumps(stats, indent=2))
+    return 0
+
+
+def cmd_daemon(ns: argparse.Namespace) -> int:
+    from longge import config
+    from longge.daemon.supervisor import Supervisor
+    from longge.radio.options import given_options
+
+    cfg = config.load(ns.config)
+    overrides = _radio_overrides(given_options(ns), cfg.role)
+    if overrides:
+        cfg = config.from_mapping(overrides, cfg)
+    print(
+        f"longge daemon: {cfg.role} on {cfg.tun} {cfg.address}, control {cfg.control}", flush=True
+    )
+    for warning in cfg.warnings():
+        print(f"warning: {warning}", file=sys.stderr, flush=True)
+    Supervisor(cfg).run()
+    return 0
+
+
+def _radio_overrides(given: dict[str, object], role: str) -> dict[str, dict[str, object]]:
+    """Config overrides from the radio options typed on the command line. ``--channel N`` is
+    the uplink (mobile -> base) on both nodes, the downlink goes with it (downlink_channel),
+    so that the same command line on both nodes keeps them a mirrored pair."""
+    from longge.radio.options import downlink_channel
+
+    radio = {
+        k: v
+        for k, v in given.items()
+        if k not in ("channel", "seconds", "per", "ack_per", "burst", "seed")
+    }
+    if "channel" in given:
+        up = int(given["channel"])  # type: ignore[call-overload]
+        down = downlink_channel(up)
+        radio["tx_channel"], radio["rx_channel"] = (up, down) if role == "mobile" else (down, up)
+    return {"radio": radio} if radio else {}
+
+
+def _control_paths(ns: argparse.Namespace) -> dict[str, str]:
+    from longge import testbed
+
+    if ns.control:
+        return {"node": ns.control}
+    p = testbed.paths()
+    if p["state"].exists():
+        return {"base": str(p["base"]), "mobile": str(p["mobile"])}
+    return {"node": "/run/longge/longge0.sock"}
+
+
+def cmd_status(ns: argparse.Namespace) -> int:
+    from longge import testbed
+    from longge.daemon.control import ControlError
+    from longge.daemon.status import DaemonClient
+    from longge.daemon.statusview import node_text
+
+    if ns.watch:
+        from longge.daemon.watch import watch
+
+        if ns.interval <= 0:
+            raise ConfigError("--interval", ns.interval, "a positive number of seconds")
+        paths = _control_paths(ns)
+        air = testbed.paths()["air"]
+        on_testbed = not ns.control and air.exists()
+        return watch(paths, str(air) if on_testbed else None, ns.interval, ns.count)
+    out: dict[str, object] = {}
+    for name, path in _control_paths(ns).items():
+        try:
+            out[name] = DaemonClient(path, timeout=5).status().raw
+        except ControlError as exc:
+            out[name] = {"error": str(exc)}
+    if ns.json:
+        print(json.dumps(out, indent=2))
+    else:
+        for name, st in out.items():
+            print(f"{name}:")
+            print(node_text(st))  # type: ignore[arg-type]
+    return 0 if all("error" not in st for st in out.values()) else 1  # type: ignore[operator]
+
+
+def cmd_radio_set(ns: argparse.Namespace) -> int:
+    from longge.daemon.control import ControlError, request
+    from longge.radio.options import given_options
+
+    options = given_options(ns)
+    options.pop("seconds", None)
+    if not options:
+        print("nothing to set: give radio options, e.g. --ard-us 250 --arc 2", file=sys.stderr)
+        return 2
+    from longge.radio.options import RadioOptions
+
+    RadioOptions(**options)  # type: ignore[arg-type]  # refused here, before any daemon
+    code = 0
+    for name, path in _control_paths(ns).items():
+        try:
+            reply = request(path, {"cmd": "set", "options": options})
+        except ControlError as exc:
+            reply = {"error": str(exc)}
+        if "error" in reply:
+            code = 2 if "key" in reply else 1
+            print(f"{name}: error: {reply['error']}", file=sys.stderr)
+        else:
+            r = reply["radio"]
+            print(
+                f"{name}: {r['rate']} ARD {r['ard_us']} µs ARC {r['arc']} "
+                f"{'auto-ack' if r['auto_ack'] else 'no-ack'} payload {r['payload']}"
+            )
+    return code
+
+
+def cmd_doctor(ns: argparse.Namespace) -> int:
+    from longge import doctor
+
+    checks = doctor.run(ns.config)
+    if ns.json:
+        print(json.dumps([c.__dict__ for c in checks], indent=2))
+    else:
+        print(doctor.render(checks))
+    return 1 if any(c.status == doctor.FAIL for c in checks) else 0
+
+
+def cmd_scan(ns: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from longge import scan
+
+    try:
+        done = scan.run(
+            config_path=ns.config,
+            backend=ns.backend,
+            air=ns.air,
+            sweeps=ns.sweeps,
+            dwell_us=ns.dwell_us,
+            traffic=ns.traffic,
+            wifi=ns.wifi,
+            duty=ns.duty,
+            out=Path(ns.out) if ns.out else None,
+            say=lambda s: print(f"scan: {s}", flush=True),
+            progress=progress_bar("scan"),
+        )
+    except LongGeError as exc:
+        print(f"scan: {exc}", file=sys.stderr)
+        return 1
+    if sys.stderr.isatty():
+        sys.stderr.write("\n")
+    a, b = done.suggested
+    print(scan.render(done.survey, marks=(a, b)))
+    print(f"  busy (> 5 % of sweeps): {', '.join(map(str, done.busy)) if done.busy else 'none'}")
+    print(
+        f"  suggested: channels {a} and {b} (quietest, {b - a} MHz apart, inside the ISM band "
+        f"0..83); set tx_channel/rx_channel on both nodes (mirrored)"
+    )
+    print(f"scan: chart {done.chart}, data {done.data}")
+    return 0
+
+
+def cmd_keygen(ns: argparse.Namespace) -> int:
+    from longge.protocol.secure import generate_key
+
+    key = generate_key()
+    if not ns.out:
+        print(key)
+        return 0
+    try:
+        fd = os.open(ns.out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        print(f"keygen: {ns.out} exists; not overwriting a key (remove it first)", file=sys.stderr)
+        return 1
+    with os.fdopen(fd, "w") as f:
+        f.write(key + "\n")
+    print(f"keygen: wrote {ns.out} (mode 0600); copy it to the other node's key_file")
+    return 0
+
+
+def cmd_testbed(ns: argparse.Namespace) -> int:
+    from longge import testbed
+    from longge.daemon.statusview import node_text
+    from longge.radio.options import options_from_args
+
+    if ns.action == "down":
+        removed = testbed.down()
+        print("testbed down" + (f": removed {', '.join(removed)}" if removed else ""))
+        return 0
+    if ns.action == "up":
+        st = testbed.up(
+            options_from_args(ns),
+            say=lambda s: print(f"testbed: {s}", flush=True),
+            queue=ns.queue,
+            secured=not ns.insecure,
+            serial=ns.serial,
+            rf24=ns.backend == "rf24",
+        )
+    else:
+        st = testbed.status()
+    if ns.json:
+        print(json.dumps(st, indent=2))
+        return 0 if st["up"] else 1
+    print(
+        f"testbed {'UP' if st['up'] else 'DOWN'}: namespaces "
+        + ", ".join(f"{k}{'' if v else ' (missing)'}" for k, v in st["namespaces"].items())
+    )
+    a = st["addresses"]
+    print(
+        f"  mobile {a['mobile']} (lg-mobile), base {a['base']} (lg-base), "
+        f"internet host {a['internet']} (lg-inet, via the base station's NAT)"
+    )
+    for role, node in st["nodes"].items():
+        print(f"{role}:")
+        print(node_text(node))
+    if st["up"]:
+        print("  try: ip netns exec lg-mobile ping -c 3 10.24.0.1")
+    return 0 if st["up"] else 1

@@ -1,0 +1,157 @@
+"""The link under test: where its servers are, where the clients run, its daemons and (when it
+is emulated) its air. tTest, lTest, tune and the experiment battery ask it for everything
+about the link: a typed status, radio settings, the emulator's loss, empty queues, counters,
+the context a results folder records (docs/design.md, "The measurement layer")."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from longge.air import wire
+from longge.daemon.control import ControlError
+from longge.daemon.status import DaemonClient, NodeStatus
+from longge.errors import ConfigError
+from longge.measure.iperf import TrialSpec
+from longge.measure.model import udp_goodput_bps
+from longge.protocol import secure
+from longge.radio.options import RadioOptions
+
+DIRECTIONS = {"up": "mobile -> base", "down": "base -> mobile", "both": "both ways at once"}
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where the servers are, and where the clients run."""
+
+    host: str
+    iperf_port: int = 5201
+    rtt_port: int = 7770
+    netns: str | None = None  # run the clients inside this network namespace
+    controls: tuple[str, ...] = ()  # daemon control sockets: settings, queue drain
+    air: str | None = None  # the emulated air's socket, when the link is emulated
+
+    # -- load --------------------------------------------------------------------------------
+
+    def load_spec(self, direction: str, **kw: Any) -> TrialSpec:
+        """The iperf3 trial that offers a load in ``direction`` (the client is on the mobile)."""
+        if direction not in DIRECTIONS:
+            raise ValueError(f"direction = {direction!r}: one of {sorted(DIRECTIONS)}")
+        return TrialSpec(
+            host=self.host,
+            port=self.iperf_port,
+            reverse=direction == "down",
+            bidir=direction == "both",
+            **kw,
+        )
+
+    # -- the daemons ---------------------------------------------------------------------------
+
+    def status(self) -> dict[str, NodeStatus]:
+        """The status of each daemon that answers, by control path."""
+        out: dict[str, NodeStatus] = {}
+        for path in self.controls:
+            with contextlib.suppress(ControlError):
+                out[path] = DaemonClient(path).status()
+        return out
+
+    def drain(self, max_wait_s: float = 5.0) -> None:
+        """Wait until the link's queues are empty (daemon status), or a fixed second without
+        daemons to ask."""
+        time.sleep(0.5)
+        deadline = time.monotonic() + max_wait_s
+        while self.controls and time.monotonic() < deadline:
+            if all(s.tx.queue_packets == 0 for s in self.status().values()):
+                break
+            time.sleep(0.2)
+        time.sleep(0.5)
+
+    def set_radio(self, options: dict[str, Any]) -> None:
+        """Set radio options live on every daemon (both ends of the link)."""
+        for path in self.controls:
+            reply = DaemonClient(path, timeout=5).set_radio(options)
+            if "error" in reply:
+                raise RuntimeError(f"{path}: {reply['error']}")
+
+    def retry_settings(self) -> dict[str, dict[str, Any]]:
+        """Each daemon's ARD and ARC as it reports them (control path -> options), to put back
+        with restore()."""
+        out = {}
+        for path in self.controls:
+            radio = DaemonClient(path, timeout=5).status().radio
+            if "ard_us" in radio and "arc" in radio:
+                out[path] = {"ard_us": radio["ard_us"], "arc": radio["arc"]}
+        return out
+
+    @staticmethod
+    def restore(had: dict[str, dict[str, Any]]) -> None:
+        for path, options in had.items():
+            with contextlib.suppress(ControlError):
+                DaemonClient(path, timeout=5).set_radio(options)
+
+    def tx_counters(self) -> tuple[int, int, int]:
+        """(frames sent, retransmissions, MAX_RT) summed over the daemons' TX radios."""
+        frames = retrans = max_rt = 0
+        for path in self.controls:
+            tx = DaemonClient(path, timeout=5).status().tx
+            frames += tx.frames_sent
+            retrans += tx.retransmissions or 0
+            max_rt += tx.max_rt
+        return frames, retrans, max_rt
+
+    # -- the emulator ------------------------------------------------------------------------
+
+    def set_loss(self, per: float) -> None:
+        """The emulated air's frame error rate; a real link has none to set (0 is allowed)."""
+        if self.air is None:
+            if per:
+                raise ConfigError("per", per, "0 without the emulator (real link)")
+            return
+        wire.query(self.air, wire.loss_message({"per": per}))
+
+    # -- the context a results folder records --------------------------------------------------
+
+    def context(self, length: int) -> dict[str, Any]:
+        """Each daemon's node, radio and version; the emulator's loss; the model's capacity
+        for ``length``-byte datagrams."""
+        ctx: dict[str, Any] = {"target": {"host": self.host, "netns": self.netns}}
+        for path in self.controls:
+            try:
+                st = DaemonClient(path).status()
+            except ControlError as exc:
+                ctx.setdefault("daemons", {})[path] = {"error": str(exc)}
+                continue
+            ctx.setdefault("daemons", {})[path] = {
+                k: st.raw.get(k) for k in ("node", "radio", "version")
+            }
+            if st.node.role == "mobile":
+                ctx["radio"] = st.radio
+                ctx["secured"] = st.secured
+                ctx["security_overhead"] = secure.OVERHEAD if st.secured else 0
+        if self.air:
+            try:
+                stats = wire.query(self.air)
+                ctx["emulator"] = {"loss": stats.get("loss"), "seed": stats.get("seed")}
+            except OSError as exc:
+                ctx["emulator"] = {"error": str(exc)}
+            r = ctx.get("radio") or {}
+            if r:
+                opts = RadioOptions(
+                    rate=r["rate"],
+                    ard_us=r["ard_us"],
+                    arc=r["arc"],
+                    auto_ack=r["auto_ack"],
+                    payload=r["payload"],
+                    address_width=r["address_width"],
+                    crc=r["crc"],
+                )
+                overhead = ctx.get("security_overhead", 0)
+                ctx["model_capacity_bps"] = udp_goodput_bps(opts, length, overhead)
+                ctx["model_note"] = (
+                    f"UDP payload rate the air allows for {length}-byte datagrams "
+                    "with no loss and no host overhead"
+                    + (f", {overhead} bytes of security per packet" if overhead else "")
+                )
+        return ctx
