@@ -16,7 +16,8 @@ from longge.measure.disturbance import unspoilt
 from longge.measure.link import Target
 from longge.measure.results import ResultsDir
 from longge.measure.servers import run_servers
-from longge.measure.sweep import TTest, TTestPlan
+from longge.measure.sweep import TTestPlan
+from longge.measure.ttest import TTest
 
 _CTX = mp.get_context("fork")
 

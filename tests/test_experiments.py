@@ -12,7 +12,8 @@ import pytest
 from fielddoc import assert_documented
 
 from longge.errors import ConfigError
-from longge.measure.experiments import DEFAULTS, EXPERIMENTS, Experiment, Series, plot, verdict
+from longge.measure.experiment_report import plot, verdict
+from longge.measure.experiments import DEFAULTS, EXPERIMENTS, Experiment, Series
 
 
 @pytest.mark.parametrize("name", sorted(EXPERIMENTS))

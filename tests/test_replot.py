@@ -11,7 +11,8 @@ import pytest
 from fielddoc import assert_folder_documented
 
 from longge.cli import main
-from longge.measure.experiments import EXPERIMENTS, verdict
+from longge.measure.experiment_report import verdict
+from longge.measure.experiments import EXPERIMENTS
 from longge.measure.link import Target
 from longge.measure.plots import plot_runs
 from longge.measure.results import ResultsDir

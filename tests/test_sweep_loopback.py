@@ -82,7 +82,8 @@ def test_each_direction_is_measured_and_named(tmp_path: Path) -> None:
     from longge.measure import plots, report
     from longge.measure.link import Target
     from longge.measure.results import SCHEMA, ResultsDir
-    from longge.measure.sweep import TTest, TTestPlan
+    from longge.measure.sweep import TTestPlan
+    from longge.measure.ttest import TTest
 
     servers = _CTX.Process(target=run_servers, args=(5323, 7323), daemon=False)
     servers.start()

@@ -192,7 +192,8 @@ def test_reverse_loads_the_downlink_and_bidir_both(bed: None, tmp_path: Path) ->
     from longge.daemon.status import DaemonClient
     from longge.measure.results import ResultsDir
     from longge.measure.runner import testbed_target
-    from longge.measure.sweep import TTest, TTestPlan
+    from longge.measure.sweep import TTestPlan
+    from longge.measure.ttest import TTest
 
     target = testbed_target()
 

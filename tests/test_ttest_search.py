@@ -13,7 +13,8 @@ import pytest
 from longge.measure.iperf import TrialResult
 from longge.measure.link import Target
 from longge.measure.results import ResultsDir
-from longge.measure.sweep import PointResult, TTest, TTestPlan
+from longge.measure.sweep import PointResult, TTestPlan
+from longge.measure.ttest import TTest
 
 C = 500_000.0
 

@@ -18,7 +18,6 @@ import functools
 import json
 import math
 import subprocess
-import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -27,7 +26,7 @@ from typing import Any
 from longge.air import wire
 from longge.air.wire import query
 from longge.errors import ConfigError
-from longge.measure import analysis
+from longge.measure import analysis, experiment_report
 from longge.measure.disturbance import unspoilt
 from longge.measure.iperf import TrialSpec, parse_result, run_trial
 from longge.measure.link import Target
@@ -377,10 +376,10 @@ class Runner:
             "security_overhead": self.overhead,
             "cpu_steal_max": max((r["cpu_steal"] for r in rows), default=0.0),
         }
-        summary["verdict"] = verdict(exp, summary)
+        summary["verdict"] = experiment_report.verdict(exp, summary)
         write_rows(out.path / f"{exp.name}.csv", rows)
         out.write_summary(summary, f"{exp.name}.json")
-        plot(exp, summary, out.path)
+        experiment_report.plot(exp, summary, out.path)
         return summary
 
 
@@ -393,160 +392,3 @@ def write_rows(path: Path, rows: Sequence[dict[str, Any]]) -> None:
         w.writeheader()
         for r in rows:
             w.writerow({k: json.dumps(v) if isinstance(v, list) else v for k, v in r.items()})
-
-
-# -- verdicts ---------------------------------------------------------------------------------
-
-
-def _by_series(
-    rows: Sequence[dict[str, Any]], key: str = "received_bps"
-) -> dict[str, dict[Any, float]]:
-    out: dict[str, dict[Any, float]] = {}
-    for r in rows:
-        if not r.get("error") and r.get(key) is not None and r[key] == r[key]:
-            out.setdefault(r["series"], {})[r["x"]] = float(r[key])
-    return out
-
-
-def verdict(exp: Experiment, summary: dict[str, Any]) -> str:
-    rows = summary["rows"]
-    s = _by_series(rows)
-    kb = 1e3
-    try:
-        if exp.name == "tcp-vs-udp":
-            d = s["default"]
-            bound = summary["bound_bps"]["udp_1400"]
-            return (
-                f"TCP gets {d['tcp'] / kb:.0f} kbit/s = {d['tcp'] / d['udp']:.2f}x UDP's "
-                f"{d['udp'] / kb:.0f} kbit/s (frame-level bound for 1400-byte datagrams: "
-                f"{bound / kb:.0f})"
-            )
-        if exp.name == "loss":
-            worst = max(exp.quick_values if summary["quick"] else exp.values)
-            parts = [
-                f"{label}: {v[worst] / v[0.0]:.0%}"
-                for label, v in s.items()
-                if 0.0 in v and worst in v and v[0.0]
-            ]
-            if not parts:
-                raise ValueError("no series with both ends of the loss range")
-            return f"at {worst:.0%} frame error, share of loss-free goodput kept: " + "; ".join(
-                parts
-            )
-        if exp.name == "window":
-            d = s["default"]
-            top = max(d.values())
-            enough = min(x for x, v in d.items() if v >= 0.9 * top)
-            r = _by_series(rows, "rtt_median_ms")["default"]
-            return (
-                f"goodput reaches 90 % of its best ({top / kb:.0f} kbit/s) from a {enough}-byte "
-                f"buffer; RTT {r[min(r)]:.0f} ms at {min(r)} bytes, {r[max(r)]:.0f} ms at "
-                f"{max(r)} bytes ("
-                + (
-                    "a bigger window only fills the queue)"
-                    if r[max(r)] > 1.5 * r[min(r)]
-                    else "the fair queue keeps the ping's RTT flat)"
-                )
-            )
-        if exp.name == "parallel":
-            j = _by_series(rows, "jain")["default"]
-            d = s["default"]
-            return "; ".join(
-                f"{n} flows: {d[n] / kb:.0f} kbit/s, Jain {j[n]:.3f}" for n in sorted(j)
-            )
-        if exp.name == "multiplex":
-            r = _by_series(rows, "rtt_median_ms")["default"]
-            p = _by_series(rows, "rtt_p95_ms")["default"]
-            return "RTT median (p95): " + ", ".join(
-                f"{n} bulk flows {r[n]:.0f} ({p[n]:.0f}) ms" for n in sorted(r)
-            )
-        if exp.name == "cc":
-            worst = max(exp.quick_values if summary["quick"] else exp.values)
-            parts = []
-            for delay in ("", ", +50 ms"):
-                reno = s.get(f"reno{delay}", {}).get(worst)
-                for cc in ("cubic", "bbr"):
-                    v = s.get(f"{cc}{delay}", {}).get(worst)
-                    if reno and v is not None:
-                        parts.append(
-                            f"{cc.upper() if cc == 'bbr' else 'CUBIC'}{delay} {v / reno:.2f}x Reno"
-                        )
-            if not parts:
-                raise ValueError("no Reno point to compare with")
-            return f"at {worst:.0%} frame error: " + "; ".join(parts)
-    except (KeyError, ValueError, ZeroDivisionError) as exc:
-        return f"not enough points for a verdict ({type(exc).__name__}: {exc})"
-    return ""
-
-
-# -- plots ------------------------------------------------------------------------------------
-
-
-def plot(exp: Experiment, summary: dict[str, Any], out: Path) -> list[Path]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    rows = summary["rows"]
-    second = {
-        "goodput+ping": ("rtt_median_ms", "RTT median (ms)"),
-        "flows": ("jain", "Jain's fairness index"),
-        "ping": ("rtt_median_ms", "RTT median (ms)"),
-    }.get(exp.measure)
-    fig, axes = plt.subplots(
-        1, 2 if second else 1, figsize=(13 if second else 7.5, 4.4), squeeze=False
-    )
-    ax = axes[0][0]
-    kb = 1e3
-    if exp.vary == "protocol":
-        d = _by_series(rows).get("default", {})
-        xs = [x for x in exp.values if x in d]
-        ax.bar(xs, [d[x] / kb for x in xs], color=["tab:blue", "tab:orange"][: len(xs)])
-        ax.axhline(
-            summary["bound_bps"]["udp_1400"] / kb,
-            color="grey",
-            ls="--",
-            label="frame-level bound, 1400-byte UDP",
-        )
-        ax.legend(fontsize=8)
-    else:
-        for label, d in _by_series(rows).items():
-            xs = sorted(d)
-            ax.plot(xs, [d[x] / kb for x in xs], "o-", label=label)
-        if exp.log_x:
-            ax.set_xscale("log", base=2)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7)
-    ax.set(xlabel=exp.xlabel, ylabel="goodput received (kbit/s)", title=exp.question)
-    ax.title.set_fontsize(9)
-    ax.grid(alpha=0.3)
-    if second:
-        key, label = second
-        ax2 = axes[0][1]
-        for name, d in _by_series(rows, key).items():
-            xs = sorted(d)
-            ax2.plot(xs, [d[x] for x in xs], "s-", label=name)
-            if key == "rtt_median_ms":
-                p = _by_series(rows, "rtt_p95_ms").get(name, {})
-                ax2.plot(sorted(p), [p[x] for x in sorted(p)], "x:", alpha=0.7, label=f"{name} p95")
-        if exp.log_x:
-            ax2.set_xscale("log", base=2)
-        if key == "jain":
-            ax2.set_ylim(0, 1.05)
-        ax2.set(xlabel=exp.xlabel, ylabel=label)
-        ax2.grid(alpha=0.3)
-        ax2.legend(fontsize=7)
-    ax.set_ylim(bottom=0)
-    fig.suptitle(
-        textwrap.fill(summary.get("verdict", ""), 160 if second else 100),
-        fontsize=8,
-        y=0.01,
-        va="bottom",
-    )
-    fig.tight_layout(rect=(0, 0.09, 1, 1))
-    paths = [out / f"{exp.name}.png", out / f"{exp.name}.svg"]
-    for path in paths:
-        fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return paths

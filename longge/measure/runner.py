@@ -19,16 +19,11 @@ from longge import testbed
 from longge.daemon.status import DaemonClient
 from longge.errors import ConfigError
 from longge.measure import plots
-from longge.measure.link import Target
+from longge.measure.link import DIRECTIONS, Target
+from longge.measure.ltest import LTest
 from longge.measure.results import ResultsDir, default_dir, system_context
-from longge.measure.sweep import (
-    DIRECTIONS,
-    LTest,
-    LTestPlan,
-    Progress,
-    TTest,
-    TTestPlan,
-)
+from longge.measure.sweep import LTestPlan, Progress, TTestPlan
+from longge.measure.ttest import TTest
 from longge.radio.options import RadioOptions
 
 LOCAL_CONTROL = "/run/longge/longge0.sock"

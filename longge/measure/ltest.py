@@ -1,0 +1,259 @@
+"""lTest: at each ρ (of a C measured first, or given), a background iperf3 UDP load and, on
+top of it, isochronous RTT probes (small: at most 5 % of C). Keeps what it measured when
+interrupted."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, replace
+from typing import Any
+
+from longge.measure import analysis
+from longge.measure.cpu import STEAL_LIMIT
+from longge.measure.disturbance import Watch, unspoilt
+from longge.measure.emulator import health, spoilt_reason
+from longge.measure.link import DIRECTIONS, Target
+from longge.measure.loadprobe import load_and_probe, probe_in
+from longge.measure.results import ResultsDir
+from longge.measure.sweep import (
+    IP_UDP_HEADERS,
+    QUICK_TTEST,
+    SENDERS,
+    LTestPlan,
+    Progress,
+    _Sweep,
+)
+from longge.measure.ttest import TTest
+
+#: The queueing knee: half the load's bytes wait longer than this in the sender's queue.
+QUEUE_KNEE_MS = 10.0
+
+
+class LTest(_Sweep):
+    def __init__(
+        self,
+        target: Target,
+        plan: LTestPlan,
+        out: ResultsDir,
+        progress: Progress = lambda m, f: None,
+    ) -> None:
+        super().__init__(target, out, progress)
+        self.plan = plan
+        self.levels: list[dict[str, Any]] = []
+        self.capacity_source = "given"
+        self.ttest: dict[str, Any] | None = None
+
+    def capacity(self) -> float:
+        if self.plan.capacity_bps:
+            return self.plan.capacity_bps
+        self.capacity_source = "measured by a quick tTest first"
+        t = TTest(
+            self.target,
+            replace(QUICK_TTEST, direction=self.plan.direction),
+            self.out,
+            lambda m, f: self.progress(f"capacity: {m}", 0.4 * f),
+        )
+        self.ttest = t.run()
+        # --bidir: the direction that carries less sets the loads of both
+        found = [self.ttest, *([self.ttest["reverse"]] if "reverse" in self.ttest else [])]
+        for way in found:
+            if not way.get("capacity_bps"):
+                why = way.get("capacity_reason")
+                raise RuntimeError(f"could not measure the capacity: {why}")
+        return float(min(way["capacity_bps"] for way in found))
+
+    def run(self) -> dict[str, Any]:
+        plan = self.plan
+        cap = self.capacity()
+        interval = plan.interval_s
+        probe_bits = (plan.probe_bytes + IP_UDP_HEADERS) * 8
+        if probe_bits / interval > 0.05 * cap:
+            interval = probe_bits / (0.05 * cap)  # keep probes <= 5 % of capacity
+        count = max(10, int(plan.seconds / interval))
+        for i, rho in enumerate(plan.rhos):
+            base = 0.4 if self.ttest is not None else 0.0
+            self.progress(f"ρ = {rho:.2f}", base + (1 - base) * i / len(plan.rhos))
+            lv = self._level_unspoilt(rho, cap, count, interval)
+            self.levels.append(lv)
+        self.progress("done", 1.0)
+        return self.summary(cap, interval)
+
+    def _level_unspoilt(
+        self, rho: float, cap: float, count: int, interval: float
+    ) -> dict[str, Any]:
+        """A level, measured once more if the machine spoilt it (judged on what the level
+        measured around its probes); the level keeps why (``repeated_because``)."""
+        spoilt: list[str] = []
+        lv, _, _ = unspoilt(
+            lambda: self.level(rho, cap, count, interval),
+            between=self.target.drain,
+            judge=lambda lv, _: spoilt_reason(
+                lv["cpu_steal"], STEAL_LIMIT, lv["air_frozen_ms"], count * interval
+            ),
+            on_spoilt=lambda lv, d, why: spoilt.append(why),
+        )
+        self.target.drain()
+        if spoilt:
+            lv["repeated_because"] = spoilt[0]
+        return lv
+
+    def _emulator_health(self) -> dict[str, Any] | None:
+        end = health(self.target.air, "level", self.levels)
+        if end is not None:
+            end["levels_repeated"] = [lv["rho"] for lv in self.levels if lv.get("repeated_because")]
+        return end
+
+    def _queue_delay_hist(self) -> tuple[list[int], list[float]] | None:
+        """The sending daemons' queueing-delay histogram (bytes per bin, summed over the
+        direction's senders) with its bins' edges (ms), if they answer."""
+        senders = SENDERS[self.plan.direction]
+        found = [
+            st.tx
+            for st in self.target.status().values()
+            if st.node.role in senders and st.tx.queue_delay_hist
+        ]
+        if len(found) != len(senders):
+            return None
+        bins = [sum(b) for b in zip(*(tx.queue_delay_hist for tx in found), strict=True)]
+        return bins, found[0].queue_delay_edges_ms
+
+    def level(self, rho: float, cap: float, count: int, interval: float) -> dict[str, Any]:
+        spec = self.target.load_spec(
+            self.plan.direction,
+            protocol="udp",
+            rate_bps=int(rho * cap),
+            duration=int(count * interval + 3),
+            length=self.plan.length,
+        )
+        started = time.time()
+        around: dict[str, Any] = {}
+
+        def probe() -> dict[str, Any]:  # steal, the air and the queues while the probes run
+            around["watch"] = Watch(self.target.air)
+            around["before"] = self._queue_delay_hist()
+            probes = probe_in(self.target, count, interval, self.plan.probe_bytes)
+            around["after"] = self._queue_delay_hist()
+            return probes
+
+        measured = load_and_probe(
+            self.target, spec if rho > 0 else None, count, interval, probe=probe
+        )
+        res, probes = measured.load, measured.probes
+        disturbed = around["watch"].end(count * interval)
+        before, after = around["before"], around["after"]
+        rtts = measured.rtts
+        app = [
+            r["app_rtt_ms"] for r in probes.get("records", []) if r.get("app_rtt_ms") is not None
+        ]
+        sent, lost = measured.sent, measured.lost
+        lv = {
+            "rho": rho,
+            "offered_bps": rho * cap,
+            "received_bps": res.received_bps if res else 0.0,
+            # --bidir: the base -> mobile half of the load
+            "reverse_received_bps": res.reverse.received_bps if res and res.reverse else None,
+            "load_error": res.error if res else None,
+            "probes_sent": sent,
+            "probes_lost": lost,
+            "probe_loss_ci95": analysis.wilson_interval(lost, sent) if sent else None,
+            "rtt_median_ms": analysis.percentile(rtts, 0.5),
+            "rtt_median_ci95_ms": analysis.quantile_interval(rtts, 0.5) if rtts else None,
+            "rtt_p95_ms": analysis.percentile(rtts, 0.95),
+            "rtt_p99_ms": analysis.percentile(rtts, 0.99),
+            "rtt_max_ms": max(rtts) if rtts else None,
+            "rtt_min_ms": min(rtts) if rtts else None,
+            # as an application (and irtt) sees it: stamped in user space, wake-ups included
+            "app_rtt_median_ms": analysis.percentile(app, 0.5) if app else None,
+            "probe_error": probes.get("error"),
+            "cpu_steal": disturbed.steal,
+            "air_freezes": disturbed.freezes,
+            "air_frozen_ms": disturbed.frozen_ms,
+        }
+        if before is not None and after is not None and after[1]:
+            edges = after[1]
+            delta = [max(0, a - b) for a, b in zip(after[0], before[0], strict=False)]
+            lv["queue_delay_p50_ms"] = analysis.histogram_percentile(delta, edges, 0.5)
+            lv["queue_delay_p95_ms"] = analysis.histogram_percentile(delta, edges, 0.95)
+            lv["queue_delay_bytes"] = sum(delta)
+        row = {
+            "kind": "lTest",
+            "rho": rho,
+            "offered_bps": round(rho * cap, 1),
+            "received_bps": round(lv["received_bps"], 1),
+            "rtt_median_ms": lv["rtt_median_ms"],
+            "rtt_p95_ms": lv["rtt_p95_ms"],
+            "probes_sent": sent,
+            "probes_lost": lost,
+            "error": lv["load_error"] or lv["probe_error"] or "",
+            "cpu_steal": round(lv["cpu_steal"], 4),
+            "air_freezes": lv["air_freezes"],
+            "air_frozen_ms": lv["air_frozen_ms"],
+            "started": round(started, 3),
+            "seconds": spec.duration,
+            "direction": self.plan.direction,
+            "reverse_received_bps": None
+            if lv["reverse_received_bps"] is None
+            else round(lv["reverse_received_bps"], 1),
+            "reverse_packets": None,
+            "reverse_lost_packets": None,
+        }
+        self.out.add_trial(row, probes.get("records", []))
+        return lv
+
+    def summary(self, cap: float, interval: float) -> dict[str, Any]:
+        idle = [lv for lv in self.levels if lv["rho"] == 0.0]
+        baseline = (
+            idle[0]["rtt_median_ms"]
+            if idle
+            else min((lv["rtt_median_ms"] for lv in self.levels), default=float("nan"))
+        )
+        knee = analysis.latency_knee(
+            [
+                analysis.Level(lv["rho"], lv["rtt_median_ms"], lv["rtt_p95_ms"])
+                for lv in self.levels
+                if lv["rho"] > 0
+            ],
+            baseline,
+        )
+        queue_knee = next(
+            (
+                lv["rho"]
+                for lv in sorted(self.levels, key=lambda lv: lv["rho"])
+                if lv["rho"] > 0 and lv.get("queue_delay_p50_ms", 0.0) > QUEUE_KNEE_MS
+            ),
+            None,
+        )
+        measured_queue = any("queue_delay_p50_ms" in lv for lv in self.levels)
+        probe_knee = knee.rho if knee else None
+        return {
+            "kind": "lTest",
+            "plan": asdict(replace(self.plan, capacity_bps=cap)),
+            "direction": self.plan.direction,
+            "direction_label": DIRECTIONS[self.plan.direction],
+            "capacity_bps": cap,
+            "capacity_source": self.capacity_source,
+            "probe_interval_s": interval,
+            "probe_bytes": self.plan.probe_bytes,
+            "probe_bps": (self.plan.probe_bytes + IP_UDP_HEADERS) * 8 / interval,
+            "baseline_rtt_ms": baseline,
+            "knee_rho": queue_knee if measured_queue else probe_knee,
+            "knee_rule": (
+                f"lowest ρ at which half the load's bytes wait more than {QUEUE_KNEE_MS:g} ms in "
+                "the sending daemon's queue (the onset of queueing)"
+                if measured_queue
+                else "lowest ρ whose median probe RTT exceeds max(2 × baseline, baseline + 10 ms)"
+            ),
+            "probe_knee_rho": probe_knee,
+            "probe_knee_rule": "lowest ρ whose median probe RTT exceeds max(2 × baseline, "
+            "baseline + 10 ms)",
+            "levels": self.levels,
+            "ttest": self.ttest,
+            "emulator": self._emulator_health(),
+            "cpu_steal": {
+                "limit": STEAL_LIMIT,
+                "max": max((lv.get("cpu_steal", 0.0) for lv in self.levels), default=0.0),
+                "levels_over_limit": [
+                    lv["rho"] for lv in self.levels if lv.get("cpu_steal", 0.0) > STEAL_LIMIT
+                ],
+            },
+        }

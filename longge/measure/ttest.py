@@ -1,0 +1,266 @@
+"""tTest: a few log-spaced loads, then doubling until the link stops carrying what it is
+offered (received/offered < 0.97), then bisection on a log scale between the last good and
+the first bad load; each load repeated; the queues drained between trials. Capacity C is
+judged from all points (analysis.judge_capacity), ρ = offered / C. Keeps what it measured
+when interrupted."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import Any
+
+from longge.measure import analysis
+from longge.measure.cpu import STEAL_LIMIT, StealMeter
+from longge.measure.disturbance import Disturbance, unspoilt
+from longge.measure.emulator import health
+from longge.measure.iperf import TrialResult, parse_result, run_trial
+from longge.measure.link import DIRECTIONS, Target
+from longge.measure.results import ResultsDir
+from longge.measure.sweep import (
+    PointResult,
+    Progress,
+    TTestPlan,
+    _Sweep,
+    reverse_view,
+    trial_row,
+)
+
+
+class TTest(_Sweep):
+    def __init__(
+        self,
+        target: Target,
+        plan: TTestPlan,
+        out: ResultsDir,
+        progress: Progress = lambda m, f: None,
+        steal_meter: Callable[[], StealMeter] = StealMeter,
+    ) -> None:
+        super().__init__(target, out, progress)
+        self.plan = plan
+        self.points: dict[float, PointResult] = {}
+        self.steal_meter = steal_meter
+
+    def measure(self, offered: float) -> PointResult:
+        plan = self.plan
+        point = self.points.setdefault(offered, PointResult(offered))
+        spec = self.target.load_spec(
+            plan.direction,
+            protocol=plan.protocol,
+            rate_bps=int(offered),
+            duration=plan.duration,
+            length=plan.datagram(offered),
+            streams=plan.streams,
+        )
+
+        def trial() -> tuple[float, TrialResult]:
+            started = time.time()
+            return started, parse_result(spec, run_trial(spec, self.target.netns))
+
+        def keep(done: tuple[float, TrialResult], d: Disturbance, why: str | None = None) -> None:
+            started, res = done
+            res.cpu_steal, res.air_freezes, res.air_frozen_ms = d.steal, d.freezes, d.frozen_ms
+            if why:
+                res.error = why
+            point.trials.append(res)
+            records = [
+                {"interval": i + 1, "received_bps": round(v, 1)}
+                for i, v in enumerate(res.interval_received_bps)
+            ]
+            self.out.add_trial(trial_row("tTest", spec, res, started), records)
+            self.target.drain()
+
+        budget = plan.repeats  # extra trials for those the machine spoilt, per load
+        for _ in range(plan.repeats):
+            done, disturbance, repeated = unspoilt(
+                trial,
+                repeats=budget,
+                air=self.target.air,
+                meter=self.steal_meter,
+                seconds=spec.duration,
+                # a trial that failed by itself counts as it is (its error says why)
+                judge=lambda t, d: d.reason if t[1].error is None else None,
+                on_spoilt=keep,
+            )
+            budget -= repeated
+            keep(done, disturbance)
+        return point
+
+    def saturated(self, p: PointResult) -> bool:
+        """Received less than ``efficiency_knee`` of the offered load. For UDP only if datagrams
+        were lost, too: a load that lost none was carried, whatever rate the server computed
+        over its own clock (a 3-s trial of 54 datagrams read 8 % low with none lost, and the
+        search took 200 kbit/s for the link's capacity)."""
+        if p.efficiency >= self.plan.efficiency_knee:
+            return False
+        return p.packets == 0 or p.lost_packets > 0
+
+    def run(self) -> dict[str, Any]:
+        plan = self.plan
+        expected = 6 + plan.bisect_steps
+        done = 0
+
+        def step(offered: float) -> PointResult:
+            nonlocal done
+            self.progress(f"offered {offered / 1e3:.1f} kbit/s", done / expected)
+            p = self.measure(offered)
+            done += 1
+            return p
+
+        load = plan.start_bps
+        for attempt in range(2):
+            last_ok: float | None = None
+            first_bad: float | None = None
+            while load <= plan.max_bps:
+                p = step(load)
+                if self.overloaded(p) and last_ok is None and load == plan.start_bps:
+                    # the very first load saturated: a stall, or a link slower than the start
+                    # load; once more before the search builds on it
+                    for t in p.ok_trials:
+                        t.error = "measured again: the first load saturated"
+                    p = step(load)
+                if self.overloaded(p):
+                    first_bad = load
+                    break
+                last_ok = load
+                load = load * 10 if load < 200_000 else load * 2
+            if first_bad is None or last_ok is None:
+                break
+            lo, hi = last_ok, first_bad
+            for _ in range(plan.bisect_steps):
+                mid = (lo * hi) ** 0.5
+                if self.overloaded(step(mid)):
+                    hi = mid
+                else:
+                    lo = mid
+            over = first_bad * 1.5  # well past capacity: what overload looks like
+            if self.overloaded(step(over)) or attempt:
+                break
+            # Not saturated at 1.5x the first "saturated" load: that one was a fluke (a stall
+            # of the link or the machine). Go on searching upwards from here, once.
+            load = over * 2
+        self.settle(step)
+        self.progress("done", 1.0)
+        return self.summary()
+
+    def ways(self) -> dict[str, dict[float, PointResult]]:
+        """The points as each measured direction saw them (one, or two with --bidir)."""
+        if self.plan.direction != "both":
+            return {self.plan.direction: self.points}
+        return {"up": self.points, "down": {o: reverse_view(p) for o, p in self.points.items()}}
+
+    def overloaded(self, p: PointResult) -> bool:
+        """Saturated in a direction the sweep measures (the search stops at the first)."""
+        if self.saturated(p):
+            return True
+        return self.plan.direction == "both" and self.saturated(reverse_view(p))
+
+    def verdict(self, points: dict[float, PointResult] | None = None) -> analysis.CapacityVerdict:
+        pts = [p for p in (self.points if points is None else points).values() if p.ok_trials]
+        return analysis.judge_capacity(
+            [analysis.Judged(p.offered_bps, p.received_bps, self.saturated(p)) for p in pts]
+        )
+
+    def settle(self, step: Callable[[float], PointResult]) -> None:
+        """Measure again what contradicts C (a point disturbed by the machine reads like a
+        different link), and above the highest load while nothing clearly saturated lies
+        above C, in each direction measured; at most ``verdict_rounds`` rounds. What is still
+        contradicted then gives no capacity (summary: capacity_bps null, capacity_reason)."""
+        for _ in range(self.plan.verdict_rounds):
+            verdicts = [self.verdict(points) for points in self.ways().values()]
+            if all(v.capacity_bps is not None for v in verdicts):
+                return
+            again = sorted({o for v in verdicts for o in v.contradicting})
+            for offered in again:
+                why = "; ".join(v.reason or "" for v in verdicts if offered in v.contradicting)
+                for t in self.points[offered].ok_trials:
+                    t.error = f"measured again: {why}"
+                step(offered)
+            if any(v.needs_load_above for v in verdicts):
+                top = max(self.points) * 1.5
+                if top > self.plan.max_bps:
+                    return
+                step(top)
+
+    def summary(self) -> dict[str, Any]:
+        ways = self.ways()
+        main = ways.get("up", ways.get("down", {}))
+        out: dict[str, Any] = {
+            "kind": "tTest",
+            "plan": asdict(self.plan),
+            "direction": self.plan.direction,
+            "direction_label": DIRECTIONS[self.plan.direction],
+            **self._way_summary(main),
+        }
+        if self.plan.direction == "both":
+            out["reverse"] = {"direction": "down", **self._way_summary(ways["down"])}
+        out["emulator"] = health(
+            self.target.air,
+            "trial",
+            [t.as_dict() for p in self.points.values() for t in p.trials],
+        )
+        out["cpu_steal"] = {
+            "limit": STEAL_LIMIT,
+            "max": max((t.cpu_steal for p in self.points.values() for t in p.trials), default=0),
+            "trials_repeated": sum(
+                1
+                for p in self.points.values()
+                for t in p.trials
+                if t.error and "not counted, repeated" in t.error
+            ),
+        }
+        return out
+
+    def _way_summary(self, points: dict[float, PointResult]) -> dict[str, Any]:
+        """Capacity, saturation and per-load rows of one direction."""
+        pts = [p for p in sorted(points.values(), key=lambda p: p.offered_bps) if p.ok_trials]
+        verdict = self.verdict(points)
+        capacity = verdict.capacity_bps
+        first_bad = next((p for p in pts if self.saturated(p)), None)
+        rows = []
+        for p in sorted(points.values(), key=lambda p: p.offered_bps):
+            ok = p.ok_trials
+            packets = sum(t.packets for t in ok)
+            lost = sum(t.lost_packets for t in ok)
+            streams = [t.stream_received_bps for t in ok if len(t.stream_received_bps) > 1]
+            rows.append(
+                {
+                    "offered_bps": p.offered_bps,
+                    "received_bps": p.received_bps,
+                    "received_min_bps": min((t.received_bps for t in ok), default=None),
+                    "received_max_bps": max((t.received_bps for t in ok), default=None),
+                    "efficiency": p.efficiency,
+                    "rho": p.offered_bps / capacity if capacity else None,
+                    "trials": len(p.trials),
+                    "failed_trials": len(p.trials) - len(ok),
+                    "errors": sorted({t.error for t in p.trials if t.error}),
+                    "packets": packets,
+                    "lost_packets": lost,
+                    "loss": lost / packets if packets else None,
+                    "loss_ci95": analysis.wilson_interval(lost, packets) if packets else None,
+                    "jitter_ms": analysis.percentile([t.jitter_ms for t in ok], 0.5)
+                    if ok
+                    else None,
+                    "retransmits": sum(t.retransmits for t in ok),
+                    "jain_index": analysis.jain_index(streams[0]) if streams else None,
+                    "datagram_bytes": self.plan.datagram(p.offered_bps),
+                    "cpu_steal_max": max((t.cpu_steal for t in p.trials), default=0.0),
+                }
+            )
+        return {
+            # None when the points do not support one (capacity_reason says why)
+            "capacity_bps": capacity,
+            "capacity_reason": verdict.reason,
+            "capacity_lower_bound_bps": verdict.lower_bound_bps,
+            "capacity_reached": capacity is not None,
+            "saturation": None
+            if first_bad is None or not capacity
+            else {
+                "offered_bps": first_bad.offered_bps,
+                "rho": first_bad.offered_bps / capacity,
+                "rule": f"first load with received/offered < {self.plan.efficiency_knee} "
+                "(UDP: and datagrams lost)",
+            },
+            "points": rows,
+        }
