@@ -26,6 +26,7 @@ def _add_server_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _add_sweep_arguments(p: argparse.ArgumentParser, kind: str) -> None:
+    from longge.air.loss import add_loss_arguments
     from longge.radio.options import add_radio_arguments
 
     p.add_argument("--quick", action="store_true", help="a short sweep (about a minute)")
@@ -55,7 +56,8 @@ def _add_sweep_arguments(p: argparse.ArgumentParser, kind: str) -> None:
     way.add_argument(
         "--bidir", action="store_true", help="load both ways at once, each direction reported"
     )
-    add_radio_arguments(p, timing=False)
+    add_radio_arguments(p)
+    add_loss_arguments(p)
 
 
 class _Help(argparse.ArgumentDefaultsHelpFormatter):
@@ -69,6 +71,7 @@ class _Help(argparse.ArgumentDefaultsHelpFormatter):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from longge.air.loss import add_loss_arguments
     from longge.air.wire import DEFAULT_SOCKET
     from longge.radio.options import add_radio_arguments
 
@@ -80,15 +83,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("radio-bench", help="stream frames between two emulated radios")
     add_radio_arguments(p)
+    add_loss_arguments(p)
+    p.add_argument("--seconds", type=float, default=5.0, help="how long to stream, s")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=node.cmd_radio_bench)
 
     p = sub.add_parser("air", help="run the air emulator in the foreground")
     p.add_argument("--socket", default=DEFAULT_SOCKET, help="Unix socket radios attach to")
-    p.add_argument("--per", type=float, default=0.0, help="frame error rate, data and ACK")
-    p.add_argument("--ack-per", type=float, default=None, help="ACK error rate (default: --per)")
-    p.add_argument("--burst", type=float, default=1.0, help="mean loss burst length, frames")
-    p.add_argument("--seed", type=int, default=1, help="seed of the losses")
+    add_loss_arguments(p)
     p.set_defaults(func=node.cmd_air)
 
     p = sub.add_parser("air-stats", help="print a running air emulator's counters")
@@ -99,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("daemon", help="run the link daemon (TUN + radios) in the foreground")
     p.add_argument("--config", required=True, help="node config (TOML)")
-    add_radio_arguments(p, emulator=False, timing=False, only_given=True)
+    add_radio_arguments(p, only_given=True)
     p.set_defaults(func=node.cmd_daemon)
 
     p = sub.add_parser("status", help="link state and counters of the running daemon(s)")
@@ -120,7 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     q = rsub.add_parser(
         "set", help="e.g. radio set --ard-us 250 --arc 2 (channels: in the config file)"
     )
-    add_radio_arguments(q, emulator=False, timing=False, only_given=True, channels=False)
+    add_radio_arguments(q, only_given=True, channels=False)
     q.add_argument("--control", help="daemon control socket (default: testbed, else longge0)")
     q.set_defaults(func=node.cmd_radio_set)
 
@@ -149,7 +151,8 @@ def build_parser() -> argparse.ArgumentParser:
         "station's, e.g. forwarded with ssh -L /tmp/base.sock:/run/longge/longge0.sock)",
     )
     _add_server_arguments(p)
-    add_radio_arguments(p, timing=False)
+    add_radio_arguments(p)
+    add_loss_arguments(p)
     p.set_defaults(func=measure.cmd_tune)
 
     p = sub.add_parser("servers", help="base station: iperf3 server and RTT echo server")
@@ -189,7 +192,8 @@ def build_parser() -> argparse.ArgumentParser:
         default="sim",
         help="rf24: both nodes drive their radios with the real pyrf24, on emulated chips",
     )
-    add_radio_arguments(p, timing=False)
+    add_radio_arguments(p)
+    add_loss_arguments(p)
     p.add_argument("--json", action="store_true", help="status as JSON")
     p.set_defaults(func=node.cmd_testbed)
 
@@ -224,7 +228,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--keep-testbed", action="store_true", help="leave a testbed brought up for this run"
     )
     _add_server_arguments(p)
-    add_radio_arguments(p, timing=False)
+    add_radio_arguments(p)
+    add_loss_arguments(p)
     p.set_defaults(func=measure.cmd_experiment)
 
     p = sub.add_parser("keygen", help="make a link key (the same file on both nodes)")

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import tomli_w
+
 from longge.chip import AIR_SOCKET
 from longge.chip.datasheet import ISM_MAX_CHANNEL
 from longge.errors import ConfigError
@@ -356,6 +358,52 @@ def from_mapping(data: dict[str, Any], base: NodeConfig | None = None) -> NodeCo
         return replace(cfg, radio=opts, **node)
     except TypeError as exc:
         raise ConfigError("node", node, str(exc)) from exc
+
+
+def _address_text(address: bytes) -> str:
+    printable = all(0x21 <= b < 0x7F for b in address) and b'"' not in address
+    return address.decode() if printable else "0x" + address.hex()
+
+
+def to_mapping(
+    cfg: NodeConfig, key_file: str | None = None, previous_key_file: str | None = None
+) -> dict[str, Any]:
+    """The TOML tables that make ``cfg`` again through from_mapping (the inverse of it). Keys
+    are never written out: a secured config names its ``key_file`` (and the previous key's)."""
+    out: dict[str, dict[str, Any]] = {}
+    for section, keys in _NODE_KEYS.items():
+        table: dict[str, Any] = {}
+        for key in sorted(keys):
+            if key in _KEY_SOURCES:
+                continue
+            value = getattr(cfg, key)
+            if key in ("tx_address", "rx_address"):
+                value = _address_text(value)
+            elif key == "routes":
+                value = list(value)
+            table[key] = value
+        out[section] = table
+    out["radio"].update({k: getattr(cfg.radio, k) for k in LINK_KEYS})
+    if cfg.key is not None:
+        if key_file is None:
+            raise ValueError("a secured config is written with the key_file its key is in")
+        out["security"]["key_file"] = key_file
+    if cfg.previous_key is not None:
+        if previous_key_file is None:
+            raise ValueError("the previous key too needs the file it is in")
+        out["security"]["previous_key_file"] = previous_key_file
+    return out
+
+
+def dumps(
+    cfg: NodeConfig,
+    key_file: str | None = None,
+    previous_key_file: str | None = None,
+    header: str = "",
+) -> str:
+    """``cfg`` as a TOML file (every key, so the file says everything the daemon will use)."""
+    text = tomli_w.dumps(to_mapping(cfg, key_file, previous_key_file))
+    return "".join(f"# {line}\n" for line in header.splitlines()) + text
 
 
 def load(path: str | Path, overrides: dict[str, Any] | None = None) -> NodeConfig:

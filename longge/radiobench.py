@@ -16,12 +16,14 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from longge.air import native
+from longge.air.loss import NO_LOSS, AirLoss
 from longge.air.wire import query
 from longge.chip.datasheet import per_attempt_failure
+from longge.errors import ConfigError
 from longge.radio.options import RadioOptions, configure
 from longge.radio.sim import SimRadio
 
@@ -30,14 +32,27 @@ _FIFO_FULL = 2
 _SPIN_NS = 2_000_000
 
 
-def start_air(path: str, opts: RadioOptions) -> subprocess.Popen[bytes]:
-    """Start an air server for these options (also used by tests); stop it with native.stop."""
-    return native.start(path, opts.per, opts.ack_per, opts.burst, opts.seed)
+def start_air(path: str, loss: AirLoss = NO_LOSS) -> subprocess.Popen[bytes]:
+    """Start an air server with these losses (also used by tests); stop it with native.stop."""
+    return native.start(path, loss)
+
+
+@dataclass(frozen=True)
+class BenchPlan:
+    """What radio-bench streams: the link's settings, the air's losses, for how long."""
+
+    options: RadioOptions = field(default_factory=RadioOptions)
+    loss: AirLoss = NO_LOSS
+    seconds: float = 5.0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.seconds, int | float) or not self.seconds > 0:
+            raise ConfigError("seconds", self.seconds, "a duration > 0")
 
 
 @dataclass
 class BenchResult:
-    options: RadioOptions
+    plan: BenchPlan
     frames_sent: int
     frames_received: int
     max_rt: int
@@ -57,7 +72,9 @@ class BenchResult:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "options": self.options.as_dict(),
+            "options": self.plan.options.as_dict(),
+            "loss": self.plan.loss.as_dict(),
+            "seconds": self.plan.seconds,
             "throughput_bps": round(self.throughput_bps, 1),
             "bound_bps": round(self.bound_bps, 1),
             "model_bps": round(self.model_bps, 1),
@@ -74,16 +91,16 @@ class BenchResult:
         }
 
 
-def run_bench(opts: RadioOptions, progress: Callable[[float], None] | None = None) -> BenchResult:
+def run_bench(plan: BenchPlan, progress: Callable[[float], None] | None = None) -> BenchResult:
     with tempfile.TemporaryDirectory(prefix="longge-bench-") as tmp:
         path = os.path.join(tmp, "air.sock")
-        air = start_air(path, opts)
+        air = start_air(path, plan.loss)
         try:
-            counts = _stream(path, opts, progress)
+            counts = _stream(path, plan, progress)
             stats = query(path)
         finally:
             native.stop(air)
-    return _result(opts, counts, stats)
+    return _result(plan, counts, stats)
 
 
 @dataclass
@@ -105,8 +122,9 @@ class _Counts:
         self.last_ns = now
 
 
-def _stream(path: str, opts: RadioOptions, progress: Callable[[float], None] | None) -> _Counts:
+def _stream(path: str, plan: BenchPlan, progress: Callable[[float], None] | None) -> _Counts:
     """One loop of non-blocking calls drives both radios (docs/design.md §1, process model)."""
+    opts = plan.options
     tx, rx = SimRadio(air=path, name="tx"), SimRadio(air=path, name="rx")
     if not (tx.begin() and rx.begin()):
         raise RuntimeError("a radio could not attach to the air")
@@ -115,12 +133,12 @@ def _stream(path: str, opts: RadioOptions, progress: Callable[[float], None] | N
     rx.open_rx_pipe(1, ADDRESS)
     rx.start_listening()
     tx.stop_listening(ADDRESS)
-    rng = random.Random(opts.seed)
+    rng = random.Random(plan.loss.seed)
     payloads = [rng.randbytes(opts.payload) for _ in range(64)]
     no_ack = not opts.auto_ack
     c = _Counts()
     start = time.monotonic()
-    end = start + opts.seconds
+    end = start + plan.seconds
     next_report = start
     fds = [tx.fileno(), rx.fileno()]
     while (now := time.monotonic()) < end:
@@ -133,7 +151,7 @@ def _stream(path: str, opts: RadioOptions, progress: Callable[[float], None] | N
         while rx.available():
             c.take(rx.read())
         if progress is not None and now >= next_report:
-            progress((now - start) / opts.seconds)
+            progress((now - start) / plan.seconds)
             next_report = now + 0.25
         # A slot frees every frame time; a host that sleeps misses it (so does a slow host on
         # real hardware). Poll while the link is busy, sleep when it has gone quiet.
@@ -158,12 +176,13 @@ def _stream(path: str, opts: RadioOptions, progress: Callable[[float], None] | N
     return c
 
 
-def _result(opts: RadioOptions, c: _Counts, stats: dict[str, Any]) -> BenchResult:
+def _result(plan: BenchPlan, c: _Counts, stats: dict[str, Any]) -> BenchResult:
+    opts = plan.options
     tx = stats["air"]["radios"].get("tx", {})
     timing = opts.timing()
     span_ns = c.last_ns - c.first_ns
     throughput = c.bytes_after_first * 8 * 1e9 / span_ns if c.received > 1 and span_ns else 0.0
-    loss = opts.loss()
+    loss = plan.loss.spec()
     if opts.auto_ack:
         q = per_attempt_failure(loss.data_per, loss.ack_per)
         model = timing.expected_goodput_bps(q)
@@ -174,7 +193,7 @@ def _result(opts: RadioOptions, c: _Counts, stats: dict[str, Any]) -> BenchResul
     retrans = tx.get("retransmissions", 0)
     lost = tx.get("lost_data", 0) + tx.get("lost_ack", 0) + tx.get("collisions", 0)
     return BenchResult(
-        options=opts,
+        plan=plan,
         frames_sent=c.sent,
         frames_received=c.received,
         max_rt=c.max_rt,
@@ -191,21 +210,21 @@ def _result(opts: RadioOptions, c: _Counts, stats: dict[str, Any]) -> BenchResul
 
 
 def format_result(r: BenchResult) -> str:
-    o = r.options
+    o, loss = r.plan.options, r.plan.loss
     mode = "auto-ack" if o.auto_ack else "no-ack"
     lines = [
         f"radio-bench: {o.rate}, {mode}, ARD {o.ard_us} µs, ARC {o.arc}, payload {o.payload} B, "
-        f"per {o.per:g}, {o.seconds:g} s",
+        f"per {loss.per:g}, {r.plan.seconds:g} s",
         f"  measured   {r.throughput_bps / 1e3:9.1f} kbit/s  ({r.frames_received} frames received, "
         f"{r.frames_sent} sent, {r.max_rt} MAX_RT)",
         f"  bound      {r.bound_bps / 1e3:9.1f} kbit/s  (datasheet, no loss)",
     ]
-    if o.per or (o.ack_per or 0):
+    if loss.per or (loss.ack_per or 0):
         lines.append(
             f"  model      {r.model_bps / 1e3:9.1f} kbit/s  (expected service time, "
             f"q = {r.q_configured:.3f}; measured q = {r.q_measured:.3f})"
         )
-    lines.append(f"  ratio      {r.ratio:9.3f}     (measured / {'model' if o.per else 'bound'})")
+    lines.append(f"  ratio      {r.ratio:9.3f}     (measured / {'model' if loss.per else 'bound'})")
     lines.append(
         f"  air        {r.attempts} attempts, {r.retransmissions} retransmissions, {r.lost} lost; "
         f"lag p50 {r.lag['p50_us']:.0f} µs, p99 {r.lag['p99_us']:.0f} µs, "

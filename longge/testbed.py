@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from longge.air import native
+from longge.air.loss import NO_LOSS, AirLoss
 from longge.air.wire import query
 from longge.daemon.control import ControlError
 from longge.daemon.status import DaemonClient
@@ -164,9 +165,11 @@ def up(
     secured: bool = True,
     serial: bool = False,
     rf24: bool = False,
+    loss: AirLoss = NO_LOSS,
 ) -> dict[str, Any]:
-    """``serial``: the mobile's radios are two native USB modems; ``rf24``: both nodes run the
-    rf24 backend, the real pyrf24 on emulated chips (LD_PRELOAD of firmware/'s spidev library)."""
+    """``loss``: the emulated air's; ``serial``: the mobile's radios are two native USB
+    modems; ``rf24``: both nodes run the rf24 backend, the real pyrf24 on emulated chips
+    (LD_PRELOAD of firmware/'s spidev library)."""
     if os.geteuid() != 0:
         raise TestbedError("the testbed needs root (network namespaces, TUN devices)")
     down()
@@ -174,6 +177,7 @@ def up(
     p = paths()
     state: dict[str, Any] = {
         "options": opts.as_dict(),
+        "loss": loss.as_dict(),
         "pids": {},
         "started": time.time(),
         "secured": secured,
@@ -212,7 +216,7 @@ def up(
         _netns("lg-inet", "ip", "link", "set", "eth0", "up")
         py = sys.executable
         say("starting the air emulator")
-        air_args = native.command(str(p["air"]), opts.per, opts.ack_per, opts.burst, opts.seed)
+        air_args = native.command(str(p["air"]), loss)
         state["pids"]["air"] = _spawn(air_args, STATE_DIR / "air.log")
         _wait_for(lambda: native.serving(p["air"]), "the air emulator", STATE_DIR / "air.log")
         if serial:

@@ -8,14 +8,13 @@ from collections.abc import Iterator
 import pytest
 
 from longge.air import native
-from longge.radio.options import RadioOptions
 from longge.radiobench import start_air
 
 
 @pytest.fixture
 def air_path(tmp_path: os.PathLike[str]) -> Iterator[str]:
     path = os.path.join(str(tmp_path), "air.sock")
-    proc = start_air(path, RadioOptions())
+    proc = start_air(path)
     try:
         yield path
     finally:

@@ -13,7 +13,6 @@ from test_sim_radio import pair
 from longge.air import native
 from longge.air.server import FREEZE_AFTER_NS, AirServer
 from longge.air.wire import query
-from longge.radio.options import RadioOptions
 from longge.radiobench import start_air
 
 
@@ -49,7 +48,7 @@ def test_a_stopped_air_resumes_where_it_was(tmp_path: Path) -> None:
     stopped for 200 ms in the middle. Catching up would report MAX_RT right after the stop;
     with its clock stopped the air still owes the remaining retries."""
     path = str(tmp_path / "air.sock")
-    proc = start_air(path, RadioOptions())
+    proc = start_air(path)
     try:
         tx, _ = pair(path, rate="250k", ard_us=4000, arc=15)
         tx.stop_listening(b"Nobdy")

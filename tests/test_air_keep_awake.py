@@ -15,7 +15,6 @@ from test_sim_radio import pair
 
 from longge.air import native
 from longge.air.wire import query
-from longge.radio.options import RadioOptions
 from longge.radiobench import start_air
 
 QOS = "/dev/cpu_dma_latency"
@@ -44,7 +43,7 @@ def test_held_while_frames_fly_released_when_idle_and_on_a_crash(tmp_path: Path)
     if latency_limit_us() == 0:
         pytest.skip("another process holds the CPUs awake: nothing to observe")
     path = str(tmp_path / "air.sock")
-    proc = start_air(path, RadioOptions())
+    proc = start_air(path)
     try:
         assert query(path)["server"] == "rust"
         assert query(path)["keep_awake"] == {
@@ -78,7 +77,7 @@ def test_held_while_frames_fly_released_when_idle_and_on_a_crash(tmp_path: Path)
 def test_off_by_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LONGGE_KEEP_AWAKE", "off")
     path = str(tmp_path / "air.sock")
-    proc = start_air(path, RadioOptions())
+    proc = start_air(path)
     try:
         tx, _ = pair(path)
         assert tx.write_fast(b"x" * 32) and tx.tx_standby()

@@ -10,31 +10,45 @@ from typing import Any
 import pytest
 from fielddoc import assert_documented
 
+from longge.air.loss import AirLoss
 from longge.errors import ConfigError
 from longge.radio.options import RadioOptions
+from longge.radiobench import BenchPlan
 
 
 @pytest.mark.parametrize(
-    ("kwargs", "key"),
+    ("make", "kwargs", "key"),
     [
-        ({"rate": "3M"}, "rate"),
-        ({"ard_us": 100}, "ard_us"),
-        ({"ard_us": 300}, "ard_us"),
-        ({"ard_us": 4250}, "ard_us"),
-        ({"arc": 16}, "arc"),
-        ({"payload": 0}, "payload"),
-        ({"address_width": 6}, "address_width"),
-        ({"crc": 0}, "crc"),
-        ({"channel": 126}, "channel"),
-        ({"per": 1.2}, "per"),
-        ({"burst": 0.5}, "burst"),
-        ({"seconds": 0}, "seconds"),
+        (RadioOptions, {"rate": "3M"}, "rate"),
+        (RadioOptions, {"ard_us": 100}, "ard_us"),
+        (RadioOptions, {"ard_us": 300}, "ard_us"),
+        (RadioOptions, {"ard_us": 4250}, "ard_us"),
+        (RadioOptions, {"arc": 16}, "arc"),
+        (RadioOptions, {"payload": 0}, "payload"),
+        (RadioOptions, {"address_width": 6}, "address_width"),
+        (RadioOptions, {"crc": 0}, "crc"),
+        (RadioOptions, {"channel": 126}, "channel"),
+        (AirLoss, {"per": 1.2}, "per"),
+        (AirLoss, {"burst": 0.5}, "burst"),
+        (AirLoss, {"seed": "x"}, "seed"),
+        (BenchPlan, {"seconds": 0}, "seconds"),
     ],
 )
-def test_bad_values_name_their_key(kwargs: dict[str, object], key: str) -> None:
+def test_bad_values_name_their_key(make: Any, kwargs: dict[str, object], key: str) -> None:
     with pytest.raises(ConfigError) as err:
-        RadioOptions(**kwargs)  # type: ignore[arg-type]
+        make(**kwargs)
     assert err.value.key == key
+
+
+def test_the_link_settings_hold_no_emulator_or_bench_setting() -> None:
+    """The emulator's losses and radio-bench's duration have their own types: a daemon's
+    config that sets them under [radio] is refused by name (nothing there reads them)."""
+    from longge import config
+
+    assert not {"per", "ack_per", "burst", "seed", "seconds"} & set(RadioOptions().as_dict())
+    with pytest.raises(ConfigError) as err:
+        config.from_mapping({"radio": {"per": 0.1}})
+    assert "per" in str(err.value)
 
 
 def test_ard_steps_and_the_250k_ack_pitfall() -> None:

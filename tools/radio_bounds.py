@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 
 from longge.radio.options import RadioOptions
-from longge.radiobench import run_bench
+from longge.radiobench import BenchPlan, run_bench
 
 CASES: list[tuple[str, dict[str, object]]] = [
     ("2M auto-ack", {"rate": "2M"}),
@@ -34,7 +34,7 @@ def main() -> None:
     args = parser.parse_args()
     rows = []
     for label, kw in CASES:
-        r = run_bench(RadioOptions(seconds=args.seconds, **kw))  # type: ignore[arg-type]
+        r = run_bench(BenchPlan(RadioOptions(**kw), seconds=args.seconds))  # type: ignore[arg-type]
         rows.append((label, r.throughput_bps / 1e3, r.model_bps / 1e3, r.ratio, r.lag["p99_us"]))
         if not args.markdown:
             print(

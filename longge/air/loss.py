@@ -10,6 +10,7 @@ length).
 
 from __future__ import annotations
 
+import argparse
 import random
 import zlib
 from dataclasses import dataclass, field
@@ -37,6 +38,56 @@ class LossSpec:
             raise ConfigError("burst", self.burst, "a mean burst length >= 1 frame")
         if self.burst > 1.0 and max(self.data_per, self.ack_per) >= 1.0:
             raise ConfigError("burst", self.burst, "bursts need an error rate below 1")
+
+
+@dataclass(frozen=True)
+class AirLoss:
+    """The emulated air's losses as the user gives them (``--per``, ``--ack-per``, ``--burst``,
+    ``--seed``): the emulator's own settings, apart from the link's (radio.options)."""
+
+    per: float = 0.0
+    ack_per: float | None = None  # None: same as per
+    burst: float = 1.0
+    seed: int = 1
+
+    def __post_init__(self) -> None:
+        for key in ("per", "ack_per", "burst"):
+            value = getattr(self, key)
+            if value is not None and (
+                not isinstance(value, int | float) or isinstance(value, bool)
+            ):
+                raise ConfigError(key, value, "a number")
+        if not isinstance(self.seed, int) or isinstance(self.seed, bool):
+            raise ConfigError("seed", self.seed, "a whole number")
+        self.spec()  # checks per, ack_per, burst
+
+    def spec(self) -> LossSpec:
+        return LossSpec(
+            data_per=self.per,
+            ack_per=self.per if self.ack_per is None else self.ack_per,
+            burst=self.burst,
+        )
+
+    def as_dict(self) -> dict[str, object]:
+        return {"per": self.per, "ack_per": self.ack_per, "burst": self.burst, "seed": self.seed}
+
+
+#: The air destroys nothing (the default everywhere).
+NO_LOSS = AirLoss()
+
+
+def add_loss_arguments(parser: argparse.ArgumentParser) -> None:
+    """The emulated air's options, for every command that can bring an emulator up."""
+    d = AirLoss()
+    e = parser.add_argument_group("emulated air")
+    e.add_argument("--per", type=float, default=d.per, help="frame error rate, data+ACK")
+    e.add_argument("--ack-per", type=float, default=None, help="ACK error rate (=--per)")
+    e.add_argument("--burst", type=float, default=d.burst, help="mean loss burst, frames")
+    e.add_argument("--seed", type=int, default=d.seed, help="seed of the losses")
+
+
+def loss_from_args(ns: argparse.Namespace) -> AirLoss:
+    return AirLoss(per=ns.per, ack_per=ns.ack_per, burst=ns.burst, seed=ns.seed)
 
 
 class _Process:

@@ -20,6 +20,7 @@ import sys
 import time
 from pathlib import Path
 
+from longge.air.loss import NO_LOSS, AirLoss
 from longge.errors import AirUnavailable
 
 CRATE = Path(__file__).resolve().parents[2] / "emulator"
@@ -70,16 +71,17 @@ def build() -> Path:
     return BINARY
 
 
-def command(socket: str, per: float, ack_per: float | None, burst: float, seed: int) -> list[str]:
+def command(socket: str, loss: AirLoss = NO_LOSS) -> list[str]:
     """The command line that serves the air at ``socket`` with these losses (the compiled
     server, or the Python one when ``LONGGE_AIR_SERVER=python``)."""
+    per = str(loss.per)
     if use_python():
-        args = [sys.executable, "-m", "longge", "air", "--socket", socket, "--per", str(per)]
+        args = [sys.executable, "-m", "longge", "air", "--socket", socket, "--per", per]
     else:
-        args = [str(build()), "serve", "--socket", socket, "--per", str(per)]
-    if ack_per is not None:
-        args += ["--ack-per", str(ack_per)]
-    return [*args, "--burst", str(burst), "--seed", str(seed)]
+        args = [str(build()), "serve", "--socket", socket, "--per", per]
+    if loss.ack_per is not None:
+        args += ["--ack-per", str(loss.ack_per)]
+    return [*args, "--burst", str(loss.burst), "--seed", str(loss.seed)]
 
 
 def serving(path: str | os.PathLike[str]) -> bool:
@@ -107,14 +109,12 @@ def wait_for_socket(path: str, proc: subprocess.Popen[bytes], timeout: float = 3
         time.sleep(0.01)
 
 
-def start(
-    socket: str, per: float = 0.0, ack_per: float | None = None, burst: float = 1.0, seed: int = 1
-) -> subprocess.Popen[bytes]:
+def start(socket: str, loss: AirLoss = NO_LOSS) -> subprocess.Popen[bytes]:
     """Start the compiled air server and wait until it listens."""
     with contextlib.suppress(FileNotFoundError):
         os.unlink(socket)
     proc = subprocess.Popen(
-        command(socket, per, ack_per, burst, seed),
+        command(socket, loss),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
     )

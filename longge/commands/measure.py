@@ -34,6 +34,7 @@ def _sweep(ns: argparse.Namespace, kind: str) -> int:
     signal.signal(signal.SIGINT, _interrupt)
     signal.signal(signal.SIGTERM, _interrupt)
 
+    from longge.air.loss import loss_from_args
     from longge.measure import runner, sweep
     from longge.measure.report import summary_text
     from longge.radio.options import options_from_args
@@ -72,6 +73,7 @@ def _sweep(ns: argparse.Namespace, kind: str) -> int:
         say=lambda s: print(f"{kind}: {s}", flush=True),
         progress=progress(kind),
         queue=ns.queue,
+        loss=loss_from_args(ns),
     )
     print(summary_text(summary))
     print(f"{kind}: results, CSV and plots in {path}/")
@@ -89,6 +91,7 @@ def cmd_ltest(ns: argparse.Namespace) -> int:
 def cmd_tune(ns: argparse.Namespace) -> int:
     from dataclasses import replace
 
+    from longge.air.loss import loss_from_args
     from longge.measure import report, runner, tune
     from longge.radio.options import options_from_args
 
@@ -113,6 +116,7 @@ def cmd_tune(ns: argparse.Namespace) -> int:
         controls=tuple(ns.control),
         ports=(ns.port, ns.rtt_port),
         queue=ns.queue,
+        loss=loss_from_args(ns),
     )
     print(report.tune_text(summary))
     print(f"tune: results, grid.csv, heatmaps in {path}/")
@@ -120,6 +124,7 @@ def cmd_tune(ns: argparse.Namespace) -> int:
 
 
 def cmd_experiment(ns: argparse.Namespace) -> int:
+    from longge.air.loss import loss_from_args
     from longge.measure import runner
     from longge.measure.experiments import EXPERIMENTS
     from longge.radio.options import options_from_args
@@ -150,6 +155,7 @@ def cmd_experiment(ns: argparse.Namespace) -> int:
         host=ns.host,
         ports=(ns.port, ns.rtt_port),
         queue=ns.queue,
+        loss=loss_from_args(ns),
     )
     print(f"  {'experiment':11s} verdict")
     for name, text in summary["verdicts"].items():

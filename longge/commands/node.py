@@ -14,11 +14,12 @@ from longge.errors import ConfigError, LongGeError
 
 
 def cmd_radio_bench(ns: argparse.Namespace) -> int:
+    from longge.air.loss import loss_from_args
     from longge.radio.options import options_from_args
-    from longge.radiobench import format_result, run_bench
+    from longge.radiobench import BenchPlan, format_result, run_bench
 
-    opts = options_from_args(ns)
-    result = run_bench(opts, None if ns.json else progress_bar("streaming"))
+    plan = BenchPlan(options_from_args(ns), loss_from_args(ns), ns.seconds)
+    result = run_bench(plan, None if ns.json else progress_bar("streaming"))
     if not ns.json and sys.stderr.isatty():
         sys.stderr.write("\n")
     print(json.dumps(result.as_dict()) if ns.json else format_result(result))
@@ -27,16 +28,15 @@ def cmd_radio_bench(ns: argparse.Namespace) -> int:
 
 def cmd_air(ns: argparse.Namespace) -> int:
     from longge.air import native
-    from longge.air.loss import LossModel
+    from longge.air.loss import LossModel, loss_from_args
     from longge.air.server import AirServer
-    from longge.radio.options import RadioOptions
 
-    opts = RadioOptions(per=ns.per, ack_per=ns.ack_per, burst=ns.burst, seed=ns.seed)
+    loss = loss_from_args(ns)
     if not native.use_python():  # the compiled server (LONGGE_AIR_SERVER=python: this one)
-        args = native.command(ns.socket, opts.per, opts.ack_per, opts.burst, opts.seed)
+        args = native.command(ns.socket, loss)
         sys.stdout.flush()
         os.execv(args[0], args)
-    server = AirServer(ns.socket, LossModel(opts.loss(), seed=opts.seed))
+    server = AirServer(ns.socket, LossModel(loss.spec(), seed=loss.seed))
     signal.signal(signal.SIGTERM, lambda *_: server.stop())
     signal.signal(signal.SIGINT, lambda *_: server.stop())
     server.bind()
@@ -240,6 +240,7 @@ def cmd_keygen(ns: argparse.Namespace) -> int:
 
 def cmd_testbed(ns: argparse.Namespace) -> int:
     from longge import testbed
+    from longge.air.loss import loss_from_args
     from longge.daemon.statusview import node_text
     from longge.radio.options import options_from_args
 
@@ -255,6 +256,7 @@ def cmd_testbed(ns: argparse.Namespace) -> int:
             secured=not ns.insecure,
             serial=ns.serial,
             rf24=ns.backend == "rf24",
+            loss=loss_from_args(ns),
         )
     else:
         st = testbed.status()

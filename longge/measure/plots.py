@@ -182,7 +182,7 @@ def replot_tune(summary: dict[str, Any], out: Path) -> list[Path]:
 
     made = plot_tune(summary, out)
     if summary.get("options"):  # folders before schema 1 lack them: no model curves then
-        made += plot_tune_curves(summary, RadioOptions(**summary["options"]), out)
+        made += plot_tune_curves(summary, RadioOptions.from_saved(summary["options"]), out)
     return made
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from longge import testbed
+from longge.air.loss import NO_LOSS, AirLoss
 from longge.daemon.status import DaemonClient
 from longge.errors import ConfigError
 from longge.measure import plots
@@ -45,6 +46,7 @@ def resolve_target(
     opts: RadioOptions,
     say: Say,
     queue: str = "fair",
+    loss: AirLoss = NO_LOSS,
 ) -> tuple[Target, bool]:
     """The target, and whether we brought the testbed up ourselves."""
     if host:
@@ -57,7 +59,7 @@ def resolve_target(
             peer = DaemonClient(LOCAL_CONTROL).status().node.peer
             return Target(peer, iperf_port, rtt_port, None, (LOCAL_CONTROL,)), False
         say("no radio configured: bringing up the emulated testbed (./run.sh testbed up)")
-        testbed.up(opts, say=lambda s: say(f"testbed: {s}"), queue=queue)
+        testbed.up(opts, say=lambda s: say(f"testbed: {s}"), queue=queue, loss=loss)
         started = True
     return testbed_target(), started
 
@@ -88,8 +90,9 @@ def run(
     say: Say,
     progress: Progress,
     queue: str = "fair",
+    loss: AirLoss = NO_LOSS,
 ) -> tuple[Path, dict[str, Any]]:
-    target, started = resolve_target(host, iperf_port, rtt_port, opts, say, queue)
+    target, started = resolve_target(host, iperf_port, rtt_port, opts, say, queue, loss)
     results = ResultsDir(out or default_dir(kind))
     say(f"results in {results.path}")
     length = plan.length or 1400
@@ -150,6 +153,7 @@ def run_tune(
     controls: tuple[str, ...] = (),
     ports: tuple[int, int] = (testbed.IPERF_PORT, testbed.RTT_PORT),
     queue: str = "fair",
+    loss: AirLoss = NO_LOSS,
 ) -> tuple[Path, dict[str, Any]]:
     """Tune on the testbed (brought up with ``opts``, e.g. --per), a running one, or a real
     link (``host`` = the base station's address; ``controls`` = the daemons' control sockets,
@@ -157,7 +161,7 @@ def run_tune(
     from longge.chip.datasheet import per_attempt_failure
     from longge.measure.tune import Tune, plot_tune, plot_tune_curves
 
-    target, started = resolve_target(host, *ports, opts, say, queue)
+    target, started = resolve_target(host, *ports, opts, say, queue, loss)
     if controls:
         target = replace(target, controls=tuple(dict.fromkeys((*target.controls, *controls))))
     if host and len(target.controls) < 2:
@@ -172,8 +176,8 @@ def run_tune(
     say(f"results in {results.path} (an interrupted tune resumes with the same --out)")
     ctx = target.context(1400)
     results.write_json("context.json", {**system_context(), **ctx})
-    loss = opts.loss()
-    q_hint = per_attempt_failure(loss.data_per, loss.ack_per)
+    spec = loss.spec()
+    q_hint = per_attempt_failure(spec.data_per, spec.ack_per)
     tune = Tune(target, opts, plan, results, q_hint, progress, ctx.get("security_overhead", 0))
     try:
         summary = tune.run()
@@ -200,12 +204,13 @@ def run_experiments(
     host: str | None = None,
     ports: tuple[int, int] = (testbed.IPERF_PORT, testbed.RTT_PORT),
     queue: str = "fair",
+    loss: AirLoss = NO_LOSS,
 ) -> tuple[Path, dict[str, Any]]:
     """Run experiments (by name) on the testbed, or on a real link with ``host`` (its servers
     on ``ports``: iperf3, RTT echo)."""
     from longge.measure.experiments import EXPERIMENTS, Link, Runner
 
-    target, started = resolve_target(host, *ports, opts, say, queue)
+    target, started = resolve_target(host, *ports, opts, say, queue, loss)
     results = ResultsDir(out or default_dir("experiment"))
     say(f"results in {results.path}")
     ctx = target.context(1400)

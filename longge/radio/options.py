@@ -2,7 +2,9 @@
 
     --rate {250k,1M,2M}  --ard-us N (250..4000, step 250)  --arc N (0..15)  --no-ack
     --payload N (3..32)  --address-width N (3..5)  --crc N (1..2)  --channel N (0..125)
-    --per Q  --ack-per Q  --burst L  (emulator only)  --seconds S  --seed N
+
+The link's settings only: the emulated air's losses are ``air.loss.AirLoss`` (``--per``,
+``--ack-per``, ``--burst``, ``--seed``), radio-bench's duration is its own plan.
 
 Values are checked here, where the user gave them; a wrong one raises ``ConfigError`` naming
 the key and the allowed range. ``configure()`` then applies a checked set to any radio backend.
@@ -13,7 +15,6 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, fields
 
-from longge.air.loss import LossSpec
 from longge.chip.datasheet import (
     ADDRESS_WIDTHS,
     ARC_MAX,
@@ -53,27 +54,16 @@ class RadioOptions:
     address_width: int = 5
     crc: int = 2
     channel: int = UPLINK_CHANNEL
-    per: float = 0.0
-    ack_per: float | None = None  # None: same as per
-    burst: float = 1.0
-    seconds: float = 5.0
-    seed: int = 1
 
     def __post_init__(self) -> None:
         # Types first: a config file or a control request can carry any JSON/TOML value, and
         # a string where a number belongs must be refused by name, not crash a comparison.
-        for key in ("ard_us", "arc", "payload", "address_width", "crc", "channel", "seed"):
+        for key in ("ard_us", "arc", "payload", "address_width", "crc", "channel"):
             value = getattr(self, key)
             if not isinstance(value, int) or isinstance(value, bool):
                 raise ConfigError(key, value, "a whole number")
         if not isinstance(self.auto_ack, bool):
             raise ConfigError("auto_ack", self.auto_ack, "true or false")
-        for key in ("per", "ack_per", "burst", "seconds"):
-            value = getattr(self, key)
-            if value is not None and (
-                not isinstance(value, int | float) or isinstance(value, bool)
-            ):
-                raise ConfigError(key, value, "a number")
         if self.rate not in RATE_BPS:
             raise ConfigError("rate", self.rate, "one of 250k, 1M, 2M")
         if not ARD_US_MIN <= self.ard_us <= ARD_US_MAX or self.ard_us % ARD_STEP_US:
@@ -90,9 +80,6 @@ class RadioOptions:
             raise ConfigError("crc", self.crc, "1 or 2 bytes")
         if not CHANNEL_MIN <= self.channel <= CHANNEL_MAX:
             raise ConfigError("channel", self.channel, f"{CHANNEL_MIN}..{CHANNEL_MAX}")
-        if not self.seconds > 0:
-            raise ConfigError("seconds", self.seconds, "a duration > 0")
-        self.loss()  # checks per, ack_per, burst
 
     @property
     def ard_step(self) -> int:
@@ -102,10 +89,6 @@ class RadioOptions:
     def ard_too_short(self) -> bool:
         """The datasheet says an ACK is missed with this ARD at this rate (p. 34)."""
         return self.auto_ack and self.ard_us < MIN_ARD_US_FOR_EMPTY_ACK[self.rate]
-
-    def loss(self) -> LossSpec:
-        ack_per = self.per if self.ack_per is None else self.ack_per
-        return LossSpec(data_per=self.per, ack_per=ack_per, burst=self.burst)
 
     def timing(self) -> LinkTiming:
         return LinkTiming(
@@ -120,11 +103,16 @@ class RadioOptions:
     def as_dict(self) -> dict[str, object]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
+    @classmethod
+    def from_saved(cls, saved: dict[str, object]) -> RadioOptions:
+        """The options a results folder recorded (folders written before the emulator's
+        losses had their own type also hold per/ack_per/burst/seed/seconds: not the link's)."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in saved.items() if k in names})  # type: ignore[arg-type]
+
 
 def add_radio_arguments(
     parser: argparse.ArgumentParser,
-    emulator: bool = True,
-    timing: bool = True,
     only_given: bool = False,
     channels: bool = True,
 ) -> None:
@@ -161,14 +149,6 @@ def add_radio_arguments(
             help="the uplink's RF channel (mobile -> base), 0..125, in the ISM band 0..83; the "
             "downlink is N+5 (N-5 from 79); radio-bench's one link",
         )
-    if timing:
-        g.add_argument("--seconds", type=float, default=dflt(d.seconds), help="duration, s")
-    if emulator:
-        e = parser.add_argument_group("emulated air")
-        e.add_argument("--per", type=float, default=dflt(d.per), help="frame error rate, data+ACK")
-        e.add_argument("--ack-per", type=float, default=dflt(None), help="ACK error rate (=--per)")
-        e.add_argument("--burst", type=float, default=dflt(d.burst), help="mean loss burst, frames")
-        e.add_argument("--seed", type=int, default=dflt(d.seed), help="seed of the losses")
 
 
 def given_options(ns: argparse.Namespace) -> dict[str, object]:
@@ -181,11 +161,6 @@ def given_options(ns: argparse.Namespace) -> dict[str, object]:
         "address_width",
         "crc",
         "channel",
-        "seconds",
-        "per",
-        "ack_per",
-        "burst",
-        "seed",
     }
     out = {k: v for k, v in vars(ns).items() if k in names}
     if "no_ack" in vars(ns):
@@ -203,11 +178,6 @@ def options_from_args(ns: argparse.Namespace) -> RadioOptions:
         address_width=ns.address_width,
         crc=ns.crc,
         channel=ns.channel,
-        per=getattr(ns, "per", 0.0),
-        ack_per=getattr(ns, "ack_per", None),
-        burst=getattr(ns, "burst", 1.0),
-        seconds=getattr(ns, "seconds", RadioOptions.seconds),
-        seed=getattr(ns, "seed", RadioOptions.seed),
     )
 
 
