@@ -177,6 +177,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="the daemons' queue: flow-fair (default) or one FIFO",
     )
     p.add_argument(
+        "--queue-ms",
+        type=int,
+        help="the daemons' queue limit: packets older than this are dropped (default: 100)",
+    )
+    p.add_argument("--mtu", type=int, help="the TUN interfaces' MTU (default: 1500)")
+    p.add_argument(
         "--insecure",
         action="store_true",
         help="no link key: frames unauthenticated (to measure what security costs)",

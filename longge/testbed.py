@@ -20,17 +20,20 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
 
+from longge import config
 from longge.air import native
 from longge.air.loss import NO_LOSS, AirLoss
 from longge.air.wire import query
+from longge.config import NodeConfig
 from longge.daemon.control import ControlError
 from longge.daemon.status import DaemonClient
 from longge.errors import LongGeError
-from longge.protocol.secure import generate_key
+from longge.protocol.secure import KEY_LEN, generate_key, parse_key
 from longge.radio.options import RadioOptions, downlink_channel
 
 FIRMWARE = Path(__file__).resolve().parents[1] / "firmware"
@@ -69,73 +72,86 @@ def paths() -> dict[str, Path]:
     }
 
 
-def node_toml(
-    role: str,
-    opts: RadioOptions,
-    queue: str = "fair",
-    secured: bool = True,
-    serial: bool = False,
-    rf24: bool = False,
-) -> str:
-    """The daemon config of one testbed node (a real node's config has the same shape)."""
-    p = paths()
-    backend = "serial" if serial and role == "mobile" else "rf24" if rf24 else "sim"
-    serial_section = (
-        f'\n[serial]\ntx_port = "{STATE_DIR / "mobile-tx.pty"}"\n'
-        f'rx_port = "{STATE_DIR / "mobile-rx.pty"}"\n'
-        if backend == "serial"
-        else '\n[rf24]\ndriver = "pyrf24"   # the real pyrf24, on emulated chips (PRELOAD)\n'
-        if backend == "rf24"
-        else ""
-    )
-    security = (
-        f'key_file = "{p["key"]}"\nstate_dir = "{STATE_DIR / "security"}"'
-        if secured
-        else "insecure = true   # testbed up --insecure: an open link, for comparison"
-    )
-    up_ch = opts.channel
-    down_ch = downlink_channel(up_ch)
-    mobile = role == "mobile"
-    return f"""# written by ./run.sh testbed up
-[node]
-role = "{role}"
-tun = "longge0"
-address = "{MOBILE_IP if mobile else BASE_IP}/24"
-peer = "{BASE_IP if mobile else MOBILE_IP}"
-control = "{p[role]}"
-queue = "{queue}"
+@dataclass(frozen=True)
+class TestbedSpec:
+    """Everything a testbed is made of: the link's settings, the air's losses, what the two
+    daemons are told (queue, queue_ms, mtu: None keeps the daemon's default), security and the
+    radios' backend. It writes both nodes' configs with the config module's own writer and is
+    recorded in the testbed's state and in each results folder's context."""
 
-[radio]
-backend = "{backend}"
-rate = "{opts.rate}"
-ard_us = {opts.ard_us}
-arc = {opts.arc}
-auto_ack = {"true" if opts.auto_ack else "false"}
-payload = {opts.payload}
-address_width = {opts.address_width}
-crc = {opts.crc}
-tx_channel = {up_ch if mobile else down_ch}
-rx_channel = {down_ch if mobile else up_ch}
-tx_address = "{"LGm2b" if mobile else "LGb2m"}"
-rx_address = "{"LGb2m" if mobile else "LGm2b"}"
+    options: RadioOptions = field(default_factory=RadioOptions)
+    loss: AirLoss = NO_LOSS
+    queue: str = "fair"
+    queue_ms: int | None = None
+    mtu: int | None = None
+    secured: bool = True
+    serial: bool = False  # the mobile's radios are two native USB modems (on ptys)
+    rf24: bool = False  # both nodes run the rf24 backend: the real pyrf24 on emulated chips
 
-[sim]
-air = "{p["air"]}"
+    def __post_init__(self) -> None:
+        # a wrong queue, queue_ms or mtu: refused here, by name (a stand-in key for the check)
+        self.node_config("mobile", bytes(KEY_LEN))
 
-[security]
-{security}
-{serial_section}""" + (
-        """
-[mobile]
-default_route = true
-"""
-        if mobile
-        else """
-[base]
-nat = true
-uplink = "up0"
-"""
-    )
+    def backend(self, role: str) -> str:
+        return "serial" if self.serial and role == "mobile" else "rf24" if self.rf24 else "sim"
+
+    def node_config(self, role: str, key: bytes | None) -> NodeConfig:
+        """One node's config (a real node's has the same shape)."""
+        p = paths()
+        mobile = role == "mobile"
+        up_ch = self.options.channel
+        down_ch = downlink_channel(up_ch)
+        node: dict[str, Any] = {
+            "role": role,
+            "tun": "longge0",
+            "address": f"{MOBILE_IP if mobile else BASE_IP}/24",
+            "peer": BASE_IP if mobile else MOBILE_IP,
+            "control": str(p[role]),
+            "queue": self.queue,
+            "backend": self.backend(role),
+            "air": str(p["air"]),
+            # the nodes' channels are tx_channel/rx_channel; RadioOptions.channel is the one
+            # link of radio-bench, not a node setting
+            "radio": replace(self.options, channel=RadioOptions.channel),
+            "tx_channel": up_ch if mobile else down_ch,
+            "rx_channel": down_ch if mobile else up_ch,
+            "tx_address": b"LGm2b" if mobile else b"LGb2m",
+            "rx_address": b"LGb2m" if mobile else b"LGm2b",
+            "default_route": mobile,
+            "nat": not mobile,
+            "uplink": "" if mobile else "up0",
+            "insecure": not self.secured,
+            "key": key if self.secured else None,
+            "state_dir": str(STATE_DIR / "security"),
+            "driver": "pyrf24",
+        }
+        if self.backend(role) == "serial":
+            node["tx_port"] = str(STATE_DIR / "mobile-tx.pty")
+            node["rx_port"] = str(STATE_DIR / "mobile-rx.pty")
+        for name in ("queue_ms", "mtu"):
+            if getattr(self, name) is not None:
+                node[name] = getattr(self, name)
+        return NodeConfig(**node)
+
+    def node_toml(self, role: str, key: bytes | None) -> str:
+        """The node's config file, as the daemon reads it."""
+        return config.dumps(
+            self.node_config(role, key),
+            key_file=str(paths()["key"]) if self.secured else None,
+            header=f"written by ./run.sh testbed up ({role})",
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "options": self.options.as_dict(),
+            "loss": self.loss.as_dict(),
+            "queue": self.queue,
+            "queue_ms": self.queue_ms,
+            "mtu": self.mtu,
+            "secured": self.secured,
+            "serial": self.serial,
+            "backend": "rf24" if self.rf24 else "sim",
+        }
 
 
 def _make(target: str) -> None:
@@ -158,37 +174,26 @@ def _spawn(args: list[str], log: Path, env: dict[str, str] | None = None) -> int
     return proc.pid
 
 
-def up(
-    opts: RadioOptions,
-    say: Callable[[str], None] = lambda s: None,
-    queue: str = "fair",
-    secured: bool = True,
-    serial: bool = False,
-    rf24: bool = False,
-    loss: AirLoss = NO_LOSS,
-) -> dict[str, Any]:
-    """``loss``: the emulated air's; ``serial``: the mobile's radios are two native USB
-    modems; ``rf24``: both nodes run the rf24 backend, the real pyrf24 on emulated chips
-    (LD_PRELOAD of firmware/'s spidev library)."""
+def up(spec: TestbedSpec, say: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
+    """Build the testbed ``spec`` describes (taking down any earlier one first)."""
     if os.geteuid() != 0:
         raise TestbedError("the testbed needs root (network namespaces, TUN devices)")
     down()
     STATE_DIR.mkdir(parents=True, exist_ok=True)
     p = paths()
     state: dict[str, Any] = {
-        "options": opts.as_dict(),
-        "loss": loss.as_dict(),
+        **spec.as_dict(),
         "pids": {},
         "started": time.time(),
-        "secured": secured,
-        "serial": serial,
-        "backend": "rf24" if rf24 else "sim",
     }
-    if secured:  # a fresh key for each testbed, and fresh nonce/replay state with it
+    key = None
+    if spec.secured:  # a fresh key for each testbed, and fresh nonce/replay state with it
         shutil.rmtree(STATE_DIR / "security", ignore_errors=True)
         fd = os.open(p["key"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        text = generate_key()
         with os.fdopen(fd, "w") as f:
-            f.write(generate_key() + "\n")
+            f.write(text + "\n")
+        key = parse_key(text, "key")
         say(f"link key generated: {p['key']} (ChaCha20-Poly1305; --insecure for an open link)")
     try:
         say("creating namespaces lg-base, lg-mobile, lg-inet")
@@ -216,10 +221,10 @@ def up(
         _netns("lg-inet", "ip", "link", "set", "eth0", "up")
         py = sys.executable
         say("starting the air emulator")
-        air_args = native.command(str(p["air"]), loss)
+        air_args = native.command(str(p["air"]), spec.loss)
         state["pids"]["air"] = _spawn(air_args, STATE_DIR / "air.log")
         _wait_for(lambda: native.serving(p["air"]), "the air emulator", STATE_DIR / "air.log")
-        if serial:
+        if spec.serial:
             say("building the modem firmware (native) and plugging two modems into the mobile")
             _make("native")
             for which in ("tx", "rx"):
@@ -235,13 +240,13 @@ def up(
                 )
                 _wait_for(link.exists, f"the {which} modem", STATE_DIR / f"modem-{which}.log")
         env = None
-        if rf24:
+        if spec.rf24:
             say("building the spidev/GPIO library pyrf24 reaches the emulated chips through")
             _make("preload")
         for role in ("base", "mobile"):
             conf = STATE_DIR / f"{role}.toml"
-            conf.write_text(node_toml(role, opts, queue, secured, serial, rf24))
-            if rf24:
+            conf.write_text(spec.node_toml(role, key))
+            if spec.rf24:
                 env = {
                     **os.environ,
                     "LD_PRELOAD": str(PRELOAD),
@@ -361,6 +366,16 @@ def _zombie(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
     except (OSError, IndexError):
         return True
+
+
+def recorded_spec() -> dict[str, Any] | None:
+    """What the running testbed was built from (TestbedSpec.as_dict()), if one is up."""
+    try:
+        state = json.loads(paths()["state"].read_text())
+    except (OSError, ValueError):
+        return None
+    keys = ("options", "loss", "queue", "queue_ms", "mtu", "secured", "serial", "backend")
+    return {k: state.get(k) for k in keys}
 
 
 def status() -> dict[str, Any]:

@@ -204,3 +204,76 @@ def test_what_a_user_must_know_before_it_happens_is_said(tmp_path: Path) -> None
     assert config.load(example("mobile", tmp_path), quiet).warnings() == []
     base = config.load(example("basestation", tmp_path), {"mobile": {"default_route": True}})
     assert base.warnings() == []  # a base station does not route through the link
+
+
+def test_the_writer_is_the_readers_inverse(tmp_path: Path) -> None:
+    """config.dumps writes every key; reading the file gives the same config back (keys go
+    by file, never into the text)."""
+    import tomllib
+
+    from longge.protocol.secure import generate_key, parse_key
+
+    text = generate_key()
+    key_file = tmp_path / "key"
+    key_file.write_text(text + "\n")
+    configs = [
+        config.NodeConfig(insecure=True),
+        config.NodeConfig(
+            role="base",
+            address="10.5.0.1/24",
+            peer="10.5.0.2",
+            mtu=1280,
+            queue_ms=40,
+            queue="fifo",
+            tx_address=bytes.fromhex("e7e7e7e7e7"),
+            routes=("192.168.9.0/24",),
+            key=parse_key(text, "key"),
+            radio=config.RadioOptions(rate="1M", ard_us=750, arc=7, auto_ack=False, crc=1),
+        ),
+    ]
+    for cfg in configs:
+        written = config.dumps(cfg, key_file=str(key_file) if cfg.key else None)
+        assert text not in written  # the key itself is never written
+        assert config.from_mapping(tomllib.loads(written)) == cfg
+    with pytest.raises(ValueError):
+        config.dumps(configs[1])  # a secured config needs the file its key is in
+
+
+def test_the_testbed_spec_writes_configs_the_daemons_read_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from longge import testbed
+    from longge.protocol.secure import generate_key, parse_key
+    from longge.radio.options import RadioOptions, downlink_channel
+
+    monkeypatch.setattr(testbed, "STATE_DIR", tmp_path)
+    text = generate_key()
+    testbed.paths()["key"].write_text(text + "\n")
+    key = parse_key(text, "key")
+    spec = testbed.TestbedSpec(
+        RadioOptions(ard_us=500, arc=5, channel=70),
+        queue="fifo",
+        queue_ms=40,
+        mtu=1280,
+        serial=True,
+    )
+    read = {}
+    for role in ("mobile", "base"):
+        path = tmp_path / f"{role}.toml"
+        path.write_text(spec.node_toml(role, key))
+        read[role] = config.load(path)
+        assert read[role] == spec.node_config(role, key)
+        assert (read[role].queue, read[role].queue_ms, read[role].mtu) == ("fifo", 40, 1280)
+        assert (read[role].radio.ard_us, read[role].radio.arc, read[role].key) == (500, 5, key)
+    mobile, base = read["mobile"], read["base"]
+    assert mobile.tx_channel == base.rx_channel == 70
+    assert mobile.rx_channel == base.tx_channel == downlink_channel(70)
+    assert (mobile.backend, base.backend) == ("serial", "sim")
+    assert mobile.default_route and base.nat and base.uplink == "up0"
+    open_link = testbed.TestbedSpec(secured=False)
+    (tmp_path / "open.toml").write_text(open_link.node_toml("base", None))
+    assert config.load(tmp_path / "open.toml").insecure
+    for bad, key_name in (({"queue": "lifo"}, "queue"), ({"mtu": 10}, "mtu")):
+        with pytest.raises(ConfigError) as err:
+            testbed.TestbedSpec(**bad)  # type: ignore[arg-type]
+        assert key_name in str(err.value.key)

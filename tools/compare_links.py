@@ -35,7 +35,7 @@ QUIET_STEAL = 0.03
 def saturation(secured: bool, seconds: int, serial: bool = False) -> tuple[float, float]:
     """(received bit/s, share of CPU time stolen by the hypervisor meanwhile)."""
     opts = RadioOptions(rate="2M", ard_us=250, arc=2)
-    testbed.up(opts, secured=secured, serial=serial)
+    testbed.up(testbed.TestbedSpec(opts, secured=secured, serial=serial))
     server = stock_server()
     try:
         time.sleep(1)

@@ -123,7 +123,7 @@ def main() -> None:
     print(f"loopback floor (median): ours {lo_ours:.3f} ms, irtt {lo_theirs:.3f} ms")
     opts = RadioOptions()
     cap = udp_goodput_bps(opts, 1400, OVERHEAD)  # the testbed link is secured
-    testbed.up(opts)
+    testbed.up(testbed.TestbedSpec(opts))
     irtt = subprocess.Popen(
         ["ip", "netns", "exec", "lg-base", "irtt", "server", "-b", f"{testbed.BASE_IP}:2112"],
         stdout=subprocess.DEVNULL,

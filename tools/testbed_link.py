@@ -94,7 +94,7 @@ def emulator_processes() -> dict[str, int]:
 
 
 def one_round(opts: RadioOptions, bound: float, secured: bool, seconds: int) -> dict[str, float]:
-    testbed.up(opts, secured=secured)
+    testbed.up(testbed.TestbedSpec(opts, secured=secured))
     server = stock_server()
     air_path = str(testbed.paths()["air"])
     try:
@@ -180,7 +180,7 @@ def main() -> None:
         f"the air allows {bound / 1e3:.1f} kbit/s of 1400-byte UDP"
         + ("" if args.insecure else f" ({bound / plain:.3f} of the open link's {plain / 1e3:.1f})")
     )
-    testbed.up(opts, secured=not args.insecure)
+    testbed.up(testbed.TestbedSpec(opts, secured=not args.insecure))
     server = stock_server()
     try:
         time.sleep(1)

@@ -249,15 +249,17 @@ def cmd_testbed(ns: argparse.Namespace) -> int:
         print("testbed down" + (f": removed {', '.join(removed)}" if removed else ""))
         return 0
     if ns.action == "up":
-        st = testbed.up(
+        spec = testbed.TestbedSpec(
             options_from_args(ns),
-            say=lambda s: print(f"testbed: {s}", flush=True),
+            loss_from_args(ns),
             queue=ns.queue,
+            queue_ms=ns.queue_ms,
+            mtu=ns.mtu,
             secured=not ns.insecure,
             serial=ns.serial,
             rf24=ns.backend == "rf24",
-            loss=loss_from_args(ns),
         )
+        st = testbed.up(spec, say=lambda s: print(f"testbed: {s}", flush=True))
     else:
         st = testbed.status()
     if ns.json:

@@ -59,7 +59,8 @@ def resolve_target(
             peer = DaemonClient(LOCAL_CONTROL).status().node.peer
             return Target(peer, iperf_port, rtt_port, None, (LOCAL_CONTROL,)), False
         say("no radio configured: bringing up the emulated testbed (./run.sh testbed up)")
-        testbed.up(opts, say=lambda s: say(f"testbed: {s}"), queue=queue, loss=loss)
+        spec = testbed.TestbedSpec(opts, loss, queue)
+        testbed.up(spec, say=lambda s: say(f"testbed: {s}"))
         started = True
     return testbed_target(), started
 
@@ -76,6 +77,17 @@ def testbed_target() -> Target:
         (str(p["mobile"]), str(p["base"])),
         str(p["air"]),
     )
+
+
+def write_context(results: ResultsDir, target: Target, length: int) -> dict[str, Any]:
+    """context.json: the machine, the link (its daemons, the model's capacity for
+    ``length``-byte datagrams) and, on the testbed, what the testbed was built from."""
+    context = {**system_context(), **target.context(length)}
+    spec = testbed.recorded_spec() if target.air else None
+    if spec is not None:
+        context["testbed"] = spec
+    results.write_json("context.json", context)
+    return context
 
 
 def run(
@@ -96,8 +108,7 @@ def run(
     results = ResultsDir(out or default_dir(kind))
     say(f"results in {results.path}")
     length = plan.length or 1400
-    context = {**system_context(), **target.context(length)}
-    results.write_json("context.json", context)
+    context = write_context(results, target, length)
     t0 = time.time()
     sweep: TTest | LTest = (
         TTest(target, plan, results, progress)
@@ -174,8 +185,7 @@ def run_tune(
         )
     results = ResultsDir(out or default_dir("tune"))
     say(f"results in {results.path} (an interrupted tune resumes with the same --out)")
-    ctx = target.context(1400)
-    results.write_json("context.json", {**system_context(), **ctx})
+    ctx = write_context(results, target, 1400)
     spec = loss.spec()
     q_hint = per_attempt_failure(spec.data_per, spec.ack_per)
     tune = Tune(target, opts, plan, results, q_hint, progress, ctx.get("security_overhead", 0))
@@ -213,8 +223,7 @@ def run_experiments(
     target, started = resolve_target(host, *ports, opts, say, queue, loss)
     results = ResultsDir(out or default_dir("experiment"))
     say(f"results in {results.path}")
-    ctx = target.context(1400)
-    results.write_json("context.json", {**system_context(), **ctx})
+    ctx = write_context(results, target, 1400)
     air = str(testbed.paths()["air"]) if target.netns else None
     link = Link(target, air)
     if target.netns is None:
