@@ -19,8 +19,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from longge.air import native
+from longge.air.interferer import Interferer
 from longge.air.loss import LossSpec
-from longge.air.model import Air, Interferer, Outcome, RxFrame
+from longge.air.model import Air, Outcome, RxFrame
 from longge.air.server import registers_from_json
 
 Op = dict[str, Any]

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from longge.air.model import RPD_MIN_NS, Air, Interferer, RadioRegisters
+from longge.air.interferer import RPD_MIN_NS, Interferer
+from longge.air.model import Air, RadioRegisters
 from longge.air.wire import wifi_centre
 from longge.scan import Survey, plot, render, suggest
 

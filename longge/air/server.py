@@ -29,8 +29,9 @@ from typing import Any
 
 from longge import realtime
 from longge.air import wire
+from longge.air.interferer import Interferer
 from longge.air.loss import LossModel, LossSpec
-from longge.air.model import Air, Interferer, Outcome, RxFrame, TxResult
+from longge.air.model import Air, Outcome, RxFrame, TxResult
 from longge.air.wire import DEFAULT_SOCKET
 from longge.chip.registers import registers_from_json
 
