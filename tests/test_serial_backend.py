@@ -326,9 +326,9 @@ def test_fuzz_the_modem_over_its_terminal(modems: tuple[Modem, Modem], noise: li
     radio = SerialRadio(str(tx_modem.link), name="fuzz")
     assert radio.begin()
     for chunk in noise:
-        radio._serial.write(chunk)  # raw garbage
-        radio._serial.write(frame(chunk[:37]))  # well framed, nonsense inside
-    radio._serial.write(b"\x00")
+        radio.serial.write_raw(chunk)  # raw garbage
+        radio.serial.write_raw(frame(chunk[:37]))  # well framed, nonsense inside
+    radio.serial.write_raw(b"\x00")
     assert radio.stats() is not None, "the modem stopped answering"
     assert tx_modem.alive()
     radio.close()

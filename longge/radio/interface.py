@@ -24,7 +24,10 @@ descriptor that becomes readable when the radio has news (received frame, TX res
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from longge.chip.registers import RadioRegisters
 
 #: The RF24 names a LongGe radio backend must provide (methods and properties).
 RADIO_METHODS = (
@@ -100,3 +103,34 @@ class Radio(Protocol):
     def is_fifo(self, about_tx: bool, check_empty: bool | None = None) -> bool | int: ...
     def what_happened(self) -> tuple[bool, bool, bool]: ...
     def set_pa_level(self, level: int, lna_enable: bool = True) -> None: ...
+
+
+class ChipLink(Protocol):
+    """How a mirror reaches its chip: one message of the air's protocol at a time."""
+
+    #: Payloads the host may have outstanding before the TX FIFO counts as full (the chip's 3;
+    #: a USB modem adds its own queue in front of the chip).
+    fifo_depth: int
+    #: The chip's far side wants to hear what the host read (``R``): the air does, to hold
+    #: its clock for a host that has not read; a modem hands frames on at once.
+    reports_reads: bool
+
+    def open(self) -> bool: ...
+    def close(self) -> None: ...
+    def fileno(self) -> int: ...
+    @property
+    def connected(self) -> bool: ...
+    @property
+    def plus(self) -> bool: ...
+    def send(self, msg: bytes) -> bool:
+        """Send one message; False: the link is gone."""
+        ...
+
+    def receive(self, timeout: float) -> tuple[list[bytes], bool]:
+        """The messages that arrived (waiting up to ``timeout`` s for the first), and whether
+        the link was lost."""
+        ...
+
+    def registers_message(self, regs: RadioRegisters) -> bytes:
+        """The ``C`` message that sets these registers on the chip."""
+        ...

@@ -4,9 +4,9 @@
 The modem speaks the emulated radios' own messages (``longge/air/wire.py``: ``T`` payload,
 ``F`` flush, ``t`` TX result, ``r`` received frame, …), each framed with COBS and a CRC-16
 (CCITT, init 0xFFFF) on the serial line; only the chip settings travel as a fixed 29-byte
-record instead of JSON. So this backend is the emulated radio's host side (``SimRadio``: FIFO
-accounting, TX results, MAX_RT) with a serial line instead of the air socket, and the daemon
-cannot tell the three backends apart.
+record instead of JSON. So this backend is the emulated radio's host side (``mirror.ChipMirror``:
+FIFO accounting, TX results, MAX_RT) over a serial line (``SerialLink``) instead of the air
+socket, and the daemon cannot tell the three backends apart.
 
 ``begin()`` opens the port, asks for the firmware version and whether a chip answers on the
 modem's SPI bus, and says precisely what is wrong. A modem that disappears (unplugged) counts as
@@ -27,7 +27,7 @@ from cobs import cobs
 
 from longge.chip.registers import RadioRegisters
 from longge.errors import HardwareError
-from longge.radio.sim import SimRadio
+from longge.radio.mirror import ChipMirror
 
 FIRMWARE_MAJOR = 1
 DEFAULT_BAUD = 2_000_000
@@ -63,23 +63,22 @@ def find_modems() -> list[str]:
     )
 
 
-class SerialRadio(SimRadio):
-    """A radio behind a LongGe USB modem (see the module doc)."""
+class SerialLink:
+    """A LongGe USB modem's serial line as a chip link (see the module doc)."""
 
-    def __init__(
-        self, port: str, baud: int = DEFAULT_BAUD, *, name: str | None = None, index: int = 0
-    ) -> None:
-        super().__init__(name=name or f"serial-{port}")
+    reports_reads = False  # the modem hands frames on at once: nothing to report
+
+    def __init__(self, port: str, baud: int, name: str, index: int = 0) -> None:
         self.port = port
         self.baud = baud
+        self.name = name
         self.index = index  # which modem "auto" picks: 0 for TX, 1 for RX
         self._serial: Any = None
         self._inbuf = bytearray()
         self.firmware: tuple[int, int] | None = None
         self.plus = True
+        self.fifo_depth = 3  # the chip's FIFO, and (once it answered) the modem's queue
         self.bad_frames = 0
-
-    # -- connection ---------------------------------------------------------------------------
 
     def _resolve(self) -> str:
         if self.port != "auto":
@@ -93,7 +92,9 @@ class SerialRadio(SimRadio):
             )
         return found[self.index]
 
-    def begin(self, ce_pin: int | None = None, csn_pin: int | None = None) -> bool:
+    def open(self) -> bool:
+        """Open the port and ask the modem who it is; raises HardwareError saying what is
+        wrong (no device, not a LongGe modem, wrong firmware, no chip on its SPI bus)."""
         import serial
 
         self.close()
@@ -113,8 +114,8 @@ class SerialRadio(SimRadio):
             ) from exc
         self._inbuf.clear()
         self._serial.reset_input_buffer()
-        self._write(frame(b"V"))
-        reply = self._wait_for(b"v", 1.5)
+        self.send(b"V")
+        reply = self._version_reply(1.5)
         if reply is None:
             self.close()
             raise HardwareError(
@@ -138,9 +139,19 @@ class SerialRadio(SimRadio):
                 "Check: VCC 3.3 V with a 10 µF capacitor, CE on D9, CSN on D10, SCK D13, "
                 "MOSI D11, MISO D12"
             )
-        self._reset_state()
-        self._push_registers()
         return True
+
+    def _version_reply(self, timeout: float) -> bytes | None:
+        """The modem's ``v`` reply; anything else before it is from before: dropped."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            msgs, lost = self.receive(0.005)
+            if lost:
+                return None
+            for msg in msgs:
+                if msg[:1] == b"v":
+                    return msg
+        return None
 
     def close(self) -> None:
         if self._serial is not None:
@@ -152,21 +163,16 @@ class SerialRadio(SimRadio):
         return int(self._serial.fileno()) if self._serial is not None else -1
 
     @property
-    def is_chip_connected(self) -> bool:
+    def connected(self) -> bool:
         return self._serial is not None
-
-    @property
-    def is_plus_variant(self) -> bool:
-        return self.plus
-
-    # -- transport ----------------------------------------------------------------------------
 
     # The hot path reads and writes the port's descriptor itself: pyserial opened and set it up
     # (raw, baud rate, non-blocking), but its read() adds a select() and in_waiting an ioctl()
     # per call, and its write() a select() after every write; at ~2000 frames/s that was a
     # fifth of the TX process's time.
 
-    def _write(self, data: bytes) -> None:
+    def write_raw(self, data: bytes) -> bool:
+        """Bytes onto the line as they are (the framing is the caller's). False: gone."""
         import serial
 
         try:
@@ -177,31 +183,27 @@ class SerialRadio(SimRadio):
             try:
                 self._serial.write(data)
             except (serial.SerialException, OSError):
-                self._lost_air()
+                return False
         except (serial.SerialException, OSError):
-            self._lost_air()
+            return False
+        return True
 
-    def _send(self, msg: bytes) -> None:
-        if self._serial is None:
-            self.failure_detected += 1
-            return
+    def send(self, msg: bytes) -> bool:
         if msg[:1] == b"H":
-            return  # attaching is the version handshake here
-        self._write(frame(msg))
+            return True  # attaching is the version handshake here
+        return self.write_raw(frame(msg))
 
-    def _read_frames(self) -> list[bytes]:
+    def _read_frames(self) -> tuple[list[bytes], bool]:
         if self._serial is None:
-            return []
+            return [], True
         try:
             data = os.read(self._serial.fileno(), 4096)
         except BlockingIOError:
-            return []
+            return [], False
         except OSError:
-            self._lost_air()
-            return []
+            return [], True
         if not data:
-            self._lost_air()  # end of file: the device went away
-            return []
+            return [], True  # end of file: the device went away
         self._inbuf += data
         if len(self._inbuf) > 4096 and b"\x00" not in self._inbuf:
             self._inbuf.clear()  # noise without delimiters: drop it, resync on the next 0x00
@@ -217,55 +219,48 @@ class SerialRadio(SimRadio):
                 self.bad_frames += 1
             else:
                 out.append(msg)
-        return out
+        return out, False
 
-    def _pump(self, timeout: float = 0.0) -> bool:
+    def receive(self, timeout: float) -> tuple[list[bytes], bool]:
         import select
 
-        if self._serial is None:
-            return False
-        if self._reads_unreported:
-            self._reads_unreported = 0  # the modem hands frames on at once: nothing to report
-        got = self._take_in()
-        if got or timeout <= 0 or self._serial is None:
-            return got
+        msgs, lost = self._read_frames()
+        if msgs or lost or timeout <= 0 or self._serial is None:
+            return msgs, lost
         readable, _, _ = select.select([self._serial.fileno()], [], [], timeout)
-        return bool(readable) and self._take_in()
+        return self._read_frames() if readable else ([], False)
 
-    def _take_in(self) -> bool:
-        """Handle every whole message that has arrived; any at all?"""
-        msgs = self._read_frames()
-        for msg in msgs:
-            self._on_message(msg)
-        return bool(msgs)
+    def registers_message(self, regs: RadioRegisters) -> bytes:
+        return b"C" + config_record(regs)
 
-    def _wait_for(self, kind: bytes, timeout: float) -> bytes | None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for msg in self._read_frames():
-                if msg[:1] == kind:
-                    return msg
-                self._on_message(msg)
-            time.sleep(0.005)
-        return None
 
-    def _push_registers(self) -> None:
-        self._send(b"C" + config_record(self._regs))
+class SerialRadio(ChipMirror):
+    """A radio behind a LongGe USB modem (see the module doc)."""
+
+    def __init__(
+        self, port: str, baud: int = DEFAULT_BAUD, *, name: str | None = None, index: int = 0
+    ) -> None:
+        name = name or f"serial-{port}"
+        self.serial = SerialLink(port, baud, name, index)
+        super().__init__(self.serial, name)
 
     @property
-    def rpd(self) -> bool:
-        if self._serial is None:
-            return False
-        self._send(b"D")
-        reply = self._wait_for(b"d", 0.2)
-        return bool(reply and reply[1])
+    def port(self) -> str:
+        return self.serial.port
+
+    @property
+    def firmware(self) -> tuple[int, int] | None:
+        return self.serial.firmware
+
+    @property
+    def bad_frames(self) -> int:
+        return self.serial.bad_frames
 
     def verify(self, opts: object, channel: int, pa_level: int) -> None:
         """After the daemon's settings: did the modem take them? (It answers a settings record
         it refuses with an error; e.g. 250 kbit/s on a chip without the "+".)"""
         self.air_errors.clear()
-        self._push_registers()
-        reply = self._wait_for(b"c", 0.5)
+        reply = self._request(self.link.registers_message(self._regs), b"c", 0.5)
         self._pump(0.02)  # replies to earlier records may still be on their way
         refused = [e for e in self.air_errors if "config" in e or "250k" in e]
         if reply is None or refused:
@@ -276,8 +271,7 @@ class SerialRadio(SimRadio):
 
     def stats(self) -> dict[str, int] | None:
         """The modem's own counters (parser and radio), or None if it does not answer."""
-        self._send(b"S")
-        reply = self._wait_for(b"s", 0.5)
+        reply = self._request(b"S", b"s", 0.5)
         if reply is None or len(reply) < 37:
             return None
         names = (

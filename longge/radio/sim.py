@@ -1,11 +1,9 @@
 """The ``sim`` backend: an nRF24L01+ attached to the emulated air (``longge.air.server``).
 
-It behaves like pyrf24's ``RF24`` (see ``interface.py`` for the semantics) but its "SPI bus" is
-a Unix socket to the air server: settings go there as register snapshots, payloads go into
-the air's TX FIFO, received frames and TX results come back as they happen on air.
-
-Like the real driver, this object is meant to be used by one thread; run each radio in its
-own process (docs/design.md §1, process model).
+It behaves like pyrf24's ``RF24`` (the host side is ``mirror.ChipMirror``) but its "SPI bus" is
+a Unix socket to the air server (``AirLink``): settings go there as register snapshots,
+payloads go into the air's TX FIFO, received frames and TX results come back as they happen
+on air.
 """
 
 from __future__ import annotations
@@ -14,41 +12,100 @@ import json
 import os
 import select
 import socket
-import time
-from collections import deque
-from dataclasses import replace
 
 from longge.air import wire
 from longge.air.wire import DEFAULT_SOCKET
-from longge.chip.datasheet import MAX_PAYLOAD, TX_FIFO_DEPTH
+from longge.chip.datasheet import TX_FIFO_DEPTH
 from longge.chip.registers import RadioRegisters, registers_to_json
-from longge.radio.constants import (
-    NAME_BY_RATE,
-    RATE_BY_NAME,
-    rf24_crclength_e,
-    rf24_datarate_e,
-    rf24_pa_dbm_e,
-)
-
-#: RF24's own give-up time for a transmission that never completes (hardware failure).
-_FAILURE_TIMEOUT_S = 0.095
-#: How long a blocking call waits for the air before it declares a failure.
-_AIR_TIMEOUT_S = 2.0
-#: write_fast on a full FIFO polls this long before it sleeps: a slot frees within one frame
-#: time, and a sleeping host misses the next slot (as a slow host misses it on real hardware).
-_SPIN_NS = 1_000_000
+from longge.radio.mirror import _AIR_TIMEOUT_S, ChipMirror
 
 
 def air_socket_path() -> str:
     return os.environ.get("LONGGE_AIR", DEFAULT_SOCKET)
 
 
-class SimRadio:
-    """An emulated nRF24L01+ with pyrf24's ``RF24`` interface."""
+class AirLink:
+    """The emulated air's socket as a chip link (SOCK_SEQPACKET: one message per datagram)."""
 
-    #: Payloads the host may have outstanding before the TX FIFO counts as full (the chip's 3;
-    #: a USB modem adds its own queue in front of the chip).
     fifo_depth = TX_FIFO_DEPTH
+    reports_reads = True
+    plus = True
+
+    def __init__(self, path: str, name: str) -> None:
+        self.path = path
+        self.name = name
+        self._sock: socket.socket | None = None
+
+    def open(self) -> bool:
+        """Attach to the air as a radio called ``name``. False if no air answers."""
+        self.close()
+        try:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            sock.settimeout(_AIR_TIMEOUT_S)
+            sock.connect(self.path)
+            sock.send(b"H" + self.name.encode())
+            reply = sock.recv(wire.MAX_MESSAGE)
+        except OSError:
+            return False
+        if reply[:1] != b"h":
+            sock.close()
+            return False
+        sock.setblocking(False)
+        self._sock = sock
+        return True
+
+    def close(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
+    def fileno(self) -> int:
+        return self._sock.fileno() if self._sock is not None else -1
+
+    @property
+    def connected(self) -> bool:
+        return self._sock is not None
+
+    def send(self, msg: bytes) -> bool:
+        assert self._sock is not None
+        try:
+            self._sock.send(msg)
+        except BlockingIOError:
+            select.select([], [self._sock], [], _AIR_TIMEOUT_S)
+            try:
+                self._sock.send(msg)
+            except OSError:
+                return False
+        except OSError:
+            return False
+        return True
+
+    def receive(self, timeout: float) -> tuple[list[bytes], bool]:
+        sock = self._sock
+        if sock is None:
+            return [], True
+        if timeout > 0:
+            readable, _, _ = select.select([sock], [], [], timeout)
+            if not readable:
+                return [], False
+        msgs: list[bytes] = []
+        while True:
+            try:
+                msg = sock.recv(wire.MAX_MESSAGE)
+            except BlockingIOError:
+                return msgs, False
+            except OSError:
+                msg = b""
+            if not msg:
+                return msgs, True  # the air hung up
+            msgs.append(msg)
+
+    def registers_message(self, regs: RadioRegisters) -> bytes:
+        return b"C" + json.dumps(registers_to_json(regs)).encode()
+
+
+class SimRadio(ChipMirror):
+    """An emulated nRF24L01+ with pyrf24's ``RF24`` interface."""
 
     def __init__(
         self,
@@ -63,453 +120,11 @@ class SimRadio:
         self.csn_pin = csn_pin
         self.spi_speed = spi_speed
         self.air_path = air or air_socket_path()
-        self.name = name or f"radio-{os.getpid()}-{ce_pin}-{csn_pin}"
-        self._sock: socket.socket | None = None
-        self._regs = RadioRegisters()
-        self._listening = False
-        self._sent = 0  # T messages sent
-        self._flushes = 0  # F messages sent
-        self._fifo = 0  # frames in the air's TX FIFO as last reported
-        self._reported_accepted = 0
-        self._max_rt = False
-        self._tx_ds = False
-        self._arc = 0
-        self._rx: deque[tuple[int, bytes]] = deque()
-        self.failure_detected = 0
-        #: Sum of ARC_CNT over every finished payload (extension: pyrf24 shows only the last).
-        self.retransmissions = 0
-        self.air_errors: list[str] = []
-        self._rpd_reply: bool | None = None
-        self._reads_unreported = 0
-
-    # -- connection ---------------------------------------------------------------------------
+        name = name or f"radio-{os.getpid()}-{ce_pin}-{csn_pin}"
+        super().__init__(AirLink(self.air_path, name), name)
 
     def begin(self, ce_pin: int | None = None, csn_pin: int | None = None) -> bool:
         """Attach to the air. False (like a radio that does not answer) if it is not there."""
         if ce_pin is not None and csn_pin is not None:
             self.ce_pin, self.csn_pin = ce_pin, csn_pin
-        self.close()
-        try:
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-            sock.settimeout(_AIR_TIMEOUT_S)
-            sock.connect(self.air_path)
-            sock.send(b"H" + self.name.encode())
-            reply = sock.recv(wire.MAX_MESSAGE)
-        except OSError:
-            return False
-        if reply[:1] != b"h":
-            sock.close()
-            return False
-        sock.setblocking(False)
-        self._sock = sock
-        self._reset_state()
-        self._push_registers()
-        return True
-
-    def _reset_state(self) -> None:
-        """A freshly begun chip: default registers, empty FIFOs, counters from zero."""
-        self._regs = RadioRegisters()
-        self._listening = False
-        self._sent = self._flushes = self._fifo = self._reported_accepted = 0
-        self._max_rt = False
-        self._rx.clear()
-
-    def close(self) -> None:
-        if self._sock is not None:
-            self._sock.close()
-            self._sock = None
-
-    def fileno(self) -> int:
-        """Readable when the air has news for this radio (extension; not in pyrf24)."""
-        return self._sock.fileno() if self._sock is not None else -1
-
-    @property
-    def is_chip_connected(self) -> bool:
-        return self._sock is not None
-
-    @property
-    def is_plus_variant(self) -> bool:
-        return True
-
-    @property
-    def is_valid(self) -> bool:
-        return True
-
-    def _send(self, msg: bytes) -> None:
-        if self._sock is None:
-            self.failure_detected += 1
-            return
-        try:
-            self._sock.send(msg)
-        except BlockingIOError:
-            select.select([], [self._sock], [], _AIR_TIMEOUT_S)
-            self._sock.send(msg)
-        except OSError:
-            self._lost_air()
-
-    def _report_reads(self) -> None:
-        """Tell the air what the host read: once it has caught up, or every second read."""
-        count, self._reads_unreported = self._reads_unreported, 0
-        self._send(b"R" + bytes((min(count, 255),)))
-
-    def _lost_air(self) -> None:
-        self.failure_detected += 1
-        self.close()
-
-    def _pump(self, timeout: float = 0.0) -> bool:
-        """Take in what the air sent, waiting up to ``timeout`` s for the first message."""
-        sock = self._sock
-        if sock is None:
-            return False
-        if self._reads_unreported and (not self._rx or self._reads_unreported >= 2):
-            self._report_reads()
-        if timeout > 0:
-            readable, _, _ = select.select([sock], [], [], timeout)
-            if not readable:
-                return False
-        got = False
-        while True:
-            try:
-                msg = sock.recv(wire.MAX_MESSAGE)
-            except BlockingIOError:
-                break
-            except OSError:
-                msg = b""
-            if not msg:
-                self._lost_air()
-                break
-            got = True
-            self._on_message(msg)
-        return got
-
-    def _on_message(self, msg: bytes) -> None:
-        kind = msg[:1]
-        if kind == b"r":
-            self._rx.append((msg[1], msg[2:]))
-        elif kind == b"t":
-            ok, arc, fifo, accepted, flushes = wire.parse_tx_result(msg)
-            if flushes != self._flushes & 0xFFFFFFFF:
-                return  # about payloads flushed since
-            self._fifo = fifo
-            self._reported_accepted = accepted
-            self._arc = arc
-            self.retransmissions += arc
-            if ok:
-                self._tx_ds = True
-            else:
-                self._max_rt = True
-        elif kind == b"d":
-            self._rpd_reply = bool(msg[1])
-        elif kind == b"e":
-            # The air refused a request: a bug on our side of the socket. Keep it visible.
-            self.air_errors.append(msg[1:].decode(errors="replace"))
-            del self.air_errors[:-10]
-
-    def _tx_outstanding(self) -> int:
-        return self._fifo + (self._sent - self._reported_accepted) % (1 << 32)
-
-    def _push_registers(self) -> None:
-        self._send(b"C" + json.dumps(registers_to_json(self._regs)).encode())
-
-    def _set(self, **changes: object) -> None:
-        self._regs = replace(self._regs, **changes)  # type: ignore[arg-type]
-        self._push_registers()
-
-    # -- settings (pyrf24 names; out-of-range values are clamped as RF24 does) -----------------
-
-    @property
-    def channel(self) -> int:
-        return self._regs.channel
-
-    @channel.setter
-    def channel(self, value: int) -> None:
-        self._set(channel=max(0, min(int(value), 125)))
-
-    @property
-    def data_rate(self) -> rf24_datarate_e:
-        return RATE_BY_NAME[self._regs.rate]
-
-    @data_rate.setter
-    def data_rate(self, value: int) -> None:
-        self._set(rate=NAME_BY_RATE[int(rf24_datarate_e(int(value)))])
-
-    @property
-    def pa_level(self) -> rf24_pa_dbm_e:
-        return rf24_pa_dbm_e(self._regs.pa_level)
-
-    @pa_level.setter
-    def pa_level(self, value: int) -> None:
-        self.set_pa_level(value)
-
-    def set_pa_level(self, level: int, lna_enable: bool = True) -> None:
-        self._set(pa_level=int(rf24_pa_dbm_e(int(level))))
-
-    @property
-    def payload_size(self) -> int:
-        return self._regs.payload_size
-
-    @payload_size.setter
-    def payload_size(self, value: int) -> None:
-        self._set(payload_size=max(1, min(int(value), MAX_PAYLOAD)))
-
-    @property
-    def dynamic_payloads(self) -> bool:
-        return self._regs.dynamic_payloads
-
-    @dynamic_payloads.setter
-    def dynamic_payloads(self, enable: bool) -> None:
-        self._set(dynamic_payloads=bool(enable))
-
-    @property
-    def address_width(self) -> int:
-        return self._regs.address_width
-
-    @address_width.setter
-    def address_width(self, value: int) -> None:
-        self._set(address_width=max(3, min(int(value), 5)))
-
-    @property
-    def crc_length(self) -> rf24_crclength_e:
-        return rf24_crclength_e(self._regs.crc_len)
-
-    @crc_length.setter
-    def crc_length(self, value: int) -> None:
-        crc = int(rf24_crclength_e(int(value)))
-        if crc == 0 and any(self._regs.auto_ack):
-            crc = self._regs.crc_len  # the chip forces CRC on while auto-ack is on
-        self._set(crc_len=max(crc, 1))
-
-    @property
-    def power(self) -> bool:
-        return self._regs.powered
-
-    @power.setter
-    def power(self, on: bool) -> None:
-        self._set(powered=bool(on))
-
-    def set_retries(self, delay: int, count: int) -> None:
-        self._set(ard_step=max(0, min(int(delay), 15)), arc=max(0, min(int(count), 15)))
-
-    def set_auto_ack(self, *args: int | bool) -> None:
-        """``set_auto_ack(enable)`` for every pipe, or ``set_auto_ack(pipe_number, enable)``."""
-        if len(args) == 1:
-            self._set(auto_ack=(bool(args[0]),) * 6)
-        elif len(args) == 2:
-            pipe, enable = int(args[0]), bool(args[1])
-            if not 0 <= pipe <= 5:
-                return
-            acks = list(self._regs.auto_ack)
-            acks[pipe] = enable
-            self._set(auto_ack=tuple(acks))
-        else:
-            raise TypeError("set_auto_ack(enable) or set_auto_ack(pipe_number, enable)")
-
-    def enable_dynamic_ack(self) -> None:
-        self._set(dynamic_ack=True)
-
-    def open_rx_pipe(self, pipe_number: int, address: bytes | bytearray) -> None:
-        if not 0 <= pipe_number <= 5:
-            return
-        pipes = dict(self._regs.rx_pipes)
-        address = bytes(address)[:5]
-        if pipe_number >= 2:
-            # Pipes 2..5 hold only their first (least significant) byte; the rest is pipe 1's.
-            base = pipes.get(1, b"\xc2" * 5)
-            address = address[:1] + base[1:]
-        pipes[pipe_number] = address
-        self._set(rx_pipes=pipes)
-
-    def close_rx_pipe(self, pipe: int) -> None:
-        pipes = dict(self._regs.rx_pipes)
-        pipes.pop(pipe, None)
-        self._set(rx_pipes=pipes)
-
-    def open_tx_pipe(self, address: bytes | bytearray) -> None:
-        self._set(tx_address=bytes(address)[:5])
-
-    # -- modes ---------------------------------------------------------------------------------
-
-    @property
-    def listen(self) -> bool:
-        return self._listening
-
-    @listen.setter
-    def listen(self, on: bool) -> None:
-        if on:
-            self.start_listening()
-        else:
-            self.stop_listening()
-
-    def start_listening(self) -> None:
-        self._listening = True
-        self._send(b"L\x01")
-
-    def stop_listening(self, tx_address: bytes | bytearray | None = None) -> None:
-        if tx_address is not None:
-            self.open_tx_pipe(tx_address)
-        self._listening = False
-        self._send(b"L\x00")
-
-    # -- transmitting --------------------------------------------------------------------------
-
-    def _frame(self, buf: bytes | bytearray) -> bytes:
-        data = bytes(buf[:MAX_PAYLOAD])
-        if not self._regs.dynamic_payloads:
-            size = self._regs.payload_size
-            data = data[:size].ljust(size, b"\x00")
-        return data
-
-    def write_fast(self, buf: bytes | bytearray, multicast: bool = False) -> bool:
-        # Room known from the last news stays room (only the air frees slots): ask the air
-        # only when the FIFO looked full, not once per frame.
-        if self._tx_outstanding() >= self.fifo_depth:
-            self._pump()
-        if self._tx_outstanding() >= self.fifo_depth:
-            spin_until = time.monotonic_ns() + _SPIN_NS
-            deadline = time.monotonic() + _AIR_TIMEOUT_S
-            while self._tx_outstanding() >= self.fifo_depth:
-                if self._max_rt or not self.is_chip_connected:
-                    return False
-                if time.monotonic_ns() < spin_until:
-                    self._pump()  # a slot frees within one frame time: poll, do not sleep
-                    continue
-                if time.monotonic() > deadline:
-                    self.failure_detected += 1
-                    return False
-                self._pump(0.05)
-        self._send(b"T" + (b"\x01" if multicast else b"\x00") + self._frame(buf))
-        self._sent += 1
-        return True
-
-    def _wait_tx_empty(self, timeout_s: float) -> bool:
-        """Wait until the TX FIFO is empty (True) or MAX_RT / timeout (False)."""
-        deadline = time.monotonic() + timeout_s
-        self._pump()
-        while self._tx_outstanding() > 0:
-            if self._max_rt or not self.is_chip_connected:
-                return False
-            left = deadline - time.monotonic()
-            if left <= 0:
-                self.failure_detected += 1
-                return False
-            self._pump(min(left, 0.05))
-        return True
-
-    def write(self, buf: bytes | bytearray, multicast: bool = False) -> bool:
-        if not self.write_fast(buf, multicast):
-            self.flush_tx()
-            return False
-        if self._wait_tx_empty(_AIR_TIMEOUT_S):
-            return True
-        self.flush_tx()
-        return False
-
-    def tx_standby(self, timeout: int | None = None, start_tx: bool = True) -> bool:
-        if timeout is None:
-            ok = self._wait_tx_empty(_AIR_TIMEOUT_S)
-            if not ok:
-                self.flush_tx()
-            return ok
-        deadline = time.monotonic() + _FAILURE_TIMEOUT_S + timeout / 1000
-        while True:
-            if self._wait_tx_empty(max(deadline - time.monotonic(), 0.0)):
-                return True
-            if time.monotonic() >= deadline or not self.is_chip_connected:
-                self.flush_tx()
-                return False
-            self.reuse_tx()
-
-    def reuse_tx(self) -> None:
-        self._max_rt = False
-        self._send(b"U")
-
-    def flush_tx(self) -> None:
-        self._flushes += 1
-        self._send(b"F")
-        self._fifo = 0
-        self._reported_accepted = self._sent
-        self._max_rt = False
-
-    def get_arc(self) -> int:
-        return self._arc
-
-    # -- receiving -----------------------------------------------------------------------------
-
-    def available(self) -> bool:
-        if self._rx:  # frames already taken in: no need to ask the air (a syscall) again
-            return True
-        self._pump()
-        return bool(self._rx)
-
-    def available_pipe(self) -> tuple[bool, int]:
-        self._pump()
-        if self._rx:
-            return True, self._rx[0][0]
-        return False, 7  # RX_P_NO = 0b111: RX FIFO empty
-
-    def get_dynamic_payload_size(self) -> int:
-        self._pump()
-        return len(self._rx[0][1]) if self._rx else 0
-
-    def read(self, length: int | None = None) -> bytearray:
-        if not self._rx:
-            self._pump()
-        if not self._rx:
-            return bytearray(length or 0)
-        _, payload = self._rx.popleft()
-        self._reads_unreported += 1
-        if not self._rx or self._reads_unreported >= 2:
-            self._report_reads()
-        if length is None:
-            return bytearray(payload)
-        return bytearray(payload[:length].ljust(length, b"\x00"))
-
-    def flush_rx(self) -> None:
-        self._pump()
-        self._rx.clear()
-        self._reads_unreported = 0
-        self._send(b"X")
-
-    @property
-    def rx_fifo_full(self) -> bool:
-        self._pump()
-        return len(self._rx) >= 3
-
-    def is_fifo(self, about_tx: bool, check_empty: bool | None = None) -> bool | int:
-        """With ``check_empty``: that bool. Without: 0 occupied, 1 empty, 2 full (pyrf24 enum)."""
-        self._pump()
-        count = self._tx_outstanding() if about_tx else len(self._rx)
-        full = self.fifo_depth if about_tx else 3
-        state = 1 if count == 0 else 2 if count >= full else 0
-        if check_empty is None:
-            return state
-        return state == 1 if check_empty else state == 2
-
-    def what_happened(self) -> tuple[bool, bool, bool]:
-        """(tx_ds, tx_df, rx_dr): a payload was sent, MAX_RT is raised, a payload arrived."""
-        self._pump()
-        sent, self._tx_ds = self._tx_ds, False
-        return sent, self._max_rt, bool(self._rx)
-
-    @property
-    def rpd(self) -> bool:
-        """Received power detector: a carrier above −64 dBm on the channel while listening
-        (asks the air; False if it does not answer within 0.2 s)."""
-        if self._sock is None:
-            return False
-        self._rpd_reply = None
-        self._send(b"D")
-        deadline = time.monotonic() + 0.2
-        while self._rpd_reply is None and self._sock is not None:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                self.failure_detected += 1
-                return False
-            self._pump(left)
-        return bool(self._rpd_reply)
-
-    def wait(self, timeout: float) -> bool:
-        """Block until the air has news or ``timeout`` s pass (extension; not in pyrf24)."""
-        if self._rx:
-            return True
-        return self._pump(timeout)
+        return super().begin()
