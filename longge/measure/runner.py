@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from longge import testbed
 from longge.air.loss import NO_LOSS, AirLoss
@@ -90,6 +90,66 @@ def write_context(results: ResultsDir, target: Target, length: int) -> dict[str,
     return context
 
 
+class Job(Protocol):
+    """One measurement the runner runs: tTest, lTest, tune, the battery."""
+
+    def run(self) -> dict[str, Any]:
+        """Measure; the whole summary."""
+        ...
+
+    def partial(self) -> dict[str, Any]:
+        """What was measured so far (after Ctrl-C or an error)."""
+        ...
+
+
+def _measure(
+    kind: str,
+    target: Target,
+    started: bool,
+    keep_testbed: bool,
+    out: str | None,
+    say: Say,
+    start: Callable[[ResultsDir, dict[str, Any]], Job],
+    length: int = 1400,
+) -> tuple[ResultsDir, dict[str, Any]]:
+    """The skeleton every measurement runs in: a results folder with its context, the job,
+    and whatever happens (Ctrl-C, an error) the part measured kept and a testbed this run
+    brought up taken down. The caller writes the summary and draws the plots."""
+    try:
+        results = ResultsDir(out or default_dir(kind))
+        say(f"results in {results.path}")
+        context = write_context(results, target, length)
+        t0 = time.time()
+        job = start(results, context)
+        summary: dict[str, Any]
+        try:
+            summary = job.run()
+        except KeyboardInterrupt:
+            summary = job.partial()
+            summary["interrupted"] = True
+            say("interrupted: keeping what was measured")
+        except Exception as exc:
+            summary = job.partial()
+            summary["error"] = f"{type(exc).__name__}: {exc}"
+            say(f"error: {summary['error']} (keeping what was measured)")
+    finally:
+        _take_down(started, keep_testbed, say)
+    summary["context"] = context
+    summary["seconds"] = round(time.time() - t0, 1)
+    return results, summary
+
+
+class _Sweep:
+    def __init__(self, sweep: TTest | LTest) -> None:
+        self.sweep = sweep
+
+    def run(self) -> dict[str, Any]:
+        return self.sweep.run()
+
+    def partial(self) -> dict[str, Any]:
+        return _partial(self.sweep)
+
+
 def run(
     kind: str,
     plan: TTestPlan | LTestPlan,
@@ -105,31 +165,14 @@ def run(
     loss: AirLoss = NO_LOSS,
 ) -> tuple[Path, dict[str, Any]]:
     target, started = resolve_target(host, iperf_port, rtt_port, opts, say, queue, loss)
-    results = ResultsDir(out or default_dir(kind))
-    say(f"results in {results.path}")
+
+    def start(results: ResultsDir, context: dict[str, Any]) -> Job:
+        if isinstance(plan, TTestPlan):
+            return _Sweep(TTest(target, plan, results, progress))
+        return _Sweep(LTest(target, plan, results, progress))
+
     length = plan.length or 1400
-    context = write_context(results, target, length)
-    t0 = time.time()
-    sweep: TTest | LTest = (
-        TTest(target, plan, results, progress)
-        if isinstance(plan, TTestPlan)
-        else LTest(target, plan, results, progress)
-    )
-    summary: dict[str, Any]
-    try:
-        summary = sweep.run()
-    except KeyboardInterrupt:
-        summary = _partial(sweep)
-        summary["interrupted"] = True
-        say("interrupted: keeping what was measured")
-    except Exception as exc:
-        summary = _partial(sweep)
-        summary["error"] = f"{type(exc).__name__}: {exc}"
-        say(f"error: {summary['error']} (keeping what was measured)")
-    finally:
-        _take_down(started, keep_testbed, say)
-    summary["context"] = context
-    summary["seconds"] = round(time.time() - t0, 1)
+    results, summary = _measure(kind, target, started, keep_testbed, out, say, start, length)
     results.write_summary(summary)
     plots.plot_runs([results.path])
     return results.path, summary
@@ -183,20 +226,15 @@ def run_tune(
             "control socket too, e.g. forwarded over ssh: ssh -N -L /tmp/base.sock:"
             f"{LOCAL_CONTROL} pi@base & then --control /tmp/base.sock",
         )
-    results = ResultsDir(out or default_dir("tune"))
-    say(f"results in {results.path} (an interrupted tune resumes with the same --out)")
-    ctx = write_context(results, target, 1400)
     spec = loss.spec()
     q_hint = per_attempt_failure(spec.data_per, spec.ack_per)
-    tune = Tune(target, opts, plan, results, q_hint, progress, ctx.get("security_overhead", 0))
-    try:
-        summary = tune.run()
-    except KeyboardInterrupt:
-        summary = tune.summary()
-        summary["interrupted"] = True
-        say("interrupted: keeping what was measured")
-    finally:
-        _take_down(started, keep_testbed, say)
+
+    def start(results: ResultsDir, context: dict[str, Any]) -> Job:
+        say(f"(an interrupted tune resumes with --out {results.path})")
+        overhead = context.get("security_overhead", 0)
+        return _Tune(Tune(target, opts, plan, results, q_hint, progress, overhead))
+
+    results, summary = _measure("tune", target, started, keep_testbed, out, say, start)
     results.write_summary(summary)
     plot_tune(summary, results.path)
     plot_tune_curves(summary, opts, results.path)
@@ -218,37 +256,59 @@ def run_experiments(
 ) -> tuple[Path, dict[str, Any]]:
     """Run experiments (by name) on the testbed, or on a real link with ``host`` (its servers
     on ``ports``: iperf3, RTT echo)."""
-    from longge.measure.experiments import EXPERIMENTS, Link, Runner
+    from longge.measure.experiments import Link, Runner
 
     target, started = resolve_target(host, *ports, opts, say, queue, loss)
-    results = ResultsDir(out or default_dir("experiment"))
-    say(f"results in {results.path}")
-    ctx = write_context(results, target, 1400)
-    air = str(testbed.paths()["air"]) if target.netns else None
-    link = Link(target, air)
-    if target.netns is None:
-        link.sender_ns = link.receiver_ns = ""
-    runner = Runner(link, opts, quick, progress, ctx.get("security_overhead", 0))
-    done: dict[str, Any] = {}
-    t0 = time.time()
-    try:
-        for name in names:
-            say(f"{name}: {EXPERIMENTS[name].question}")
-            try:
-                done[name] = runner.run(EXPERIMENTS[name], results)
-            except Exception as exc:  # one broken experiment must not cost the others
-                done[name] = {"verdict": f"failed: {type(exc).__name__}: {exc}"}
-            say(f"{name}: {done[name]['verdict']}")
-    except KeyboardInterrupt:
-        done["interrupted"] = True
-        say("interrupted: keeping the experiments that finished")
-    finally:
-        _take_down(started, keep_testbed, say)
-    summary = {
-        "kind": "experiments",
-        "seconds": round(time.time() - t0, 1),
-        "verdicts": {k: v["verdict"] for k, v in done.items() if isinstance(v, dict)},
-        "interrupted": bool(done.get("interrupted")),
-    }
+
+    def start(results: ResultsDir, context: dict[str, Any]) -> Job:
+        link = Link(target, target.air)
+        if target.netns is None:
+            link.sender_ns = link.receiver_ns = ""
+        overhead = context.get("security_overhead", 0)
+        return _Battery(names, Runner(link, opts, quick, progress, overhead), results, say)
+
+    results, summary = _measure("experiment", target, started, keep_testbed, out, say, start)
     results.write_summary(summary)
     return results.path, summary
+
+
+class _Tune:
+    def __init__(self, tune: Any) -> None:
+        self.tune = tune
+
+    def run(self) -> dict[str, Any]:
+        summary: dict[str, Any] = self.tune.run()
+        return summary
+
+    def partial(self) -> dict[str, Any]:
+        summary: dict[str, Any] = self.tune.summary()
+        return summary
+
+
+class _Battery:
+    """The experiments one after the other; one that fails does not cost the others."""
+
+    def __init__(self, names: list[str], runner: Any, results: ResultsDir, say: Say) -> None:
+        from longge.measure.experiments import EXPERIMENTS
+
+        self.experiments = [EXPERIMENTS[n] for n in names]
+        self.runner = runner
+        self.results = results
+        self.say = say
+        self.done: dict[str, dict[str, Any]] = {}
+
+    def run(self) -> dict[str, Any]:
+        for exp in self.experiments:
+            self.say(f"{exp.name}: {exp.question}")
+            try:
+                self.done[exp.name] = self.runner.run(exp, self.results)
+            except Exception as exc:
+                self.done[exp.name] = {"verdict": f"failed: {type(exc).__name__}: {exc}"}
+            self.say(f"{exp.name}: {self.done[exp.name]['verdict']}")
+        return {**self.partial(), "interrupted": False}
+
+    def partial(self) -> dict[str, Any]:
+        return {
+            "kind": "experiments",
+            "verdicts": {k: v["verdict"] for k, v in self.done.items()},
+        }

@@ -1,0 +1,61 @@
+"""The one skeleton every measurement runs in (measure.runner._measure): a results folder with
+its context, and the part measured kept whatever stops the job."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from longge.measure import runner
+from longge.measure.link import Target
+from longge.measure.results import ResultsDir
+
+
+class _Job:
+    def __init__(self, stop: BaseException | None) -> None:
+        self.stop = stop
+        self.points: list[int] = []
+
+    def run(self) -> dict[str, Any]:
+        for i in range(3):
+            if i == 2 and self.stop is not None:
+                raise self.stop
+            self.points.append(i)
+        return {"kind": "x", "points": self.points}
+
+    def partial(self) -> dict[str, Any]:
+        return {"kind": "x", "points": list(self.points)}
+
+
+@pytest.mark.parametrize(
+    ("stop", "mark"),
+    [(None, None), (KeyboardInterrupt(), "interrupted"), (RuntimeError("iperf3 died"), "error")],
+)
+def test_what_was_measured_is_kept_whatever_stops_the_job(
+    tmp_path: Path, stop: BaseException | None, mark: str | None
+) -> None:
+    said: list[str] = []
+    jobs: list[_Job] = []
+
+    def start(results: ResultsDir, context: dict[str, Any]) -> _Job:
+        assert (results.path / "context.json").exists()  # the context comes first
+        jobs.append(_Job(stop))
+        return jobs[0]
+
+    target = Target("192.0.2.1")  # a real link's target: no daemons, no air
+    results, summary = runner._measure(
+        "x", target, False, False, str(tmp_path / "out"), said.append, start
+    )
+    assert summary["points"] == ([0, 1, 2] if stop is None else [0, 1])
+    assert summary["context"]["target"] == {"host": "192.0.2.1", "netns": None}
+    assert json.loads((results.path / "context.json").read_text())["target"]["host"]
+    if mark == "interrupted":
+        assert summary["interrupted"] is True
+    elif mark == "error":
+        assert summary["error"] == "RuntimeError: iperf3 died"
+        assert any("iperf3 died" in s for s in said)
+    else:
+        assert "error" not in summary and "interrupted" not in summary
