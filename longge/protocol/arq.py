@@ -1,0 +1,382 @@
+"""Selective-repeat ARQ for the no-ack stream mode, sans-IO (time is an argument).
+
+In stream mode the chip sends without Enhanced ShockBurst acknowledgements, so LongGe
+acknowledges itself: the receiving node answers through its own TX radio (the reverse
+channel), ahead of its own data. Each radio frame carries one ARQ byte in front of the LongGe
+frame (``frame.py``: one header byte and a slice of the packet stream), so stream mode costs one
+byte per frame more than ESB::
+
+    data     0sssssss  LongGe frame              s: sequence number mod 128
+    ACK      10000b00  epoch  cum  bitmap...     cum: the next sequence number expected;
+                                                 bitmap bit i: cum + 1 + i arrived (LSB first);
+                                                 b: the receiver fell behind (RX FIFO full)
+    RESET    10000001  epoch                     the sender starts a session at sequence 0
+    RESYNC   10000010                            the receiver knows no session (it restarted)
+
+The sender keeps at most ``window`` (<= 64, half the sequence space) frames unacknowledged,
+retransmits a frame when a frame sent after it has been acknowledged (the channel keeps order,
+so a hole is a loss) or when its retransmission timer (from the measured round trip) expires,
+and halves its window when the receiver says it fell behind (its host found the chip's RX FIFO
+full: a no-ack chip then drops frames silently, so noise and overflow look alike from the
+sender's side, and only the receiver can tell them apart). A sender that restarts begins a new
+session (a random epoch) with RESET; a receiver that restarts answers data it has no session
+for with RESYNC, and the sender starts a new session. Frames are delivered in order, each at
+most once per session; the LongGe reassembler above still checks every packet's CRC-32, so a
+frame damaged past the radio's CRC never yields a wrong packet. See docs/design.md §4.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections import deque
+from dataclasses import dataclass, field
+
+SEQ_MOD = 128
+MAX_WINDOW = SEQ_MOD // 2
+CONTROL = 0x80
+ACK, RESET, RESYNC = 0x80, 0x81, 0x82
+BEHIND = 0x04  # in an ACK's first byte: the receiver found its RX FIFO full
+BITMAP_BYTES = 8  # 64 frames after cum
+#: The LongGe frame behind the ARQ byte is at most this long (a 32-byte radio frame).
+MAX_INNER = 31
+
+
+@dataclass
+class ArqStats:
+    sent: int = 0  # data frames sent, first time
+    retransmitted: int = 0
+    acked: int = 0
+    acks_in: int = 0
+    stale_acks: int = 0  # from an old session, or outside what is in flight
+    resets: int = 0
+    timeouts: int = 0
+    slowdowns: int = 0  # the receiver said it fell behind (sender), said so (receiver)
+    delivered: int = 0
+    duplicates: int = 0
+    out_of_window: int = 0
+    malformed: int = 0
+    acks_out: int = 0
+    resyncs: int = 0
+
+
+@dataclass
+class _InFlight:
+    frame: bytes
+    sent_at: float
+    order: int  # transmission order of its latest sending
+    sends: int = 1
+
+
+@dataclass
+class ArqSender:
+    """The sending half: LongGe frames in, radio frames out, ACKs from the peer in."""
+
+    window: int = 48
+    backlog: int = 256  # frames waiting for the window (memory bound)
+    min_rto: float = 0.006
+    max_rto: float = 0.5
+    epoch: int = field(default_factory=lambda: 1 + secrets.randbelow(255))
+    stats: ArqStats = field(default_factory=ArqStats)
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.window <= MAX_WINDOW:
+            raise ValueError(f"window = {self.window}: 1..{MAX_WINDOW}")
+        self.established = False
+        self._queue: deque[bytes] = deque()
+        self._flight: dict[int, _InFlight] = {}  # absolute sequence -> frame
+        self._base = 0  # oldest unacknowledged (absolute)
+        self._next = 0  # next new sequence (absolute)
+        self._order = 0
+        self._retransmit: deque[int] = deque()
+        self._srtt: float | None = None
+        self._rttvar = 0.0
+        self._rto = 0.05  # from the measured round trip (RFC 6298's formula)
+        self._backoff = 1  # doubled by each timeout, back to 1 when an ACK brings news
+        self._last_timeout_at = -1.0
+        self._reset_sent_at: float | None = None
+        self.cwnd = float(self.window)
+        self._cut_at = -1.0
+
+    # -- the host's side ---------------------------------------------------------------------
+
+    def offer(self, frame: bytes) -> bool:
+        """Queue one LongGe frame; False if the backlog is full (the caller keeps it)."""
+        if not 1 <= len(frame) <= MAX_INNER:
+            raise ValueError(f"a frame of {len(frame)} bytes: 1..{MAX_INNER}")
+        if len(self._queue) >= self.backlog:
+            return False
+        self._queue.append(frame)
+        return True
+
+    @property
+    def idle(self) -> bool:
+        return not self._queue and not self._flight
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._flight)
+
+    # -- the radio's side ---------------------------------------------------------------------
+
+    def next_frame(self, now: float) -> bytes | None:
+        """The radio frame to send now, if any: a RESET while no session is up, a frame to
+        retransmit, or a new one if the window allows."""
+        if not self.established:
+            if self._reset_sent_at is None or now - self._reset_sent_at >= self._rto:
+                self._reset_sent_at = now
+                self.stats.resets += 1
+                return bytes((RESET, self.epoch))
+            return None
+        self._check_timeout(now)
+        while self._retransmit:
+            seq = self._retransmit.popleft()
+            f = self._flight.get(seq)
+            if f is None:
+                continue
+            f.sent_at, f.order, f.sends = now, self._order, f.sends + 1
+            self._order += 1
+            self.stats.retransmitted += 1
+            return bytes((seq % SEQ_MOD,)) + f.frame
+        if self._queue and self._next - self._base < min(self.window, int(self.cwnd)):
+            frame = self._queue.popleft()
+            seq = self._next
+            self._next += 1
+            self._flight[seq] = _InFlight(frame, now, self._order)
+            self._order += 1
+            self.stats.sent += 1
+            return bytes((seq % SEQ_MOD,)) + frame
+        return None
+
+    def next_deadline(self) -> float | None:
+        """When next_frame has something to do without news from the peer (a timer)."""
+        if not self.established:
+            return (self._reset_sent_at or 0.0) + self._rto
+        if not self._flight:
+            return None
+        oldest = self._flight.get(self._base)
+        return None if oldest is None else oldest.sent_at + self._timeout
+
+    def on_control(self, msg: bytes, now: float) -> None:
+        """A control frame from the peer's receiver (ACK or RESYNC)."""
+        if not msg or not msg[0] & CONTROL:
+            self.stats.malformed += 1
+            return
+        if msg[0] == RESYNC:
+            self._restart()
+            return
+        if msg[0] & ~BEHIND != ACK or len(msg) < 3:
+            self.stats.malformed += 1
+            return
+        self.stats.acks_in += 1
+        if msg[1] != self.epoch:
+            self.stats.stale_acks += 1
+            return
+        if not self.established:
+            self.established = True
+            self._rto = max(self.min_rto, self._rto)
+        cum = self._absolute(msg[2])
+        if cum is None:
+            self.stats.stale_acks += 1
+            return
+        if cum > self._base:
+            self._backoff = 1  # the peer hears us again
+        newest_order = -1
+        for seq in range(self._base, cum):
+            newest_order = max(newest_order, self._acked(seq, now))
+        self._base = max(self._base, cum)
+        for i, byte in enumerate(msg[3 : 3 + BITMAP_BYTES]):
+            for bit in range(8):
+                if byte >> bit & 1:
+                    newest_order = max(newest_order, self._acked(cum + 1 + 8 * i + bit, now))
+        # a frame sent before one that arrived, and not acknowledged, was lost
+        lost = [
+            s
+            for s, f in self._flight.items()
+            if f.order < newest_order and s not in self._retransmit
+        ]
+        if lost:
+            self._retransmit.extend(sorted(lost))
+        if msg[0] & BEHIND and now - self._cut_at >= (self._srtt or self.min_rto):
+            self.stats.slowdowns += 1  # at most once per round trip
+            self.cwnd = max(self.MIN_CWND, self.cwnd / 2)
+            self._cut_at = now
+
+    # -- inside --------------------------------------------------------------------------------
+
+    def _absolute(self, cum: int) -> int | None:
+        """The absolute sequence ``cum`` (mod 128) stands for: in [base, next]."""
+        seq = self._base + (cum - self._base) % SEQ_MOD
+        return seq if seq <= self._next else None
+
+    def _acked(self, seq: int, now: float) -> int:
+        f = self._flight.pop(seq, None)
+        if f is None:
+            return -1
+        self.stats.acked += 1
+        # Karn: a retransmitted frame's round trip is ambiguous, and so is one's whose ACK
+        # waited behind a timeout (its ACK may have been lost and repeated)
+        if f.sends == 1 and f.sent_at > self._last_timeout_at:
+            self._sample(now - f.sent_at)
+        self.cwnd = min(float(self.window), self.cwnd + 1.0)
+        return f.order
+
+    def _sample(self, rtt: float) -> None:
+        if self._srtt is None:
+            self._srtt, self._rttvar = rtt, rtt / 2
+        else:
+            self._rttvar = 0.75 * self._rttvar + 0.25 * abs(self._srtt - rtt)
+            self._srtt = 0.875 * self._srtt + 0.125 * rtt
+        self._rto = min(self.max_rto, max(self.min_rto, self._srtt + 4 * self._rttvar))
+
+    #: Timeouts double the wait up to this factor: a lost burst of ACKs costs a few probes,
+    #: never a wait of seconds (a frame is cheap, a stalled link is not).
+    MAX_BACKOFF = 8
+    #: Losses halve the congestion window down to this many frames.
+    MIN_CWND = 4.0
+
+    @property
+    def _timeout(self) -> float:
+        return min(self.max_rto, self._rto * self._backoff)
+
+    def _check_timeout(self, now: float) -> None:
+        oldest = self._flight.get(self._base)
+        if oldest is None and self._flight:
+            self._base = min(self._flight)
+            oldest = self._flight[self._base]
+        if oldest is not None and now - oldest.sent_at >= self._timeout:
+            self.stats.timeouts += 1
+            self._backoff = min(self._backoff * 2, self.MAX_BACKOFF)
+            self._last_timeout_at = now
+            self.cwnd = max(self.MIN_CWND, self.cwnd / 2)
+            if self._base not in self._retransmit:
+                self._retransmit.appendleft(self._base)
+
+    def _restart(self) -> None:
+        """The receiver has no session: start one, sending what is unacknowledged again."""
+        pending = [self._flight[s].frame for s in sorted(self._flight)]
+        self._queue.extendleft(reversed(pending))
+        self._flight.clear()
+        self._retransmit.clear()
+        self._base = self._next = 0
+        self.epoch = self.epoch % 255 + 1
+        self.established = False
+        self._reset_sent_at = None
+
+
+@dataclass
+class ArqReceiver:
+    """The receiving half: radio frames in, LongGe frames in order out, ACKs to send."""
+
+    window: int = 48
+    ack_every: int = 8  # frames
+    ack_delay: float = 0.002  # s: an ACK is never held back longer than this
+    stats: ArqStats = field(default_factory=ArqStats)
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.window <= MAX_WINDOW:
+            raise ValueError(f"window = {self.window}: 1..{MAX_WINDOW}")
+        self.epoch: int | None = None
+        self._expected = 0  # absolute
+        self._buffer: dict[int, bytes] = {}
+        self._unacked = 0  # frames since the last ACK
+        self._first_unacked_at: float | None = None
+        self._ack_now = False
+        self._resync_at: float | None = None
+        self._resync_due = False
+        self._repeat_at: float | None = None  # the last ACK once more, if nothing came since
+        self._behind = False
+
+    def on_frame(self, frame: bytes, now: float) -> list[bytes]:
+        """A frame from the peer's sender: the LongGe frames it makes deliverable, in order."""
+        if not frame:
+            self.stats.malformed += 1
+            return []
+        if frame[0] & CONTROL:
+            if frame[0] == RESET and len(frame) >= 2:
+                if frame[1] != self.epoch:
+                    self.epoch, self._expected = frame[1], 0
+                    self._buffer.clear()
+                self._ack_now = True  # the sender waits for this ACK to begin
+            else:
+                self.stats.malformed += 1
+            return []
+        if self.epoch is None:
+            self._resync_due = True
+            return []
+        distance = (frame[0] - self._expected) % SEQ_MOD
+        if distance >= SEQ_MOD - self.window:  # already delivered: the ACK was lost
+            self.stats.duplicates += 1
+            self._ack_now = True
+            return []
+        if distance >= self.window:
+            self.stats.out_of_window += 1
+            return []
+        seq = self._expected + distance
+        if seq in self._buffer:
+            self.stats.duplicates += 1
+        self._buffer[seq] = frame[1:]
+        out = []
+        while self._expected in self._buffer:
+            out.append(self._buffer.pop(self._expected))
+            self._expected += 1
+        self.stats.delivered += len(out)
+        if self._buffer:
+            self._ack_now = True  # a hole: tell the sender at once
+        self._unacked += 1
+        self._repeat_at = None
+        if self._first_unacked_at is None:
+            self._first_unacked_at = now
+        return out
+
+    def fell_behind(self) -> None:
+        """The host found the chip's RX FIFO full (frames may have been dropped): the next
+        ACK, sent at once, asks the sender to send less."""
+        if not self._behind:
+            self.stats.slowdowns += 1
+        self._behind = self._ack_now = True
+
+    def control(self, now: float) -> bytes | None:
+        """The control frame to send now on the reverse channel, if one is due."""
+        if self._resync_due:
+            self._resync_due = False
+            if self._resync_at is None or now - self._resync_at >= self.ack_delay:
+                self._resync_at = now
+                self.stats.resyncs += 1
+                return bytes((RESYNC,))
+            return None
+        due = self._ack_now or self._unacked >= self.ack_every
+        waited = (
+            self._first_unacked_at is not None and now - self._first_unacked_at >= self.ack_delay
+        )
+        if self.epoch is None:
+            return None
+        if due or waited:
+            self._repeat_at = now + self.ack_delay
+            return self._ack()
+        if self._repeat_at is not None and now >= self._repeat_at:
+            # Nothing arrived since the last ACK: the sender may be waiting for it, and it may
+            # have been lost. Once more (the reverse channel is nearly idle then).
+            self._repeat_at = None
+            return self._ack()
+        return None
+
+    def next_deadline(self) -> float | None:
+        if self._first_unacked_at is not None:
+            return self._first_unacked_at + self.ack_delay
+        return self._repeat_at
+
+    def _ack(self) -> bytes:
+        assert self.epoch is not None
+        bits = bytearray(BITMAP_BYTES)
+        for seq in self._buffer:
+            i = seq - self._expected - 1
+            if 0 <= i < 8 * BITMAP_BYTES:
+                bits[i // 8] |= 1 << (i % 8)
+        while bits and bits[-1] == 0:
+            bits.pop()
+        kind = ACK | (BEHIND if self._behind else 0)
+        self._ack_now = self._behind = False
+        self._unacked = 0
+        self._first_unacked_at = None
+        self.stats.acks_out += 1
+        return bytes((kind, self.epoch, self._expected % SEQ_MOD)) + bytes(bits)

@@ -1,0 +1,305 @@
+"""The stream mode's selective-repeat ARQ (longge.protocol.arq), end to end with the packet
+layer: Fragmenter -> ArqSender -> a bad channel -> ArqReceiver -> Reassembler, and the ACKs
+back over a bad reverse channel. Property-tested with hypothesis: loss, duplication,
+reordering, bursts, bit flips, either side restarting."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from longge.protocol.arq import ACK, MAX_INNER, RESET, ArqReceiver, ArqSender
+from longge.protocol.fragmenter import Fragmenter
+from longge.protocol.reassembler import Reassembler
+
+SLOT = 0.0002  # s: one frame time on the air (a 2 Mbit/s no-ack frame is 164.5 µs)
+DELAY = 0.0006  # s: from the sender's host to the receiver's host
+
+
+@dataclass
+class Channel:
+    """Frames in order, each after DELAY, unless the channel does something to them."""
+
+    rng: random.Random
+    loss: float = 0.0
+    burst: float = 1.0  # mean length of a loss burst
+    dup: float = 0.0
+    reorder: float = 0.0
+    flip: float = 0.0
+    queue: list[tuple[float, bytes]] = field(default_factory=list)
+    _bad: bool = False
+
+    def send(self, frame: bytes, now: float) -> None:
+        if self.loss and self.burst <= 1.0:
+            if self.rng.random() < self.loss:
+                return
+        elif self.loss:  # Gilbert-Elliott: bursts of mean length `burst`, long-run rate `loss`
+            p_bg = 1.0 / self.burst
+            p_gb = self.loss * p_bg / (1.0 - self.loss)
+            self._bad = self.rng.random() >= p_bg if self._bad else self.rng.random() < p_gb
+            if self._bad:
+                return
+        if self.flip and self.rng.random() < self.flip:
+            i = self.rng.randrange(len(frame) * 8)
+            frame = bytes(b ^ (1 << (i % 8)) if j == i // 8 else b for j, b in enumerate(frame))
+        at = now + DELAY
+        if self.reorder and self.rng.random() < self.reorder:
+            at += self.rng.uniform(0, 4 * SLOT)
+        self.queue.append((at, frame))
+        if self.dup and self.rng.random() < self.dup:
+            self.queue.append((at + SLOT, frame))
+
+    def arrived(self, now: float) -> list[bytes]:
+        self.queue.sort(key=lambda q: q[0])
+        out = [f for at, f in self.queue if at <= now]
+        self.queue = [q for q in self.queue if q[0] > now]
+        return out
+
+
+@dataclass
+class SlowReceiver(Channel):
+    """The receiving chip's 3-frame RX FIFO, read by a host that takes one frame every
+    ``read_every`` slots: what does not fit is dropped, as a no-ack chip drops it."""
+
+    read_every: int = 2
+    behind: bool = False
+    fifo: list[bytes] = field(default_factory=list)
+    steps: int = 0
+    overflows: int = 0
+
+    def arrived(self, now: float) -> list[bytes]:
+        for f in super().arrived(now):
+            if len(self.fifo) < 3:
+                self.fifo.append(f)
+            else:
+                self.overflows += 1
+        self.steps += 1
+        if self.fifo and self.steps % self.read_every == 0:
+            self.behind = len(self.fifo) == 3  # the host sees RX_FULL as it reads
+            return [self.fifo.pop(0)]
+        return []
+
+
+@dataclass
+class Run:
+    packets: list[bytes]
+    sender: ArqSender = field(default_factory=ArqSender)
+    receiver: ArqReceiver = field(default_factory=ArqReceiver)
+    fragmenter: Fragmenter = field(default_factory=lambda: Fragmenter(payload_size=MAX_INNER))
+    reassembler: Reassembler = field(default_factory=Reassembler)
+    delivered: list[tuple[int, bytes]] = field(default_factory=list)  # (receiver life, packet)
+    receiver_life: int = 0
+    sender_life: int = 0
+    waiting: list[bytes] = field(default_factory=list)  # frames the sender had no room for
+    next_packet: int = 0
+    #: index of the first packet a restarted sender was given (earlier ones may be lost)
+    owed_from: int = 0
+
+    def restart_sender(self) -> None:
+        self.sender = ArqSender()
+        self.fragmenter = Fragmenter(payload_size=MAX_INNER)
+        self.waiting.clear()
+        self.sender_life += 1
+        self.owed_from = self.next_packet
+
+    def restart_receiver(self) -> None:
+        self.receiver = ArqReceiver()
+        self.reassembler = Reassembler()
+        self.receiver_life += 1
+
+    def step(self, now: float, fwd: Channel, back: Channel) -> None:
+        while not self.waiting and self.next_packet < len(self.packets):
+            self.waiting = self.fragmenter.fragment(self.packets[self.next_packet])
+            self.next_packet += 1
+        while self.waiting and self.sender.offer(self.waiting[0]):
+            self.waiting.pop(0)
+            if not self.waiting and self.next_packet < len(self.packets):
+                self.waiting = self.fragmenter.fragment(self.packets[self.next_packet])
+                self.next_packet += 1
+        ctrl = self.receiver.control(now)
+        if ctrl is not None:
+            back.send(ctrl, now)
+        frame = self.sender.next_frame(now)
+        if frame is not None:
+            fwd.send(frame, now)
+        arrived = fwd.arrived(now)
+        if isinstance(fwd, SlowReceiver) and fwd.behind:
+            self.receiver.fell_behind()
+        for f in arrived:
+            for inner in self.receiver.on_frame(f, now):
+                packet = self.reassembler.receive(inner, now)
+                if packet:
+                    self.delivered.append((self.receiver_life, packet))
+        for c in back.arrived(now):
+            self.sender.on_control(c, now)
+
+    def done(self) -> bool:
+        return (
+            self.next_packet == len(self.packets)
+            and not self.waiting
+            and self.sender.idle
+            and self.sender.established
+        )
+
+
+def run_link(
+    run: Run, fwd: Channel, back: Channel, seconds: float, restarts: dict[int, str] | None = None
+) -> float:
+    now = 0.0
+    step = 0
+    while now < seconds:
+        if restarts and step in restarts:
+            (run.restart_sender if restarts[step] == "sender" else run.restart_receiver)()
+        run.step(now, fwd, back)
+        if run.done() and not (restarts and any(s > step for s in restarts)):
+            return now
+        now += SLOT
+        step += 1
+    return now
+
+
+def check_delivery(run: Run, complete: bool) -> None:
+    """Whole, byte-for-byte, in order, at most once (per receiver life); with ``complete``
+    every packet the last sender was given arrived."""
+    index = {p: i for i, p in enumerate(run.packets)}
+    seen: set[tuple[int, int]] = set()
+    last_index = {}
+    for life, packet in run.delivered:
+        assert packet in index, "a packet that was never sent was delivered"
+        i = index[packet]
+        assert (life, i) not in seen, f"packet {i} delivered twice"
+        seen.add((life, i))
+        assert i > last_index.get(life, -1), f"packet {i} out of order"
+        last_index[life] = i
+    if complete:
+        got = {i for _, i in seen}
+        missing = [i for i in range(run.owed_from, len(run.packets)) if i not in got]
+        assert not missing, f"never delivered: {missing[:10]} of {len(run.packets)}"
+
+
+packets_st = st.lists(st.binary(min_size=1, max_size=400), min_size=1, max_size=60, unique=True)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    packets=packets_st,
+    seed=st.integers(0, 2**32 - 1),
+    loss=st.sampled_from([0.0, 0.05, 0.2, 0.4]),
+    back_loss=st.sampled_from([0.0, 0.1, 0.5]),
+    burst=st.sampled_from([1.0, 4.0]),
+    dup=st.sampled_from([0.0, 0.1]),
+    reorder=st.sampled_from([0.0, 0.1]),
+)
+def test_every_packet_arrives_whole_in_order_once(
+    packets: list[bytes],
+    seed: int,
+    loss: float,
+    back_loss: float,
+    burst: float,
+    dup: float,
+    reorder: float,
+) -> None:
+    rng = random.Random(seed)
+    run = Run(packets)
+    fwd = Channel(rng, loss=loss, burst=burst, dup=dup, reorder=reorder)
+    back = Channel(rng, loss=back_loss, burst=burst, dup=dup, reorder=reorder)
+    took = run_link(run, fwd, back, seconds=60.0)
+    assert run.done(), f"not done after {took:.1f} s"
+    check_delivery(run, complete=True)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    packets=packets_st,
+    seed=st.integers(0, 2**32 - 1),
+    restarts=st.dictionaries(
+        st.integers(0, 400), st.sampled_from(["sender", "receiver"]), max_size=3
+    ),
+    loss=st.sampled_from([0.0, 0.1, 0.3]),
+)
+def test_either_side_restarting_recovers_without_a_hang(
+    packets: list[bytes], seed: int, restarts: dict[int, str], loss: float
+) -> None:
+    rng = random.Random(seed)
+    run = Run(packets)
+    fwd, back = Channel(rng, loss=loss), Channel(rng, loss=loss)
+    run_link(run, fwd, back, seconds=60.0, restarts=restarts)
+    assert run.done()
+    check_delivery(run, complete=True)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(packets=packets_st, seed=st.integers(0, 2**32 - 1))
+def test_bit_flips_past_the_radio_crc_never_deliver_a_wrong_packet(
+    packets: list[bytes], seed: int
+) -> None:
+    """A frame damaged past the radio's CRC can confuse the ARQ byte; the packet's CRC-32
+    still refuses what it spliced: no wrong packet, no crash, no hang past the time limit."""
+    rng = random.Random(seed)
+    run = Run(packets)
+    fwd = Channel(rng, loss=0.05, flip=0.05)
+    back = Channel(rng, loss=0.05, flip=0.05)
+    run_link(run, fwd, back, seconds=5.0)
+    check_delivery(run, complete=False)
+
+
+def test_a_lost_burst_of_acks_costs_a_timeout_not_the_link() -> None:
+    """Every ACK lost for 50 ms: the sender times out, resends the oldest frame, the receiver
+    answers the duplicate at once, and the transfer completes."""
+    rng = random.Random(5)
+    packets = [bytes([i]) * 120 for i in range(40)]
+    run = Run(packets)
+    fwd, back = Channel(rng), Channel(rng)
+    now = 0.0
+    while now < 10.0 and not run.done():
+        back.loss = 0.999999 if 0.005 <= now < 0.055 else 0.0
+        run.step(now, fwd, back)
+        now += SLOT
+    assert run.done()
+    check_delivery(run, complete=True)
+    assert run.sender.stats.timeouts >= 1
+
+
+def test_the_window_and_the_backlog_bound_memory() -> None:
+    sender = ArqSender(window=8, backlog=16)
+    sender.on_control(bytes((ACK, sender.epoch, 0)), 0.0)  # the receiver answered the RESET
+    assert sender.established
+    assert all(sender.offer(bytes([i])) for i in range(16))
+    assert not sender.offer(b"x")  # the backlog is full: the caller keeps the frame
+    sent = [sender.next_frame(0.0) for _ in range(20)]
+    assert sum(f is not None for f in sent) == 8  # no more than the window unacknowledged
+    with pytest.raises(ValueError):
+        ArqSender(window=65)
+    with pytest.raises(ValueError):
+        sender.offer(b"x" * (MAX_INNER + 1))
+
+
+def test_a_receiver_refuses_garbage_by_counting_it() -> None:
+    r = ArqReceiver()
+    assert r.on_frame(bytes((RESET, 7)), 0.0) == []
+    for junk in (b"", b"\xff", b"\x83\x01", bytes((RESET,))):
+        assert r.on_frame(junk, 0.0) == []
+    assert r.stats.malformed == 4
+    assert r.on_frame(b"\x40payload", 0.0) == []  # beyond the window (48..79 ahead)
+    assert r.stats.out_of_window == 1
+    assert r.on_frame(b"\x00first", 0.0) == [b"first"]
+
+
+def test_a_receiver_that_falls_behind_slows_the_sender_down() -> None:
+    """The receiving host reads one frame every 2 frame times: its RX FIFO overflows, the
+    sender sees runs of losses, sends less, and the transfer keeps most of what the host can
+    take (flow control, not a flood)."""
+    rng = random.Random(3)
+    packets = [bytes([i]) * 300 + bytes([i]) for i in range(100)]
+    run = Run(packets)
+    fwd, back = SlowReceiver(rng, read_every=2), Channel(rng)
+    took = run_link(run, fwd, back, seconds=60.0)
+    assert run.done()
+    check_delivery(run, complete=True)
+    host_rate = 0.5 / SLOT  # frames per second the host takes
+    assert run.fragmenter.frames / took >= 0.7 * host_rate
+    assert run.sender.stats.slowdowns >= 1 and fwd.overflows > 0
