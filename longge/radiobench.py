@@ -16,7 +16,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from longge.air import native
@@ -44,10 +44,18 @@ class BenchPlan:
     options: RadioOptions = field(default_factory=RadioOptions)
     loss: AirLoss = NO_LOSS
     seconds: float = 5.0
+    #: esb: each frame as the options say (auto-ack or the per-frame NO_ACK bit); stream:
+    #: auto-ack off on both chips and the 4 ms rule kept: the host lets the TX FIFO drain (the
+    #: chip returns to standby) after each burst of LinkTiming.stream_burst_frames frames
+    mode: str = "esb"
 
     def __post_init__(self) -> None:
         if not isinstance(self.seconds, int | float) or not self.seconds > 0:
             raise ConfigError("seconds", self.seconds, "a duration > 0")
+        if self.mode not in ("esb", "stream"):
+            raise ConfigError("mode", self.mode, "esb or stream")
+        if self.mode == "stream":
+            object.__setattr__(self, "options", replace(self.options, auto_ack=False))
 
 
 @dataclass
@@ -65,6 +73,7 @@ class BenchResult:
     q_configured: float
     q_measured: float
     lag: dict[str, float]
+    tx_mode_over_4ms: int = 0
 
     @property
     def ratio(self) -> float:
@@ -75,6 +84,8 @@ class BenchResult:
             "options": self.plan.options.as_dict(),
             "loss": self.plan.loss.as_dict(),
             "seconds": self.plan.seconds,
+            "mode": self.plan.mode,
+            "tx_mode_over_4ms": self.tx_mode_over_4ms,
             "throughput_bps": round(self.throughput_bps, 1),
             "bound_bps": round(self.bound_bps, 1),
             "model_bps": round(self.model_bps, 1),
@@ -135,16 +146,24 @@ def _stream(path: str, plan: BenchPlan, progress: Callable[[float], None] | None
     tx.stop_listening(ADDRESS)
     rng = random.Random(plan.loss.seed)
     payloads = [rng.randbytes(opts.payload) for _ in range(64)]
-    no_ack = not opts.auto_ack
+    stream = plan.mode == "stream"
+    # stream: auto-ack is off on the chips (set_auto_ack(False)); the per-frame NO_ACK bit is
+    # not used, as Si24R1 clones invert it with dynamic payloads on
+    no_ack = not opts.auto_ack and not stream
+    burst = opts.timing().stream_burst_frames
+    in_burst = 0
     c = _Counts()
     start = time.monotonic()
     end = start + plan.seconds
     next_report = start
     fds = [tx.fileno(), rx.fileno()]
     while (now := time.monotonic()) < end:
-        while tx.is_fifo(True) != _FIFO_FULL:
+        if stream and in_burst >= burst and tx.is_fifo(True, True):
+            in_burst = 0  # the FIFO drained: the chip is back in standby (the 4 ms rule)
+        while tx.is_fifo(True) != _FIFO_FULL and not (stream and in_burst >= burst):
             tx.write_fast(payloads[c.sent % 64], no_ack)
             c.sent += 1
+            in_burst += 1
         if tx.what_happened()[1]:  # MAX_RT: drop the frame, as a link would
             c.max_rt += 1
             tx.flush_tx()
@@ -183,12 +202,13 @@ def _result(plan: BenchPlan, c: _Counts, stats: dict[str, Any]) -> BenchResult:
     span_ns = c.last_ns - c.first_ns
     throughput = c.bytes_after_first * 8 * 1e9 / span_ns if c.received > 1 and span_ns else 0.0
     loss = plan.loss.spec()
+    bound = timing.stream_bound_bps() if plan.mode == "stream" else timing.bound_bps(opts.auto_ack)
     if opts.auto_ack:
         q = per_attempt_failure(loss.data_per, loss.ack_per)
         model = timing.expected_goodput_bps(q)
     else:
         q = loss.data_per
-        model = timing.bound_bps(False) * (1 - q)
+        model = bound * (1 - q)
     attempts = tx.get("attempts", 0)
     retrans = tx.get("retransmissions", 0)
     lost = tx.get("lost_data", 0) + tx.get("lost_ack", 0) + tx.get("collisions", 0)
@@ -198,7 +218,7 @@ def _result(plan: BenchPlan, c: _Counts, stats: dict[str, Any]) -> BenchResult:
         frames_received=c.received,
         max_rt=c.max_rt,
         throughput_bps=throughput,
-        bound_bps=timing.bound_bps(opts.auto_ack),
+        bound_bps=bound,
         model_bps=model,
         attempts=attempts,
         retransmissions=retrans,
@@ -206,18 +226,26 @@ def _result(plan: BenchPlan, c: _Counts, stats: dict[str, Any]) -> BenchResult:
         q_configured=q,
         q_measured=(lost / attempts) if attempts else 0.0,
         lag=stats["lag"],
+        tx_mode_over_4ms=int(tx.get("tx_mode_over_4ms", 0)),
     )
 
 
 def format_result(r: BenchResult) -> str:
     o, loss = r.plan.options, r.plan.loss
-    mode = "auto-ack" if o.auto_ack else "no-ack"
+    mode = (
+        f"stream (no-ack, {o.timing().stream_burst_frames}-frame bursts: the 4 ms rule)"
+        if r.plan.mode == "stream"
+        else "auto-ack"
+        if o.auto_ack
+        else "no-ack"
+    )
     lines = [
         f"radio-bench: {o.rate}, {mode}, ARD {o.ard_us} µs, ARC {o.arc}, payload {o.payload} B, "
         f"per {loss.per:g}, {r.plan.seconds:g} s",
         f"  measured   {r.throughput_bps / 1e3:9.1f} kbit/s  ({r.frames_received} frames received, "
         f"{r.frames_sent} sent, {r.max_rt} MAX_RT)",
         f"  bound      {r.bound_bps / 1e3:9.1f} kbit/s  (datasheet, no loss)",
+        f"  TX mode    {r.tx_mode_over_4ms} stays over 4 ms (the datasheet allows none)",
     ]
     if loss.per or (loss.ack_per or 0):
         lines.append(

@@ -39,13 +39,19 @@ class Bench:
         self.frames: list[tuple[int, bytes]] = []
         self.read = True
 
-    def stream(self, count: int, size: int = 32, no_ack: bool = False) -> int:
-        """Send ``count`` payloads, refilling the FIFO at each TX result; returns end time."""
+    def stream(
+        self, count: int, size: int = 32, no_ack: bool = False, burst: int | None = None
+    ) -> int:
+        """Send ``count`` payloads, refilling the FIFO at each TX result; returns end time.
+        With ``burst``: after that many, let the FIFO drain (the chip returns to standby)
+        and go on just after."""
         queued = 0
+        in_burst = 0
         end = 0
         t = 0
         while queued < count and self.air.submit(self.tx, bytes([queued % 256]) * size, no_ack, t):
             queued += 1
+            in_burst += 1
         while (t := self.air.next_event()) is not None:  # type: ignore[assignment]
             for out in self.air.advance(t):
                 if isinstance(out, TxResult):
@@ -53,9 +59,19 @@ class Bench:
                     end = t
                     if out.outcome is Outcome.MAX_RT:
                         self.air.flush_tx(self.tx, t)
-                    while queued < count and self.air.tx_pending(self.tx) < 3:
-                        self.air.submit(self.tx, bytes([queued % 256]) * size, no_ack, t)
+                    at = t
+                    if burst is not None and in_burst >= burst:
+                        if self.air.tx_pending(self.tx) > 0:
+                            continue
+                        in_burst, at = 0, t + 1  # drained: the host writes again just after
+                    while (
+                        queued < count
+                        and self.air.tx_pending(self.tx) < 3
+                        and (burst is None or in_burst < burst)
+                    ):
+                        self.air.submit(self.tx, bytes([queued % 256]) * size, no_ack, at)
                         queued += 1
+                        in_burst += 1
                 elif isinstance(out, RxFrame):
                     self.frames.append((t, out.payload))
                     if self.read:
@@ -93,6 +109,27 @@ def test_no_ack_frames_stream_back_to_back(rate: str) -> None:
     assert end == T_SETTLE_NS + 1000 * LinkTiming(rate).toa_data_ns
     assert b.counters("tx")["settles"] == 1
     assert b.counters("rx").get("acks_sent", 0) == 0
+
+
+@pytest.mark.parametrize("rate", ["250k", "1M", "2M"])
+def test_a_stream_keeps_the_4_ms_rule_in_bursts_and_runs_at_the_stream_bound(rate: str) -> None:
+    """The FIFO always full keeps the chip in TX mode for good: one stay over 4 ms, counted.
+    Bursts of k = 4 ms / frame time, each after a settle: none, and exactly the bound."""
+    t = LinkTiming(rate)
+    k = t.stream_burst_frames
+    always = Bench(rate=rate, auto_ack=(False,) * 6)
+    always.stream(10 * k)
+    assert always.counters("tx")["tx_mode_over_4ms"] == 1
+    kept = Bench(rate=rate, auto_ack=(False,) * 6)
+    end = kept.stream(10 * k, burst=k)
+    assert kept.counters("tx").get("tx_mode_over_4ms", 0) == 0
+    assert kept.counters("tx")["settles"] == 10
+    # each burst: the host's 1 ns, a settle, k frames back to back (the first has no 1 ns)
+    assert end == 10 * (T_SETTLE_NS + k * t.toa_data_ns) + 9
+    assert 10 * k * t.payload_len * 8 * 1e9 / end == pytest.approx(t.stream_bound_bps(), 1e-6)
+    late = Bench(rate=rate, auto_ack=(False,) * 6)
+    late.stream(10 * (k + 1), burst=k + 1)  # one frame too many per burst
+    assert late.counters("tx")["tx_mode_over_4ms"] == 10
 
 
 def test_multicast_without_dynamic_ack_still_asks_for_an_ack() -> None:

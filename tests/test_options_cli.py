@@ -84,6 +84,24 @@ def test_radio_bench_json_reports_what_the_air_saw() -> None:
     assert_documented(out, "radio-bench")
 
 
+def test_radio_bench_stream_mode_keeps_the_4_ms_rule() -> None:
+    """--mode stream: auto-ack off on both chips, the FIFO let drain after each burst that
+    fits in 4 ms; the air counts no stay in TX mode over 4 ms, and the bound is the stream
+    bound (bursts after a settle), not the back-to-back one."""
+    from longge.chip.datasheet import LinkTiming
+
+    r = run_cli("radio-bench", "--mode", "stream", "--seconds", "1", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["mode"] == "stream" and out["options"]["auto_ack"] is False
+    assert out["tx_mode_over_4ms"] == 0
+    assert out["frames_received"] > 100
+    assert out["bound_bps"] == pytest.approx(LinkTiming("2M").stream_bound_bps(), rel=1e-3)
+    assert_documented(out, "radio-bench")
+    bad = run_cli("radio-bench", "--mode", "turbo")
+    assert bad.returncode == 2 and "--mode" in bad.stderr
+
+
 def test_air_stats_without_an_air_says_so(tmp_path: object) -> None:
     out = subprocess.run(
         [sys.executable, "-m", "longge", "air-stats", "--socket", f"{tmp_path}/none.sock"],

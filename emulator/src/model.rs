@@ -14,6 +14,8 @@ use crate::loss::LossModel;
 
 // nRF24L01+ Product Specification v1.0 (page numbers as in longge/air/datasheet.py).
 pub const T_SETTLE_NS: i64 = 130_000; // Tstby2a, p. 22
+/// The longest stay in TX mode with Enhanced ShockBurst off (p. 22, 6.1.5).
+pub const TX_MODE_MAX_NS: i64 = 4_000_000;
 const PREAMBLE_BYTES: i64 = 1; // p. 27
 const PCF_BITS: i64 = 9; // p. 28
 pub const MAX_PAYLOAD: usize = 32; // p. 28
@@ -364,6 +366,8 @@ pub struct Radio {
     attempt: Option<Attempt>,
     blocked: bool,
     chain_at: Option<i64>,
+    tx_mode_since: i64,
+    over_4ms: bool,
     next_pid: i64,
     pub rx_fifo: i64,
     last_rx: BTreeMap<i64, (i64, Vec<u8>)>,
@@ -384,6 +388,8 @@ impl Radio {
             attempt: None,
             blocked: false,
             chain_at: None,
+            tx_mode_since: 0,
+            over_4ms: false,
             next_pid: 0,
             rx_fifo: 0,
             last_rx: BTreeMap::new(),
@@ -701,7 +707,10 @@ impl Air {
             Some(c) if c >= now => c,
             _ => {
                 radio.count("settles", 1);
-                now.max(radio.busy_until) + T_SETTLE_NS
+                let start = now.max(radio.busy_until) + T_SETTLE_NS;
+                radio.tx_mode_since = start;
+                radio.over_4ms = false;
+                start
             }
         };
         radio.chain_at = None;
@@ -836,6 +845,10 @@ impl Air {
             .expect("live attempt");
         let expects_ack = radio.regs.auto_ack[0] && !no_ack;
         if !expects_ack {
+            if t - radio.tx_mode_since > TX_MODE_MAX_NS && !radio.over_4ms {
+                radio.over_4ms = true; // the host kept the FIFO full past the 4 ms rule
+                radio.count("tx_mode_over_4ms", 1);
+            }
             self.complete(rid, t, true);
             return;
         }

@@ -35,6 +35,7 @@ from longge.chip.datasheet import (
     RX_FIFO_DEPTH,
     T_SETTLE_NS,
     TX_FIFO_DEPTH,
+    TX_MODE_MAX_NS,
     ard_ns,
     time_on_air_ns,
 )
@@ -96,6 +97,8 @@ class _Radio:
         self.attempt: _Attempt | None = None
         self.blocked = False  # MAX_RT raised, waiting for flush_tx / reuse_tx
         self.chain_at: int | None = None  # a no-ack frame just ended here: next one needs no settle
+        self.tx_mode_since = 0  # TX mode entered (a settle) at this time: back-to-back frames stay
+        self.over_4ms = False  # this stay in TX mode has been counted as too long
         self.next_pid = 0
         self.rx_fifo = 0
         self.last_rx: dict[int, tuple[int, bytes]] = {}
@@ -263,6 +266,7 @@ class Air:
         else:
             start = max(self._now, radio.busy_until) + T_SETTLE_NS
             radio.counters["settles"] += 1
+            radio.tx_mode_since, radio.over_4ms = start, False
         radio.chain_at = None
         self._start_attempt(radio, attempt, start)
 
@@ -345,6 +349,9 @@ class Air:
             if self._receive(radio, attempt, tx, rx):
                 ack_end = self._send_ack(attempt, rx, t)
         if not self._expects_ack(radio, attempt):
+            if t - radio.tx_mode_since > TX_MODE_MAX_NS and not radio.over_4ms:
+                radio.over_4ms = True  # the host kept the FIFO full past the 4 ms rule
+                radio.counters["tx_mode_over_4ms"] += 1
             self._complete(radio, attempt, t, chain=True)
             return
         if not self._ack_in_time(radio):

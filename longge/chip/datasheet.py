@@ -13,6 +13,10 @@ from dataclasses import dataclass
 
 #: Tstby2a: standby -> TX/RX settling, and every TX<->RX turnaround (p. 22, table 16).
 T_SETTLE_NS = 130_000
+#: The longest the chip may stay in TX mode: with Enhanced ShockBurst off the PLL runs open
+#: loop while it transmits, so a no-ack sender must return to standby at least this often
+#: (p. 22, 6.1.5).
+TX_MODE_MAX_NS = 4_000_000
 #: Preamble length in bytes (p. 27, 7.3.1).
 PREAMBLE_BYTES = 1
 #: Packet control field: 6-bit length, 2-bit PID, 1 NO_ACK bit (p. 28, 7.3.3).
@@ -99,6 +103,18 @@ class LinkTiming:
         """Payload bit rate with no loss and no host overhead (docs/design.md §2 table)."""
         per_frame = self.ack_cycle_ns if auto_ack else self.toa_data_ns
         return self.payload_len * 8 * 1e9 / per_frame
+
+    @property
+    def stream_burst_frames(self) -> int:
+        """No-ack frames one stay in TX mode can hold (the 4 ms rule, 6.1.5): back to back
+        from the first frame's start to the last frame's end."""
+        return max(1, TX_MODE_MAX_NS // self.toa_data_ns)
+
+    def stream_bound_bps(self) -> float:
+        """Payload bit rate of a no-ack stream that keeps the 4 ms rule: bursts of
+        stream_burst_frames frames, each burst after a 130 µs settle (docs/design.md §2)."""
+        k = self.stream_burst_frames
+        return k * self.payload_len * 8 * 1e9 / (T_SETTLE_NS + k * self.toa_data_ns)
 
     def expected_attempts(self, q: float) -> float:
         """Mean attempts per frame with per-attempt failure q, at most ARC+1: (1-q^N)/(1-q)."""
