@@ -85,12 +85,6 @@ def build_parser() -> argparse.ArgumentParser:
     add_radio_arguments(p)
     add_loss_arguments(p)
     p.add_argument("--seconds", type=float, default=5.0, help="how long to stream, s")
-    p.add_argument(
-        "--mode",
-        choices=["esb", "stream"],
-        default="esb",
-        help="stream: auto-ack off on both chips, bursts that keep the 4 ms TX-mode rule",
-    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=node.cmd_radio_bench)
 

@@ -16,7 +16,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from longge.air import native
@@ -44,18 +44,17 @@ class BenchPlan:
     options: RadioOptions = field(default_factory=RadioOptions)
     loss: AirLoss = NO_LOSS
     seconds: float = 5.0
-    #: esb: each frame as the options say (auto-ack or the per-frame NO_ACK bit); stream:
-    #: auto-ack off on both chips and the 4 ms rule kept: the host lets the TX FIFO drain (the
-    #: chip returns to standby) after each burst of LinkTiming.stream_burst_frames frames
-    mode: str = "esb"
 
     def __post_init__(self) -> None:
         if not isinstance(self.seconds, int | float) or not self.seconds > 0:
             raise ConfigError("seconds", self.seconds, "a duration > 0")
-        if self.mode not in ("esb", "stream"):
-            raise ConfigError("mode", self.mode, "esb or stream")
-        if self.mode == "stream":
-            object.__setattr__(self, "options", replace(self.options, auto_ack=False))
+
+    @property
+    def mode(self) -> str:
+        """esb: each frame as the options say (auto-ack or the per-frame NO_ACK bit); stream:
+        auto-ack off on both chips and the 4 ms rule kept: the host lets the TX FIFO drain (the
+        chip returns to standby) after each burst of LinkTiming.stream_burst_frames frames."""
+        return self.options.mode
 
 
 @dataclass
@@ -84,7 +83,6 @@ class BenchResult:
             "options": self.plan.options.as_dict(),
             "loss": self.plan.loss.as_dict(),
             "seconds": self.plan.seconds,
-            "mode": self.plan.mode,
             "tx_mode_over_4ms": self.tx_mode_over_4ms,
             "throughput_bps": round(self.throughput_bps, 1),
             "bound_bps": round(self.bound_bps, 1),
@@ -149,7 +147,7 @@ def _stream(path: str, plan: BenchPlan, progress: Callable[[float], None] | None
     stream = plan.mode == "stream"
     # stream: auto-ack is off on the chips (set_auto_ack(False)); the per-frame NO_ACK bit is
     # not used, as Si24R1 clones invert it with dynamic payloads on
-    no_ack = not opts.auto_ack and not stream
+    no_ack = not opts.acked and not stream
     burst = opts.timing().stream_burst_frames
     in_burst = 0
     c = _Counts()
@@ -202,8 +200,8 @@ def _result(plan: BenchPlan, c: _Counts, stats: dict[str, Any]) -> BenchResult:
     span_ns = c.last_ns - c.first_ns
     throughput = c.bytes_after_first * 8 * 1e9 / span_ns if c.received > 1 and span_ns else 0.0
     loss = plan.loss.spec()
-    bound = timing.stream_bound_bps() if plan.mode == "stream" else timing.bound_bps(opts.auto_ack)
-    if opts.auto_ack:
+    bound = opts.air_bound_bps()
+    if opts.acked:
         q = per_attempt_failure(loss.data_per, loss.ack_per)
         model = timing.expected_goodput_bps(q)
     else:
@@ -236,7 +234,7 @@ def format_result(r: BenchResult) -> str:
         f"stream (no-ack, {o.timing().stream_burst_frames}-frame bursts: the 4 ms rule)"
         if r.plan.mode == "stream"
         else "auto-ack"
-        if o.auto_ack
+        if o.acked
         else "no-ack"
     )
     lines = [

@@ -18,7 +18,7 @@ def cmd_radio_bench(ns: argparse.Namespace) -> int:
     from longge.radio.options import options_from_args
     from longge.radiobench import BenchPlan, format_result, run_bench
 
-    plan = BenchPlan(options_from_args(ns), loss_from_args(ns), ns.seconds, ns.mode)
+    plan = BenchPlan(options_from_args(ns), loss_from_args(ns), ns.seconds)
     result = run_bench(plan, None if ns.json else progress_bar("streaming"))
     if not ns.json and sys.stderr.isatty():
         sys.stderr.write("\n")
@@ -167,9 +167,11 @@ def cmd_radio_set(ns: argparse.Namespace) -> int:
             print(f"{name}: error: {reply['error']}", file=sys.stderr)
         else:
             r = reply["radio"]
+            ack = "auto-ack" if r["auto_ack"] else "no-ack"
+            ack = "stream (ARQ)" if r.get("mode") == "stream" else ack
             print(
-                f"{name}: {r['rate']} ARD {r['ard_us']} µs ARC {r['arc']} "
-                f"{'auto-ack' if r['auto_ack'] else 'no-ack'} payload {r['payload']}"
+                f"{name}: {r['rate']} ARD {r['ard_us']} µs ARC {r['arc']} {ack} "
+                f"payload {r['payload']}"
             )
     return code
 

@@ -33,7 +33,7 @@ READ_BURST = 64
 
 def queue_limit_bytes(cfg: NodeConfig) -> int:
     """The byte budget: what the air carries in ``queue_ms`` (at least three packets)."""
-    rate = cfg.radio.timing().bound_bps(cfg.radio.auto_ack)
+    rate = cfg.radio.air_bound_bps()
     return max(3 * (cfg.mtu + 14), int(rate / 8 * cfg.queue_ms / 1000))
 
 

@@ -21,7 +21,7 @@ def node_text(st: dict[str, Any]) -> str:
         f"{k} {'alive' if v['alive'] else 'DEAD'} ({v['restarts']} restarts)"
         for k, v in st.get("processes", {}).items()
     )
-    ack = "auto-ack" if r["auto_ack"] else "no-ack"
+    ack = "stream (ARQ)" if r.get("mode") == "stream" else "auto-ack" if r["auto_ack"] else "no-ack"
     return "\n".join(
         [
             f"  {n['role']} {n['tun']} {n['address']} -> peer {n['peer']}: "

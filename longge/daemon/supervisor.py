@@ -14,10 +14,12 @@ silent shows as link "down" and comes back by itself when its keepalives do.
 from __future__ import annotations
 
 import contextlib
+import functools
 import multiprocessing as mp
 import os
 import select
 import signal
+import socket
 import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection
@@ -26,7 +28,7 @@ from typing import Any
 
 from longge import __version__
 from longge.config import CHANNEL_KEYS, NodeConfig, check_live_types, with_live_options
-from longge.daemon import control, radio_rx, radio_tx
+from longge.daemon import control, radio_rx, radio_tx, stream
 from longge.errors import ConfigError
 from longge.protocol import secure
 from longge.radio.options import LINK_KEYS
@@ -37,7 +39,7 @@ _CTX = mp.get_context("fork")
 RESTART_AFTER_S = 1.0
 PEER_SILENT_S = 3.0
 #: Radio settings that can change while the link runs (RadioOptions fields + channels).
-LIVE_KEYS = {*LINK_KEYS, *CHANNEL_KEYS}
+LIVE_KEYS = {*LINK_KEYS, *CHANNEL_KEYS} - {"mode"}
 
 
 class _Worker:
@@ -60,11 +62,25 @@ class Supervisor:
         self._tun = tun
         self._network = network
         self.tun: Tun | None = None
-        self.workers = [_Worker("tx", radio_tx.run), _Worker("rx", radio_rx.run)]
+        self.workers = self._workers(cfg)
         self.started = time.monotonic()
         self._undo: list[Undo] = []
         self._stop = False
         self._control: control.ControlServer | None = None
+
+    @staticmethod
+    def _workers(cfg: NodeConfig) -> list[_Worker]:
+        if cfg.radio.mode != "stream":
+            return [_Worker("tx", radio_tx.run), _Worker("rx", radio_rx.run)]
+        # stream mode: the RX process hands ACKs to the TX process (daemon/stream.py); the
+        # pair outlives either process, so a restarted one finds it again
+        to_tx, from_rx = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        for end in (to_tx, from_rx):
+            end.setblocking(False)
+        return [
+            _Worker("tx", functools.partial(stream.run_tx, pair=from_rx)),
+            _Worker("rx", functools.partial(stream.run_rx, pair=to_tx)),
+        ]
 
     # -- life cycle --------------------------------------------------------------------------
 
@@ -173,6 +189,13 @@ class Supervisor:
         return {"error": f"unknown command {cmd!r}: status or set"}
 
     def set_radio(self, options: object) -> dict[str, Any]:
+        if isinstance(options, dict) and "mode" in options:
+            return {
+                "error": "mode cannot change while the link runs (the radios' processes and "
+                "frame format change with it): set radio.mode in both nodes' longge.toml and "
+                "restart both daemons",
+                "key": "mode",
+            }
         if isinstance(options, dict) and set(options) - LIVE_KEYS:
             unknown = sorted(set(options) - LIVE_KEYS)
             return {"error": f"cannot set {unknown} live; settable: {sorted(LIVE_KEYS)}"}
@@ -200,6 +223,7 @@ class Supervisor:
             "payload": r.payload,
             "address_width": r.address_width,
             "crc": r.crc,
+            "mode": r.mode,
             "pa_level": self.cfg.pa_level,
             "tx_channel": self.cfg.tx_channel,
             "rx_channel": self.cfg.rx_channel,

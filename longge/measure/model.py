@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from longge.chip.datasheet import T_SETTLE_NS, time_on_air_ns
+from longge.protocol.arq import HEADER_LEN as ARQ_HEADER
 from longge.protocol.frame import HEADER_LEN, PACKET_OVERHEAD
 from longge.radio.options import RadioOptions
 
@@ -18,18 +19,22 @@ def packet_air_ns(opts: RadioOptions, ip_len: int, security_overhead: int = 0) -
     time on air without auto-ack), the last frame being shorter. A secured link adds
     ``security_overhead`` bytes per packet (``secure.OVERHEAD``)."""
     stream = ip_len + PACKET_OVERHEAD + security_overhead
-    step = opts.payload - HEADER_LEN
-    total_ns = 0
+    # stream mode: one ARQ byte more per frame, and a settle per burst of k frames (the 4 ms
+    # rule); its ACKs travel on the other channel (docs/design.md §4)
+    arq = ARQ_HEADER if opts.mode == "stream" else 0
+    settle_per_frame = T_SETTLE_NS / opts.timing().stream_burst_frames if arq else 0.0
+    step = opts.payload - HEADER_LEN - arq
+    total_ns = 0.0
     while stream > 0:
         data = min(step, stream)
-        toa = time_on_air_ns(data + HEADER_LEN, opts.rate, opts.address_width, opts.crc)
-        if opts.auto_ack:
+        toa = time_on_air_ns(data + HEADER_LEN + arq, opts.rate, opts.address_width, opts.crc)
+        if opts.acked:
             ack = time_on_air_ns(0, opts.rate, opts.address_width, opts.crc)
             total_ns += T_SETTLE_NS + toa + T_SETTLE_NS + ack
         else:
-            total_ns += toa
+            total_ns += toa + settle_per_frame
         stream -= data
-    return total_ns
+    return round(total_ns)
 
 
 def udp_goodput_bps(opts: RadioOptions, udp_payload: int, security_overhead: int = 0) -> float:

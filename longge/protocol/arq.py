@@ -31,6 +31,7 @@ import secrets
 from collections import deque
 from dataclasses import dataclass, field
 
+HEADER_LEN = 1  # the ARQ byte in front of every frame
 SEQ_MOD = 128
 MAX_WINDOW = SEQ_MOD // 2
 CONTROL = 0x80

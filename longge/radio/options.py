@@ -34,7 +34,10 @@ from longge.radio.constants import RATE_BY_NAME, rf24_crclength_e
 from longge.radio.interface import Radio
 
 #: The RadioOptions fields that describe the link itself (both nodes must agree on them).
-LINK_KEYS = ("rate", "ard_us", "arc", "auto_ack", "payload", "address_width", "crc")
+LINK_KEYS = ("rate", "ard_us", "arc", "auto_ack", "payload", "address_width", "crc", "mode")
+#: The link modes: esb (Enhanced ShockBurst: the chips acknowledge every frame) and stream
+#: (auto-ack off, LongGe's own ARQ over the reverse channel: docs/design.md §4).
+MODES = ("esb", "stream")
 
 ARD_STEP_US = ARD_STEP_NS // 1000
 ARD_US_MIN, ARD_US_MAX = ARD_STEP_US, ARD_STEP_US * ARD_STEPS
@@ -54,6 +57,7 @@ class RadioOptions:
     address_width: int = 5
     crc: int = 2
     channel: int = UPLINK_CHANNEL
+    mode: str = "esb"
 
     def __post_init__(self) -> None:
         # Types first: a config file or a control request can carry any JSON/TOML value, and
@@ -64,6 +68,10 @@ class RadioOptions:
                 raise ConfigError(key, value, "a whole number")
         if not isinstance(self.auto_ack, bool):
             raise ConfigError("auto_ack", self.auto_ack, "true or false")
+        if self.mode not in MODES:
+            raise ConfigError("mode", self.mode, "esb or stream")
+        if self.mode == "stream" and self.payload != MAX_PAYLOAD:
+            raise ConfigError("payload", self.payload, f"{MAX_PAYLOAD} in stream mode")
         if self.rate not in RATE_BPS:
             raise ConfigError("rate", self.rate, "one of 250k, 1M, 2M")
         if not ARD_US_MIN <= self.ard_us <= ARD_US_MAX or self.ard_us % ARD_STEP_US:
@@ -82,13 +90,23 @@ class RadioOptions:
             raise ConfigError("channel", self.channel, f"{CHANNEL_MIN}..{CHANNEL_MAX}")
 
     @property
+    def acked(self) -> bool:
+        """The chips acknowledge frames (Enhanced ShockBurst): auto-ack on, in esb mode."""
+        return self.auto_ack and self.mode == "esb"
+
+    def air_bound_bps(self) -> float:
+        """Frame payload bit rate these settings allow with no loss (datasheet.LinkTiming)."""
+        t = self.timing()
+        return t.stream_bound_bps() if self.mode == "stream" else t.bound_bps(self.acked)
+
+    @property
     def ard_step(self) -> int:
         return self.ard_us // ARD_STEP_US - 1
 
     @property
     def ard_too_short(self) -> bool:
         """The datasheet says an ACK is missed with this ARD at this rate (p. 34)."""
-        return self.auto_ack and self.ard_us < MIN_ARD_US_FOR_EMPTY_ACK[self.rate]
+        return self.acked and self.ard_us < MIN_ARD_US_FOR_EMPTY_ACK[self.rate]
 
     def timing(self) -> LinkTiming:
         return LinkTiming(
@@ -141,6 +159,13 @@ def add_radio_arguments(
     g.add_argument("--payload", type=int, default=dflt(d.payload), help="frame payload, bytes")
     g.add_argument("--address-width", type=int, default=dflt(d.address_width), help="3..5 bytes")
     g.add_argument("--crc", type=int, default=dflt(d.crc), help="CRC length, 1 or 2 bytes")
+    g.add_argument(
+        "--mode",
+        choices=MODES,
+        default=dflt(d.mode),
+        help="esb: the chips acknowledge each frame; stream: auto-ack off, LongGe's own ARQ "
+        "over the reverse channel",
+    )
     if channels:
         g.add_argument(
             "--channel",
@@ -161,6 +186,7 @@ def given_options(ns: argparse.Namespace) -> dict[str, object]:
         "address_width",
         "crc",
         "channel",
+        "mode",
     }
     out = {k: v for k, v in vars(ns).items() if k in names}
     if "no_ack" in vars(ns):
@@ -178,6 +204,7 @@ def options_from_args(ns: argparse.Namespace) -> RadioOptions:
         address_width=ns.address_width,
         crc=ns.crc,
         channel=ns.channel,
+        mode=ns.mode,
     )
 
 
@@ -195,6 +222,8 @@ def configure(radio: Radio, opts: RadioOptions, channel: int | None = None) -> N
     radio.address_width = opts.address_width
     radio.crc_length = int(rf24_crclength_e(opts.crc))
     radio.dynamic_payloads = True
-    radio.set_auto_ack(opts.auto_ack)
+    # stream mode: auto-ack off on the chip (not the per-frame NO_ACK bit, which Si24R1 clones
+    # invert when dynamic payloads are on)
+    radio.set_auto_ack(opts.acked)
     radio.enable_dynamic_ack()
     radio.set_retries(opts.ard_step, opts.arc)

@@ -1,0 +1,256 @@
+"""The radio processes in stream mode (``radio.mode = "stream"``, docs/design.md §4).
+
+The chips send without acknowledgements; LongGe's ARQ (``protocol/arq.py``) acknowledges over
+the reverse channel. Each node's RX process owns the receiving half (the peer's data in,
+ACKs out) and its TX process the sending half (our data out, the peer's ACKs in), so the RX
+process hands the TX process two kinds of message over a socket pair the supervisor made:
+
+    ``o`` + control frame    send this ACK/RESYNC on our TX radio, ahead of our data
+    ``i`` + control frame    the peer's ACK/RESYNC, for our sender
+
+TX loop: read the TUN into the fair queue; control frames first, then whatever the ARQ
+sender has (a RESET, a retransmission, a new frame of the next packet); keep the 4 ms rule
+(after a burst of ``stream_burst_frames`` frames the TX FIFO is let drain, and the chip
+returns to standby); sleep until the TUN, the radio, the RX process, the supervisor or the
+ARQ's timer has something.
+
+RX loop: read every frame; tell the receiver when the chip's RX FIFO was full (it asks the
+sender to slow down); data and RESET to the ARQ receiver and what it delivers to the
+reassembler and the TUN; the peer's ACKs to the TX process; our ACKs out through it.
+"""
+
+from __future__ import annotations
+
+import select
+import socket
+import time
+from collections import deque
+from multiprocessing.connection import Connection
+from typing import Any
+
+from longge.config import NodeConfig
+from longge.daemon.child import Child, waitable
+from longge.daemon.fairqueue import SOJOURN_EDGES_MS, FairQueue
+from longge.protocol import Fragmenter, Reassembler, secure
+from longge.protocol.arq import CONTROL, MAX_INNER, RESET, ArqReceiver, ArqSender, ArqStats
+from longge.tun import Tun
+
+FIFO_FULL = 2
+READ_BURST = 64
+TO_TX, FOR_SENDER = b"o", b"i"
+
+
+def _arq_stats(s: ArqStats) -> dict[str, int]:
+    return {k: v for k, v in vars(s).items() if v}
+
+
+def run_tx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> None:
+    from longge.daemon.radio_tx import make_sealer, queue_limit_bytes
+
+    child = Child(cfg, "tx", conn)
+    sealer = make_sealer(cfg)
+    overhead = secure.OVERHEAD if sealer is not None else 0
+    fragmenter = Fragmenter(MAX_INNER, cfg.mtu + overhead)
+    sender = ArqSender()
+    burst = cfg.radio.timing().stream_burst_frames
+    in_burst = 0
+    control: deque[bytes] = deque()  # our receiver's ACKs, sent before any data
+    waiting: deque[bytes] = deque()  # frames of the packet being loaded into the sender
+    queue = FairQueue(queue_limit_bytes(cfg), cfg.queue_ms / 1000, fair=cfg.queue == "fair")
+    c: dict[str, Any] = dict.fromkeys(
+        ("packets_in", "bytes_in", "packets_sent", "frames_sent", "control_sent"), 0
+    )
+    c.update(dict.fromkeys(("keepalives_sent", "dropped_no_radio", "oversize", "max_rt"), 0))
+    c.update(dict.fromkeys(("bursts", "bursts_short", "window_full"), 0))
+    last_sent = time.monotonic()
+
+    def seal(packet: bytes) -> bytes:
+        return sealer.seal(packet) if sealer is not None else packet
+
+    while child.running:
+        now = time.monotonic()
+        radio = child.ensure_radio(now)
+        for _ in range(READ_BURST):
+            packet = tun.read()
+            if not packet:
+                break
+            c["packets_in"] += 1
+            c["bytes_in"] += len(packet)
+            if len(packet) > cfg.mtu:
+                c["oversize"] += 1
+            elif radio is None:
+                c["dropped_no_radio"] += 1
+            else:
+                queue.push(packet, now)
+        while True:  # from the RX process
+            try:
+                msg = pair.recv(64)
+            except BlockingIOError:
+                break
+            if msg[:1] == TO_TX:
+                control.append(msg[1:])
+            elif msg[:1] == FOR_SENDER:
+                sender.on_control(msg[1:], now)
+        # the packets the sender has room for, cut into frames
+        while True:
+            if not waiting:
+                next_packet = queue.pop(now) if radio is not None else None
+                if next_packet is None:
+                    break
+                waiting.extend(fragmenter.fragment(seal(next_packet)))
+                c["packets_sent"] += 1
+            if not sender.offer(waiting[0]):
+                break
+            waiting.popleft()
+        if radio is not None:
+            if in_burst and radio.is_fifo(True, True):
+                # the FIFO drained: the chip is in standby again (a burst cut short: the
+                # sender had nothing to send, or this process came back too late)
+                c["bursts"] += 1
+                if in_burst < burst:
+                    c["bursts_short"] += 1
+                in_burst = 0
+            while in_burst < burst and radio.is_fifo(True) != FIFO_FULL:
+                frame = control.popleft() if control else sender.next_frame(now)
+                if frame is None:
+                    if not sender.idle:
+                        c["window_full"] += 1
+                    break
+                if not radio.write_fast(frame):
+                    break
+                in_burst += 1
+                c["frames_sent"] += 1
+                if frame[0] & CONTROL and frame[0] != RESET:
+                    c["control_sent"] += 1
+                last_sent = now
+            if now - last_sent >= cfg.keepalive_s and sender.idle and not len(queue):
+                alive = fragmenter.fragment(seal(b"")) if sealer else fragmenter.keepalive()
+                for frame in alive:
+                    sender.offer(frame)
+                c["keepalives_sent"] += 1
+                last_sent = now
+        child.handle_control()
+        if child.stats_due(now):
+            stats = dict(c)
+            stats.update(
+                queue_packets=len(queue) + (1 if waiting else 0),
+                queue_bytes=queue.bytes,
+                queue_limit_bytes=queue.limit_bytes,
+                queue_oldest_ms=round(queue.oldest_age(now) * 1000, 1),
+                queue_drops=dict(queue.drops),
+                queue_delay_hist=list(queue.sojourn),
+                queue_delay_edges_ms=list(SOJOURN_EDGES_MS),
+                retransmissions=sender.stats.retransmitted,
+                arq={**_arq_stats(sender.stats), "in_flight": sender.in_flight},
+                mode="stream",
+                sealed=None if sealer is None else sealer.sealed,
+                epoch=None if sealer is None else sealer.epoch,
+            )
+            child.send_stats(stats)
+        fds: list[Any] = [conn, pair]
+        timeout = 0.25
+        deadline = sender.next_deadline()
+        if deadline is not None:
+            timeout = max(0.0, min(timeout, deadline - now))
+        fd = waitable(radio)
+        if fd is not None:
+            fds.append(fd)
+        if radio is not None and in_burst >= burst:
+            timeout = min(timeout, 0.0002)  # waiting for the FIFO to drain (4 ms rule)
+        if not waiting:
+            fds.append(tun)
+        select.select(fds, [], [], timeout)
+    if child.radio is not None:
+        close = getattr(child.radio, "close", None)
+        if close is not None:
+            close()
+
+
+def run_rx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> None:
+    from longge.daemon.radio_rx import make_opener
+
+    child = Child(cfg, "rx", conn)
+    opener = make_opener(cfg)
+    if opener is None:
+        reassembler = Reassembler(cfg.mtu)
+    else:
+        reassembler = Reassembler(cfg.mtu + secure.OVERHEAD, authenticate=opener.open)
+    receiver = ArqReceiver()
+    c: dict[str, Any] = dict.fromkeys(
+        ("frames_in", "packets_out", "bytes_out", "tun_refused", "acks_in", "pair_full"), 0
+    )
+    last_heard: float | None = None
+
+    def to_tx(kind: bytes, frame: bytes) -> None:
+        try:
+            pair.send(kind + frame)
+        except BlockingIOError:
+            c["pair_full"] += 1  # the TX process is behind: an ACK is repeated anyway
+
+    while child.running:
+        now = time.monotonic()
+        radio = child.ensure_radio(now)
+        if radio is not None:
+            if radio.rx_fifo_full:
+                receiver.fell_behind()
+            for _ in range(READ_BURST):
+                if not radio.available():
+                    break
+                frame = bytes(radio.read())
+                c["frames_in"] += 1
+                last_heard = now
+                if frame and frame[0] & CONTROL and frame[0] != RESET:
+                    c["acks_in"] += 1
+                    to_tx(FOR_SENDER, frame)
+                    continue
+                for inner in receiver.on_frame(frame, now):
+                    packet = reassembler.receive(inner, now)
+                    if packet:
+                        if tun.write(packet) == len(packet):
+                            c["packets_out"] += 1
+                            c["bytes_out"] += len(packet)
+                        else:
+                            c["tun_refused"] += 1
+        ack = receiver.control(now)
+        if ack is not None:
+            to_tx(TO_TX, ack)
+        reassembler.expire(now)
+        if opener is not None:
+            opener.tick()
+        child.handle_control()
+        if child.stats_due(now):
+            stats = dict(c)
+            stats.update(
+                keepalives=reassembler.keepalives,
+                drops={str(k): v for k, v in reassembler.drops.items()},
+                peer_last_heard_s=None if last_heard is None else round(now - last_heard, 3),
+                retransmissions=None,
+                arq=_arq_stats(receiver.stats),
+                mode="stream",
+                security=None
+                if opener is None
+                else {
+                    "opened": opener.opened,
+                    "drops": {str(k): v for k, v in opener.drops.items()},
+                },
+            )
+            child.send_stats(stats)
+        fds: list[Any] = [conn]
+        timeout = 0.25
+        deadline = receiver.next_deadline()
+        if deadline is not None:
+            timeout = max(0.0, min(timeout, deadline - now))
+        fd = waitable(radio)
+        if radio is not None and radio.available():
+            timeout = 0.0
+        elif fd is not None:
+            fds.append(fd)
+        elif radio is not None:
+            timeout = min(timeout, 0.0002)
+        select.select(fds, [], [], timeout)
+    if opener is not None:
+        opener.flush()
+    if child.radio is not None:
+        close = getattr(child.radio, "close", None)
+        if close is not None:
+            close()
