@@ -146,6 +146,7 @@ class Target:
                     payload=r["payload"],
                     address_width=r["address_width"],
                     crc=r["crc"],
+                    mode=r.get("mode", "esb"),
                 )
                 overhead = ctx.get("security_overhead", 0)
                 ctx["model_capacity_bps"] = udp_goodput_bps(opts, length, overhead)
