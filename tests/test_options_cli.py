@@ -211,3 +211,10 @@ def test_tune_and_experiments_take_the_servers_ports_and_the_queue(
         7999,
         False,
     )
+
+
+def test_tune_and_the_experiments_refuse_stream_mode_by_name() -> None:
+    """They vary ARD/ARC, which stream mode does not use: refused before anything starts."""
+    for argv in (["tune", "--mode", "stream"], ["experiment", "loss", "--mode", "stream"]):
+        r = run_cli(*argv)
+        assert r.returncode == 2 and "mode = 'stream'" in r.stderr, (argv, r.stderr)

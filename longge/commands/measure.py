@@ -10,6 +10,7 @@ import sys
 from typing import Any
 
 from longge.cli_progress import progress
+from longge.errors import ConfigError
 
 
 def _interrupt(*_: object) -> None:
@@ -103,6 +104,10 @@ def cmd_tune(ns: argparse.Namespace) -> int:
     if ns.arc_list:
         plan = replace(plan, arc=tuple(int(x) for x in ns.arc_list.split(",")))
     base = options_from_args(ns)
+    if base.mode != "esb":
+        raise ConfigError(
+            "mode", base.mode, "esb: tune varies ARD and ARC, which stream mode does not use"
+        )
     for ard, arc in itertools.product(plan.ard_us, plan.arc):  # refuse a bad grid up front
         replace(base, ard_us=ard, arc=arc)
     path, summary = runner.run_tune(
@@ -142,6 +147,10 @@ def cmd_experiment(ns: argparse.Namespace) -> int:
         return 2
     for name in names:
         EXPERIMENTS[name].validate()
+    if options_from_args(ns).mode != "esb":
+        raise ConfigError(
+            "mode", ns.mode, "esb: the experiments vary ARD/ARC and do not know stream mode yet"
+        )
     signal.signal(signal.SIGINT, _interrupt)
     signal.signal(signal.SIGTERM, _interrupt)
     path, summary = runner.run_experiments(
