@@ -2,7 +2,7 @@
 semantics), kept by the host: the registers it set, what it has put in the TX FIFO and what
 became of it, the frames it has been handed. Two backends use it, each with its own way to the
 chip: the emulated air's socket (``sim.AirLink``) and a USB modem's serial line
-(``serial_modem.SerialLink``). Both speak the air's messages (``longge/air/wire.py``), so the
+(``serial_modem.SerialLink``). Both speak the same messages (``longge/chip/messages.py``), so the
 mirror's FIFO accounting, TX results and MAX_RT are one code.
 
 Like the real driver, a mirror is meant to be used by one thread; run each radio in its own
@@ -15,7 +15,7 @@ import time
 from collections import deque
 from dataclasses import replace
 
-from longge.air import wire
+from longge.chip import messages
 from longge.chip.datasheet import MAX_PAYLOAD, TX_FIFO_DEPTH
 from longge.chip.registers import RadioRegisters
 from longge.radio.constants import (
@@ -157,7 +157,7 @@ class ChipMirror:
         if kind == b"r":
             self._rx.append((msg[1], msg[2:]))
         elif kind == b"t":
-            ok, arc, fifo, accepted, flushes = wire.parse_tx_result(msg)
+            ok, arc, fifo, accepted, flushes = messages.parse_tx_result(msg)
             if flushes != self._flushes & 0xFFFFFFFF:
                 return  # about payloads flushed since
             self._fifo = fifo

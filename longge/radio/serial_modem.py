@@ -1,7 +1,7 @@
 """The ``serial`` backend: an nRF24L01+ on a microcontroller board plugged in over USB serial
 (``firmware/``), driven with pyserial.
 
-The modem speaks the emulated radios' own messages (``longge/air/wire.py``: ``T`` payload,
+The modem speaks the emulated radios' own messages (``longge/chip/messages.py``: ``T`` payload,
 ``F`` flush, ``t`` TX result, ``r`` received frame, …), each framed with COBS and a CRC-16
 (CCITT, init 0xFFFF) on the serial line; only the chip settings travel as a fixed 29-byte
 record instead of JSON. So this backend is the emulated radio's host side (``mirror.ChipMirror``:
