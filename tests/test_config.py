@@ -125,6 +125,7 @@ WRONG = {
     "radio.payload": ("33", "radio.payload"),
     "radio.address_width": ("6", "radio.address_width"),
     "radio.crc": ("3", "radio.crc"),
+    "radio.mode": ('"turbo"', "radio.mode"),
     "radio.per": ("0.1", "radio.per"),  # the air's setting: refused in a node config
     "radio.ack_per": ("0.1", "radio.ack_per"),
     "radio.burst": ("2", "radio.burst"),
