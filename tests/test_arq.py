@@ -12,7 +12,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from longge.protocol.arq import ACK, MAX_INNER, RESET, ArqReceiver, ArqSender
+from longge.protocol.arq import (
+    ACK,
+    MAX_INNER,
+    RESET,
+    RESYNC,
+    ArqReceiver,
+    ArqSender,
+    control_frame,
+)
 from longge.protocol.fragmenter import Fragmenter
 from longge.protocol.reassembler import Reassembler
 
@@ -90,7 +98,8 @@ class Run:
     sender: ArqSender = field(default_factory=ArqSender)
     receiver: ArqReceiver = field(default_factory=ArqReceiver)
     fragmenter: Fragmenter = field(default_factory=lambda: Fragmenter(payload_size=MAX_INNER))
-    reassembler: Reassembler = field(default_factory=Reassembler)
+    # the ARQ delivers late rather than never: a packet may take long under heavy loss
+    reassembler: Reassembler = field(default_factory=lambda: Reassembler(timeout=30.0))
     delivered: list[tuple[int, bytes]] = field(default_factory=list)  # (receiver life, packet)
     receiver_life: int = 0
     sender_life: int = 0
@@ -108,7 +117,7 @@ class Run:
 
     def restart_receiver(self) -> None:
         self.receiver = ArqReceiver()
-        self.reassembler = Reassembler()
+        self.reassembler = Reassembler(timeout=30.0)
         self.receiver_life += 1
 
     def step(self, now: float, fwd: Channel, back: Channel) -> None:
@@ -164,7 +173,12 @@ def run_link(
 
 def check_delivery(run: Run, complete: bool) -> None:
     """Whole, byte-for-byte, in order, at most once (per receiver life); with ``complete``
-    every packet the last sender was given arrived."""
+    every packet arrived, except around a restart: a receiver that restarts loses the packet
+    it was rebuilding (its first frames were acknowledged); the packet layer takes up to
+    RESYNC_AFTER - 1 packets of a restarted sender for stale (on an open link; a sealed one
+    checks epochs instead), and a channel that reorders can deliver a frame of the old
+    session after the new one began (one more packet spoilt, refused by its CRC; a radio
+    channel keeps order). So a receiver's restart may cost two packets, a sender's three."""
     index = {p: i for i, p in enumerate(run.packets)}
     seen: set[tuple[int, int]] = set()
     last_index = {}
@@ -178,7 +192,8 @@ def check_delivery(run: Run, complete: bool) -> None:
     if complete:
         got = {i for _, i in seen}
         missing = [i for i in range(run.owed_from, len(run.packets)) if i not in got]
-        assert not missing, f"never delivered: {missing[:10]} of {len(run.packets)}"
+        allowed = 2 * run.receiver_life + 3 * run.sender_life
+        assert len(missing) <= allowed, f"never delivered: {missing[:10]} of {len(run.packets)}"
 
 
 packets_st = st.lists(st.binary(min_size=1, max_size=400), min_size=1, max_size=60, unique=True)
@@ -266,7 +281,7 @@ def test_a_lost_burst_of_acks_costs_a_timeout_not_the_link() -> None:
 
 def test_the_window_and_the_backlog_bound_memory() -> None:
     sender = ArqSender(window=8, backlog=16)
-    sender.on_control(bytes((ACK, sender.epoch, 0)), 0.0)  # the receiver answered the RESET
+    sender.on_control(control_frame(bytes((ACK, sender.epoch, 0))), 0.0)  # RESET answered
     assert sender.established
     assert all(sender.offer(bytes([i])) for i in range(16))
     assert not sender.offer(b"x")  # the backlog is full: the caller keeps the frame
@@ -280,10 +295,10 @@ def test_the_window_and_the_backlog_bound_memory() -> None:
 
 def test_a_receiver_refuses_garbage_by_counting_it() -> None:
     r = ArqReceiver()
-    assert r.on_frame(bytes((RESET, 7)), 0.0) == []
-    for junk in (b"", b"\xff", b"\x83\x01", bytes((RESET,))):
+    assert r.on_frame(control_frame(bytes((RESET, 7))), 0.0) == []
+    for junk in (b"", b"\xff", b"\x83\x01", bytes((RESET,)), bytes((RESET, 7, 0))):
         assert r.on_frame(junk, 0.0) == []
-    assert r.stats.malformed == 4
+    assert r.stats.malformed == 5
     assert r.on_frame(b"\x40payload", 0.0) == []  # beyond the window (48..79 ahead)
     assert r.stats.out_of_window == 1
     assert r.on_frame(b"\x00first", 0.0) == [b"first"]
@@ -303,3 +318,41 @@ def test_a_receiver_that_falls_behind_slows_the_sender_down() -> None:
     host_rate = 0.5 / SLOT  # frames per second the host takes
     assert run.fragmenter.frames / took >= 0.7 * host_rate
     assert run.sender.stats.slowdowns >= 1 and fwd.overflows > 0
+
+
+def test_a_damaged_control_frame_is_refused_not_obeyed() -> None:
+    """One bit turns an ACK into a RESYNC and a data frame into a RESET: the check byte
+    refuses both, so neither restarts a session."""
+    sender = ArqSender()
+    sender.on_control(control_frame(bytes((ACK, sender.epoch, 0))), 0.0)
+    assert sender.established
+    ack = bytearray(control_frame(bytes((ACK, sender.epoch, 0))))
+    ack[0] ^= RESYNC ^ ACK  # the flip that makes it a RESYNC
+    sender.on_control(bytes(ack), 0.0)
+    assert sender.established and sender.stats.malformed == 1
+    r = ArqReceiver()
+    r.on_frame(control_frame(bytes((RESET, 9))), 0.0)
+    assert r.on_frame(b"\x00abc", 0.0) == [b"abc"]
+    assert r.on_frame(b"\x81\x05xy", 0.0) == []  # data frame 1 with its top bit flipped
+    assert r.epoch == 9 and r.stats.malformed == 1
+    assert r.on_frame(b"\x01def", 0.0) == [b"def"]  # the session went on
+
+
+def test_a_sender_whose_receiver_lost_the_session_silently_starts_a_new_one() -> None:
+    """The receiver takes something for a RESET of another epoch (or restarts without a
+    word): its ACKs no longer match. After enough silent timeouts the sender begins a new
+    session, and what was unacknowledged is sent again."""
+    rng = random.Random(11)
+    packets = [bytes([i]) * 100 for i in range(30)]
+    run = Run(packets)
+    fwd, back = Channel(rng), Channel(rng)
+    now = 0.0
+    while now < 0.01:
+        run.step(now, fwd, back)
+        now += SLOT
+    run.receiver.on_frame(control_frame(bytes((RESET, (run.sender.epoch + 7) % 256))), now)
+    while now < 30.0 and not run.done():
+        run.step(now, fwd, back)
+        now += SLOT
+    assert run.done()
+    check_delivery(run, complete=True)

@@ -37,6 +37,7 @@ from longge.tun import Tun
 
 FIFO_FULL = 2
 READ_BURST = 64
+REASSEMBLY_TIMEOUT_S = 5.0
 TO_TX, FOR_SENDER = b"o", b"i"
 
 
@@ -171,10 +172,15 @@ def run_rx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
 
     child = Child(cfg, "rx", conn)
     opener = make_opener(cfg)
+    # The ARQ delivers a packet's frames late rather than never (its timers back off under
+    # heavy loss): a packet in progress waits longer than with ESB before it is given up.
+    timeout = REASSEMBLY_TIMEOUT_S
     if opener is None:
-        reassembler = Reassembler(cfg.mtu)
+        reassembler = Reassembler(cfg.mtu, timeout=timeout)
     else:
-        reassembler = Reassembler(cfg.mtu + secure.OVERHEAD, authenticate=opener.open)
+        reassembler = Reassembler(
+            cfg.mtu + secure.OVERHEAD, timeout=timeout, authenticate=opener.open
+        )
     receiver = ArqReceiver()
     c: dict[str, Any] = dict.fromkeys(
         ("frames_in", "packets_out", "bytes_out", "tun_refused", "acks_in", "pair_full"), 0

@@ -7,11 +7,15 @@ frame (``frame.py``: one header byte and a slice of the packet stream), so strea
 byte per frame more than ESB::
 
     data     0sssssss  LongGe frame              s: sequence number mod 128
-    ACK      10000b00  epoch  cum  bitmap...     cum: the next sequence number expected;
+    ACK      10000b00  epoch  cum  bitmap... c   cum: the next sequence number expected;
                                                  bitmap bit i: cum + 1 + i arrived (LSB first);
                                                  b: the receiver fell behind (RX FIFO full)
-    RESET    10000001  epoch                     the sender starts a session at sequence 0
-    RESYNC   10000010                            the receiver knows no session (it restarted)
+    RESET    10000001  epoch  c                  the sender starts a session at sequence 0
+    RESYNC   10000010  c                         the receiver knows no session (it restarted)
+
+``c`` is a CRC-8 of the control frame: a data frame damaged past the radio's CRC into the
+shape of a control frame (one bit flips 0x01 into RESET) is refused, and so is a damaged
+ACK (an ACK with one bit flipped is a RESYNC, which would restart the session).
 
 The sender keeps at most ``window`` (<= 64, half the sequence space) frames unacknowledged,
 retransmits a frame when a frame sent after it has been acknowledged (the channel keeps order,
@@ -42,6 +46,28 @@ BITMAP_BYTES = 8  # 64 frames after cum
 MAX_INNER = 31
 
 
+def crc8(data: bytes) -> int:
+    """CRC-8 (polynomial 0x07, init 0): the check byte of a control frame."""
+    crc = 0
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc << 1) ^ 0x07 if crc & 0x80 else crc << 1
+            crc &= 0xFF
+    return crc
+
+
+def control_frame(body: bytes) -> bytes:
+    return body + bytes((crc8(body),))
+
+
+def control_body(frame: bytes) -> bytes | None:
+    """A control frame without its check byte, or None if the check fails."""
+    if len(frame) < 2 or crc8(frame[:-1]) != frame[-1]:
+        return None
+    return frame[:-1]
+
+
 @dataclass
 class ArqStats:
     sent: int = 0  # data frames sent, first time
@@ -66,6 +92,9 @@ class _InFlight:
     sent_at: float
     order: int  # transmission order of its latest sending
     sends: int = 1
+    #: selectively acknowledged: the receiver holds it, but has not delivered it yet (it
+    #: waits for a hole), so a receiver that restarts loses it: kept until cum passes it
+    sacked: bool = False
 
 
 @dataclass
@@ -93,6 +122,7 @@ class ArqSender:
         self._rttvar = 0.0
         self._rto = 0.05  # from the measured round trip (RFC 6298's formula)
         self._backoff = 1  # doubled by each timeout, back to 1 when an ACK brings news
+        self._silent_timeouts = 0  # timeouts in a row without the base moving
         self._last_timeout_at = -1.0
         self._reset_sent_at: float | None = None
         self.cwnd = float(self.window)
@@ -126,13 +156,13 @@ class ArqSender:
             if self._reset_sent_at is None or now - self._reset_sent_at >= self._rto:
                 self._reset_sent_at = now
                 self.stats.resets += 1
-                return bytes((RESET, self.epoch))
+                return control_frame(bytes((RESET, self.epoch)))
             return None
         self._check_timeout(now)
         while self._retransmit:
             seq = self._retransmit.popleft()
             f = self._flight.get(seq)
-            if f is None:
+            if f is None or f.sacked:
                 continue
             f.sent_at, f.order, f.sends = now, self._order, f.sends + 1
             self._order += 1
@@ -159,10 +189,12 @@ class ArqSender:
 
     def on_control(self, msg: bytes, now: float) -> None:
         """A control frame from the peer's receiver (ACK or RESYNC)."""
-        if not msg or not msg[0] & CONTROL:
+        body = control_body(msg) if msg and msg[0] & CONTROL else None
+        if body is None:
             self.stats.malformed += 1
             return
-        if msg[0] == RESYNC:
+        msg = body
+        if msg == bytes((RESYNC,)):
             self._restart()
             return
         if msg[0] & ~BEHIND != ACK or len(msg) < 3:
@@ -181,9 +213,10 @@ class ArqSender:
             return
         if cum > self._base:
             self._backoff = 1  # the peer hears us again
+            self._silent_timeouts = 0
         newest_order = -1
         for seq in range(self._base, cum):
-            newest_order = max(newest_order, self._acked(seq, now))
+            newest_order = max(newest_order, self._acked(seq, now, cumulative=True))
         self._base = max(self._base, cum)
         for i, byte in enumerate(msg[3 : 3 + BITMAP_BYTES]):
             for bit in range(8):
@@ -193,7 +226,7 @@ class ArqSender:
         lost = [
             s
             for s, f in self._flight.items()
-            if f.order < newest_order and s not in self._retransmit
+            if not f.sacked and f.order < newest_order and s not in self._retransmit
         ]
         if lost:
             self._retransmit.extend(sorted(lost))
@@ -209,10 +242,11 @@ class ArqSender:
         seq = self._base + (cum - self._base) % SEQ_MOD
         return seq if seq <= self._next else None
 
-    def _acked(self, seq: int, now: float) -> int:
-        f = self._flight.pop(seq, None)
-        if f is None:
+    def _acked(self, seq: int, now: float, cumulative: bool = False) -> int:
+        f = self._flight.pop(seq, None) if cumulative else self._flight.get(seq)
+        if f is None or f.sacked:
             return -1
+        f.sacked = not cumulative
         self.stats.acked += 1
         # Karn: a retransmitted frame's round trip is ambiguous, and so is one's whose ACK
         # waited behind a timeout (its ACK may have been lost and repeated)
@@ -232,6 +266,8 @@ class ArqSender:
     #: Timeouts double the wait up to this factor: a lost burst of ACKs costs a few probes,
     #: never a wait of seconds (a frame is cheap, a stalled link is not).
     MAX_BACKOFF = 8
+    #: Timeouts in a row with no progress after which a new session is begun.
+    MAX_SILENT_TIMEOUTS = 12
     #: Losses halve the congestion window down to this many frames.
     MIN_CWND = 4.0
 
@@ -246,6 +282,12 @@ class ArqSender:
             oldest = self._flight[self._base]
         if oldest is not None and now - oldest.sent_at >= self._timeout:
             self.stats.timeouts += 1
+            self._silent_timeouts += 1
+            if self._silent_timeouts > self.MAX_SILENT_TIMEOUTS:
+                # this long without an ACK of this session: the receiver may have lost it
+                # (restarted, or taken a damaged frame for a RESET) and not said so
+                self._restart()
+                return
             self._backoff = min(self._backoff * 2, self.MAX_BACKOFF)
             self._last_timeout_at = now
             self.cwnd = max(self.MIN_CWND, self.cwnd / 2)
@@ -262,6 +304,8 @@ class ArqSender:
         self.epoch = self.epoch % 255 + 1
         self.established = False
         self._reset_sent_at = None
+        self._silent_timeouts = 0
+        self._backoff = 1
 
 
 @dataclass
@@ -293,9 +337,10 @@ class ArqReceiver:
             self.stats.malformed += 1
             return []
         if frame[0] & CONTROL:
-            if frame[0] == RESET and len(frame) >= 2:
-                if frame[1] != self.epoch:
-                    self.epoch, self._expected = frame[1], 0
+            body = control_body(frame)
+            if body is not None and len(body) == 2 and body[0] == RESET:
+                if body[1] != self.epoch:
+                    self.epoch, self._expected = body[1], 0
                     self._buffer.clear()
                 self._ack_now = True  # the sender waits for this ACK to begin
             else:
@@ -343,7 +388,7 @@ class ArqReceiver:
             if self._resync_at is None or now - self._resync_at >= self.ack_delay:
                 self._resync_at = now
                 self.stats.resyncs += 1
-                return bytes((RESYNC,))
+                return control_frame(bytes((RESYNC,)))
             return None
         due = self._ack_now or self._unacked >= self.ack_every
         waited = (
@@ -380,4 +425,4 @@ class ArqReceiver:
         self._unacked = 0
         self._first_unacked_at = None
         self.stats.acks_out += 1
-        return bytes((kind, self.epoch, self._expected % SEQ_MOD)) + bytes(bits)
+        return control_frame(bytes((kind, self.epoch, self._expected % SEQ_MOD)) + bytes(bits))
