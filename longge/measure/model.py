@@ -14,17 +14,21 @@ IP_UDP_HEADERS = 28
 PING_PACKET = 84
 
 
-def packet_air_ns(opts: RadioOptions, ip_len: int, security_overhead: int = 0) -> int:
+def packet_air_ns(
+    opts: RadioOptions, ip_len: int, security_overhead: int = 0, alone: bool = False
+) -> int:
     """Air time of one IP packet with no loss: each frame costs its own ack cycle (or its
     time on air without auto-ack), the last frame being shorter. A secured link adds
-    ``security_overhead`` bytes per packet (``secure.OVERHEAD``)."""
+    ``security_overhead`` bytes per packet (``secure.OVERHEAD``). In stream mode a packet in
+    a stream shares its bursts' settles; one ``alone`` (an idle link's ping) pays a whole
+    settle."""
     stream = ip_len + PACKET_OVERHEAD + security_overhead
     # stream mode: one ARQ byte more per frame, and a settle per burst of k frames (the 4 ms
     # rule); its ACKs travel on the other channel (docs/design.md §4)
     arq = ARQ_HEADER if opts.mode == "stream" else 0
-    settle_per_frame = T_SETTLE_NS / opts.timing().stream_burst_frames if arq else 0.0
+    settle_per_frame = T_SETTLE_NS / opts.timing().stream_burst_frames if arq and not alone else 0.0
     step = opts.payload - HEADER_LEN - arq
-    total_ns = 0.0
+    total_ns = float(T_SETTLE_NS) if arq and alone else 0.0
     while stream > 0:
         data = min(step, stream)
         toa = time_on_air_ns(data + HEADER_LEN + arq, opts.rate, opts.address_width, opts.crc)
@@ -46,4 +50,4 @@ def udp_goodput_bps(opts: RadioOptions, udp_payload: int, security_overhead: int
 def ping_air_ms(opts: RadioOptions, security_overhead: int = 0) -> float:
     """The air's own time for a ping exchange on an idle link: the echo request's frames one
     way, the reply's the other (no host time at all)."""
-    return 2 * packet_air_ns(opts, PING_PACKET, security_overhead) / 1e6
+    return 2 * packet_air_ns(opts, PING_PACKET, security_overhead, alone=True) / 1e6
