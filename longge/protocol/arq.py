@@ -330,6 +330,7 @@ class ArqReceiver:
         self._resync_due = False
         self._repeat_at: float | None = None  # the last ACK once more, if nothing came since
         self._behind = False
+        self._full_seen = False  # the host found the RX FIFO full since the last ACK
 
     def on_frame(self, frame: bytes, now: float) -> list[bytes]:
         """A frame from the peer's sender: the LongGe frames it makes deliverable, in order."""
@@ -368,6 +369,8 @@ class ArqReceiver:
         self.stats.delivered += len(out)
         if self._buffer:
             self._ack_now = True  # a hole: tell the sender at once
+            if self._full_seen:
+                self._slow_down()  # and the FIFO was full: the hole is ours
         self._unacked += 1
         self._repeat_at = None
         if self._first_unacked_at is None:
@@ -375,8 +378,14 @@ class ArqReceiver:
         return out
 
     def fell_behind(self) -> None:
-        """The host found the chip's RX FIFO full (frames may have been dropped): the next
-        ACK, sent at once, asks the sender to send less."""
+        """The host found the chip's RX FIFO full: frames may have been dropped. If a frame is
+        missing too (a hole), the next ACK, sent at once, asks the sender to send less; a full
+        FIFO that lost nothing (the chip, or the emulated air, waited) asks nothing."""
+        self._full_seen = True
+        if self._buffer:
+            self._slow_down()
+
+    def _slow_down(self) -> None:
         if not self._behind:
             self.stats.slowdowns += 1
         self._behind = self._ack_now = True
@@ -421,7 +430,7 @@ class ArqReceiver:
         while bits and bits[-1] == 0:
             bits.pop()
         kind = ACK | (BEHIND if self._behind else 0)
-        self._ack_now = self._behind = False
+        self._ack_now = self._behind = self._full_seen = False
         self._unacked = 0
         self._first_unacked_at = None
         self.stats.acks_out += 1
