@@ -103,6 +103,12 @@ class Child:
             self.state = "up" if self.radio is not None else "radio_not_answering"
         return self.radio
 
+    def close_radio(self) -> None:
+        """At the end of the process: let the radio go (a backend with a close())."""
+        close = getattr(self.radio, "close", None)
+        if close is not None:
+            close()
+
     def reinitialise(self, why: str) -> None:
         """Drop the radio and bring it up again at once (the interface stays up)."""
         self.reinits += 1

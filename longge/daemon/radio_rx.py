@@ -35,14 +35,44 @@ def make_opener(cfg: NodeConfig) -> secure.Opener | None:
     return secure.Opener(keys, state, clock=time.monotonic)
 
 
+def make_reassembler(
+    cfg: NodeConfig, opener: secure.Opener | None, timeout: float = 1.0
+) -> Reassembler:
+    """This node's reassembler: on a sealed link the opener checks order and duplicates."""
+    if opener is None:
+        return Reassembler(cfg.mtu, timeout=timeout)
+    return Reassembler(cfg.mtu + secure.OVERHEAD, timeout=timeout, authenticate=opener.open)
+
+
+def deliver(tun: Tun, packet: bytes, c: dict[str, Any]) -> None:
+    """3. tun_writer: hand a whole packet to the kernel."""
+    if tun.write(packet) == len(packet):
+        c["packets_out"] += 1
+        c["bytes_out"] += len(packet)
+    else:
+        c["tun_refused"] += 1
+
+
+def rx_stats(
+    reassembler: Reassembler, opener: secure.Opener | None, last_heard: float | None, now: float
+) -> dict[str, Any]:
+    """The reassembler's and the opener's part of an RX process's counters."""
+    return {
+        "keepalives": reassembler.keepalives,
+        "drops": {str(k): v for k, v in reassembler.drops.items()},
+        "peer_last_heard_s": None if last_heard is None else round(now - last_heard, 3),
+        "retransmissions": None,
+        "security": None
+        if opener is None
+        else {"opened": opener.opened, "drops": {str(k): v for k, v in opener.drops.items()}},
+    }
+
+
 def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     child = Child(cfg, "rx", conn)
     opener = make_opener(cfg)
-    if opener is None:
-        reassembler = Reassembler(cfg.mtu)
-    else:
-        reassembler = Reassembler(cfg.mtu + secure.OVERHEAD, authenticate=opener.open)
+    reassembler = make_reassembler(cfg, opener)
     c: dict[str, Any] = dict.fromkeys(("frames_in", "packets_out", "bytes_out", "tun_refused"), 0)
     last_heard: float | None = None
     while child.running:
@@ -60,31 +90,14 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
                 packet = reassembler.receive(frame, now)
                 # 3. tun_writer
                 if packet:
-                    if tun.write(packet) == len(packet):
-                        c["packets_out"] += 1
-                        c["bytes_out"] += len(packet)
-                    else:
-                        c["tun_refused"] += 1
+                    deliver(tun, packet, c)
         # 4. expire
         reassembler.expire(now)
         if opener is not None:
             opener.tick()
         child.handle_control()
         if child.stats_due(now):
-            stats = dict(c)
-            stats.update(
-                keepalives=reassembler.keepalives,
-                drops={str(k): v for k, v in reassembler.drops.items()},
-                peer_last_heard_s=None if last_heard is None else round(now - last_heard, 3),
-                retransmissions=None,
-                security=None
-                if opener is None
-                else {
-                    "opened": opener.opened,
-                    "drops": {str(k): v for k, v in opener.drops.items()},
-                },
-            )
-            child.send_stats(stats)
+            child.send_stats({**c, **rx_stats(reassembler, opener, last_heard, now)})
         # 5. wait
         fds: list[Any] = [conn]
         timeout = 0.25
@@ -98,7 +111,4 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
         select.select(fds, [], [], timeout)
     if opener is not None:
         opener.flush()
-    if child.radio is not None:
-        close = getattr(child.radio, "close", None)
-        if close is not None:
-            close()
+    child.close_radio()

@@ -45,6 +45,38 @@ def make_sealer(cfg: NodeConfig) -> secure.Sealer | None:
     return secure.Sealer(secure.direction_key(cfg.key, cfg.role), store.next)
 
 
+def read_tun(
+    tun: Tun, cfg: NodeConfig, ready: bool, queue: FairQueue, c: dict[str, Any], now: float
+) -> None:
+    """1. tun_reader: every packet the kernel has for the link into the queue (dropped, and
+    counted, while the radio is down: ``ready`` False)."""
+    for _ in range(READ_BURST):
+        packet = tun.read()
+        if not packet:
+            break
+        c["packets_in"] += 1
+        c["bytes_in"] += len(packet)
+        if len(packet) > cfg.mtu:
+            c["oversize"] += 1
+        elif not ready:
+            c["dropped_no_radio"] += 1
+        else:
+            queue.push(packet, now)
+
+
+def queue_stats(queue: FairQueue, now: float) -> dict[str, Any]:
+    """The queue's part of a TX process's counters."""
+    return {
+        "queue_packets": len(queue),
+        "queue_bytes": queue.bytes,
+        "queue_limit_bytes": queue.limit_bytes,
+        "queue_oldest_ms": round(queue.oldest_age(now) * 1000, 1),
+        "queue_drops": dict(queue.drops),
+        "queue_delay_hist": list(queue.sojourn),
+        "queue_delay_edges_ms": list(SOJOURN_EDGES_MS),
+    }
+
+
 def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor decides when we stop
     child = Child(cfg, "tx", conn)
@@ -77,19 +109,7 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
     while child.running:
         now = time.monotonic()
         radio = child.ensure_radio(now)
-        # 1. tun_reader
-        for _ in range(READ_BURST):
-            packet = tun.read()
-            if not packet:
-                break
-            c["packets_in"] += 1
-            c["bytes_in"] += len(packet)
-            if len(packet) > cfg.mtu:
-                c["oversize"] += 1
-            elif radio is None:
-                c["dropped_no_radio"] += 1
-            else:
-                queue.push(packet, now)
+        read_tun(tun, cfg, radio is not None, queue, c, now)
         if radio is not None:
             # 5. max_rt (checked first: it decides what the FIFO holds)
             sent_ok, max_rt, _ = radio.what_happened()
@@ -130,15 +150,8 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
                 last_sent = now
         child.handle_control()
         if child.stats_due(now):
-            stats = dict(c)
+            stats = {**c, **queue_stats(queue, now)}
             stats.update(
-                queue_packets=len(queue),
-                queue_bytes=queue.bytes,
-                queue_limit_bytes=queue.limit_bytes,
-                queue_oldest_ms=round(queue.oldest_age(now) * 1000, 1),
-                queue_drops=dict(queue.drops),
-                queue_delay_hist=list(queue.sojourn),
-                queue_delay_edges_ms=list(SOJOURN_EDGES_MS),
                 retransmissions=getattr(radio, "retransmissions", None),
                 sealed=None if sealer is None else sealer.sealed,
                 epoch=None if sealer is None else sealer.epoch,
@@ -167,7 +180,4 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
         if not frames:
             fds.append(tun)
         select.select(fds, [], [], timeout)
-    if child.radio is not None:
-        close = getattr(child.radio, "close", None)
-        if close is not None:
-            close()
+    child.close_radio()

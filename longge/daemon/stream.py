@@ -30,8 +30,8 @@ from typing import Any
 
 from longge.config import NodeConfig
 from longge.daemon.child import Child, waitable
-from longge.daemon.fairqueue import SOJOURN_EDGES_MS, FairQueue
-from longge.protocol import Fragmenter, Reassembler, secure
+from longge.daemon.fairqueue import FairQueue
+from longge.protocol import Fragmenter, secure
 from longge.protocol.arq import CONTROL, MAX_INNER, RESET, ArqReceiver, ArqSender, ArqStats
 from longge.tun import Tun
 
@@ -46,7 +46,7 @@ def _arq_stats(s: ArqStats) -> dict[str, int]:
 
 
 def run_tx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> None:
-    from longge.daemon.radio_tx import make_sealer, queue_limit_bytes
+    from longge.daemon.radio_tx import make_sealer, queue_limit_bytes, queue_stats, read_tun
 
     child = Child(cfg, "tx", conn)
     sealer = make_sealer(cfg)
@@ -71,18 +71,7 @@ def run_tx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
     while child.running:
         now = time.monotonic()
         radio = child.ensure_radio(now)
-        for _ in range(READ_BURST):
-            packet = tun.read()
-            if not packet:
-                break
-            c["packets_in"] += 1
-            c["bytes_in"] += len(packet)
-            if len(packet) > cfg.mtu:
-                c["oversize"] += 1
-            elif radio is None:
-                c["dropped_no_radio"] += 1
-            else:
-                queue.push(packet, now)
+        read_tun(tun, cfg, radio is not None, queue, c, now)
         while True:  # from the RX process
             try:
                 msg = pair.recv(64)
@@ -132,15 +121,9 @@ def run_tx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
                 last_sent = now
         child.handle_control()
         if child.stats_due(now):
-            stats = dict(c)
+            stats = {**c, **queue_stats(queue, now)}
+            stats["queue_packets"] += 1 if waiting else 0  # the packet being loaded
             stats.update(
-                queue_packets=len(queue) + (1 if waiting else 0),
-                queue_bytes=queue.bytes,
-                queue_limit_bytes=queue.limit_bytes,
-                queue_oldest_ms=round(queue.oldest_age(now) * 1000, 1),
-                queue_drops=dict(queue.drops),
-                queue_delay_hist=list(queue.sojourn),
-                queue_delay_edges_ms=list(SOJOURN_EDGES_MS),
                 retransmissions=sender.stats.retransmitted,
                 arq={**_arq_stats(sender.stats), "in_flight": sender.in_flight},
                 mode="stream",
@@ -161,26 +144,17 @@ def run_tx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
         if not waiting:
             fds.append(tun)
         select.select(fds, [], [], timeout)
-    if child.radio is not None:
-        close = getattr(child.radio, "close", None)
-        if close is not None:
-            close()
+    child.close_radio()
 
 
 def run_rx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> None:
-    from longge.daemon.radio_rx import make_opener
+    from longge.daemon.radio_rx import deliver, make_opener, make_reassembler, rx_stats
 
     child = Child(cfg, "rx", conn)
     opener = make_opener(cfg)
     # The ARQ delivers a packet's frames late rather than never (its timers back off under
     # heavy loss): a packet in progress waits longer than with ESB before it is given up.
-    timeout = REASSEMBLY_TIMEOUT_S
-    if opener is None:
-        reassembler = Reassembler(cfg.mtu, timeout=timeout)
-    else:
-        reassembler = Reassembler(
-            cfg.mtu + secure.OVERHEAD, timeout=timeout, authenticate=opener.open
-        )
+    reassembler = make_reassembler(cfg, opener, timeout=REASSEMBLY_TIMEOUT_S)
     receiver = ArqReceiver()
     c: dict[str, Any] = dict.fromkeys(
         ("frames_in", "packets_out", "bytes_out", "tun_refused", "acks_in", "pair_full"), 0
@@ -212,11 +186,7 @@ def run_rx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
                 for inner in receiver.on_frame(frame, now):
                     packet = reassembler.receive(inner, now)
                     if packet:
-                        if tun.write(packet) == len(packet):
-                            c["packets_out"] += 1
-                            c["bytes_out"] += len(packet)
-                        else:
-                            c["tun_refused"] += 1
+                        deliver(tun, packet, c)
         ack = receiver.control(now)
         if ack is not None:
             to_tx(TO_TX, ack)
@@ -225,21 +195,8 @@ def run_rx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
             opener.tick()
         child.handle_control()
         if child.stats_due(now):
-            stats = dict(c)
-            stats.update(
-                keepalives=reassembler.keepalives,
-                drops={str(k): v for k, v in reassembler.drops.items()},
-                peer_last_heard_s=None if last_heard is None else round(now - last_heard, 3),
-                retransmissions=None,
-                arq=_arq_stats(receiver.stats),
-                mode="stream",
-                security=None
-                if opener is None
-                else {
-                    "opened": opener.opened,
-                    "drops": {str(k): v for k, v in opener.drops.items()},
-                },
-            )
+            stats = {**c, **rx_stats(reassembler, opener, last_heard, now)}
+            stats.update(arq=_arq_stats(receiver.stats), mode="stream")
             child.send_stats(stats)
         fds: list[Any] = [conn]
         timeout = 0.25
@@ -256,7 +213,4 @@ def run_rx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
         select.select(fds, [], [], timeout)
     if opener is not None:
         opener.flush()
-    if child.radio is not None:
-        close = getattr(child.radio, "close", None)
-        if close is not None:
-            close()
+    child.close_radio()
