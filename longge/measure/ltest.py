@@ -200,6 +200,22 @@ class LTest(_Sweep):
         self.out.add_trial(row, probes.get("records", []))
         return lv
 
+    def partial(self) -> dict[str, Any]:
+        """The levels measured so far (runner: after Ctrl-C or an error), judged for nothing."""
+        return {
+            "kind": "lTest",
+            "plan": asdict(self.plan),
+            "direction": self.plan.direction,
+            "direction_label": DIRECTIONS[self.plan.direction],
+            "levels": self.levels,
+            "capacity_bps": None,
+            "baseline_rtt_ms": next(
+                (lv["rtt_median_ms"] for lv in self.levels if lv["rho"] == 0.0), float("nan")
+            ),
+            "knee_rho": None,
+            "ttest": self.ttest,
+        }
+
     def summary(self, cap: float, interval: float) -> dict[str, Any]:
         idle = [lv for lv in self.levels if lv["rho"] == 0.0]
         baseline = (

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -20,7 +20,7 @@ from longge.air.loss import NO_LOSS, AirLoss
 from longge.daemon.status import DaemonClient
 from longge.errors import ConfigError
 from longge.measure import plots
-from longge.measure.link import DIRECTIONS, Target
+from longge.measure.link import Target
 from longge.measure.ltest import LTest
 from longge.measure.results import ResultsDir, default_dir, system_context
 from longge.measure.sweep import LTestPlan, Progress, TTestPlan
@@ -139,17 +139,6 @@ def _measure(
     return results, summary
 
 
-class _Sweep:
-    def __init__(self, sweep: TTest | LTest) -> None:
-        self.sweep = sweep
-
-    def run(self) -> dict[str, Any]:
-        return self.sweep.run()
-
-    def partial(self) -> dict[str, Any]:
-        return _partial(self.sweep)
-
-
 def run(
     kind: str,
     plan: TTestPlan | LTestPlan,
@@ -168,32 +157,14 @@ def run(
 
     def start(results: ResultsDir, context: dict[str, Any]) -> Job:
         if isinstance(plan, TTestPlan):
-            return _Sweep(TTest(target, plan, results, progress))
-        return _Sweep(LTest(target, plan, results, progress))
+            return TTest(target, plan, results, progress)
+        return LTest(target, plan, results, progress)
 
     length = plan.length or 1400
     results, summary = _measure(kind, target, started, keep_testbed, out, say, start, length)
     results.write_summary(summary)
     plots.plot_runs([results.path])
     return results.path, summary
-
-
-def _partial(sweep: TTest | LTest) -> dict[str, Any]:
-    if isinstance(sweep, TTest):
-        return sweep.summary()
-    return {
-        "kind": "lTest",
-        "plan": asdict(sweep.plan),
-        "direction": sweep.plan.direction,
-        "direction_label": DIRECTIONS[sweep.plan.direction],
-        "levels": sweep.levels,
-        "capacity_bps": None,
-        "baseline_rtt_ms": next(
-            (lv["rtt_median_ms"] for lv in sweep.levels if lv["rho"] == 0.0), float("nan")
-        ),
-        "knee_rho": None,
-        "ttest": sweep.ttest,
-    }
 
 
 def run_tune(
@@ -232,7 +203,7 @@ def run_tune(
     def start(results: ResultsDir, context: dict[str, Any]) -> Job:
         say(f"(an interrupted tune resumes with --out {results.path})")
         overhead = context.get("security_overhead", 0)
-        return _Tune(Tune(target, opts, plan, results, q_hint, progress, overhead))
+        return Tune(target, opts, plan, results, q_hint, progress, overhead)
 
     results, summary = _measure("tune", target, started, keep_testbed, out, say, start)
     results.write_summary(summary)
@@ -270,19 +241,6 @@ def run_experiments(
     results, summary = _measure("experiment", target, started, keep_testbed, out, say, start)
     results.write_summary(summary)
     return results.path, summary
-
-
-class _Tune:
-    def __init__(self, tune: Any) -> None:
-        self.tune = tune
-
-    def run(self) -> dict[str, Any]:
-        summary: dict[str, Any] = self.tune.run()
-        return summary
-
-    def partial(self) -> dict[str, Any]:
-        summary: dict[str, Any] = self.tune.summary()
-        return summary
 
 
 class _Battery:

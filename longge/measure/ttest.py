@@ -183,6 +183,10 @@ class TTest(_Sweep):
                     return
                 step(top)
 
+    def partial(self) -> dict[str, Any]:
+        """What was measured so far (runner: after Ctrl-C or an error): the summary of it."""
+        return self.summary()
+
     def summary(self) -> dict[str, Any]:
         ways = self.ways()
         main = ways.get("up", ways.get("down", {}))

@@ -299,6 +299,10 @@ class Tune:
         self.progress("done", 1.0)
         return self.summary()
 
+    def partial(self) -> dict[str, Any]:
+        """The grid points measured so far (runner: after Ctrl-C or an error)."""
+        return self.summary()
+
     def summary(self) -> dict[str, Any]:
         ok = [r for r in self.rows if not r.get("error")]
         limit = self.plan.max_rtt_factor * self.idle_rtt_ms
