@@ -374,8 +374,7 @@ def recorded_spec() -> dict[str, Any] | None:
         state = json.loads(paths()["state"].read_text())
     except (OSError, ValueError):
         return None
-    keys = ("options", "loss", "queue", "queue_ms", "mtu", "secured", "serial", "backend")
-    return {k: state.get(k) for k in keys}
+    return {k: state.get(k) for k in TestbedSpec().as_dict()}
 
 
 def status() -> dict[str, Any]:

@@ -146,6 +146,7 @@ def cmd_status(ns: argparse.Namespace) -> int:
 
 def cmd_radio_set(ns: argparse.Namespace) -> int:
     from longge.daemon.control import ControlError, request
+    from longge.daemon.statusview import ack_text
     from longge.radio.options import given_options
 
     options = given_options(ns)
@@ -167,10 +168,8 @@ def cmd_radio_set(ns: argparse.Namespace) -> int:
             print(f"{name}: error: {reply['error']}", file=sys.stderr)
         else:
             r = reply["radio"]
-            ack = "auto-ack" if r["auto_ack"] else "no-ack"
-            ack = "stream (ARQ)" if r.get("mode") == "stream" else ack
             print(
-                f"{name}: {r['rate']} ARD {r['ard_us']} µs ARC {r['arc']} {ack} "
+                f"{name}: {r['rate']} ARD {r['ard_us']} µs ARC {r['arc']} {ack_text(r)} "
                 f"payload {r['payload']}"
             )
     return code

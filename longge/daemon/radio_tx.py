@@ -45,6 +45,11 @@ def make_sealer(cfg: NodeConfig) -> secure.Sealer | None:
     return secure.Sealer(secure.direction_key(cfg.key, cfg.role), store.next)
 
 
+def keepalive_frames(fragmenter: Fragmenter, sealer: secure.Sealer | None) -> list[bytes]:
+    """6. keepalive: a packet of nothing, sealed on a secured link (the peer learns we live)."""
+    return fragmenter.fragment(sealer.seal(b"")) if sealer else fragmenter.keepalive()
+
+
 def read_tun(
     tun: Tun, cfg: NodeConfig, ready: bool, queue: FairQueue, c: dict[str, Any], now: float
 ) -> None:
@@ -143,8 +148,7 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
                 last_sent = now
             # 6. keepalive
             if now - last_sent >= cfg.keepalive_s and not frames and not len(queue):
-                alive = fragmenter.fragment(seal(b"")) if sealer else fragmenter.keepalive()
-                for frame in alive:
+                for frame in keepalive_frames(fragmenter, sealer):
                     radio.write_fast(frame)
                 c["keepalives_sent"] += 1
                 last_sent = now

@@ -11,6 +11,13 @@ def _drops(d: dict[str, Any] | None) -> str:
     return ", ".join(f"{k} {v}" for k, v in sorted(d.items()))
 
 
+def ack_text(radio: dict[str, Any]) -> str:
+    """How a radio's frames are acknowledged, in words (status, radio set)."""
+    if radio.get("mode") == "stream":
+        return "stream (ARQ)"
+    return "auto-ack" if radio["auto_ack"] else "no-ack"
+
+
 def node_text(st: dict[str, Any]) -> str:
     if "error" in st:
         return f"  {st['error']}"
@@ -21,7 +28,7 @@ def node_text(st: dict[str, Any]) -> str:
         f"{k} {'alive' if v['alive'] else 'DEAD'} ({v['restarts']} restarts)"
         for k, v in st.get("processes", {}).items()
     )
-    ack = "stream (ARQ)" if r.get("mode") == "stream" else "auto-ack" if r["auto_ack"] else "no-ack"
+    ack = ack_text(r)
     return "\n".join(
         [
             f"  {n['role']} {n['tun']} {n['address']} -> peer {n['peer']}: "

@@ -46,7 +46,13 @@ def _arq_stats(s: ArqStats) -> dict[str, int]:
 
 
 def run_tx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> None:
-    from longge.daemon.radio_tx import make_sealer, queue_limit_bytes, queue_stats, read_tun
+    from longge.daemon.radio_tx import (
+        keepalive_frames,
+        make_sealer,
+        queue_limit_bytes,
+        queue_stats,
+        read_tun,
+    )
 
     child = Child(cfg, "tx", conn)
     sealer = make_sealer(cfg)
@@ -114,8 +120,7 @@ def run_tx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
                     c["control_sent"] += 1
                 last_sent = now
             if now - last_sent >= cfg.keepalive_s and sender.idle and not len(queue):
-                alive = fragmenter.fragment(seal(b"")) if sealer else fragmenter.keepalive()
-                for frame in alive:
+                for frame in keepalive_frames(fragmenter, sealer):
                     sender.offer(frame)
                 c["keepalives_sent"] += 1
                 last_sent = now
@@ -171,7 +176,8 @@ def run_rx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
         now = time.monotonic()
         radio = child.ensure_radio(now)
         if radio is not None:
-            if radio.rx_fifo_full:
+            # (asked only when a frame waits: the idle loop pays no second look at the chip)
+            if radio.available() and radio.rx_fifo_full:
                 receiver.fell_behind()
             for _ in range(READ_BURST):
                 if not radio.available():
