@@ -16,6 +16,8 @@ import matplotlib.pyplot as plt
 
 def _label(run: dict[str, Any], path: Path) -> str:
     radio = run.get("context", {}).get("radio", {})
+    if radio.get("mode") == "stream":  # ARD and ARC do not apply: LongGe's ARQ retries
+        return f"{path.name}: {radio.get('rate')} stream (ARQ)"
     if radio:
         return (
             f"{path.name}: {radio.get('rate')} ARD {radio.get('ard_us')} µs ARC {radio.get('arc')}"
