@@ -11,11 +11,12 @@ def _drops(d: dict[str, Any] | None) -> str:
     return ", ".join(f"{k} {v}" for k, v in sorted(d.items()))
 
 
-def ack_text(radio: dict[str, Any]) -> str:
-    """How a radio's frames are acknowledged, in words (status, radio set)."""
-    if radio.get("mode") == "stream":
+def ack_text(settings: dict[str, Any]) -> str:
+    """How a radio's frames are acknowledged (its settings as the daemon reports them), in
+    words (status, radio set)."""
+    if settings.get("mode") == "stream":
         return "stream (ARQ)"
-    return "auto-ack" if radio["auto_ack"] else "no-ack"
+    return "auto-ack" if settings["auto_ack"] else "no-ack"
 
 
 def node_text(st: dict[str, Any]) -> str:
