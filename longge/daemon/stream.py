@@ -39,6 +39,11 @@ FIFO_FULL = 2
 READ_BURST = 64
 REASSEMBLY_TIMEOUT_S = 5.0
 TO_TX, FOR_SENDER = b"o", b"i"
+#: Frames the ARQ sender holds beyond its window: enough for the next FIFO refills, no more.
+#: The fair queue decides what goes next; frames already handed to the sender wait in order,
+#: and a backlog of a few hundred (the sender's default) kept a ping ~50 ms behind a UDP
+#: stream at saturation.
+SENDER_BACKLOG = 8
 
 
 def _arq_stats(s: ArqStats) -> dict[str, int]:
@@ -58,7 +63,7 @@ def run_tx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
     sealer = make_sealer(cfg)
     overhead = secure.OVERHEAD if sealer is not None else 0
     fragmenter = Fragmenter(MAX_INNER, cfg.mtu + overhead)
-    sender = ArqSender()
+    sender = ArqSender(backlog=SENDER_BACKLOG)
     burst = cfg.radio.timing().stream_burst_frames
     in_burst = 0
     control: deque[bytes] = deque()  # our receiver's ACKs, sent before any data
@@ -70,6 +75,14 @@ def run_tx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
     c.update(dict.fromkeys(("keepalives_sent", "dropped_no_radio", "oversize", "max_rt"), 0))
     c.update(dict.fromkeys(("bursts", "bursts_short", "window_full"), 0))
     last_sent = time.monotonic()
+    # What the last select() found readable; what it was not asked about is looked at anyway.
+    # The loop runs once per frame or two: a look at a descriptor that has nothing costs more
+    # than the frame's own work.
+    asked: list[Any] = []
+    ready: list[Any] = []
+
+    def look(obj: Any) -> bool:
+        return obj in ready or obj not in asked
 
     def seal(packet: bytes) -> bytes:
         return sealer.seal(packet) if sealer is not None else packet
@@ -77,8 +90,9 @@ def run_tx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
     while child.running:
         now = time.monotonic()
         radio = child.ensure_radio(now)
-        read_tun(tun, cfg, radio is not None, queue, c, now)
-        while True:  # from the RX process
+        if look(tun):
+            read_tun(tun, cfg, radio is not None, queue, c, now)
+        while look(pair):  # from the RX process
             try:
                 msg = pair.recv(64)
             except BlockingIOError:
@@ -124,7 +138,8 @@ def run_tx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
                     sender.offer(frame)
                 c["keepalives_sent"] += 1
                 last_sent = now
-        child.handle_control()
+        if look(conn):
+            child.handle_control()
         if child.stats_due(now):
             stats = {**c, **queue_stats(queue, now)}
             stats["queue_packets"] += 1 if waiting else 0  # the packet being loaded
@@ -148,7 +163,8 @@ def run_tx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
             timeout = min(timeout, 0.0002)  # waiting for the FIFO to drain (4 ms rule)
         if not waiting:
             fds.append(tun)
-        select.select(fds, [], [], timeout)
+        asked = fds
+        ready = select.select(fds, [], [], timeout)[0]
     child.close_radio()
 
 
@@ -165,6 +181,7 @@ def run_rx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
         ("frames_in", "packets_out", "bytes_out", "tun_refused", "acks_in", "pair_full"), 0
     )
     last_heard: float | None = None
+    control_ready = True  # the supervisor's pipe: looked at when select() found it readable
 
     def to_tx(kind: bytes, frame: bytes) -> None:
         try:
@@ -199,7 +216,8 @@ def run_rx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
         reassembler.expire(now)
         if opener is not None:
             opener.tick()
-        child.handle_control()
+        if control_ready:
+            child.handle_control()
         if child.stats_due(now):
             stats = {**c, **rx_stats(reassembler, opener, last_heard, now)}
             stats.update(arq=_arq_stats(receiver.stats), mode="stream")
@@ -216,7 +234,7 @@ def run_rx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
             fds.append(fd)
         elif radio is not None:
             timeout = min(timeout, 0.0002)
-        select.select(fds, [], [], timeout)
+        control_ready = conn in select.select(fds, [], [], timeout)[0]
     if opener is not None:
         opener.flush()
     child.close_radio()
