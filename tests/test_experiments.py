@@ -28,10 +28,15 @@ def test_every_definition_is_valid(name: str) -> None:
 
 
 def test_the_battery_is_what_the_issue_asks_for() -> None:
-    assert set(EXPERIMENTS) == {"tcp-vs-udp", "loss", "window", "parallel", "multiplex", "cc"}
+    assert set(EXPERIMENTS) == {
+        *("tcp-vs-udp", "loss", "window", "parallel", "multiplex", "cc"),
+        "mode",  # the link-mode issue's
+    }
     quick_points = sum(len(e.points(True)) for e in EXPERIMENTS.values())
     quick_seconds = sum(len(e.points(True)) * e.quick_trial_s for e in EXPERIMENTS.values())
-    assert quick_seconds + 8 * quick_points < 15 * 60 * 0.6  # room for set-up and drains
+    # `experiment all --quick` in 15 minutes: measured 6.7 s a point with 5-second trials
+    # (docs/measurements.md); 4 s of drain and set-up a point, and 0.6 of the 15 minutes
+    assert quick_seconds + 4 * quick_points < 15 * 60 * 0.6
 
 
 @pytest.mark.parametrize(
@@ -102,6 +107,22 @@ def test_verdicts_and_plots_from_synthetic_rows(tmp_path: Path) -> None:
             for d in ("", ", +50 ms")
             for cc, v in (("reno", 100), ("cubic", 120), ("bbr", 210))
         },
+        "mode": {
+            f"{proto}, {mode}": {
+                per: {
+                    "received_bps": top * k * (1 - per * fall),
+                    "rtt_median_ms": rtt,
+                    "rtt_p95_ms": 2 * rtt,
+                }
+                for per in (0.0, 0.1, 0.3)
+            }
+            for proto, mode, top, fall, rtt in (
+                ("UDP", "esb", 500, 2.0, 20),
+                ("UDP", "stream", 1300, 1.0, 10),
+                ("TCP", "esb", 480, 2.5, 25),
+                ("TCP", "stream", 1200, 3.2, 12),
+            )
+        },
     }
     expected = {
         "tcp-vs-udp": "TCP gets 400 kbit/s = 0.80x UDP's 500 kbit/s",
@@ -110,10 +131,17 @@ def test_verdicts_and_plots_from_synthetic_rows(tmp_path: Path) -> None:
         "parallel": "8 flows: 450 kbit/s, Jain 0.840",
         "multiplex": "3 bulk flows 64 (83) ms",
         "cc": "BBR 2.10x Reno; CUBIC, +50 ms 1.20x Reno",
+        # UDP: stream ahead at every loss rate; TCP: at 30 % stream keeps 4 % of 1200 (48),
+        # ESB 25 % of 480 (120): ESB carries more there
+        "mode": "UDP: stream 1300 kbit/s = 2.60x ESB's 500, RTT under load 10 vs 20 ms; at 30% "
+        "frame error stream keeps 70%, ESB 40%; stream carries more at every loss rate; TCP: "
+        "stream 1200 kbit/s = 2.50x ESB's 480, RTT under load 12 vs 25 ms; at 30% frame error "
+        "stream keeps 4%, ESB 25%; ESB carries more at 30%",
     }
     for name, data in cases.items():
         exp = EXPERIMENTS[name]
-        summary = {"rows": rows(exp, data), "quick": True, "bound_bps": {"udp_1400": 509e3}}
+        bounds = {"udp_1400": 509e3, "udp_1400_esb": 509e3, "udp_1400_stream": 1353e3}
+        summary = {"rows": rows(exp, data), "quick": True, "bound_bps": bounds}
         text = verdict(exp, summary)
         assert expected[name] in text, (name, text)
         summary["verdict"] = text

@@ -73,18 +73,42 @@ def test_a_restarted_rx_process_resyncs_and_the_link_goes_on(link: Link) -> None
     assert got[-1] == ip_packet(400, 99)
 
 
-def test_the_mode_cannot_change_live_and_says_why(link: Link) -> None:
+def _set(link: Link, node: str, options: dict[str, object]) -> object:
+    """A control request to one daemon, while the test's thread pumps both links' TUNs."""
     replies: dict[str, object] = {}
+    sup = link.mobile if node == "mobile" else link.base
 
     def ask() -> None:
-        replies["set"] = request(
-            link.mobile.cfg.control, {"cmd": "set", "options": {"mode": "esb"}}
-        )
+        replies["set"] = request(sup.cfg.control, {"cmd": "set", "options": options})
 
     t = threading.Thread(target=ask)
     t.start()
     while t.is_alive():
         link.pump(0.05)
-    reply = replies["set"]
-    assert isinstance(reply, dict) and reply["key"] == "mode"
-    assert "restart" in reply["error"]
+    return replies["set"]
+
+
+def test_the_mode_changes_live_on_both_ends(link: Link) -> None:
+    """stream -> esb -> stream through the control sockets: the radio processes restart in
+    the new mode, the status says which, and packets cross whole, in order, both ways."""
+    for mode in ("esb", "stream"):
+        for node in ("mobile", "base"):
+            reply = _set(link, node, {"mode": mode})
+            assert isinstance(reply, dict) and reply.get("ok"), reply
+            assert reply["radio"]["mode"] == mode
+        up = [ip_packet(100 + 50 * i, i) for i in range(12)]
+        down = [ip_packet(1400 - 60 * i, 500 + i) for i in range(8)]
+        assert link.send(link.mtun, up, to=link.btun, timeout=10) == up
+        assert link.send(link.btun, down, to=link.mtun, timeout=10) == down
+        st = link.mobile.status()
+        assert st["radio"]["mode"] == mode and st["mode_changes"] >= 1
+        link.pump(0.3)
+        assert link.mobile.status()["tx"].get("mode", "esb") == mode
+
+
+def test_a_wrong_mode_is_refused_by_name_and_the_link_goes_on(link: Link) -> None:
+    for bad in ("fast", 3, None):
+        reply = _set(link, "mobile", {"mode": bad})
+        assert isinstance(reply, dict) and reply["key"] == "mode", reply
+    assert link.mobile.status()["mode_changes"] == 0
+    assert link.send(link.mtun, [ip_packet(300, 7)], to=link.btun) == [ip_packet(300, 7)]

@@ -149,7 +149,9 @@ def cmd_experiment(ns: argparse.Namespace) -> int:
         EXPERIMENTS[name].validate()
     if options_from_args(ns).mode != "esb":
         raise ConfigError(
-            "mode", ns.mode, "esb: the experiments vary ARD/ARC and do not know stream mode yet"
+            "mode",
+            ns.mode,
+            "esb: the battery starts on ESB (the mode experiment switches to stream and back)",
         )
     signal.signal(signal.SIGINT, _interrupt)
     signal.signal(signal.SIGTERM, _interrupt)

@@ -38,8 +38,9 @@ from longge.tun import LinuxTun, Tun, configure_link
 _CTX = mp.get_context("fork")
 RESTART_AFTER_S = 1.0
 PEER_SILENT_S = 3.0
-#: Radio settings that can change while the link runs (RadioOptions fields + channels).
-LIVE_KEYS = {*LINK_KEYS, *CHANNEL_KEYS} - {"mode"}
+#: Radio settings that can change while the link runs (RadioOptions fields + channels). A
+#: change of ``mode`` restarts the radio processes (see Supervisor.set_radio).
+LIVE_KEYS = {*LINK_KEYS, *CHANNEL_KEYS}
 
 
 class _Worker:
@@ -67,6 +68,7 @@ class Supervisor:
         self._undo: list[Undo] = []
         self._stop = False
         self._control: control.ControlServer | None = None
+        self.mode_changes = 0
 
     @staticmethod
     def _workers(cfg: NodeConfig) -> list[_Worker]:
@@ -157,7 +159,7 @@ class Supervisor:
             w.restarts += 1
             self._spawn(w)
 
-    def shutdown(self) -> None:
+    def _stop_workers(self) -> None:
         for w in self.workers:
             if w.conn is not None:
                 with contextlib.suppress(OSError):
@@ -168,6 +170,22 @@ class Supervisor:
                 if w.proc.is_alive():
                     w.proc.terminate()
                     w.proc.join(2)
+
+    def _switch_mode(self, cfg: NodeConfig) -> None:
+        """A new link mode: the radio processes and their frame format change with it, so the
+        running ones stop (their queues and ARQ state go with them) and new ones start with
+        ``cfg``. The peer must switch too: until it does, the two ends do not understand each
+        other's frames, and the link carries nothing (every frame is refused, none delivered
+        wrong: the reassembler checks each packet)."""
+        self._stop_workers()
+        self.cfg = cfg
+        self.workers = self._workers(cfg)
+        self.mode_changes += 1
+        for w in self.workers:
+            self._spawn(w)
+
+    def shutdown(self) -> None:
+        self._stop_workers()
         if self._control is not None:
             self._control.close()
             self._control = None
@@ -189,13 +207,6 @@ class Supervisor:
         return {"error": f"unknown command {cmd!r}: status or set"}
 
     def set_radio(self, options: object) -> dict[str, Any]:
-        if isinstance(options, dict) and "mode" in options:
-            return {
-                "error": "mode cannot change while the link runs (the radios' processes and "
-                "frame format change with it): set radio.mode in both nodes' longge.toml and "
-                "restart both daemons",
-                "key": "mode",
-            }
         if isinstance(options, dict) and set(options) - LIVE_KEYS:
             unknown = sorted(set(options) - LIVE_KEYS)
             return {"error": f"cannot set {unknown} live; settable: {sorted(LIVE_KEYS)}"}
@@ -203,9 +214,13 @@ class Supervisor:
             if not isinstance(options, dict):
                 raise ConfigError("options", options, "an object of radio settings")
             options = check_live_types(options)
-            self.cfg = with_live_options(self.cfg, options)
+            new_cfg = with_live_options(self.cfg, options)
         except ConfigError as exc:
             return {"error": str(exc), "key": exc.key}
+        if new_cfg.radio.mode != self.cfg.radio.mode:
+            self._switch_mode(new_cfg)
+            return {"ok": True, "radio": self.radio_settings()}
+        self.cfg = new_cfg
         for w in self.workers:
             if w.conn is not None and w.died_at is None:
                 with contextlib.suppress(OSError):
@@ -251,6 +266,7 @@ class Supervisor:
             "link": link,
             "peer_last_heard_s": heard,
             "radio": self.radio_settings(),
+            "mode_changes": self.mode_changes,
             "tx": tx,
             "rx": rx,
             "processes": {

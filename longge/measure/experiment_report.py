@@ -92,9 +92,41 @@ def verdict(exp: Experiment, summary: dict[str, Any]) -> str:
             if not parts:
                 raise ValueError("no Reno point to compare with")
             return f"at {worst:.0%} frame error: " + "; ".join(parts)
+        if exp.name == "mode":
+            return _mode_verdict(s, _by_series(rows, "rtt_median_ms"), summary)
     except (KeyError, ValueError, ZeroDivisionError) as exc:
         return f"not enough points for a verdict ({type(exc).__name__}: {exc})"
     return ""
+
+
+def _mode_verdict(
+    s: dict[str, dict[Any, float]], rtt: dict[str, dict[Any, float]], summary: dict[str, Any]
+) -> str:
+    """ESB against stream: goodput and RTT under load without loss, what each keeps at the
+    worst loss, and where (if anywhere) ESB carries more."""
+    parts = []
+    for proto in ("UDP", "TCP"):
+        esb, stream = s[f"{proto}, esb"], s[f"{proto}, stream"]
+        worst = max(set(esb) & set(stream))
+        r_esb, r_stream = rtt[f"{proto}, esb"], rtt[f"{proto}, stream"]
+        esb_wins = sorted(x for x in set(esb) & set(stream) if esb[x] > stream[x])
+        parts.append(
+            f"{proto}: stream {stream[0.0] / 1e3:.0f} kbit/s = {stream[0.0] / esb[0.0]:.2f}x "
+            f"ESB's {esb[0.0] / 1e3:.0f}, RTT under load {r_stream[0.0]:.0f} vs "
+            f"{r_esb[0.0]:.0f} ms; at {worst:.0%} frame error stream keeps "
+            f"{stream[worst] / stream[0.0]:.0%}, ESB {esb[worst] / esb[0.0]:.0%}; "
+            + (
+                "stream carries more at every loss rate"
+                if not esb_wins
+                else "ESB carries more at " + ", ".join(f"{x:.0%}" for x in esb_wins)
+            )
+        )
+    bounds = summary["bound_bps"]
+    return (
+        "; ".join(parts)
+        + f" (bounds for 1400-byte UDP: stream {bounds['udp_1400_stream'] / 1e3:.0f}, ESB "
+        f"{bounds['udp_1400_esb'] / 1e3:.0f} kbit/s)"
+    )
 
 
 # -- plots ------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """The experiment battery: TCP vs UDP, loss, window size, parallel flows and fairness,
-multiplexing (latency under load), congestion control. ``./run.sh experiment NAME|all``.
+multiplexing (latency under load), congestion control, link mode (ESB or stream).
+``./run.sh experiment NAME|all``.
 
 Each experiment is data (an ``Experiment``): the parameter it varies and its values, the series
 it compares (each a set of conditions), and what it measures. One runner applies conditions to
@@ -7,7 +8,8 @@ the link and measures; one plotter draws any experiment; a verdict function per 
 turns its rows into one sentence. Conditions are applied through real parts: radio settings
 through the daemons' control sockets, frame loss through the air emulator, added delay with
 netem, socket buffers with the namespaces' TCP sysctls, congestion control per socket
-(libiperf's ``-C``).
+(libiperf's ``-C``), the link mode through both daemons' control sockets (each restarts its
+radio processes in the new mode).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import json
 import math
 import subprocess
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +49,7 @@ DEFAULTS: dict[str, Any] = {
     "cc": "",  # congestion control; "" = the system's default
     "streams": 1,
     "bulk_flows": 0,
+    "mode": "",  # the link mode; "" = the one the link runs with
 }
 MEASURES = ("goodput", "goodput+ping", "flows", "ping")
 CC_CHOICES = ("reno", "cubic", "bbr", "vegas", "westwood", "htcp", "bic", "illinois")
@@ -72,6 +75,7 @@ def _check(name: str, value: Any) -> None:
         "cc": (lambda v: v == "" or v in CC_CHOICES, "one of " + ", ".join(CC_CHOICES)),
         "streams": (lambda v: isinstance(v, int) and 1 <= v <= 16, "1..16"),
         "bulk_flows": (lambda v: isinstance(v, int) and 0 <= v <= 8, "0..8"),
+        "mode": (lambda v: v in ("", "esb", "stream"), "esb or stream"),
     }
     if name not in checks:
         raise ConfigError("experiment", name, "a condition: " + ", ".join(checks))
@@ -194,6 +198,21 @@ EXPERIMENTS: dict[str, Experiment] = {
                 for cc in ("reno", "cubic", "bbr")
             ),
         ),
+        Experiment(
+            "mode",
+            "Which link mode carries more, and keeps RTT lower, as frames are lost: ESB (the "
+            "chips acknowledge) or stream (LongGe's ARQ)?",
+            vary="per",
+            values=(0.0, 0.05, 0.1, 0.2, 0.3),
+            quick_values=(0.0, 0.1, 0.3),
+            measure="goodput+ping",
+            xlabel="frame error rate (each frame, data or acknowledgement)",
+            series=tuple(
+                Series(f"{proto.upper()}, {mode}", {"protocol": proto, "mode": mode})
+                for proto in ("udp", "tcp")
+                for mode in ("esb", "stream")
+            ),
+        ),
     )
 }
 
@@ -229,6 +248,8 @@ class Link:
         changed = {k: v for k, v in cond.items() if self.applied.get(k) != v}
         if {"ard_us", "arc"} & set(changed):
             self.target.set_radio({"ard_us": cond["ard_us"], "arc": cond["arc"]})
+        if "mode" in changed:
+            self._mode(cond["mode"])
         if "per" in changed:
             if self.air is None:
                 if cond["per"]:
@@ -244,6 +265,11 @@ class Link:
         if "window" in changed:
             self._window(cond["window"])
         self.applied.update(cond)
+
+    def _mode(self, mode: str) -> None:
+        if "saved_mode" not in self.applied:
+            self.applied["saved_mode"] = self.target.mode()
+        self.target.set_mode(mode or self.applied["saved_mode"])
 
     def _window(self, size: int) -> None:
         for netns, key in ((self.receiver_ns, "tcp_rmem"), (self.sender_ns, "tcp_wmem")):
@@ -269,9 +295,13 @@ class Runner:
     progress: Progress = lambda m, f: None
     overhead: int = 0  # security bytes per packet on this link (for the bound)
 
+    def _opts(self, cond: dict[str, Any]) -> RadioOptions:
+        """The link's options under ``cond`` (its mode may differ from the link's own)."""
+        return replace(self.opts, mode=cond["mode"] or self.opts.mode)
+
     def _spec(self, cond: dict[str, Any], seconds: int, streams: int | None = None) -> TrialSpec:
         udp = cond["protocol"] == "udp"
-        model = udp_goodput_bps(self.opts, 1400, self.overhead)
+        model = udp_goodput_bps(self._opts(cond), 1400, self.overhead)
         return TrialSpec(
             host=self.link.target.host,
             port=self.link.target.iperf_port,
@@ -372,7 +402,15 @@ class Runner:
             "quick": self.quick,
             "rows": rows,
             "skipped": sorted(set(skipped)),
-            "bound_bps": {"udp_1400": udp_goodput_bps(self.opts, 1400, self.overhead)},
+            "bound_bps": {
+                "udp_1400": udp_goodput_bps(self.opts, 1400, self.overhead),
+                **{
+                    f"udp_1400_{mode}": udp_goodput_bps(
+                        replace(self.opts, mode=mode), 1400, self.overhead
+                    )
+                    for mode in sorted({c["mode"] for _, _, c in points if c["mode"]})
+                },
+            },
             "security_overhead": self.overhead,
             "cpu_steal_max": max((r["cpu_steal"] for r in rows), default=0.0),
         }

@@ -75,6 +75,38 @@ class Target:
             if "error" in reply:
                 raise RuntimeError(f"{path}: {reply['error']}")
 
+    def mode(self) -> str:
+        """The link mode the daemons run (``esb`` when none answers)."""
+        for st in self.status().values():
+            return str(st.radio.get("mode", "esb"))
+        return "esb"
+
+    def set_mode(self, mode: str, timeout_s: float = 15.0) -> None:
+        """Switch both ends of the link to ``mode`` (each daemon restarts its radio processes
+        in it) and wait until each hears its peer again."""
+        if len(self.controls) < 2:
+            raise ConfigError(
+                "--control",
+                list(self.controls),
+                "changing the link mode needs both nodes' control sockets (the two ends must "
+                "switch together)",
+            )
+        if self.mode() == mode:
+            return
+        self.set_radio({"mode": mode})
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            time.sleep(0.2)
+            sts = self.status()
+            if len(sts) == len(self.controls) and all(
+                s.radio.get("mode") == mode
+                and s.peer_last_heard_s is not None
+                and s.peer_last_heard_s < 1.0
+                for s in sts.values()
+            ):
+                return
+        raise RuntimeError(f"the link did not come back within {timeout_s:.0f} s in {mode} mode")
+
     def retry_settings(self) -> dict[str, dict[str, Any]]:
         """Each daemon's ARD and ARC as it reports them (control path -> options), to put back
         with restore()."""
