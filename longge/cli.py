@@ -138,6 +138,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="a 2 x 2 grid (ARD 250/2500, ARC 2/15)")
     p.add_argument("--ard-list", help="ARD values, µs, comma separated (default 250,500,1000,2500)")
     p.add_argument("--arc-list", help="ARC values, comma separated (default 0,1,2,3,5,10,15)")
+    p.add_argument(
+        "--vs-stream",
+        action="store_true",
+        help="then measure stream mode too (both daemons switched live, and back) and say "
+        "which mode carries more",
+    )
     p.add_argument("--out", help="results folder; an existing one is resumed")
     p.add_argument(
         "--keep-testbed", action="store_true", help="leave a testbed brought up for this run"

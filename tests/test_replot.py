@@ -55,6 +55,9 @@ def test_a_tune_folder_replots_from_its_files(
         for (a, c), cap in {(250, 2): 503e3, (250, 15): 507e3, (2500, 2): 480e3}.items()
     ]
     tune.idle_rtt_ms = 4.0
+    # --vs-stream: stream mode's row, drawn beside the grid's best and worst, and judged
+    row = _tune_row(250, 2, 1310e3)
+    tune.stream = {"mode": "stream", **{k: v for k, v in row.items() if k not in ("ard_us", "arc")}}
     out.write_summary(tune.summary())
     made = plot_runs([out.path])
     assert {"tune.png", "tune_curves.png"} <= {p.name for p in made}
@@ -63,7 +66,9 @@ def test_a_tune_folder_replots_from_its_files(
     assert main(["plot", str(out.path)]) == 0
     assert all(p.exists() and p.stat().st_size > 1000 for p in made)
     # the grid and the recommendation, from disk: the highest capacity meeting the rule
-    assert "recommended: ARD 250 µs, ARC 15" in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert "recommended: ARD 250 µs, ARC 15" in said
+    assert "stream mode carries 1310 kbit/s = 2.58x the best ESB setting's 507" in said
     assert_folder_documented(out.path)
 
 

@@ -103,10 +103,14 @@ def cmd_tune(ns: argparse.Namespace) -> int:
         plan = replace(plan, ard_us=tuple(int(x) for x in ns.ard_list.split(",")))
     if ns.arc_list:
         plan = replace(plan, arc=tuple(int(x) for x in ns.arc_list.split(",")))
+    plan = replace(plan, vs_stream=ns.vs_stream)
     base = options_from_args(ns)
     if base.mode != "esb":
         raise ConfigError(
-            "mode", base.mode, "esb: tune varies ARD and ARC, which stream mode does not use"
+            "mode",
+            base.mode,
+            "esb: tune varies ARD and ARC, which stream mode does not use (--vs-stream "
+            "compares the best of them with stream mode)",
         )
     for ard, arc in itertools.product(plan.ard_us, plan.arc):  # refuse a bad grid up front
         replace(base, ard_us=ard, arc=arc)

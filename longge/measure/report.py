@@ -145,4 +145,6 @@ def tune_text(summary: dict[str, Any]) -> str:
             f"  recommended: ARD {int(best['ard_us'])} µs, ARC {int(best['arc'])} -> "
             f"{summary['apply']}"
         )
+    if summary.get("mode_verdict"):
+        lines.append(f"  vs stream mode: {summary['mode_verdict']}")
     return "\n".join(lines)

@@ -5,6 +5,8 @@ RTT p95 at ρ ≈ 0.5 and 0.9 (probes over background load), datagram loss at ρ
 per-attempt failure rate q from the radio's own counters (retransmissions / frames).
 
 Results go to ``grid.csv`` as each point ends, so an interrupted tune resumes where it stopped.
+With ``--vs-stream`` the link is then switched to stream mode (both daemons, live), measured
+the same way, and switched back: the summary says which mode carries more at what RTT.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ class TunePlan:
     probe_s: int = 5
     max_loss: float = 0.001
     max_rtt_factor: float = 2.0
+    vs_stream: bool = False  # then measure stream mode too (docs/design.md §4)
 
 
 QUICK_TUNE = TunePlan(ard_us=(250, 2500), arc=(2, 15), trial_s=3, probe_s=3)
@@ -78,6 +81,14 @@ def model_capacity(opts: RadioOptions, q: float, length: int = 1400, overhead: i
     delivered = math.exp(log_ok)
     sent = frames if r <= 0 else -math.expm1(log_ok) / r  # frames on air per packet, on average
     return no_loss / slow * delivered * frames / sent
+
+
+def mode_capacity(opts: RadioOptions, q: float, overhead: int = 0) -> float:
+    """model_capacity in ESB mode; in stream mode the ARQ sends each lost frame again (and
+    only it), so the loss-free rate shrinks by the share of frames that get through."""
+    if opts.mode == "stream":
+        return udp_goodput_bps(opts, 1400, overhead) * (1 - q)
+    return model_capacity(opts, q, 1400, overhead)
 
 
 def _frames(udp_payload: int, opts: RadioOptions) -> int:
@@ -165,6 +176,10 @@ class Tune:
         self.grid_csv = out.path / "grid.csv"
         self.rows = self._load()
         self.idle_rtt_ms = math.nan
+        self.stream: dict[str, Any] | None = None  # stream mode's point (--vs-stream)
+        stream_json = out.path / "stream.json"
+        if stream_json.exists():  # resuming: measured already
+            self.stream = json.loads(stream_json.read_text())
 
     def _load(self) -> list[dict[str, Any]]:
         self.fields = GRID_FIELDS
@@ -207,10 +222,28 @@ class Tune:
         return row
 
     def point(self, ard: int, arc: int) -> dict[str, Any]:
-        opts = replace(self.base, ard_us=ard, arc=arc)
         self.target.set_radio({"ard_us": ard, "arc": arc})
+        return {"ard_us": ard, "arc": arc, **self._measure(replace(self.base, ard_us=ard, arc=arc))}
+
+    def stream_point(self) -> dict[str, Any]:
+        """Stream mode measured as a grid point is (ARD/ARC play no part in it), the link
+        switched there and back to the mode it had."""
+        had = self.target.mode()
+        self.target.set_mode("stream")
+        try:
+            row, disturbed, _ = unspoilt(
+                lambda: self._measure(replace(self.base, mode="stream")), air=self.target.air
+            )
+        finally:
+            self.target.set_mode(had)
+        return {"mode": "stream", **row, "cpu_steal": round(disturbed.steal, 4)}
+
+    def _model(self, opts: RadioOptions, q: float) -> float:
+        return mode_capacity(opts, q, self.overhead)
+
+    def _measure(self, opts: RadioOptions) -> dict[str, Any]:
         self.target.drain()
-        predicted = model_capacity(opts, self.q_hint, 1400, self.overhead)
+        predicted = self._model(opts, self.q_hint)
         f0, r0, m0 = self.target.tx_counters()
         pts: dict[float, analysis.Point] = {}
         loss = math.nan
@@ -253,10 +286,8 @@ class Tune:
             "rtt": [[0.5, med05, p95_05], [0.9, med09, p95_09]],
         }
         return {
-            "ard_us": ard,
-            "arc": arc,
             "capacity_bps": capacity,
-            "model_capacity_bps": model_capacity(opts, q, 1400, self.overhead),
+            "model_capacity_bps": self._model(opts, q),
             "q_measured": q,
             "rtt_p95_05_ms": p95_05,
             "rtt_p95_09_ms": p95_09,
@@ -265,7 +296,7 @@ class Tune:
             "rtt_median_05_ms": med05,
             "rtt_median_09_ms": med09,
             "loss_09": loss,
-            "model_residual_loss": opts.timing().residual_loss(q),
+            "model_residual_loss": 0.0 if opts.mode == "stream" else opts.timing().residual_loss(q),
             "curve": json.dumps(curve),
             "error": "",
         }
@@ -296,6 +327,13 @@ class Tune:
                     csv.DictWriter(f, self.fields, extrasaction="ignore").writerow(row)
         finally:  # also on Ctrl-C: never leave the link at a grid point (ARC 0 loses packets)
             Target.restore(had)
+        if self.plan.vs_stream and self.stream is None:
+            self.progress("stream mode", 0.99)
+            try:
+                self.stream = self.stream_point()
+            except Exception as exc:
+                self.stream = {"mode": "stream", "error": f"{type(exc).__name__}: {exc}"}
+            self.out.write_summary(self.stream, "stream.json")
         self.progress("done", 1.0)
         return self.summary()
 
@@ -319,6 +357,8 @@ class Tune:
         )
         return {
             "kind": "tune",
+            "stream": self.stream,
+            "mode_verdict": mode_verdict(best, self.stream),
             # the settings the grid varied ARD/ARC around: the curves' model is drawn from them
             "options": self.base.as_dict(),
             "idle_rtt_ms": self.idle_rtt_ms,
@@ -337,6 +377,28 @@ class Tune:
                 "of both nodes' longge.toml"
             ),
         }
+
+
+def mode_verdict(best: dict[str, Any] | None, stream: dict[str, Any] | None) -> str | None:
+    """The best ESB setting against stream mode, in one line (None: not compared)."""
+    if stream is None:
+        return None
+    if stream.get("error") or best is None:
+        return f"not compared: {stream.get('error') or 'no ESB point measured'}"
+    ratio = stream["capacity_bps"] / best["capacity_bps"]
+    lines = (
+        f"stream mode carries {stream['capacity_bps'] / 1e3:.0f} kbit/s = {ratio:.2f}x the best "
+        f"ESB setting's {best['capacity_bps'] / 1e3:.0f} (ARD {int(best['ard_us'])} µs, ARC "
+        f"{int(best['arc'])}); RTT p95 at ρ 0.9 {stream['rtt_p95_09_ms']:.1f} vs "
+        f"{best['rtt_p95_09_ms']:.1f} ms, datagram loss at ρ 0.9 {stream['loss_09']:.2%} vs "
+        f"{best['loss_09']:.2%}"
+    )
+    better = ratio > 1 and stream["loss_09"] <= max(best["loss_09"], 0.001)
+    return lines + (
+        ': stream mode is the faster link here (radio.mode = "stream" on both nodes)'
+        if better
+        else ": ESB is the better choice here"
+    )
 
 
 def curve_of(row: dict[str, Any]) -> dict[str, Any]:
@@ -375,18 +437,24 @@ def plot_tune_curves(summary: dict[str, Any], base: RadioOptions, out: Path) -> 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.8))
     idle = float(summary.get("idle_rtt_ms", math.nan))
     top = 0.0
-    for (label, row), colour in zip(
-        best_and_worst(summary), ("tab:green", "tab:red"), strict=False
-    ):
-        opts = replace(base, ard_us=int(row["ard_us"]), arc=int(row["arc"]))
+    shown = best_and_worst(summary)
+    stream = summary.get("stream")
+    if stream and not stream.get("error"):
+        shown.append(("stream mode", stream))
+    for (label, row), colour in zip(shown, ("tab:green", "tab:red", "tab:blue"), strict=False):
         q = float(row["q_measured"])
-        name = f"{label}: ARD {int(row['ard_us'])} µs, ARC {int(row['arc'])} (q {q:.3f})"
+        if row.get("mode") == "stream":
+            opts = replace(base, mode="stream")
+            name = f"stream mode, LongGe's ARQ (q {q:.3f})"
+        else:
+            opts = replace(base, ard_us=int(row["ard_us"]), arc=int(row["arc"]))
+            name = f"{label}: ARD {int(row['ard_us'])} µs, ARC {int(row['arc'])} (q {q:.3f})"
         curve = curve_of(row)
         load = curve.get("load", [])
         xs = [o / 1e3 for o, _ in load]
         ax1.plot(xs, [r / 1e3 for _, r in load], "o", color=colour, label=f"{name}, measured")
         overhead = int(summary.get("security_overhead") or 0)
-        model_c = model_capacity(opts, q, 1400, overhead)
+        model_c = mode_capacity(opts, q, overhead)
         top = max([top, *xs, model_c / 1e3 * 1.4])
         grid_x = [model_c / 1e3 * f / 50 for f in range(0, 71)]
         ax1.plot(
@@ -398,9 +466,11 @@ def plot_tune_curves(summary: dict[str, Any], base: RadioOptions, out: Path) -> 
             label=f"model C {model_c / 1e3:.0f} kbit/s",
         )
         rtt = curve.get("rtt", [])
-        rhos = [0.0] + [lv[0] for lv in rtt]
-        ax2.plot(rhos, [idle] + [lv[1] for lv in rtt], "o-", color=colour, label=f"{name}, median")
-        ax2.plot(rhos, [idle] + [lv[2] for lv in rtt], "s:", color=colour, alpha=0.8, label="p95")
+        # the idle RTT was measured in the link's own mode: not stream mode's starting point
+        at_idle = [] if row.get("mode") == "stream" else [idle]
+        rhos = [0.0][: len(at_idle)] + [lv[0] for lv in rtt]
+        ax2.plot(rhos, at_idle + [lv[1] for lv in rtt], "o-", color=colour, label=f"{name}, median")
+        ax2.plot(rhos, at_idle + [lv[2] for lv in rtt], "s:", color=colour, alpha=0.8, label="p95")
         fine = [i / 100 for i in range(0, 101)]
         ax2.plot(
             fine,
@@ -418,7 +488,11 @@ def plot_tune_curves(summary: dict[str, Any], base: RadioOptions, out: Path) -> 
     for ax in (ax1, ax2):
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
-    fig.suptitle("retry settings: best vs worst (points measured, dashed lines model)")
+    fig.suptitle(
+        "retry settings: best vs worst"
+        + (" vs stream mode" if len(shown) > 2 or (shown and shown[-1][0] == "stream mode") else "")
+        + " (points measured, dashed lines model)"
+    )
     paths = [out / "tune_curves.png", out / "tune_curves.svg"]
     for p in paths:
         fig.savefig(p, dpi=110, bbox_inches="tight")
