@@ -168,7 +168,11 @@ def plot(exp: Experiment, summary: dict[str, Any], out: Path) -> list[Path]:
             ax.set_xscale("log", base=2)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
-    ax.set(xlabel=exp.xlabel, ylabel="goodput received (kbit/s)", title=exp.question)
+    ax.set(
+        xlabel=exp.xlabel,
+        ylabel="goodput received (kbit/s)",
+        title=textwrap.fill(exp.question, 70 if second else 90),
+    )
     ax.title.set_fontsize(9)
     ax.grid(alpha=0.3)
     if second:
