@@ -1,6 +1,7 @@
 """The testbed with both nodes on the rf24 backend: the daemons drive their radios with the
 real pyrf24, whose SPI and GPIO calls reach emulated chips (firmware/native/spidev_preload.c),
-attached to the air like every emulated radio. Ping, NAT and stock iperf3 as on `sim`."""
+attached to the air like every emulated radio. Ping, NAT and stock iperf3 as on `sim`, in both
+link modes."""
 
 from __future__ import annotations
 
@@ -10,15 +11,18 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from test_testbed import pytestmark  # noqa: F401  (same root/tool requirements)
 
 from longge import testbed
+from longge.air.wire import query
 
 
-def test_the_link_runs_on_real_pyrf24_over_emulated_chips(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["esb", "stream"])
+def test_the_link_runs_on_real_pyrf24_over_emulated_chips(tmp_path: Path, mode: str) -> None:
     testbed.down()
     up = subprocess.run(
-        [sys.executable, "-m", "longge", "testbed", "up", "--backend", "rf24"],
+        [sys.executable, "-m", "longge", "testbed", "up", "--backend", "rf24", "--mode", mode],
         capture_output=True,
         text=True,
         timeout=120,
@@ -63,6 +67,12 @@ def test_the_link_runs_on_real_pyrf24_over_emulated_chips(tmp_path: Path) -> Non
             assert "pyrf24" in maps and "longge-spidev.so" in maps, pid
         conf = (testbed.STATE_DIR / "mobile.toml").read_text()
         assert 'backend = "rf24"' in conf and 'driver = "pyrf24"' in conf
+        assert f'mode = "{mode}"' in conf
+        radios = query(str(testbed.paths()["air"]))["air"]["radios"]
+        # stream mode: the chips never acknowledged, and no stay in TX mode was over 4 ms
+        assert all(r.get("tx_mode_over_4ms", 0) == 0 for r in radios.values())
+        if mode == "stream":
+            assert all(r.get("acks_sent", 0) == 0 for r in radios.values())
     finally:
         if server is not None:
             server.kill()

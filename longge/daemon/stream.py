@@ -159,6 +159,9 @@ def run_tx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
         fd = waitable(radio)
         if fd is not None:
             fds.append(fd)
+        elif radio is not None and (waiting or control or in_burst or not sender.idle):
+            # a backend without a descriptor (pyrf24) is polled while frames are on their way
+            timeout = min(timeout, 0.0002)
         if radio is not None and in_burst >= burst:
             timeout = min(timeout, 0.0002)  # waiting for the FIFO to drain (4 ms rule)
         if not waiting:
