@@ -18,6 +18,7 @@ from daemonlink import ip_packet, make_link
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from longge.air.wire import query
 from longge.errors import HardwareError
 from longge.radio.options import RadioOptions, configure
 from longge.radio.serial_modem import SerialRadio, config_record, crc16, frame, unframe
@@ -483,3 +484,48 @@ def test_begin_names_what_to_check_for_a_modem_without_a_chip_or_with_an_old_one
         radio.close()
     finally:
         old.clean()
+
+
+def test_the_modem_keeps_the_4ms_rule_itself_in_no_ack_mode(
+    modems: tuple[Modem, Modem], air_path: str
+) -> None:
+    """Stream mode through a modem whose host keeps its queue full and never lets it drain:
+    the firmware itself stops loading the chip after a 4 ms burst until the FIFO has drained
+    (nRF24L01+ Product Specification §6.1.5), so the air counts no stay in TX mode over 4 ms.
+    At 250 kbit/s, where the serial line brings frames far faster than the air takes them (a
+    4 ms stay holds 3 frames), so the modem's queue is full and only the rule ends a stay."""
+    tx_modem, _ = modems
+    stream = RadioOptions(rate="250k", mode="stream")
+    tx = SerialRadio(str(tx_modem.link), name="mobile-tx")
+    assert tx.begin()
+    configure(tx, stream, channel=76)
+    tx.stop_listening(b"LGm2b")
+    rx = SimRadio(air=air_path, name="peer")
+    assert rx.begin()
+    configure(rx, stream, channel=76)
+    rx.open_rx_pipe(1, b"LGm2b")
+    rx.start_listening()
+    sent = [bytes([i % 256]) * 32 for i in range(300)]
+    got: list[bytes] = []
+    deadline = time.monotonic() + 30
+    for p in sent:
+        while tx.is_fifo(True) == 2 and time.monotonic() < deadline:  # the queue alone decides
+            tx.wait(0.001)
+            while rx.available():
+                got.append(bytes(rx.read()))
+        assert tx.write_fast(p)
+        while rx.available():
+            got.append(bytes(rx.read()))
+    deadline = time.monotonic() + 5
+    while len(got) < len(sent) and time.monotonic() < deadline:
+        rx.wait(0.05)
+        while rx.available():
+            got.append(bytes(rx.read()))
+    radio = query(air_path)["air"]["radios"]["mobile-tx"]
+    assert radio.get("acks_sent", 0) == 0 and radio["frames_ok"] == len(sent)
+    assert radio.get("tx_mode_over_4ms", 0) == 0, radio
+    # stays of several frames, not one at a time: the modem still streams (3 frames a stay)
+    assert radio["settles"] <= len(sent) / 2, radio
+    assert got == sent[: len(got)] and len(got) > len(sent) // 2
+    tx.close()
+    rx.close()

@@ -28,9 +28,34 @@ static uint8_t chip_ok, plus, blocked, outstanding;
 #define QUEUE 16
 static uint8_t q_len[QUEUE], q_noack[QUEUE], q_buf[QUEUE][NRF_MAX_PAYLOAD], q_head, q_n;
 
+/* The 4 ms rule (nRF24L01+ Product Specification §6.1.5): without acknowledgements the chip's
+ * PLL runs open loop in TX mode, and a stay there must not last over 4 ms. A fed FIFO sends
+ * back to back, so after burst_limit unacknowledged frames the refill waits until the FIFO
+ * has drained (the chip back in standby); the next frame pays a 130 µs settle. The host keeps
+ * the rule too (longge/daemon/stream.py); this holds it whatever the host does. */
+static uint8_t burst_loaded, burst_limit = 1;
+
+static uint8_t frames_per_4ms(const radio_config *c) {
+    static const uint16_t bit_ns[3] = {1000, 500, 4000}; /* 1M, 2M, 250k */
+    /* the longest frame: preamble, address, 9-bit control field, 32 bytes, CRC */
+    uint32_t bits = 8u * (1u + c->address_width + NRF_MAX_PAYLOAD + c->crc_len) + 9u;
+    uint32_t k = 4000000u / (bits * bit_ns[c->rate]);
+    return k ? (uint8_t)k : 1;
+}
+
 static void refill(void) {
     /* The chip's own TX_FULL decides (a count could miss a coalesced TX_DS). */
-    while (q_n && !blocked && !(radio_fifo_status() & FIFO_TX_FULL)) {
+    while (q_n && !blocked) {
+        uint8_t fifo = radio_fifo_status();
+        if (fifo & FIFO_TX_FULL)
+            break;
+        if (fifo & FIFO_TX_EMPTY)
+            burst_loaded = 0; /* the chip has left TX mode */
+        if (q_noack[q_head] || !(config.auto_ack & 1)) {
+            if (burst_loaded >= burst_limit)
+                break; /* this stay is full: the next TX_DS that empties the FIFO goes on */
+            burst_loaded++;
+        }
         radio_load(q_buf[q_head], q_len[q_head], q_noack[q_head]);
         if (outstanding < NRF_FIFO_DEPTH)
             outstanding++;
@@ -75,10 +100,19 @@ static void tx_result(uint8_t ok) {
         outstanding = 1;
     else if (outstanding >= NRF_FIFO_DEPTH)
         outstanding = NRF_FIFO_DEPTH - 1;
+    /* Free chip slots the 4 ms rule lets this stay use; the others count as taken, so that
+     * the host never sends more than the queue and those slots hold. */
+    uint8_t free_slots = (uint8_t)(NRF_FIFO_DEPTH - outstanding);
+    if (!(config.auto_ack & 1) || burst_loaded) {
+        uint8_t loaded = (fifo & FIFO_TX_EMPTY) ? 0 : burst_loaded;
+        uint8_t left = loaded >= burst_limit ? 0 : (uint8_t)(burst_limit - loaded);
+        if (left < free_slots)
+            free_slots = left;
+    }
     uint8_t body[11];
     body[0] = ok;
     body[1] = radio_arc_count();
-    body[2] = (uint8_t)(outstanding + q_n);
+    body[2] = (uint8_t)(NRF_FIFO_DEPTH - free_slots + q_n);
     put32(body + 3, accepted);
     put32(body + 7, flushes);
     send('t', body, sizeof body);
@@ -118,6 +152,8 @@ static void on_message(uint8_t type, const uint8_t *b, uint8_t len, void *ctx) {
             return;
         }
         config = c;
+        burst_limit = frames_per_4ms(&config);
+        burst_loaded = 0;
         radio_apply(&config);
         reply[0] = 0;
         send('c', reply, 1);
@@ -155,6 +191,7 @@ static void on_message(uint8_t type, const uint8_t *b, uint8_t len, void *ctx) {
         outstanding = 0;
         q_n = 0;
         blocked = 0;
+        burst_loaded = 0;
         flushes++;
         return;
     case 'U':
