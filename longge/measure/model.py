@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from longge.chip.datasheet import T_SETTLE_NS, time_on_air_ns
 from longge.protocol.arq import HEADER_LEN as ARQ_HEADER
+from longge.protocol.arq import ArqReceiver
 from longge.protocol.frame import HEADER_LEN, PACKET_OVERHEAD
 from longge.radio.options import RadioOptions
 
 IP_UDP_HEADERS = 28
+#: An ARQ ACK with nothing missing: kind, epoch, cumulative sequence, CRC-8.
+ACK_LEN = 4
 
 
 #: An ICMP echo with ping's default 56-byte payload: 20 (IP) + 8 (ICMP) + 56 bytes.
@@ -44,6 +47,22 @@ def packet_air_ns(
 def udp_goodput_bps(opts: RadioOptions, udp_payload: int, security_overhead: int = 0) -> float:
     """UDP payload bit rate with no loss, back-to-back datagrams (see packet_air_ns)."""
     air_ns = packet_air_ns(opts, udp_payload + IP_UDP_HEADERS, security_overhead)
+    return udp_payload * 8 * 1e9 / air_ns
+
+
+def udp_goodput_both_ways_bps(
+    opts: RadioOptions, udp_payload: int, security_overhead: int = 0
+) -> float:
+    """Each direction's UDP payload rate when both are saturated. In ESB mode the same as one
+    way (each direction has its own channel, the chips' ACKs included). In stream mode each
+    channel also carries the other direction's ARQ ACKs: one per ``ack_every`` frames, 4 bytes
+    when nothing is missing (docs/design.md §2)."""
+    air_ns = packet_air_ns(opts, udp_payload + IP_UDP_HEADERS, security_overhead)
+    if opts.mode == "stream":
+        stream = udp_payload + IP_UDP_HEADERS + PACKET_OVERHEAD + security_overhead
+        frames = -(-stream // (opts.payload - HEADER_LEN - ARQ_HEADER))
+        ack_ns = time_on_air_ns(ACK_LEN, opts.rate, opts.address_width, opts.crc)
+        air_ns += frames * ack_ns / ArqReceiver.ack_every
     return udp_payload * 8 * 1e9 / air_ns
 
 
