@@ -57,7 +57,7 @@ def udp_goodput_both_ways_bps(
     way (each direction has its own channel, the chips' ACKs included). In stream mode each
     channel also carries the other direction's ARQ ACKs: one per ``ack_every`` frames, 4 bytes
     when nothing is missing (docs/design.md §2)."""
-    air_ns = packet_air_ns(opts, udp_payload + IP_UDP_HEADERS, security_overhead)
+    air_ns = float(packet_air_ns(opts, udp_payload + IP_UDP_HEADERS, security_overhead))
     if opts.mode == "stream":
         stream = udp_payload + IP_UDP_HEADERS + PACKET_OVERHEAD + security_overhead
         frames = -(-stream // (opts.payload - HEADER_LEN - ARQ_HEADER))
