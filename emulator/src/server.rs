@@ -412,6 +412,15 @@ impl Server {
     /// The hold ends when the host reads, or after MAX_HOLD_NS: then that radio is taken for a
     /// host that does not read (its frames overflow as on the chip) until it reads again.
     /// Counted as host_stalls / host_stalled_ms / host_gave_up. True if it held.
+    /// Some listening radio's RX FIFO is full and its host is not taken for one that never
+    /// reads (see hold_for_hosts).
+    fn stalled_receivers(&self) -> bool {
+        self.air
+            .full_receivers()
+            .iter()
+            .any(|r| !self.gave_up.contains(r))
+    }
+
     fn hold_for_hosts(&mut self, now: i64) -> bool {
         let gave_up = std::mem::take(&mut self.gave_up);
         let full: Vec<u32> = self.air.full_receivers();
@@ -510,7 +519,18 @@ impl Server {
         }
         msgs.sort_by_key(|m| m.0);
         for (stamp, fd, msg) in msgs {
-            let t = stamp.clamp(self.air.now(), now);
+            let mut t = stamp.clamp(self.air.now(), now);
+            if !holding && matches!(msg.first(), Some(b'R' | b'X')) {
+                // A host's read (or RX flush) stamped after an event that a full RX FIFO
+                // waits for: had the air woken at that event it would have held there for the
+                // host (hold_for_hosts), so the read counts just before it, not after a frame
+                // the air's own late wake-up would otherwise drop.
+                if let Some(e) = self.air.next_event() {
+                    if e <= t && self.stalled_receivers() {
+                        t = (e - 1).max(self.air.now());
+                    }
+                }
+            }
             if !holding {
                 let out = self.air.advance(t);
                 self.dispatch(out);
