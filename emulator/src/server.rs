@@ -406,12 +406,6 @@ impl Server {
         self.close();
     }
 
-    /// A stalled host is not the link: while a listening radio's RX FIFO is full (its host has
-    /// not read the three frames the air gave it), the air holds its clock instead of running
-    /// on into an overflow, a missing ACK and MAX_RT that only the host's scheduling caused.
-    /// The hold ends when the host reads, or after MAX_HOLD_NS: then that radio is taken for a
-    /// host that does not read (its frames overflow as on the chip) until it reads again.
-    /// Counted as host_stalls / host_stalled_ms / host_gave_up. True if it held.
     /// Some listening radio's RX FIFO is full and its host is not taken for one that never
     /// reads (see hold_for_hosts).
     fn stalled_receivers(&self) -> bool {
@@ -421,11 +415,17 @@ impl Server {
             .any(|r| !self.gave_up.contains(r))
     }
 
+    /// A stalled host is not the link: while a listening radio's RX FIFO is full (its host has
+    /// not read the three frames the air gave it), the air holds its clock instead of running
+    /// on into an overflow, a missing ACK and MAX_RT that only the host's scheduling caused.
+    /// The hold ends when the host reads, or after MAX_HOLD_NS: then that radio is taken for a
+    /// host that does not read (its frames overflow as on the chip) until it reads again.
+    /// Counted as host_stalls / host_stalled_ms / host_gave_up. True if it held.
     fn hold_for_hosts(&mut self, now: i64) -> bool {
         let gave_up = std::mem::take(&mut self.gave_up);
         let full: Vec<u32> = self.air.full_receivers();
         self.gave_up = gave_up.into_iter().filter(|r| full.contains(r)).collect();
-        if full.iter().all(|r| self.gave_up.contains(r)) {
+        if !self.stalled_receivers() {
             return false;
         }
         let start = monotonic_ns();
