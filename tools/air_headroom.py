@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import multiprocessing as mp
 import os
-import statistics
 import tempfile
 import time
 from multiprocessing.connection import Connection
@@ -26,6 +25,7 @@ from longge.measure.cpu import process_cpu_s
 from longge.radio.options import RadioOptions, configure
 from longge.radio.sim import SimRadio
 from longge.realtime import RADIO_RX, RADIO_TX, prioritise
+from tools.rounds import repeat
 
 _CTX = mp.get_context("fork")
 _FULL = 2
@@ -125,14 +125,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=10)
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
-    rounds = []
-    for i in range(args.rounds):
-        print(f"round {i + 1}/{args.rounds}", flush=True)
-        rounds.append(one_round(args.seconds))
-    print(f"over {len(rounds)} rounds: median [min, max]")
-    for key in rounds[0]:
-        vals = [r[key] for r in rounds]
-        print(f"  {key:16} {statistics.median(vals):7.3f} [{min(vals):.3f}, {max(vals):.3f}]")
+    repeat(args.rounds, lambda: one_round(args.seconds))
 
 
 if __name__ == "__main__":

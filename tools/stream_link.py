@@ -31,6 +31,7 @@ from longge.air.wire import query
 from longge.measure.model import udp_goodput_both_ways_bps, udp_goodput_bps
 from longge.protocol.secure import OVERHEAD
 from longge.radio.options import RadioOptions
+from tools.rounds import repeat
 from tools.testbed_link import UDP_PAYLOAD, iperf_udp, ns, rtts, stock_server
 
 OPTS = RadioOptions(rate="2M", mode="stream")
@@ -120,14 +121,7 @@ def main() -> None:
     skip = set(filter(None, args.skip.split(",")))
     bound = udp_goodput_bps(OPTS, UDP_PAYLOAD, OVERHEAD)
     print(f"stream bound for secured 1400-byte UDP: {bound / 1e3:.1f} kbit/s", flush=True)
-    results = []
-    for i in range(args.rounds):
-        print(f"round {i + 1}/{args.rounds}", flush=True)
-        results.append(one_round(bound, args.seconds, skip))
-    print(f"over {len(results)} rounds: median [min, max]")
-    for key in results[0]:
-        vals = [r[key] for r in results]
-        print(f"  {key:22} {statistics.median(vals):9.3f} [{min(vals):.3f}, {max(vals):.3f}]")
+    repeat(args.rounds, lambda: one_round(bound, args.seconds, skip))
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ from longge.measure.cpu import StealMeter, process_cpu_s
 from longge.measure.model import ping_air_ms, udp_goodput_bps
 from longge.protocol.secure import OVERHEAD
 from longge.radio.options import RadioOptions
+from tools.rounds import repeat
 
 UDP_PAYLOAD = 1400
 
@@ -150,14 +151,7 @@ def one_round(opts: RadioOptions, bound: float, secured: bool, seconds: int) -> 
 def rounds_main(args: argparse.Namespace) -> None:
     opts = RadioOptions(rate="2M", ard_us=250, arc=2)
     bound = udp_goodput_bps(opts, UDP_PAYLOAD, 0 if args.insecure else OVERHEAD)
-    results = []
-    for i in range(args.rounds):
-        print(f"round {i + 1}/{args.rounds}", flush=True)
-        results.append(one_round(opts, bound, not args.insecure, args.seconds))
-    print(f"over {len(results)} rounds: median [min, max]")
-    for key in results[0]:
-        vals = [r[key] for r in results]
-        print(f"  {key:22} {statistics.median(vals):9.3f} [{min(vals):.3f}, {max(vals):.3f}]")
+    repeat(args.rounds, lambda: one_round(opts, bound, not args.insecure, args.seconds))
 
 
 def main() -> None:
