@@ -18,15 +18,12 @@ from longge.measure.tune import (
     GRID_FIELDS,
     Tune,
     TunePlan,
-    best_and_worst,
-    curve_of,
     failure_rate,
     model_capacity,
     model_rtt_ms,
     packet_service_ms,
-    plot_tune,
-    plot_tune_curves,
 )
+from longge.measure.tune_plots import best_and_worst, curve_of, plot_tune, plot_tune_curves
 from longge.radio.options import RadioOptions
 
 

@@ -179,7 +179,7 @@ def plot_runs(dirs: list[Path], out: Path | None = None) -> list[Path]:
 
 def replot_tune(summary: dict[str, Any], out: Path) -> list[Path]:
     """A tune folder's heatmaps and load curves from its summary.json alone."""
-    from longge.measure.tune import plot_tune, plot_tune_curves
+    from longge.measure.tune_plots import plot_tune, plot_tune_curves
     from longge.radio.options import RadioOptions
 
     made = plot_tune(summary, out)

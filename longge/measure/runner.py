@@ -184,7 +184,8 @@ def run_tune(
     link (``host`` = the base station's address; ``controls`` = the daemons' control sockets,
     both nodes: a setting applied to one radio only would break the link)."""
     from longge.chip.datasheet import per_attempt_failure
-    from longge.measure.tune import Tune, plot_tune, plot_tune_curves
+    from longge.measure.tune import Tune
+    from longge.measure.tune_plots import plot_tune, plot_tune_curves
 
     target, started = resolve_target(host, *ports, opts, say, queue, loss)
     if controls:
