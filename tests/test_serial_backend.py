@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -117,7 +118,9 @@ def test_the_avr_image_builds_and_fits(tmp_path: Path) -> None:
     print(line)
     flash_pct = float(line.split("(")[2].split("%")[0])
     ram_pct = float(line.split("(")[3].split("%")[0])
-    assert flash_pct < 50 and ram_pct < 50, line  # margin on an ATmega328P
+    # margin on an ATmega328P; the stack comes on top of this RAM: tests/test_modem_avr.py
+    # measures its high-water mark on the simulated chip
+    assert flash_pct < 50 and ram_pct < 60, line
     assert (tmp_path / "longge-modem.hex").stat().st_size > 1000
 
 
@@ -126,7 +129,13 @@ def test_frames_cross_the_modem_both_ways_and_it_reports_itself(
 ) -> None:
     tx_modem, _ = modems
     tx = SerialRadio(str(tx_modem.link), name="mobile-tx")
-    assert tx.begin() and tx.firmware == (1, 0)
+    header = (FIRMWARE / "src" / "modem.h").read_text()
+    version = tuple(
+        int(re.search(rf"MODEM_VERSION_{part} (\d+)", header).group(1))  # type: ignore[union-attr]
+        for part in ("MAJOR", "MINOR")
+    )
+    assert tx.begin() and tx.firmware == version
+    assert tx.serial.max_unread == 6  # 1.1's 256-byte ring: the host sends no more unread
     configure(tx, RadioOptions(), channel=76)
     tx.stop_listening(b"LGm2b")
     rx = SimRadio(air=air_path, name="peer")

@@ -12,6 +12,8 @@
 #include "nrf24_regs.h"
 
 static int sock = -1;
+/* Or, in a simulation that keeps its own time (sim/), the air is a function call away. */
+static chip_air_fn local_air;
 /* LONGGE_CHIP: "old" is an nRF24L01 without the "+" (RF_DR_LOW does not stick: no 250 kbit/s),
  * "absent" is no chip at all (MISO pulled high: every byte reads 0xFF); else an nRF24L01+. */
 enum { CHIP_PLUS, CHIP_OLD, CHIP_ABSENT };
@@ -27,8 +29,12 @@ static uint8_t tx_count;
 static uint8_t rx_len[3], rx_pipe[3], rx_buf[3][32], rx_n;
 static uint32_t sent_t, flushes_f;
 
+static void power_on(const char *name);
+
 static void send_msg(const uint8_t *msg, size_t len) {
-    if (sock >= 0 && send(sock, msg, len, 0) < 0)
+    if (local_air)
+        local_air(msg, len);
+    else if (sock >= 0 && send(sock, msg, len, 0) < 0)
         fprintf(stderr, "chip: air send failed: %s\n", strerror(errno));
 }
 
@@ -102,7 +108,8 @@ static uint8_t fifo_status(void) {
     return f;
 }
 
-static void on_air(const uint8_t *m, ssize_t n) {
+void chip_from_air(const uint8_t *m, size_t len) {
+    ssize_t n = (ssize_t)len;
     if (n < 1)
         return;
     if (m[0] == 't' && n >= 12) {
@@ -136,7 +143,7 @@ int chip_poll(void) {
         ssize_t n = recv(sock, buf, sizeof buf, MSG_DONTWAIT);
         if (n <= 0)
             break;
-        on_air(buf, n);
+        chip_from_air(buf, (size_t)n);
     }
     return sock;
 }
@@ -151,10 +158,20 @@ int chip_attach(const char *path, const char *name) {
         fprintf(stderr, "chip: cannot reach the air at %s: %s\n", path, strerror(errno));
         return -1;
     }
-    const char *v = getenv("LONGGE_CHIP");
-    variant = v && strcmp(v, "old") == 0 ? CHIP_OLD : v && strcmp(v, "absent") == 0 ? CHIP_ABSENT : CHIP_PLUS;
     struct timeval tv = {0, 200000}; /* an RPD question waits at most 0.2 s for its answer */
     setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    power_on(name);
+    return 0;
+}
+
+void chip_attach_local(chip_air_fn air, const char *name) {
+    local_air = air;
+    power_on(name);
+}
+
+static void power_on(const char *name) {
+    const char *v = getenv("LONGGE_CHIP");
+    variant = v && strcmp(v, "old") == 0 ? CHIP_OLD : v && strcmp(v, "absent") == 0 ? CHIP_ABSENT : CHIP_PLUS;
     uint8_t msg[64] = {'H'};
     size_t len = strlen(name) > 60 ? 60 : strlen(name);
     memcpy(msg + 1, name, len);
@@ -170,7 +187,6 @@ int chip_attach(const char *path, const char *name) {
     memset(addr_p0, 0xE7, 5);
     memset(addr_p1, 0xC2, 5);
     memset(addr_tx, 0xE7, 5);
-    return 0;
 }
 
 static void end_transaction(void) {
@@ -274,7 +290,7 @@ static uint8_t read_register(uint8_t r, uint8_t i) {
             ssize_t n = recv(sock, buf, sizeof buf, 0);
             if (n <= 0)
                 break;
-            on_air(buf, n);
+            chip_from_air(buf, (size_t)n);
         }
         if (reg[REG_RPD] == 0xFF)
             reg[REG_RPD] = 0;

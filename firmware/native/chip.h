@@ -4,9 +4,15 @@
 #ifndef CHIP_H
 #define CHIP_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 int chip_attach(const char *air_path, const char *name);
+/* Or attach to an air in the same process: air() takes each message the chip sends, and the
+ * air hands the chip its messages with chip_from_air() (it may do so from within air()). */
+typedef void (*chip_air_fn)(const uint8_t *msg, size_t len);
+void chip_attach_local(chip_air_fn air, const char *name);
+void chip_from_air(const uint8_t *msg, size_t len);
 void chip_csn(uint8_t level);
 uint8_t chip_spi(uint8_t out);
 void chip_ce(uint8_t level);

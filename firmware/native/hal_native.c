@@ -37,6 +37,10 @@ void hal_init(void) {}
 void hal_csn(uint8_t level) { chip_csn(level); }
 uint8_t hal_spi_xfer(uint8_t o) { return chip_spi(o); }
 void hal_ce(uint8_t level) { chip_ce(level); }
+void hal_spi_write(const uint8_t *buf, uint8_t len) {
+    while (len--)
+        chip_spi(*buf++);
+}
 void hal_delay_us(uint16_t us) { (void)us; } /* the air keeps its own time */
 
 /* Bytes may run ahead of the wire by this much (the AVR's 128-byte receive ring). */
@@ -47,7 +51,7 @@ void hal_delay_us(uint16_t us) { (void)us; } /* the air keeps its own time */
 static uint8_t ring[128];
 static size_t ring_at, ring_n;
 
-int hal_uart_getc(void) {
+static int uart_getc(void) {
     double t = now_s();
     if (rx_free_at > t + RX_SLACK_S)
         return -1; /* the next byte is still on the wire */
@@ -60,6 +64,14 @@ int hal_uart_getc(void) {
     }
     rx_free_at = (rx_free_at > t ? rx_free_at : t) + byte_s;
     return ring[ring_at++];
+}
+
+uint8_t hal_uart_read(uint8_t *buf, uint8_t max) {
+    uint8_t n = 0;
+    int c;
+    while (n < max && (c = uart_getc()) >= 0)
+        buf[n++] = (uint8_t)c;
+    return n;
 }
 
 void hal_uart_putc(uint8_t b) {

@@ -10,11 +10,14 @@ void hal_init(void);
 /* SPI: chip select (active low) and one full-duplex byte. */
 void hal_csn(uint8_t level);
 uint8_t hal_spi_xfer(uint8_t out);
+/* Send len bytes (what comes back is not needed): a payload into the TX FIFO. */
+void hal_spi_write(const uint8_t *buf, uint8_t len);
 /* The radio's CE pin. */
 void hal_ce(uint8_t level);
 void hal_delay_us(uint16_t us);
-/* UART to the host: next received byte, or -1; send one byte (may block). */
-int hal_uart_getc(void);
+/* UART to the host: up to max received bytes into buf (returns how many, 0 if none); send
+ * one byte (may block). */
+uint8_t hal_uart_read(uint8_t *buf, uint8_t max);
 void hal_uart_putc(uint8_t byte);
 void hal_uart_flush(void);
 /* Called once per main-loop turn: native builds service their sockets here. */

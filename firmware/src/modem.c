@@ -13,6 +13,8 @@
  * The t message is the air emulator's (longge/air/wire.py), so the host side is shared. */
 #include "modem.h"
 
+#include <string.h>
+
 #include "hal.h"
 #include "nrf24_regs.h"
 #include "proto.h"
@@ -179,8 +181,7 @@ static void on_message(uint8_t type, const uint8_t *b, uint8_t len, void *ctx) {
             uint8_t slot = (uint8_t)((q_head + q_n) % QUEUE);
             q_len[slot] = (uint8_t)(len - 1);
             q_noack[slot] = b[0];
-            for (uint8_t i = 0; i < len - 1; i++)
-                q_buf[slot][i] = b[1 + i];
+            memcpy(q_buf[slot], b + 1, (size_t)(len - 1));
             q_n++;
         }
         accepted++;
@@ -229,9 +230,8 @@ void modem_init(void) {
 }
 
 void modem_step(void) {
-    int c;
-    for (uint8_t n = 0; n < 64 && (c = hal_uart_getc()) >= 0; n++)
-        proto_feed(&parser, (uint8_t)c, on_message, 0);
+    uint8_t in[64];
+    proto_feed_buf(&parser, in, hal_uart_read(in, sizeof in), on_message, 0);
     if (chip_ok) {
         uint8_t status = radio_status();
         if (status & STATUS_TX_DS) {
@@ -250,7 +250,9 @@ void modem_step(void) {
         if (status & STATUS_RX_DR) {
             uint8_t buf[NRF_MAX_PAYLOAD + 1], pipe, len;
             radio_clear(STATUS_RX_DR);
-            while ((len = radio_read(buf + 1, &pipe)) > 0) {
+            /* At most a FIFO's worth per turn: a peer that keeps the FIFO full would otherwise
+             * keep this loop going and the host's messages unread (and the UART ring full). */
+            for (uint8_t k = 0; k < NRF_FIFO_DEPTH && (len = radio_read(buf + 1, &pipe)) > 0; k++) {
                 buf[0] = pipe;
                 rx_frames++;
                 send('r', buf, (uint8_t)(len + 1));

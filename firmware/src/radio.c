@@ -30,8 +30,7 @@ static void write_reg(uint8_t reg, uint8_t value) {
 static void write_buf(uint8_t cmd, const uint8_t *buf, uint8_t len) {
     hal_csn(0);
     hal_spi_xfer(cmd);
-    for (uint8_t i = 0; i < len; i++)
-        hal_spi_xfer(buf[i]);
+    hal_spi_write(buf, len);
     hal_csn(1);
 }
 

@@ -113,6 +113,10 @@ class ChipLink(Protocol):
     #: Payloads the host may have outstanding before the TX FIFO counts as full (the chip's 3;
     #: a USB modem adds its own queue in front of the chip).
     fifo_depth: int
+    #: T messages the host may have sent that its far side has not yet taken in (reported by
+    #: ``t``'s accepted count): a modem reads its serial line into a ring of a few messages
+    #: and loses what overflows it. No fewer than fifo_depth where nothing is lost.
+    max_unread: int
     #: The chip's far side wants to hear what the host read (``R``): the air does, to hold
     #: its clock for a host that has not read; a modem hands frames on at once.
     reports_reads: bool

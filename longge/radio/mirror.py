@@ -176,6 +176,12 @@ class ChipMirror:
     def _tx_outstanding(self) -> int:
         return self._fifo + (self._sent - self._reported_accepted) % (1 << 32)
 
+    def _tx_full(self) -> bool:
+        """No room for another T: the FIFO (and queue) is full, or the far side has not yet
+        taken in as many as it can hold unread."""
+        unread = (self._sent - self._reported_accepted) % (1 << 32)
+        return self._tx_outstanding() >= self.fifo_depth or unread >= self.link.max_unread
+
     def _push_registers(self) -> None:
         self._send(self.link.registers_message(self._regs))
 
@@ -330,12 +336,12 @@ class ChipMirror:
     def write_fast(self, buf: bytes | bytearray, multicast: bool = False) -> bool:
         # Room known from the last news stays room (only the air frees slots): ask the air
         # only when the FIFO looked full, not once per frame.
-        if self._tx_outstanding() >= self.fifo_depth:
+        if self._tx_full():
             self._pump()
-        if self._tx_outstanding() >= self.fifo_depth:
+        if self._tx_full():
             spin_until = time.monotonic_ns() + _SPIN_NS
             deadline = time.monotonic() + _AIR_TIMEOUT_S
-            while self._tx_outstanding() >= self.fifo_depth:
+            while self._tx_full():
                 if self._max_rt or not self.is_chip_connected:
                     return False
                 if time.monotonic_ns() < spin_until:

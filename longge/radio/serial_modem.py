@@ -78,6 +78,7 @@ class SerialLink:
         self.firmware: tuple[int, int] | None = None
         self.plus = True
         self.fifo_depth = 3  # the chip's FIFO, and (once it answered) the modem's queue
+        self.max_unread = 3  # T messages its serial ring holds (firmware 1.0: 128 bytes)
         self.bad_frames = 0
 
     def _resolve(self) -> str:
@@ -126,6 +127,8 @@ class SerialLink:
         self.firmware = (major, minor)
         self.plus = bool(plus)
         self.fifo_depth = max(3, depth)  # the chip's FIFO and the modem's queue in front of it
+        # 1.1 reads the line into 256 bytes: six 38-byte T messages (docs/modem.md)
+        self.max_unread = 6 if (major, minor) >= (1, 1) else 3
         if major != FIRMWARE_MAJOR:
             self.close()
             raise HardwareError(

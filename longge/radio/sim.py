@@ -28,6 +28,7 @@ class AirLink:
     """The emulated air's socket as a chip link (SOCK_SEQPACKET: one message per datagram)."""
 
     fifo_depth = TX_FIFO_DEPTH
+    max_unread = TX_FIFO_DEPTH
     reports_reads = True
     plus = True
 
