@@ -3,6 +3,7 @@
 #
 #   ./run.sh test                 lint, type-check and run the test suite
 #   ./run.sh radio-bench [opts]   stream frames between two emulated radios
+#   ./run.sh modem-bench [opts]   the modem's AVR image on a simulated ATmega328P
 #   ./run.sh air [opts]           run the air emulator in the foreground
 #   ./run.sh help                 list every subcommand
 set -euo pipefail
@@ -32,7 +33,7 @@ pick_python() {
 
 # Debian packages the tool needs (run time, and the modem firmware's builds: AVR and host-side);
 # installed only when root and missing.
-debian_packages=(iproute2 iptables iperf3 libiperf0 irtt iputils-ping curl procps kmod make gcc libc6-dev gcc-avr avr-libc binutils-avr tmux)
+debian_packages=(iproute2 iptables iperf3 libiperf0 irtt iputils-ping curl procps kmod make gcc libc6-dev gcc-avr avr-libc binutils-avr simavr libsimavr-dev tmux)
 
 install_debian_packages() {
     local missing=() pkg

@@ -88,6 +88,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=node.cmd_radio_bench)
 
+    p = sub.add_parser(
+        "modem-bench", help="the USB modem's AVR image on a simulated ATmega328P, each way"
+    )
+    p.add_argument("--seconds", type=float, default=10.0, help="simulated seconds each way")
+    p.add_argument("--baud", type=int, default=2_000_000, help="host line rate (8N1)")
+    p.add_argument("--no-ack", action="store_true", help="no-ack frames (stream mode's)")
+    p.add_argument("--rate", default="2M", help="air data rate: 2M | 1M | 250k")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=node.cmd_modem_bench)
+
     p = sub.add_parser("air", help="run the air emulator in the foreground")
     p.add_argument("--socket", default=DEFAULT_SOCKET, help="Unix socket radios attach to")
     add_loss_arguments(p)

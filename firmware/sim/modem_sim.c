@@ -178,7 +178,7 @@ static size_t wire_waiting(void) { return wire_head - wire_tail; }
 
 /* -- the host -- */
 
-enum { H_HELLO, H_CONFIG, H_RUN, H_STATS, H_DONE };
+enum { H_HELLO, H_FUZZ, H_CONFIG, H_RUN, H_STATS, H_DONE };
 static int host_state = H_HELLO;
 static proto_parser from_modem;
 static uint8_t version[5], got_version, config_ok;
@@ -264,17 +264,13 @@ static void garbage(void) {
     host_put(0);
 }
 
-static uint64_t fuzz_sent;
+static uint64_t fuzz_sent, fuzz_answers;
 static uint32_t max_unread = 3; /* messages the modem has not read yet: its ring holds 128 bytes */
 
 static void host_feed_tx(void) {
     /* the serial backend's rule (radio/mirror.py): never more in the modem than its depth */
     while (host_state == H_RUN && tx_direction && fifo_rep + (sent_t - accepted_rep) < depth &&
            sent_t - accepted_rep < max_unread) {
-        if (fuzz && fuzz_sent < (uint64_t)fuzz && rnd() % 4 == 0) {
-            garbage();
-            fuzz_sent++;
-        }
         uint8_t body[33];
         body[0] = (uint8_t)no_ack;
         vair_payload(next_seq++, body + 1, 32);
@@ -288,14 +284,35 @@ static void on_modem_message(uint8_t type, const uint8_t *b, uint8_t len, void *
     uint64_t now = ns_now();
     switch (type) {
     case 'v':
-        if (len >= 5 && host_state == H_HELLO) {
+        if (len < 5)
+            return;
+        if (host_state == H_HELLO) {
             memcpy(version, b, 5);
             got_version = 1;
             depth = b[4] > 3 ? b[4] : 3;
+            host_state = fuzz ? H_FUZZ : H_CONFIG;
+            if (fuzz) /* the boot's queued hellos are answered too: start from a clean line */
+                fuzz_answers = 0;
+        } else if (host_state == H_FUZZ) {
+            fuzz_answers++;
+            if (fuzz_answers < fuzz_sent)
+                return; /* an answer to a hello queued at boot */
+        } else {
+            return;
+        }
+        if (host_state == H_FUZZ && fuzz_sent < (uint64_t)fuzz) {
+            /* --fuzz: a piece of garbage at full baud, then a V: its answer says the modem
+             * has read the garbage too */
+            garbage();
+            fuzz_sent++;
+            send_msg('V', NULL, 0);
+            return;
+        }
+        {
+            host_state = H_CONFIG;
             uint8_t rec[29];
             config_record(rec);
             send_msg('C', rec, 29);
-            host_state = H_CONFIG;
         }
         return;
     case 'c':
@@ -374,7 +391,7 @@ static avr_cycle_count_t host_timer(avr_t *a, avr_cycle_count_t when, void *para
 /* -- where the main loop turns: its look at the UART ring. A turn is idle if it read no byte,
  *    made one SPI transaction (the STATUS poll) and sent nothing to the host -- */
 
-static uint32_t getc_pc, head_addr, tail_addr;
+static uint32_t getc_pc, head_addr, tail_addr, drops_addr;
 
 static uint32_t symbol(const char *elf, const char *name) {
     char cmd[600], line[300];
@@ -498,6 +515,7 @@ int main(int argc, char **argv) {
 
     head_addr = symbol(elf, "head");
     tail_addr = symbol(elf, "tail");
+    drops_addr = symbol(elf, "ring_drops"); /* main_avr.c: host bytes lost to a full ring */
     getc_pc = main_loop_pc(elf);
 
     /* find the UART and the SPI among simavr's peripherals */
@@ -563,6 +581,9 @@ int main(int argc, char **argv) {
     double host_s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
 
     const vair_stats *as = vair_get_stats();
+    uint32_t ring_drops = 0;
+    for (int i = 3; drops_addr && i >= 0; i--)
+        ring_drops = ring_drops << 8 | avr->data[drops_addr + i]; /* little endian */
     double window_s = seconds;
     uint64_t frames = tx_direction ? (frames_at_end - (frames_at_start ? frames_at_start - 1 : 0))
                                    : host_rx_frames;
@@ -571,14 +592,14 @@ int main(int argc, char **argv) {
     printf("{\"image\":\"%s\",\"direction\":\"%s\",\"mode\":\"%s\",\"rate\":\"%s\",\"baud\":%lu,"
            "\"seconds\":%.3f,\"completed\":%s,\"cpu_state\":%d,"
            "\"frames\":%llu,\"frames_per_s\":%.1f,\"air_frames_per_s\":%.1f,\"ratio\":%.4f,"
-           "\"uart_overruns\":%llu,\"uart_late_reads\":%llu,\"frame_errors\":%llu,"
+           "\"uart_overruns\":%llu,\"uart_late_reads\":%llu,\"frame_errors\":%llu,\"ring_drops\":%u,"
            "\"bytes_before_uart_on\":%llu,\"wire_bytes_in\":%llu,\"wire_bytes_out\":%llu,"
            "\"stack_max_bytes\":%u,\"static_ram_bytes\":%u,\"ram_bytes\":2048,"
            "\"idle_share\":%.4f,\"main_loop_turns\":%llu,\"spi_transactions\":%llu,"
            "\"version\":[%u,%u],\"chip_ok\":%u,\"plus\":%u,\"depth\":%u,\"config_ok\":%u,"
            "\"modem_counters\":{\"frames_ok\":%u,\"bad_crc\":%u,\"bad_cobs\":%u,\"bad_length\":%u,"
            "\"unknown\":%u,\"bad_args\":%u,\"tx_ok\":%u,\"tx_max_rt\":%u,\"rx_frames\":%u},"
-           "\"host\":{\"errors\":%llu,\"rx_gaps\":%llu,\"rx_corrupt\":%llu,\"garbage_sent\":%llu},"
+           "\"host\":{\"errors\":%llu,\"rx_gaps\":%llu,\"rx_corrupt\":%llu,\"garbage_sent\":%llu,\"answers_after_garbage\":%llu},"
            "\"air\":{\"chip_frames\":%llu,\"chip_bad_frames\":%llu,\"peer_frames\":%llu,"
            "\"peer_retries\":%llu,\"peer_fifo_drops\":%llu,\"tx_mode_over_4ms\":%llu},"
            "\"simulated_cycles\":%llu,\"host_seconds\":%.2f}\n",
@@ -586,7 +607,7 @@ int main(int argc, char **argv) {
            rate_code == 0 ? "1M" : rate_code == 2 ? "250k" : "2M", baud, window_s,
            host_state == H_DONE ? "true" : "false", state, (unsigned long long)frames, fps, air,
            air > 0 ? fps / air : 0.0, (unsigned long long)uart_overruns,
-           (unsigned long long)uart_late, (unsigned long long)frame_errors,
+           (unsigned long long)uart_late, (unsigned long long)frame_errors, ring_drops,
            (unsigned long long)bytes_lost_disabled, (unsigned long long)wire_bytes,
            (unsigned long long)uart_tx_bytes, (unsigned)(RAMEND - min_sp),
            (unsigned)(fw.datasize + fw.bsssize), window_cycles ? (double)idle_cycles / (double)window_cycles : 0.0,
@@ -595,7 +616,8 @@ int main(int argc, char **argv) {
            modem_counters[2], modem_counters[3], modem_counters[4], modem_counters[5],
            modem_counters[6], modem_counters[7], modem_counters[8], (unsigned long long)host_errors,
            (unsigned long long)host_rx_gaps, (unsigned long long)host_rx_corrupt,
-           (unsigned long long)fuzz_sent, (unsigned long long)as->chip_frames,
+           (unsigned long long)fuzz_sent, (unsigned long long)fuzz_answers,
+           (unsigned long long)as->chip_frames,
            (unsigned long long)as->chip_bad_frames, (unsigned long long)as->peer_frames,
            (unsigned long long)as->peer_retries, (unsigned long long)as->peer_fifo_drops,
            (unsigned long long)as->tx_mode_over_4ms, (unsigned long long)avr->cycle, host_s);

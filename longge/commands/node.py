@@ -26,6 +26,17 @@ def cmd_radio_bench(ns: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_modem_bench(ns: argparse.Namespace) -> int:
+    from longge.modembench import ModemBenchPlan, format_result, run_bench
+
+    plan = ModemBenchPlan(seconds=ns.seconds, baud=ns.baud, no_ack=ns.no_ack, rate=ns.rate)
+    if not ns.json:
+        sys.stderr.write("modem-bench: building and simulating (both ways)...\n")
+    result = run_bench(plan)
+    print(json.dumps(result) if ns.json else format_result(result))
+    return 0 if result["completed"] else 1
+
+
 def cmd_air(ns: argparse.Namespace) -> int:
     from longge.air import native
     from longge.air.loss import LossModel, loss_from_args
