@@ -124,7 +124,8 @@ def test_garbage_at_full_baud_is_counted_and_the_stream_goes_on(image: Path) -> 
     assert 250 <= judged <= 300, c
     assert r["ring_drops"] > 0  # the flood is counted where it is lost
     assert c["bad_args"] == 0  # nothing garbled into a valid request
-    assert r["air"]["chip_bad_frames"] == 0 and r["frames"] == clean["frames"]
+    assert r["air"]["chip_bad_frames"] == 0
+    assert abs(r["frames"] - clean["frames"]) <= 2  # the window starts after the garbage
 
 
 def test_a_slowed_image_overruns_and_the_check_fails(image: Path) -> None:

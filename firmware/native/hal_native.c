@@ -66,12 +66,13 @@ static int uart_getc(void) {
     return ring[ring_at++];
 }
 
-uint8_t hal_uart_read(uint8_t *buf, uint8_t max) {
-    uint8_t n = 0;
+void hal_uart_receive(uint8_t max, hal_bytes_fn take) {
+    uint8_t buf[255], n = 0;
     int c;
     while (n < max && (c = uart_getc()) >= 0)
         buf[n++] = (uint8_t)c;
-    return n;
+    if (n)
+        take(buf, n);
 }
 
 void hal_uart_putc(uint8_t b) {

@@ -265,7 +265,9 @@ static void garbage(void) {
 }
 
 static uint64_t fuzz_sent, fuzz_answers;
-static uint32_t max_unread = 3; /* messages the modem has not read yet: its ring holds 128 bytes */
+/* T messages the modem has not reported read: the serial backend's rule (radio/serial_modem.py),
+ * 6 for firmware 1.1 and later (a 256-byte ring), 3 before (128) */
+static uint32_t max_unread = 3;
 
 static void host_feed_tx(void) {
     /* the serial backend's rule (radio/mirror.py): never more in the modem than its depth */
@@ -290,6 +292,8 @@ static void on_modem_message(uint8_t type, const uint8_t *b, uint8_t len, void *
             memcpy(version, b, 5);
             got_version = 1;
             depth = b[4] > 3 ? b[4] : 3;
+            if (!getenv("MAX_UNREAD"))
+                max_unread = (b[0] > 1 || (b[0] == 1 && b[1] >= 1)) ? 6 : 3;
             host_state = fuzz ? H_FUZZ : H_CONFIG;
             if (fuzz) /* the boot's queued hellos are answered too: start from a clean line */
                 fuzz_answers = 0;

@@ -15,9 +15,10 @@ void hal_spi_write(const uint8_t *buf, uint8_t len);
 /* The radio's CE pin. */
 void hal_ce(uint8_t level);
 void hal_delay_us(uint16_t us);
-/* UART to the host: up to max received bytes into buf (returns how many, 0 if none); send
- * one byte (may block). */
-uint8_t hal_uart_read(uint8_t *buf, uint8_t max);
+/* UART to the host: hand up to max received bytes to take(), in place, in one or more
+ * pieces; they count as read when it returns. Send one byte (may block). */
+typedef void (*hal_bytes_fn)(const uint8_t *bytes, uint8_t n);
+void hal_uart_receive(uint8_t max, hal_bytes_fn take);
 void hal_uart_putc(uint8_t byte);
 void hal_uart_flush(void);
 /* Called once per main-loop turn: native builds service their sockets here. */

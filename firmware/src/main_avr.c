@@ -3,7 +3,6 @@
  * VCC -> 3.3 V with a 10 µF capacitor, GND. UART: 2 Mbaud 8N1 over the board's USB chip. */
 #include <avr/interrupt.h>
 #include <avr/io.h>
-#include <string.h>
 #include <util/delay.h>
 
 #include "hal.h"
@@ -127,7 +126,7 @@ void hal_delay_us(uint16_t us) {
         _delay_us(1);
 }
 
-uint8_t hal_uart_read(uint8_t *buf, uint8_t max) {
+void hal_uart_receive(uint8_t max, hal_bytes_fn take) {
 #ifdef LONGGE_TEST_SLOW
     /* A deliberately slowed image, for the test that the simulator's overrun count can fail:
      * 30 µs with interrupts off, six byte times at 2 Mbaud against a 2-byte receive buffer. */
@@ -135,16 +134,18 @@ uint8_t hal_uart_read(uint8_t *buf, uint8_t max) {
     _delay_us(30);
     sei();
 #endif
-    /* ring[tail..head) is the interrupt's to leave alone: copied in at most two pieces (the
-     * ring's end, then its start) by memcpy, a third of the cycles of a volatile byte loop */
+    /* ring[tail..head) is the interrupt's to leave alone: parsed where it lies, in at most two
+     * pieces (to the ring's end, then from its start), no copy */
     uint8_t t = tail, n = (uint8_t)(head - t);
     if (n > max)
         n = max;
+    if (!n)
+        return;
     uint8_t first = (uint16_t)t + n > 256 ? (uint8_t)(256 - t) : n;
-    memcpy(buf, (const uint8_t *)ring + t, first);
-    memcpy(buf + first, (const uint8_t *)ring, (uint8_t)(n - first));
+    take((const uint8_t *)ring + t, first);
+    if (n > first)
+        take((const uint8_t *)ring, (uint8_t)(n - first));
     tail = (uint8_t)(t + n);
-    return n;
 }
 
 void hal_uart_putc(uint8_t b) {

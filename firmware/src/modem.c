@@ -59,10 +59,13 @@ static void refill(void) {
             burst_loaded++;
         }
         radio_load(q_buf[q_head], q_len[q_head], q_noack[q_head]);
-        if (outstanding < NRF_FIFO_DEPTH)
-            outstanding++;
         q_head = (uint8_t)((q_head + 1) % QUEUE);
         q_n--;
+        if (++outstanding >= NRF_FIFO_DEPTH) {
+            outstanding = NRF_FIFO_DEPTH;
+            break; /* full by the count (which a coalesced TX_DS only makes too high): no
+                      second look at the chip; tx_result looks next */
+        }
     }
 }
 static uint32_t accepted, flushes, unknown, bad_args, tx_ok, tx_max_rt, rx_frames;
@@ -229,9 +232,12 @@ void modem_init(void) {
     plus = chip_ok ? radio_is_plus() : 0;
 }
 
+static void from_host(const uint8_t *bytes, uint8_t n) {
+    proto_feed_buf(&parser, bytes, n, on_message, 0);
+}
+
 void modem_step(void) {
-    uint8_t in[64];
-    proto_feed_buf(&parser, in, hal_uart_read(in, sizeof in), on_message, 0);
+    hal_uart_receive(64, from_host);
     if (chip_ok) {
         uint8_t status = radio_status();
         if (status & STATUS_TX_DS) {
