@@ -8,7 +8,9 @@
  *
  *   modem-sim IMAGE.elf [--seconds S] [--baud B] [--direction tx|rx] [--no-ack]
  *                       [--rate 2M|1M|250k] [--fuzz N]
- * prints one JSON object (docs/modem.md lists its fields). */
+ * prints one JSON object (docs/modem.md says what its fields count). For study, not for
+ * figures: MAX_UNREAD=N overrides the host's rule; MODEM_SIM_PROFILE=FILE writes the cycles
+ * spent at each program address, from PROFILE_FROM_US to PROFILE_TO_US of simulated time. */
 #define _GNU_SOURCE
 #include <avr_ioport.h>
 #include <avr_spi.h>
@@ -181,12 +183,11 @@ static size_t wire_waiting(void) { return wire_head - wire_tail; }
 enum { H_HELLO, H_FUZZ, H_CONFIG, H_RUN, H_STATS, H_DONE };
 static int host_state = H_HELLO;
 static proto_parser from_modem;
-static uint8_t version[5], got_version, config_ok;
+static uint8_t version[5], config_ok;
 static uint32_t modem_counters[9];
-static int have_counters;
 static uint32_t sent_t, fifo_rep, accepted_rep, depth = 3, next_seq, rx_expect;
 static uint64_t host_rx_frames, host_rx_gaps, host_rx_corrupt, host_errors, uart_tx_bytes;
-static uint64_t window_start_ns, window_end_ns, t_started_ns;
+static uint64_t window_start_ns, window_end_ns;
 static uint64_t frames_at_start, frames_at_end;
 static uint32_t rng = 12345;
 
@@ -290,7 +291,6 @@ static void on_modem_message(uint8_t type, const uint8_t *b, uint8_t len, void *
             return;
         if (host_state == H_HELLO) {
             memcpy(version, b, 5);
-            got_version = 1;
             depth = b[4] > 3 ? b[4] : 3;
             if (!getenv("MAX_UNREAD"))
                 max_unread = (b[0] > 1 || (b[0] == 1 && b[1] >= 1)) ? 6 : 3;
@@ -326,7 +326,6 @@ static void on_modem_message(uint8_t type, const uint8_t *b, uint8_t len, void *
             send_msg('L', &on, 1);
             vair_peer_stream(!tx_direction, 32);
             host_state = H_RUN;
-            t_started_ns = now;
             window_start_ns = now + 20000000ull; /* 20 ms to reach a steady state */
             window_end_ns = window_start_ns + (uint64_t)(seconds * 1e9);
             host_feed_tx();
@@ -356,7 +355,6 @@ static void on_modem_message(uint8_t type, const uint8_t *b, uint8_t len, void *
             for (int i = 0; i < 9; i++)
                 modem_counters[i] = (uint32_t)b[4 * i] << 24 | (uint32_t)b[4 * i + 1] << 16 |
                                     (uint32_t)b[4 * i + 2] << 8 | b[4 * i + 3];
-            have_counters = 1;
             host_state = H_DONE;
         }
         return;
@@ -555,8 +553,9 @@ int main(int argc, char **argv) {
     uint16_t min_sp = RAMEND;
     static uint64_t prof[16384];
     int profile = getenv("MODEM_SIM_PROFILE") != NULL;
-    uint64_t prof_from = getenv("PROFILE_FROM_US") ? cycles_of_ns(atoll(getenv("PROFILE_FROM_US")) * 1000ull) : 0;
-    uint64_t prof_to = getenv("PROFILE_TO_US") ? cycles_of_ns(atoll(getenv("PROFILE_TO_US")) * 1000ull) : UINT64_MAX;
+    const char *from_us = getenv("PROFILE_FROM_US"), *to_us = getenv("PROFILE_TO_US");
+    uint64_t prof_from = from_us ? cycles_of_ns((uint64_t)atoll(from_us) * 1000ull) : 0;
+    uint64_t prof_to = to_us ? cycles_of_ns((uint64_t)atoll(to_us) * 1000ull) : UINT64_MAX;
     int state = cpu_Running;
     uint64_t limit = cycles_of_ns((uint64_t)((seconds + 2.0) * 1e9));
     while (host_state != H_DONE && avr->cycle < limit) {
@@ -625,6 +624,5 @@ int main(int argc, char **argv) {
            (unsigned long long)as->chip_bad_frames, (unsigned long long)as->peer_frames,
            (unsigned long long)as->peer_retries, (unsigned long long)as->peer_fifo_drops,
            (unsigned long long)as->tx_mode_over_4ms, (unsigned long long)avr->cycle, host_s);
-    (void)have_counters;
     return 0;
 }
