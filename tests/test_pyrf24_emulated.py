@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -153,3 +154,35 @@ def test_a_missing_chip_looks_as_on_hardware(preload: Path, air: str) -> None:
     seen = json.loads(r.stdout)
     for key, value in expect.items():
         assert seen[key] is value, seen
+
+
+@pytest.mark.parametrize("timing", ["pi", "off"])
+def test_an_spi_call_takes_as_long_as_on_a_pi(preload: Path, air: str, timing: str) -> None:
+    """LONGGE_SPI_TIMING=pi (the default): each spidev ioctl lasts at least a Pi's fixed cost
+    (8 µs) plus 9 clocks a byte at the transfer's speed. RF24 reads a register in one ioctl of
+    2 bytes at 10 MHz: 9.8 µs at least. (A lower bound: a busy machine only adds.)"""
+    n = 500
+    probe = (
+        "import json, time; from pyrf24 import RF24; r = RF24(22, 0); r.begin(); "
+        f"t = time.monotonic(); [r.channel for _ in range({n})]; "
+        "print(json.dumps({'s': time.monotonic() - t}))"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", probe],
+        env=chip_env(preload, air, "timed", LONGGE_SPI_TIMING=timing, LONGGE_SPI_STATS="1"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    loop_s = json.loads(r.stdout)["s"]
+    stats = re.search(r"longge-spidev: (\d+) transactions, (\d+) ns modelled", r.stderr)
+    assert stats, r.stderr
+    calls, modelled = int(stats.group(1)), int(stats.group(2))
+    assert calls >= n
+    if timing == "off":
+        assert modelled == 0
+        return
+    assert loop_s >= n * 9.8e-6
+    # every call: 8 µs, and at most a 33-byte payload's 29.7 µs of clocks on top
+    assert 8000 * calls <= modelled <= (8000 + 29_700) * calls
