@@ -9,6 +9,7 @@ simulated time: the figures are the AVR's, not this machine's (docs/modem.md).
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 import subprocess
@@ -79,8 +80,9 @@ def _make(*args: str) -> None:
         )
 
 
+@functools.cache
 def build_simulator() -> Path:
-    """firmware/build/modem-sim, built from source on first use."""
+    """firmware/build/modem-sim, built from source on first use (once a process)."""
     _make("sim")
     return FIRMWARE / "build" / "modem-sim"
 

@@ -89,12 +89,11 @@ static avr_cycle_count_t spi_done(avr_t *a, avr_cycle_count_t when, void *param)
 }
 
 static void spi_write(avr_t *a, avr_io_addr_t addr, uint8_t v, void *param) {
-    (void)param;
+    (void)addr, (void)param;
     static const uint8_t div[4] = {4, 16, 64, 128};
     avr_regbit_clear(a, spi->spi.raised);
     spi_out = v;
     uint8_t d = div[a->data[spi->r_spcr] & 3];
-    (void)addr;
     if (a->data[spi->r_spsr] & 1) /* SPI2X */
         d >>= 1;
     avr_cycle_timer_register(a, (avr_cycle_count_t)d * 8, spi_done, NULL);
@@ -113,10 +112,9 @@ static void on_ce(avr_irq_t *irq, uint32_t value, void *param) {
     chip_ce((uint8_t)value);
 }
 
-static int csn_low;
 static void on_csn(avr_irq_t *irq, uint32_t value, void *param) {
     (void)irq, (void)param;
-    if (!value && !csn_low)
+    if (!value) /* simavr raises a pin's IRQ when it changes: each is a transaction's start */
         spi_transactions++;
     chip_csn((uint8_t)value);
 }
@@ -125,7 +123,7 @@ static void on_csn(avr_irq_t *irq, uint32_t value, void *param) {
 
 static uint8_t wire_q[1 << 16];
 static size_t wire_head, wire_tail; /* wire_q[wire_tail..wire_head) waiting to go */
-static avr_cycle_count_t byte_cycles, image_byte_cycles;
+static avr_cycle_count_t byte_cycles;
 static int wire_busy, baud_mismatch;
 static uint64_t uart_overruns, uart_late, frame_errors, bytes_lost_disabled, wire_bytes;
 
@@ -133,8 +131,7 @@ static void image_baud(void) {
     /* 8N1 at the image's UBRR / U2X: the word is 10 bits (simavr counts a parity bit too) */
     uint32_t ubrr = avr_regbit_get(avr, uart->ubrrl) | (avr_regbit_get(avr, uart->ubrrh) << 8);
     avr_cycle_count_t bit = (ubrr + 1) * 8 * (avr_regbit_get(avr, uart->u2x) ? 1 : 2);
-    image_byte_cycles = bit * 10;
-    uart->cycles_per_byte = image_byte_cycles;
+    uart->cycles_per_byte = bit * 10;
     double image = (double)avr->frequency / (double)bit;
     baud_mismatch = image > baud * 1.02 || image < baud * 0.98;
 }

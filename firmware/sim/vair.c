@@ -29,7 +29,7 @@ static int peer_on, peer_busy;
 static uint8_t peer_len = 32, rx_fifo;
 static uint32_t peer_seq;
 static uint64_t peer_land, peer_data_start;
-static unsigned peer_burst, peer_attempt;
+static unsigned peer_burst;
 
 static vair_stats stats;
 
@@ -59,12 +59,13 @@ int vair_payload_ok(uint32_t seq, const uint8_t *p, uint8_t len) {
     return memcmp(want, p, len) == 0;
 }
 
-uint64_t vair_toa_ns(uint8_t payload_len) {
+/* Datasheet timing (ns) of the chip's current settings. */
+static uint64_t vair_toa_ns(uint8_t payload_len) {
     /* 8 * (preamble + address + payload + CRC) + 9-bit packet control field (p. 27) */
     return (8ull * (1u + cfg.aw + payload_len + cfg.crc) + 9u) * cfg.bit_ns;
 }
 
-uint64_t vair_ack_cycle_ns(uint8_t payload_len) {
+static uint64_t vair_ack_cycle_ns(uint8_t payload_len) {
     return SETTLE_NS + vair_toa_ns(payload_len) + SETTLE_NS + vair_toa_ns(0);
 }
 
@@ -79,8 +80,6 @@ double vair_air_frames_per_s(uint8_t payload_len) {
     unsigned k = burst_frames(payload_len);
     return k * 1e9 / (double)(SETTLE_NS + k * vair_toa_ns(payload_len));
 }
-
-int vair_auto_ack(void) { return cfg.aa_tx; }
 
 const vair_stats *vair_get_stats(void) { return &stats; }
 
@@ -132,7 +131,6 @@ static void configure(const char *js) {
         const char *comma = strchr(a, ',');
         cfg.aa_rx = comma && strncmp(comma + 1, "true", 4) == 0;
     }
-    stats.config_messages++;
 }
 
 /* -- the chip transmitting -- */
@@ -189,7 +187,6 @@ static void peer_try_start(uint64_t t) {
     if (peer_busy || !peer_on || !listening || !cfg.powered)
         return;
     peer_busy = 1;
-    peer_attempt = 0;
     peer_burst = 0;
     peer_data_start = t + SETTLE_NS;
     peer_land = peer_data_start + vair_toa_ns(peer_len);
@@ -208,11 +205,9 @@ static void peer_land_frame(void) {
     if (cfg.aa_rx) {
         if (room) { /* the chip's ACK, then the peer's next frame from standby */
             peer_seq++;
-            peer_attempt = 0;
             peer_data_start = t + SETTLE_NS + vair_toa_ns(0) + SETTLE_NS;
         } else { /* no ACK: the peer retries after ARD (its own host re-sends after MAX_RT) */
             stats.peer_retries++;
-            peer_attempt++;
             peer_data_start += vair_toa_ns(peer_len) + ARD_STEP_NS * (cfg.ard_step + 1u);
         }
     } else {

@@ -18,7 +18,6 @@ typedef struct {
     uint64_t peer_retries;      /* ESB: the chip's RX FIFO was full, no ACK, the peer retried */
     uint64_t peer_fifo_drops;   /* no-ack: a frame reached a full RX FIFO and was lost */
     uint64_t tx_mode_over_4ms;  /* stays in TX mode longer than 4 ms (no-ack) */
-    uint64_t config_messages;   /* C messages from the chip */
 } vair_stats;
 
 /* Payloads carry a sequence number and a pattern derived from it. */
@@ -37,12 +36,8 @@ uint64_t vair_next_ns(void);
 void vair_run(uint64_t now_ns);
 const vair_stats *vair_get_stats(void);
 
-/* Datasheet timing (ns) of the chip's current settings. */
-uint64_t vair_toa_ns(uint8_t payload_len);
-uint64_t vair_ack_cycle_ns(uint8_t payload_len);
 /* Frames per second the air allows one way with the current settings, 32-byte payloads:
  * 1/ack cycle (ESB), bursts of back-to-back frames after a settle (no-ack). */
 double vair_air_frames_per_s(uint8_t payload_len);
-int vair_auto_ack(void);
 
 #endif

@@ -1,6 +1,5 @@
 #include "proto.h"
 
-
 /* CRC-16/CCITT-FALSE (poly 0x1021, init 0xFFFF, unreflected), one byte per step. On the AVR
  * a 512-byte table in flash: the bit-by-bit loop took a third of the modem's cycles at full
  * rate (docs/modem.md). Elsewhere, the byte-wise form of the same step. */
@@ -56,27 +55,8 @@ size_t proto_cobs_encode(const uint8_t *in, size_t len, uint8_t *out) {
     return o;
 }
 
-int proto_cobs_decode(const uint8_t *in, size_t len, uint8_t *out, size_t cap) {
-    size_t i = 0, o = 0;
-    while (i < len) {
-        uint8_t code = in[i++];
-        if (code == 0)
-            return -1;
-        for (uint8_t k = 1; k < code; k++) {
-            if (i >= len || in[i] == 0 || o >= cap)
-                return -1;
-            out[o++] = in[i++];
-        }
-        if (code != 0xFF && i < len) {
-            if (o >= cap)
-                return -1;
-            out[o++] = 0;
-        }
-    }
-    return (int)o;
-}
-
-void proto_parser_init(proto_parser *p) {
+/* The state of a frame not begun yet. */
+static void frame_reset(proto_parser *p) {
     p->len = 0;
     p->enc_len = 0;
     p->block_left = 0;
@@ -84,19 +64,17 @@ void proto_parser_init(proto_parser *p) {
     p->overflow = 0;
     p->bad = 0;
     p->crc = 0xFFFF;
+}
+
+void proto_parser_init(proto_parser *p) {
+    frame_reset(p);
     p->frames_ok = p->bad_crc = p->bad_cobs = p->too_long = p->too_short = 0;
 }
 
 static void end_frame(proto_parser *p, proto_handler handler, void *ctx) {
     uint8_t n = p->len, enc = p->enc_len, overflow = p->overflow, bad = p->bad | (p->block_left != 0);
     uint16_t crc = p->crc;
-    p->len = 0;
-    p->enc_len = 0;
-    p->block_left = 0;
-    p->block_code = 0xFF;
-    p->overflow = 0;
-    p->bad = 0;
-    p->crc = 0xFFFF;
+    frame_reset(p);
     if (enc == 0)
         return; /* empty frame: a resync delimiter, harmless */
     if (overflow) {
@@ -135,6 +113,7 @@ void proto_feed_buf(proto_parser *p, const uint8_t *in, uint8_t n, proto_handler
             p->block_left = left;
             p->crc = crc;
             end_frame(p, handler, ctx);
+            /* what frame_reset left in p, in the locals */
             enc = len = left = skip = 0;
             code = 0xFF;
             crc = 0xFFFF;

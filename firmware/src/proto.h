@@ -11,9 +11,8 @@
 
 uint16_t proto_crc16(const uint8_t *data, size_t len);
 /* COBS: encode len bytes into out (room for len + len/254 + 1); returns the encoded length
- * (without the 0x00 delimiter). Decode: returns the decoded length, or -1 if malformed. */
+ * (without the 0x00 delimiter). Decoding is the parser's (proto_feed), as the bytes come. */
 size_t proto_cobs_encode(const uint8_t *in, size_t len, uint8_t *out);
-int proto_cobs_decode(const uint8_t *in, size_t len, uint8_t *out, size_t cap);
 
 typedef void (*proto_handler)(uint8_t type, const uint8_t *body, uint8_t len, void *ctx);
 
