@@ -214,6 +214,11 @@ def build_parser() -> argparse.ArgumentParser:
         default="sim",
         help="rf24: both nodes drive their radios with the real pyrf24, on emulated chips",
     )
+    p.add_argument(
+        "--no-irq",
+        action="store_true",
+        help="rf24: poll the radios every 0.2 ms instead of sleeping on their IRQ pins",
+    )
     add_radio_arguments(p)
     add_loss_arguments(p)
     p.add_argument("--json", action="store_true", help="status as JSON")

@@ -26,6 +26,8 @@ from longge.tun import check_ifname
 
 ROLES = ("base", "mobile")
 CSN_PINS = (0, 1, 10, 11, 12)
+#: BCM GPIOs of SPI0 (CE1, CE0, MISO, MOSI, SCLK): never an IRQ pin.
+SPI_GPIOS = (7, 8, 9, 10, 11)
 BACKENDS = ("sim", "rf24", "serial")
 PA_LEVELS = {"min": 0, "low": 1, "high": 2, "max": 3}
 
@@ -69,6 +71,10 @@ class NodeConfig:
     rx_ce_pin: int = 25
     rx_csn_pin: int = 1
     spi_speed: int = 10_000_000
+    # The radios' IRQ pins (BCM GPIO): the radio processes sleep until the pin falls instead of
+    # polling the chip every 0.2 ms. -1: not wired (polled).
+    tx_irq_pin: int = -1
+    rx_irq_pin: int = -1
     driver: str = "pyrf24"  # "sim": the rf24 backend's code over emulated chips (tests)
     # [serial]: two USB radio modems (firmware/), one per direction; "auto" = the first and
     # second USB serial device found.
@@ -192,6 +198,16 @@ class NodeConfig:
         if self.tx_csn_pin == self.rx_csn_pin:
             raise ConfigError("rf24.rx_csn_pin", self.rx_csn_pin, "a CSN other than tx_csn_pin")
         _in_range("rf24.spi_speed", self.spi_speed, 500_000, 10_000_000)
+        taken = {self.tx_ce_pin: "tx_ce_pin", self.rx_ce_pin: "rx_ce_pin"}
+        taken.update({p: "the SPI bus" for p in SPI_GPIOS})
+        for name in ("tx_irq_pin", "rx_irq_pin"):
+            pin = getattr(self, name)
+            if pin == -1:
+                continue
+            _in_range(f"rf24.{name}", pin, 0, 27)
+            if pin in taken:
+                raise ConfigError(f"rf24.{name}", pin, f"a GPIO not used by {taken[pin]}")
+            taken[pin] = name
         _one_of("rf24.driver", self.driver, ("pyrf24", "sim"))
         for name in ("tx_port", "rx_port"):
             if not isinstance(getattr(self, name), str) or not getattr(self, name):
@@ -284,7 +300,16 @@ _NODE_KEYS = {
     "mobile": {"default_route", "routes"},
     "base": {"nat", "uplink"},
     "security": {"key", "key_file", "previous_key", "previous_key_file", "insecure", "state_dir"},
-    "rf24": {"tx_ce_pin", "tx_csn_pin", "rx_ce_pin", "rx_csn_pin", "spi_speed", "driver"},
+    "rf24": {
+        "tx_ce_pin",
+        "tx_csn_pin",
+        "rx_ce_pin",
+        "rx_csn_pin",
+        "tx_irq_pin",
+        "rx_irq_pin",
+        "spi_speed",
+        "driver",
+    },
     "serial": {"tx_port", "rx_port", "baud"},
 }
 _RADIO_KEYS = set(LINK_KEYS)

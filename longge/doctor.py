@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ctypes.util
 import importlib
+import multiprocessing
 import os
 import shutil
 import stat
@@ -137,17 +138,26 @@ def _key_file(config_path: str) -> list[Check]:
     return out
 
 
+#: How long one radio's check may take (begin, settings, read-back: well under a second).
+RADIO_CHECK_S = 20.0
+
+
 def _radios(cfg: config.NodeConfig | None) -> list[Check]:
-    from longge.radio.rf24 import Rf24Radio, spidev
+    """Each radio checked as the daemon uses it: in a process of its own (the daemon runs one
+    radio per process), which also keeps a hung SPI driver from hanging the doctor."""
+    from longge.radio.rf24 import spidev
 
     wants_rf24 = cfg is not None and cfg.backend == "rf24" and cfg.driver == "pyrf24"
     pins = (
-        [("tx", cfg.tx_ce_pin, cfg.tx_csn_pin), ("rx", cfg.rx_ce_pin, cfg.rx_csn_pin)]
+        [
+            ("tx", cfg.tx_ce_pin, cfg.tx_csn_pin, cfg.tx_irq_pin),
+            ("rx", cfg.rx_ce_pin, cfg.rx_csn_pin, cfg.rx_irq_pin),
+        ]
         if cfg is not None
-        else [("tx", 22, 0), ("rx", 25, 1)]
+        else [("tx", 22, 0, -1), ("rx", 25, 1, -1)]
     )
-    present = [p for p in pins if os.path.exists(spidev(p[2]))]
-    if not present:
+    found = [_in_own_process(_radio, which, ce, csn, irq, cfg) for which, ce, csn, irq in pins]
+    if all(c is None for c in found):
         if wants_rf24:
             return [
                 Check(
@@ -165,41 +175,90 @@ def _radios(cfg: config.NodeConfig | None) -> list[Check]:
                 "use the emulator: ./run.sh testbed up, ./run.sh tTest",
             )
         ]
-    out = []
-    for which, ce, csn in pins:
-        if not os.path.exists(spidev(csn)):
-            out.append(
-                Check(FAIL, f"{which} radio", f"{spidev(csn)} missing", "enable SPI / fix CSN")
-            )
-            continue
-        radio = Rf24Radio(ce, csn, cfg.spi_speed if cfg else 10_000_000, name=which)
-        try:
-            radio.begin()
-            if cfg is not None:
-                from longge.daemon.child import apply_settings
+    return [
+        c
+        if c is not None
+        else Check(FAIL, f"{which} radio", f"{spidev(csn)} missing", "enable SPI / fix CSN")
+        for c, (which, _, csn, _) in zip(found, pins, strict=True)
+    ]
 
-                apply_settings(radio, cfg, which)
-            plus = radio.is_plus_variant
-            out.append(
-                Check(
-                    PASS,
-                    f"{which} radio",
-                    f"answers on {radio.where}; settings stick; "
-                    f"{'nRF24L01+' if plus else 'nRF24L01 (no 250 kbit/s)'}",
-                )
+
+def _radio(which: str, ce: int, csn: int, irq: int, cfg: config.NodeConfig | None) -> Check | None:
+    """One radio: None if its spidev does not exist, else what it answered."""
+    from longge.radio.rf24 import Rf24Radio, spidev
+
+    path = spidev(csn)
+    try:
+        os.close(os.open(path, os.O_RDWR))
+    except FileNotFoundError:
+        return None
+    except PermissionError:
+        return Check(
+            FAIL,
+            f"{which} radio",
+            f"{path}: permission denied",
+            "sudo ./run.sh doctor (the daemon runs as root), or add the user to group spi",
+        )
+    except OSError as exc:
+        return Check(
+            FAIL, f"{which} radio", f"{path} cannot be opened: {exc.strerror}", "enable SPI"
+        )
+    radio = Rf24Radio(ce, csn, cfg.spi_speed if cfg else 10_000_000, name=which, irq_pin=irq)
+    try:
+        radio.begin()
+        if cfg is not None:
+            from longge.daemon.child import apply_settings, verify_settings
+
+            apply_settings(radio, cfg, which)  # the RX radio listens: it draws current now
+            if which == "tx":
+                # a frame to nobody (MAX_RT expected): sending draws the most current, and a
+                # radio on a weak supply restarts with its power-on settings right then
+                radio.write(b"longge doctor")
+                verify_settings(radio, cfg, which)
+        plus = radio.is_plus_variant
+        return Check(
+            PASS,
+            f"{which} radio",
+            f"answers on {radio.where}; settings stick; "
+            f"{'nRF24L01+' if plus else 'nRF24L01 (no 250 kbit/s)'}"
+            + (f"; IRQ on GPIO{irq}" if irq >= 0 else "; no IRQ pin (polled)"),
+        )
+    except (LongGeError, RuntimeError) as exc:
+        fix = "see the wiring table in README 'Building a real link'"
+        return Check(FAIL, f"{which} radio", str(exc), fix)
+    finally:
+        radio.close()
+
+
+def _in_own_process(fn: Callable[..., Check | None], *args: object) -> Check | None:
+    ctx = multiprocessing.get_context("fork")
+    parent, child = ctx.Pipe(duplex=False)
+
+    def run() -> None:
+        child.send(fn(*args))
+
+    proc = ctx.Process(target=run, daemon=True)
+    proc.start()
+    child.close()
+    what = f"{args[0]} radio"
+    try:
+        if not parent.poll(RADIO_CHECK_S):
+            return Check(
+                FAIL,
+                what,
+                f"no answer within {RADIO_CHECK_S:.0f} s (the SPI driver hangs)",
+                "reboot; check the wiring",
             )
-        except (LongGeError, RuntimeError) as exc:
-            out.append(
-                Check(
-                    FAIL,
-                    f"{which} radio",
-                    str(exc),
-                    "see the wiring table in README 'Building a real link'",
-                )
-            )
-        finally:
-            radio.close()
-    return out
+        got: Check | None = parent.recv()
+        return got
+    except EOFError:
+        proc.join(5)
+        return Check(FAIL, what, f"the check crashed (exit code {proc.exitcode})", "")
+    finally:
+        proc.join(1)
+        if proc.is_alive():
+            proc.kill()
+        parent.close()
 
 
 def _routing(cfg: config.NodeConfig | None) -> list[Check]:

@@ -37,6 +37,8 @@ from longge.protocol.secure import KEY_LEN, generate_key, parse_key
 from longge.radio.options import RadioOptions, downlink_channel
 
 FIRMWARE = Path(__file__).resolve().parents[1] / "firmware"
+#: The radios' IRQ pins on the rf24 testbed (tx, rx): README's wiring table.
+IRQ_PINS = (24, 23)
 #: LD_PRELOAD for the rf24 backend on emulated chips (make -C firmware preload)
 PRELOAD = FIRMWARE / "build" / "longge-spidev.so"
 
@@ -87,6 +89,7 @@ class TestbedSpec:
     secured: bool = True
     serial: bool = False  # the mobile's radios are two native USB modems (on ptys)
     rf24: bool = False  # both nodes run the rf24 backend: the real pyrf24 on emulated chips
+    irq: bool = True  # rf24: the radio processes sleep on the radios' IRQ pins (else: polled)
 
     def __post_init__(self) -> None:
         # a wrong queue, queue_ms or mtu: refused here, by name (a stand-in key for the check)
@@ -125,6 +128,8 @@ class TestbedSpec:
             "state_dir": str(STATE_DIR / "security"),
             "driver": "pyrf24",
         }
+        if self.rf24 and self.irq:  # README's wiring table
+            node["tx_irq_pin"], node["rx_irq_pin"] = IRQ_PINS
         if self.backend(role) == "serial":
             node["tx_port"] = str(STATE_DIR / "mobile-tx.pty")
             node["rx_port"] = str(STATE_DIR / "mobile-rx.pty")
@@ -151,6 +156,7 @@ class TestbedSpec:
             "secured": self.secured,
             "serial": self.serial,
             "backend": "rf24" if self.rf24 else "sim",
+            "irq": self.rf24 and self.irq,
         }
 
 

@@ -146,6 +146,8 @@ WRONG = {
     "rf24.rx_ce_pin": ("22", "rf24.rx_ce_pin"),  # the same GPIO as tx_ce_pin
     "rf24.rx_csn_pin": ("0", "rf24.rx_csn_pin"),  # the same CSN as tx_csn_pin
     "rf24.spi_speed": ("50000000", "rf24.spi_speed"),
+    "rf24.tx_irq_pin": ("22", "rf24.tx_irq_pin"),  # the TX radio's CE
+    "rf24.rx_irq_pin": ("9", "rf24.rx_irq_pin"),  # SPI0's MISO
     "rf24.driver": ('"wiringpi"', "rf24.driver"),
     "serial.tx_port": ('""', "serial.tx_port"),
     "serial.rx_port": ('"/dev/ttyUSB0"\ntx_port = "/dev/ttyUSB0"', "serial.rx_port"),

@@ -11,6 +11,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -186,3 +187,190 @@ def test_an_spi_call_takes_as_long_as_on_a_pi(preload: Path, air: str, timing: s
     assert loop_s >= n * 9.8e-6
     # every call: 8 µs, and at most a 33-byte payload's 29.7 µs of clocks on top
     assert 8000 * calls <= modelled <= (8000 + 29_700) * calls
+
+
+IRQ_RECEIVER = """
+import json, select, sys, time
+from pyrf24 import RF24, RF24_2MBPS
+from longge.radio.irq import IrqLine
+r = RF24(25, 1)
+r.begin()
+r.data_rate = RF24_2MBPS
+r.channel = 40
+r.dynamic_payloads = True
+r.open_rx_pipe(1, b"LGm2b")
+r.listen = True
+irq = IrqLine(23)
+quiet = select.select([irq], [], [], 0.3)[0]  # nothing sent yet: the pin stays high
+print("listening", flush=True)
+# First frame: the pin falls. Left unread (RX_DR stays set), the second frame makes no edge,
+# as on the chip: the pin is already low.
+first = select.select([irq], [], [], 10)[0]
+edges_first = irq.clear()
+time.sleep(0.3)
+edges_while_low = irq.clear()
+got = []
+waits = 0
+deadline = time.monotonic() + 20
+while len(got) < int(sys.argv[1]) and time.monotonic() < deadline:
+    while r.available():
+        got.append(bytes(r.read(r.get_dynamic_payload_size())).hex())  # read() clears RX_DR
+    irq.clear()
+    if not r.available():
+        waits += 1
+        select.select([irq], [], [], 1.0)
+print(json.dumps({"quiet": bool(quiet), "first": bool(first), "edges_first": edges_first,
+                  "edges_while_low": edges_while_low, "got": got, "edges": irq.edges,
+                  "waits": waits}), flush=True)
+"""
+
+
+def test_the_irq_pin_falls_as_the_chips_does(preload: Path, air: str) -> None:
+    """The IRQ line (GPIO uAPI v2, falling edges, as longge.radio.irq asks for it): quiet while
+    nothing happens, an edge when a frame arrives, none while the pin is already low (RX_DR
+    not cleared), and a receiver that sleeps on it between frames gets every frame."""
+    n = 30
+    rx = subprocess.Popen(
+        [sys.executable, "-c", IRQ_RECEIVER, str(n)],
+        env={**chip_env(preload, air, "rx"), "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert rx.stdout is not None
+        assert rx.stdout.readline().strip() == "listening", rx.stderr
+        tx = subprocess.run(
+            [sys.executable, "-c", SENDER, "2"],
+            env=chip_env(preload, air, "tx"),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert tx.returncode == 0, tx.stderr
+        time.sleep(0.5)
+        tx = subprocess.run(
+            [sys.executable, "-c", SENDER, str(n - 2)],
+            env=chip_env(preload, air, "tx"),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert tx.returncode == 0, tx.stderr
+        out, err = rx.communicate(timeout=60)
+    finally:
+        rx.kill()
+    seen = json.loads(out.strip().splitlines()[-1])
+    assert not seen["quiet"] and seen["first"], err
+    assert seen["edges_first"] == 1
+    assert seen["edges_while_low"] == 0
+    assert len(seen["got"]) == n
+    assert seen["waits"] >= 1 and seen["edges"] >= 2  # it slept, and edges woke it
+
+
+def node_config(tmp_path: Path, rate: str = "2M") -> Path:
+    """A mobile node's config for the rf24 backend with its IRQ pins wired (the testbed's)."""
+    from longge.radio.options import RadioOptions
+    from longge.testbed import TestbedSpec
+
+    f = tmp_path / "node.toml"
+    spec = TestbedSpec(RadioOptions(rate=rate), secured=False, rf24=True)
+    f.write_text(spec.node_toml("mobile", None))
+    return f
+
+
+def run_longge(preload: Path, air: str, *args: str, chip: str = "plus") -> tuple[int, str]:
+    env = {
+        **chip_env(preload, air, ""),
+        "LONGGE_CHIP_PREFIX": "doctor-",
+        "LONGGE_CHIP": chip,
+        "PYTHONPATH": str(ROOT),
+    }
+    del env["LONGGE_CHIP_NAME"]  # each radio its own chip: doctor-spidev0.0, doctor-spidev0.1
+    r = subprocess.run(
+        [sys.executable, "-m", "longge", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert "Traceback" not in r.stderr, r.stderr
+    return r.returncode, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize(
+    ("chip", "rate", "says"),
+    [
+        ("plus", "2M", None),
+        ("absent", "2M", "does not answer on SPI"),
+        ("brownout", "2M", "settings do not stick"),
+        ("old", "250k", "is not an nRF24L01+ (no 250 kbit/s)"),
+    ],
+)
+def test_doctor_names_each_fault_of_an_emulated_chip_with_its_fix(
+    preload: Path, air: str, tmp_path: Path, chip: str, rate: str, says: str | None
+) -> None:
+    """./run.sh doctor with the real pyrf24 on emulated chips: a good pair passes (IRQ pins
+    wired), and a missing chip (MISO stuck high), a brown-out (no write sticks) and a chip
+    without the "+" asked for 250 kbit/s each fail both radios with what to do."""
+    code, out = run_longge(
+        preload, air, "doctor", "--config", str(node_config(tmp_path, rate)), chip=chip
+    )
+    radios = [line for line in out.splitlines() if re.match(r"\s+\w+\s+(tx|rx) radio", line)]
+    assert len(radios) == 2, out
+    if says is None:
+        assert all(line.split()[0] == "PASS" for line in radios), out
+        assert "IRQ on GPIO24" in out and "IRQ on GPIO23" in out
+        return
+    assert code == 1, out
+    for line in radios:
+        assert line.split()[0] == "FAIL" and says in line, out
+    fixes = {"absent": "3.3 V", "brownout": "capacitor", "old": "rate 1M or 2M"}
+    assert fixes[chip] in out
+
+
+def test_scan_on_an_emulated_chip_finds_the_wifi_next_door(
+    preload: Path, air: str, tmp_path: Path
+) -> None:
+    """./run.sh scan --backend rf24: the real pyrf24 reads RPD of an emulated chip channel by
+    channel; a Wi-Fi interferer on channel 6 (2437 MHz, 22 MHz wide) shows where it is. The
+    same scan with no chip on the bus is an error that says so, not a traceback."""
+    from longge.air import wire
+    from longge.air.wire import query
+
+    query(air, wire.interferer_message(6, 0.5))
+    code, out = run_longge(
+        preload,
+        air,
+        "scan",
+        "--backend",
+        "rf24",
+        "--config",
+        str(node_config(tmp_path)),
+        "--sweeps",
+        "4",
+        "--out",
+        str(tmp_path / "scan"),
+    )
+    assert code == 0, out
+    record = json.loads((tmp_path / "scan.json").read_text())
+    occ = record["occupancy"]
+    inside = [occ[ch] for ch in range(29, 46)]  # well inside 2426..2448 MHz
+    outside = [occ[ch] for ch in list(range(0, 20)) + list(range(60, 126))]
+    assert min(inside) > 0 and max(outside) == 0, occ
+    assert not 26 <= record["suggested"][0] <= 48 and not 26 <= record["suggested"][1] <= 48
+    code, out = run_longge(
+        preload,
+        air,
+        "scan",
+        "--backend",
+        "rf24",
+        "--config",
+        str(node_config(tmp_path)),
+        "--sweeps",
+        "1",
+        "--out",
+        str(tmp_path / "none"),
+        chip="absent",
+    )
+    assert code != 0 and "does not answer on SPI" in out, out

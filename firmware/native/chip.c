@@ -14,10 +14,17 @@
 static int sock = -1;
 /* Or, in a simulation that keeps its own time (sim/), the air is a function call away. */
 static chip_air_fn local_air;
-/* LONGGE_CHIP: "old" is an nRF24L01 without the "+" (RF_DR_LOW does not stick: no 250 kbit/s),
- * "absent" is no chip at all (MISO pulled high: every byte reads 0xFF); else an nRF24L01+. */
-enum { CHIP_PLUS, CHIP_OLD, CHIP_ABSENT };
+/* LONGGE_CHIP picks the chip (chip_variant): "plus", an nRF24L01+ (the default); "old", an
+ * nRF24L01 without the "+" (RF_DR_LOW does not stick: no 250 kbit/s; FEATURE and DYNPD read 0
+ * and ignore writes until the ACTIVATE command, 0x50 0x73, turns them on; a second one turns
+ * them off); "absent", no chip at all (MISO pulled high: every byte reads 0xFF); "brownout", a
+ * chip on a supply that sags as soon as it draws current: it answers and keeps its settings in
+ * standby, but restarts with its power-on registers whenever CE goes high (listening or sending
+ * draws ~12 mA, standby 26 µA).
+ * "@FILE" reads the word from FILE whenever the spidev is opened (a fault that comes and goes). */
+enum { CHIP_PLUS, CHIP_OLD, CHIP_ABSENT, CHIP_BROWNOUT };
 static int variant = CHIP_PLUS;
+static uint8_t features_active; /* an "old" chip's ACTIVATE state */
 static uint8_t reg[0x20];
 static uint8_t addr_p0[5], addr_p1[5], addr_tx[5];
 static uint8_t ce, listening_sent = 0xFF, config_dirty = 1;
@@ -169,14 +176,35 @@ void chip_attach_local(chip_air_fn air, const char *name) {
     power_on(name);
 }
 
-static void power_on(const char *name) {
+void chip_variant(void) {
     const char *v = getenv("LONGGE_CHIP");
-    variant = v && strcmp(v, "old") == 0 ? CHIP_OLD : v && strcmp(v, "absent") == 0 ? CHIP_ABSENT : CHIP_PLUS;
-    uint8_t msg[64] = {'H'};
-    size_t len = strlen(name) > 60 ? 60 : strlen(name);
-    memcpy(msg + 1, name, len);
-    send_msg(msg, len + 1);
-    /* RF24 power-on values of the registers the model reads */
+    char word[16] = "";
+    if (v && v[0] == '@') {
+        FILE *f = fopen(v + 1, "r");
+        if (f) {
+            if (!fgets(word, sizeof word, f))
+                word[0] = 0;
+            fclose(f);
+        }
+        word[strcspn(word, " \n")] = 0;
+        v = word;
+    }
+    variant = !v                            ? CHIP_PLUS
+              : strcmp(v, "old") == 0       ? CHIP_OLD
+              : strcmp(v, "absent") == 0    ? CHIP_ABSENT
+              : strcmp(v, "brownout") == 0  ? CHIP_BROWNOUT
+                                            : CHIP_PLUS;
+}
+
+uint8_t chip_irq(void) {
+    /* active low: STATUS's RX_DR, TX_DS, MAX_RT sit on the same bits as CONFIG's masks */
+    uint8_t flags = reg[REG_STATUS] & (STATUS_RX_DR | STATUS_TX_DS | STATUS_MAX_RT);
+    return (variant == CHIP_ABSENT || (flags & (uint8_t)~reg[REG_CONFIG])) ? 0 : 1;
+}
+
+static void reset_registers(void) {
+    /* the power-on values of the registers the model reads */
+    memset(reg, 0, sizeof reg);
     reg[REG_CONFIG] = CONFIG_EN_CRC;
     reg[REG_EN_AA] = 0x3F;
     reg[REG_EN_RXADDR] = 0x03;
@@ -189,12 +217,29 @@ static void power_on(const char *name) {
     memset(addr_tx, 0xE7, 5);
 }
 
+static void power_on(const char *name) {
+    chip_variant();
+    features_active = 0;
+    uint8_t msg[64] = {'H'};
+    size_t len = strlen(name) > 60 ? 60 : strlen(name);
+    memcpy(msg + 1, name, len);
+    send_msg(msg, len + 1);
+    reset_registers();
+}
+
 static void end_transaction(void) {
     uint8_t r = cmd & REGISTER_MASK;
     if (variant == CHIP_ABSENT)
         return;
+    if (cmd == CMD_ACTIVATE && nbytes > 0 && data[0] == 0x73 && variant == CHIP_OLD) {
+        features_active = !features_active;
+        return;
+    }
     if ((cmd & 0xE0) == CMD_W_REGISTER && r == REG_RF_SETUP && nbytes > 0 && variant == CHIP_OLD)
         data[0] &= (uint8_t)~RF_DR_LOW;
+    if ((cmd & 0xE0) == CMD_W_REGISTER && (r == REG_FEATURE || r == REG_DYNPD) && variant == CHIP_OLD &&
+        !features_active)
+        return;
     if ((cmd & 0xE0) == CMD_W_REGISTER && nbytes > 0) {
         if (r == REG_RX_ADDR_P0)
             memcpy(addr_p0, data, nbytes > 5 ? 5 : nbytes);
@@ -296,8 +341,8 @@ static uint8_t read_register(uint8_t r, uint8_t i) {
             reg[REG_RPD] = 0;
         return reg[REG_RPD];
     }
-    if (r == REG_RF_SETUP && (reg[r] & RF_DR_LOW))
-        return reg[r]; /* a "+" chip */
+    if ((r == REG_FEATURE || r == REG_DYNPD) && variant == CHIP_OLD && !features_active)
+        return 0;
     return reg[r];
 }
 
@@ -315,13 +360,18 @@ uint8_t chip_spi(uint8_t out) {
     if ((cmd & 0xE0) == CMD_R_REGISTER && cmd < 0x20)
         return read_register(cmd & REGISTER_MASK, i);
     if (cmd == CMD_R_RX_PL_WID)
-        return rx_n ? rx_len[0] : 0;
+        return (rx_n && !(variant == CHIP_OLD && !features_active)) ? rx_len[0] : 0;
     if (cmd == CMD_R_RX_PAYLOAD)
         return (rx_n && i < rx_len[0]) ? rx_buf[0][i] : 0;
     return 0;
 }
 
 void chip_ce(uint8_t level) {
+    if (variant == CHIP_BROWNOUT && level && !ce && (reg[REG_CONFIG] & CONFIG_PWR_UP)) {
+        reset_registers(); /* the supply sagged: the chip restarted */
+        tx_count = rx_n = 0;
+        config_dirty = 1;
+    }
     ce = level;
     update_listening();
 }

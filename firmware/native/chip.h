@@ -16,6 +16,10 @@ void chip_from_air(const uint8_t *msg, size_t len);
 void chip_csn(uint8_t level);
 uint8_t chip_spi(uint8_t out);
 void chip_ce(uint8_t level);
+/* Read LONGGE_CHIP again (which chip is on the bus: see chip.c). */
+void chip_variant(void);
+/* The IRQ pin: 0 (active) while an unmasked RX_DR, TX_DS or MAX_RT is set. */
+uint8_t chip_irq(void);
 /* Take in what the air sent (non-blocking); returns the socket for select(), or -1. */
 int chip_poll(void);
 

@@ -11,7 +11,15 @@
  * LONGGE_AIR defaults to /run/longge/air.sock, LONGGE_CHIP_NAME to LONGGE_CHIP_PREFIX followed by
  * the spidev's name ("mobile-spidev0.0"), as the testbed's daemons use it. SPI modes,
  * word size and clock are stored and read back as spidev does; the GPIO requests of both uAPI
- * versions are served (one output line: CE). Not modelled yet: the IRQ line.
+ * versions are served: an output line is CE. An input line asked for with falling-edge events
+ * (uAPI v2, GPIO_V2_GET_LINE_IOCTL, as RF24's own interrupt code and LongGe's daemon ask) is the
+ * chip's IRQ pin: its descriptor is a pipe that gets one struct gpio_v2_line_event each time the
+ * pin falls (an unmasked RX_DR, TX_DS or MAX_RT becomes set while none was), as the kernel's
+ * line descriptor does. A thread watches the air while the program sleeps on that descriptor;
+ * a lock keeps it and the program's SPI calls from touching the chip at once. LONGGE_CHIP picks
+ * the chip (chip.c: plus, old, absent, brownout, @FILE), read again at every spidev open and,
+ * from a file, every 0.2 s of SPI use ("absent" then is a MISO wire come loose: the chip keeps
+ * its registers, the host reads 0xFF).
  *
  * SPI timing like a Pi's (LONGGE_SPI_TIMING: "pi", the default, or "off"): each
  * SPI_IOC_MESSAGE returns no sooner than a Raspberry Pi's spidev would: a fixed cost per call
@@ -25,6 +33,8 @@
 #include <fcntl.h>
 #include <linux/gpio.h>
 #include <linux/spi/spidev.h>
+#include <poll.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +53,13 @@ static int spi_fd = -1, gpio_fd = -1, line_fd = -1, attached;
 static uint8_t spi_mode, spi_bits = 8, ce_level;
 static uint32_t spi_speed = 500000;
 
+/* The IRQ line: the program reads irq_fd (a pipe's end), the watcher and SPI calls write
+ * irq_wr. chip_lock guards the chip model and everything below it. */
+static pthread_mutex_t chip_lock = PTHREAD_MUTEX_INITIALIZER;
+static int irq_fd = -1, irq_wr = -1, watching;
+static uint32_t irq_offset, irq_seqno;
+static uint8_t irq_level = 1;
+
 static void resolve(void) {
     if (!real_open) {
         real_open = (int (*)(const char *, int, ...))dlsym(RTLD_NEXT, "open");
@@ -55,8 +72,10 @@ static void resolve(void) {
 static int placeholder(void) { return real_open("/dev/null", O_RDWR | O_CLOEXEC); }
 
 static int attach(const char *path) {
-    if (attached)
+    if (attached) {
+        chip_variant(); /* a fault may have come or gone since (LONGGE_CHIP=@FILE) */
         return 0;
+    }
     const char *air = getenv("LONGGE_AIR");
     const char *name = getenv("LONGGE_CHIP_NAME");
     const char *prefix = getenv("LONGGE_CHIP_PREFIX");
@@ -121,7 +140,12 @@ static void print_stats(void) {
             (unsigned long long)transactions, (unsigned long long)timed_ns);
 }
 
+static int fault_file; /* LONGGE_CHIP=@FILE: looked at again every 0.2 s */
+static uint64_t fault_checked;
+
 static void read_timing(void) {
+    const char *v = getenv("LONGGE_CHIP");
+    fault_file = v && v[0] == '@';
     const char *t = getenv("LONGGE_SPI_TIMING");
     timing = !(t && strcmp(t, "off") == 0);
     const char *c = getenv("LONGGE_SPI_CALL_NS");
@@ -131,10 +155,79 @@ static void read_timing(void) {
         atexit(print_stats);
 }
 
+/* With chip_lock held: after anything that may have changed STATUS, a falling IRQ pin
+ * becomes an edge event on the line's descriptor. */
+static void irq_check(void) {
+    uint8_t level = chip_irq();
+    if (irq_wr >= 0 && irq_level && !level) {
+        struct gpio_v2_line_event ev;
+        memset(&ev, 0, sizeof ev);
+        ev.timestamp_ns = now_ns();
+        ev.id = GPIO_V2_LINE_EVENT_FALLING_EDGE;
+        ev.offset = irq_offset;
+        ev.seqno = ev.line_seqno = ++irq_seqno;
+        if (write(irq_wr, &ev, sizeof ev) < 0) {
+            /* the pipe is full: the program has 1000+ edges unread; the kernel drops them too */
+        }
+    }
+    irq_level = level;
+}
+
+/* While the program sleeps on the IRQ descriptor, the air's messages still arrive: take them
+ * in as they come, so the pin falls when the chip's would. */
+static void *watch_air(void *unused) {
+    (void)unused;
+    for (;;) {
+        pthread_mutex_lock(&chip_lock);
+        int sock = attached ? chip_poll() : -1;
+        irq_check();
+        pthread_mutex_unlock(&chip_lock);
+        if (sock < 0) {
+            usleep(10000); /* not attached yet */
+            continue;
+        }
+        struct pollfd p = {sock, POLLIN, 0};
+        if (poll(&p, 1, -1) < 0 && errno != EINTR)
+            return NULL;
+        if (p.revents & (POLLHUP | POLLERR | POLLNVAL))
+            return NULL; /* the air is gone: the pin stays as it is */
+    }
+}
+
+static int request_irq(struct gpio_v2_line_request *r) {
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return -1;
+    fcntl(p[1], F_SETFL, O_NONBLOCK);
+    pthread_mutex_lock(&chip_lock);
+    if (irq_fd >= 0) {
+        real_close(irq_fd);
+        real_close(irq_wr);
+    }
+    irq_fd = p[0];
+    irq_wr = p[1];
+    irq_offset = r->offsets[0];
+    irq_level = 1; /* as if high until the chip says otherwise: an active pin is an edge */
+    if (attached)
+        irq_check();
+    pthread_mutex_unlock(&chip_lock);
+    if (!watching) {
+        pthread_t t;
+        watching = pthread_create(&t, NULL, watch_air, NULL) == 0;
+        if (watching)
+            pthread_detach(t);
+    }
+    r->fd = irq_fd;
+    return 0;
+}
+
 static void set_ce(uint8_t level) {
+    pthread_mutex_lock(&chip_lock);
     ce_level = level ? 1 : 0;
     chip_poll();
     chip_ce(ce_level);
+    irq_check();
+    pthread_mutex_unlock(&chip_lock);
 }
 
 static int spi_message(const struct spi_ioc_transfer *xfer, unsigned n) {
@@ -142,6 +235,11 @@ static int spi_message(const struct spi_ioc_transfer *xfer, unsigned n) {
     uint64_t start = now_ns(), model = 0;
     if (timing < 0)
         read_timing();
+    pthread_mutex_lock(&chip_lock);
+    if (fault_file && start - fault_checked > 200000000ull) {
+        chip_variant(); /* LONGGE_CHIP=@FILE: a fault that comes and goes while in use */
+        fault_checked = start;
+    }
     chip_poll(); /* take in what the air sent since the last transaction */
     for (unsigned i = 0; i < n; i++) {
         const uint8_t *tx = (const uint8_t *)(uintptr_t)xfer[i].tx_buf;
@@ -159,6 +257,8 @@ static int spi_message(const struct spi_ioc_transfer *xfer, unsigned n) {
         uint32_t hz = xfer[i].speed_hz ? xfer[i].speed_hz : spi_speed;
         model += (uint64_t)xfer[i].len * 9u * 1000000000ull / (hz ? hz : 1);
     }
+    irq_check();
+    pthread_mutex_unlock(&chip_lock);
     transactions++;
     if (timing) {
         model += call_ns;
@@ -228,6 +328,8 @@ static int gpio_ioctl(int fd, unsigned long req, void *arg) {
     }
     case GPIO_V2_GET_LINE_IOCTL: { /* uAPI v2 */
         struct gpio_v2_line_request *r = arg;
+        if ((r->config.flags & GPIO_V2_LINE_FLAG_INPUT) && (r->config.flags & GPIO_V2_LINE_FLAG_EDGE_FALLING))
+            return request_irq(r);
         r->fd = line_fd = placeholder();
         return 0;
     }
@@ -254,6 +356,12 @@ static int gpio_ioctl(int fd, unsigned long req, void *arg) {
             return 0;
         }
     }
+    if (fd == irq_fd && req == GPIO_V2_LINE_GET_VALUES_IOCTL) {
+        pthread_mutex_lock(&chip_lock);
+        ((struct gpio_v2_line_values *)arg)->bits = chip_irq();
+        pthread_mutex_unlock(&chip_lock);
+        return 0;
+    }
     errno = EINVAL;
     return -1;
 }
@@ -266,7 +374,8 @@ int ioctl(int fd, unsigned long req, ...) {
     va_end(ap);
     if (fd >= 0 && fd == spi_fd)
         return spi_ioctl(req, arg);
-    if (fd >= 0 && (fd == gpio_fd || fd == line_fd))
+    /* the IRQ line is a real pipe: what is not a GPIO request (FIONBIO...) is the pipe's */
+    if (fd >= 0 && (fd == gpio_fd || fd == line_fd || (fd == irq_fd && _IOC_TYPE(req) == 0xB4)))
         return gpio_ioctl(fd, req, arg);
     return real_ioctl(fd, req, arg);
 }
@@ -279,5 +388,11 @@ int close(int fd) {
         gpio_fd = -1;
     else if (fd >= 0 && fd == line_fd)
         line_fd = -1;
+    else if (fd >= 0 && fd == irq_fd) {
+        pthread_mutex_lock(&chip_lock);
+        real_close(irq_wr);
+        irq_fd = irq_wr = -1;
+        pthread_mutex_unlock(&chip_lock);
+    }
     return real_close(fd);
 }

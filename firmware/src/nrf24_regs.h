@@ -13,6 +13,7 @@
 #define CMD_R_RX_PL_WID 0x60
 #define CMD_W_TX_PAYLOAD_NOACK 0xB0
 #define CMD_NOP 0xFF
+#define CMD_ACTIVATE 0x50 /* nRF24L01 without "+": followed by 0x73, toggles FEATURE access */
 #define REGISTER_MASK 0x1F
 
 /* Registers (Table 28) */

@@ -270,6 +270,7 @@ def cmd_testbed(ns: argparse.Namespace) -> int:
             secured=not ns.insecure,
             serial=ns.serial,
             rf24=ns.backend == "rf24",
+            irq=not ns.no_irq,
         )
         st = testbed.up(spec, say=lambda s: print(f"testbed: {s}", flush=True))
     else:

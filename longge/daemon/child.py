@@ -9,9 +9,11 @@ The supervisor and each radio process are joined by a ``multiprocessing`` pipe:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any
 
 from longge import realtime
@@ -23,16 +25,32 @@ from longge.radio.options import configure
 
 STATS_EVERY_S = 0.25
 RETRY_RADIO_S = 1.0
+HEALTH_CHECK_S = 1.0
 
 
 def bring_up(cfg: NodeConfig, which: str) -> Radio | None:
     """A begun and configured radio, or None if it does not answer (caller retries). A
     backend that knows what is wrong raises HardwareError with a message for people."""
     radio = open_radio(cfg, which)
-    if not radio.begin():
+    try:
+        begun = radio.begin()
+        if begun:
+            apply_settings(radio, cfg, which)
+    except HardwareError:
+        release(radio)
+        raise
+    if not begun:
+        release(radio)
         return None
-    apply_settings(radio, cfg, which)
     return radio
+
+
+def release(radio: Radio | None) -> None:
+    """Let a radio go (a backend with a close()): its SPI device and GPIO lines are free for
+    the next attempt (a GPIO line stays taken while a descriptor holds it)."""
+    close = getattr(radio, "close", None)
+    if close is not None:
+        close()
 
 
 def apply_settings(radio: Radio, cfg: NodeConfig, which: str) -> None:
@@ -44,8 +62,14 @@ def apply_settings(radio: Radio, cfg: NodeConfig, which: str) -> None:
     else:
         radio.open_rx_pipe(1, cfg.rx_address)
         radio.start_listening()
-    verify = getattr(radio, "verify", None)  # backends for real chips read settings back
+    verify_settings(radio, cfg, which)
+
+
+def verify_settings(radio: Radio, cfg: NodeConfig, which: str) -> None:
+    """A backend for real chips reads every setting back (HardwareError if one did not stick)."""
+    verify = getattr(radio, "verify", None)
     if verify is not None:
+        channel = cfg.tx_channel if which == "tx" else cfg.rx_channel
         verify(cfg.radio, channel, cfg.pa_value)
 
 
@@ -56,6 +80,12 @@ def waitable(radio: Radio | None) -> int | None:
         return None
     fd: int = fileno()
     return fd if fd >= 0 else None
+
+
+def on_irq(radio: Radio | None) -> bool:
+    """Does this radio's descriptor come from its IRQ pin (edges, not messages)? Then the
+    chip's flags must be cleared for the pin to fall again."""
+    return getattr(radio, "irq_edges", None) is not None
 
 
 class Child:
@@ -78,6 +108,8 @@ class Child:
             world = False
         self.scheduling = "default"
         if schedule:
+            with contextlib.suppress(OSError):  # top, ps -o comm: which radio process is which
+                Path("/proc/self/comm").write_text(f"longge-{which}")
             self.scheduling = realtime.prioritise(priority, -5, world=world)
         self.cfg = cfg
         self.which = which
@@ -88,6 +120,7 @@ class Child:
         self.radio_attempts = 0
         self._next_stats = 0.0
         self._next_radio_try = 0.0
+        self._next_health_check = 0.0
         self.reinits = 0
         self.last_reinit = ""
 
@@ -95,9 +128,17 @@ class Child:
         if (
             self.radio is not None
             and self.radio.failure_detected
-            and not getattr(self.radio, "is_chip_connected", True)
+            and not self.radio.is_chip_connected
         ):
+            release(self.radio)
             self.radio = None  # lost it (air gone, chip unplugged): start over
+        if self.radio is not None and now >= self._next_health_check:
+            # A chip whose MISO came loose reads 0xFF: STATUS then says "sent" and "failed"
+            # at once and an RX FIFO looks empty, so neither process would notice. Once a
+            # second, one register read (SETUP_AW) asks whether it still answers.
+            self._next_health_check = now + HEALTH_CHECK_S
+            if not self.radio.is_chip_connected:
+                self.reinitialise("the radio stopped answering on SPI")
         if self.radio is None and now >= self._next_radio_try:
             self.radio_attempts += 1
             self._next_radio_try = now + RETRY_RADIO_S
@@ -111,18 +152,14 @@ class Child:
         return self.radio
 
     def close_radio(self) -> None:
-        """At the end of the process: let the radio go (a backend with a close())."""
-        close = getattr(self.radio, "close", None)
-        if close is not None:
-            close()
+        """At the end of the process: let the radio go."""
+        release(self.radio)
 
     def reinitialise(self, why: str) -> None:
         """Drop the radio and bring it up again at once (the interface stays up)."""
         self.reinits += 1
         self.last_reinit = why
-        close = getattr(self.radio, "close", None)
-        if close is not None:
-            close()
+        release(self.radio)
         self.radio = None
         self._next_radio_try = 0.0
 
@@ -169,6 +206,16 @@ class Child:
         )
         if self.radio is not None:
             stats["radio_failures"] = self.radio.failure_detected
+            # how the process waits for its radio: the IRQ pin, the emulated air's messages,
+            # or asking the chip every 0.2 ms (waitable() only when not on the IRQ pin: there
+            # it takes the pin's edges)
+            irq = on_irq(self.radio)
+            stats["waits_on"] = (
+                "irq" if irq else "air" if waitable(self.radio) is not None else "poll"
+            )
+            edges = getattr(self.radio, "irq_edges", None)
+            if edges is not None:
+                stats["irq_edges"] = edges
         try:
             self.conn.send(("stats", stats))
         except (BrokenPipeError, OSError):

@@ -164,23 +164,28 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
         # 7. wait
         fds: list[Any] = [conn]
         timeout = 0.25
-        fd = waitable(radio)
-        if fd is not None:
-            fds.append(fd)
-        elif radio is not None and (frames or len(queue) or not radio.is_fifo(True, True)):
-            # A backend without a descriptor (pyrf24) is polled while anything is on its way:
-            # a frame to load, a packet queued, or frames in the chip's FIFO whose fate is not
-            # known yet. (It slept 0.25 s once the FIFO held a packet's last frames, with more
-            # queued: packets expired in a queue that should have moved every 1.5 ms.)
-            timeout = 0.0002
         if radio is not None:
             # A MAX_RT taken in while loading (write_fast reads the radio's news) leaves the
-            # descriptor quiet: look now, or the radio would idle until the timeout.
+            # descriptor quiet: look now, or the radio would idle until the timeout. Looked at
+            # before the descriptor: what_happened clears the chip's flags, and an IRQ pin
+            # falls again only after that.
             sent_ok, pending_max_rt, _ = radio.what_happened()
             if sent_ok:
                 storm = 0
             if pending_max_rt:
                 timeout = 0.0
+        fd = waitable(radio)
+        if fd is not None:
+            fds.append(fd)
+            if radio is not None and (frames or len(queue)) and radio.is_fifo(True) != FIFO_FULL:
+                timeout = 0.0  # a slot freed since the loading (its news already taken)
+        elif radio is not None and (frames or len(queue) or not radio.is_fifo(True, True)):
+            # A backend without a descriptor (pyrf24 without its IRQ pin) is polled while
+            # anything is on its way: a frame to load, a packet queued, or frames in the
+            # chip's FIFO whose fate is not known yet. (It slept 0.25 s once the FIFO held a
+            # packet's last frames, with more queued: packets expired in a queue that should
+            # have moved every 1.5 ms.)
+            timeout = 0.0002
         if not frames:
             fds.append(tun)
         select.select(fds, [], [], timeout)

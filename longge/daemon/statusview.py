@@ -47,7 +47,8 @@ def node_text(st: dict[str, Any]) -> str:
             f"{rx.get('keepalives', 0)} keepalives; drops: {_drops(rx.get('drops'))}; "
             f"radio {rx.get('state', '?')}",
             _security_line(tx, rx),
-            f"  procs  {procs}",
+            f"  procs  {procs}; radios waited on: tx {tx.get('waits_on', '?')}, "
+            f"rx {rx.get('waits_on', '?')}",
         ]
     )
 

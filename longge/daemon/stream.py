@@ -29,7 +29,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from longge.config import NodeConfig
-from longge.daemon.child import Child, waitable
+from longge.daemon.child import Child, on_irq, waitable
 from longge.daemon.fairqueue import FairQueue
 from longge.protocol import Fragmenter, secure
 from longge.protocol.arq import CONTROL, MAX_INNER, RESET, ArqReceiver, ArqSender, ArqStats
@@ -156,9 +156,19 @@ def run_tx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
         deadline = sender.next_deadline()
         if deadline is not None:
             timeout = max(0.0, min(timeout, deadline - now))
+        if radio is not None and on_irq(radio):
+            radio.what_happened()  # the IRQ pin falls again only once TX_DS is cleared
         fd = waitable(radio)
         if fd is not None:
             fds.append(fd)
+            if (
+                radio is not None
+                and on_irq(radio)
+                and (waiting or control or not sender.idle)
+                and in_burst < burst
+                and radio.is_fifo(True) != FIFO_FULL
+            ):
+                timeout = 0.0  # a slot freed since the loading (its edge already taken)
         elif radio is not None and (waiting or control or in_burst or not sender.idle):
             # a backend without a descriptor (pyrf24) is polled while frames are on their way
             timeout = min(timeout, 0.0002)

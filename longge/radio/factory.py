@@ -21,8 +21,10 @@ def open_radio(cfg: NodeConfig, which: str) -> Radio:
     if cfg.backend == "rf24":
         from longge.radio.rf24 import Rf24Radio
 
-        ce, csn = (
-            (cfg.tx_ce_pin, cfg.tx_csn_pin) if which == "tx" else (cfg.rx_ce_pin, cfg.rx_csn_pin)
+        ce, csn, irq = (
+            (cfg.tx_ce_pin, cfg.tx_csn_pin, cfg.tx_irq_pin)
+            if which == "tx"
+            else (cfg.rx_ce_pin, cfg.rx_csn_pin, cfg.rx_irq_pin)
         )
         driver = None
         if cfg.driver == "sim":  # the backend's own code over emulated chips (tests, demos)
@@ -31,7 +33,9 @@ def open_radio(cfg: NodeConfig, which: str) -> Radio:
             def driver(ce: int, csn: int, speed: int) -> SimRadio:
                 return SimRadio(ce, csn, speed, air=cfg.air, name=name)
 
-        return Rf24Radio(ce, csn, cfg.spi_speed, name=name, driver=driver)
+        # the emulated chips of driver = "sim" have no IRQ line: they are polled
+        irq = -1 if driver is not None else irq
+        return Rf24Radio(ce, csn, cfg.spi_speed, name=name, driver=driver, irq_pin=irq)
     if cfg.backend == "serial":
         from longge.radio.serial_modem import SerialRadio
 

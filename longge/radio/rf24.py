@@ -9,7 +9,9 @@ names), so this backend is ``RF24`` plus what a daemon needs from real hardware:
   a loose wire "accepts" writes and keeps its old values) and refuses 250 kbit/s on a chip that
   is not the "+" variant;
 - ``retransmissions`` sums ARC_CNT over finished payloads (pyrf24 shows only the last one),
-  ``close()`` powers the radio down.
+  ``close()`` powers the radio down;
+- with its IRQ pin wired (``irq_pin``), ``fileno()`` is a descriptor readable after the pin
+  fell (``irq.py``): the radio process sleeps on it instead of polling (-1 without one).
 
 Every other name goes straight to pyrf24. The daemon's code path is the one it uses with the
 ``sim`` backend: the backend choice is configuration only. ``driver = "sim"`` (config
@@ -25,6 +27,7 @@ from typing import Any
 
 from longge.errors import HardwareError
 from longge.radio.constants import RATE_BY_NAME, rf24_crclength_e
+from longge.radio.irq import IrqLine
 from longge.radio.options import RadioOptions
 
 #: What begin() failing usually means, in the order worth checking.
@@ -72,7 +75,17 @@ class Rf24Radio:
     """One radio: pyrf24's ``RF24`` with checks (see the module doc)."""
 
     _own = frozenset(
-        {"_chip", "_enums", "name", "ce_pin", "csn_pin", "spi_speed", "retransmissions"}
+        {
+            "_chip",
+            "_enums",
+            "_irq",
+            "name",
+            "ce_pin",
+            "csn_pin",
+            "irq_pin",
+            "spi_speed",
+            "retransmissions",
+        }
     )
 
     def __init__(
@@ -83,8 +96,11 @@ class Rf24Radio:
         *,
         name: str = "radio",
         driver: Callable[[int, int, int], Any] | None = None,
+        irq_pin: int = -1,
     ) -> None:
         self.name = name
+        self.irq_pin = irq_pin
+        self._irq: IrqLine | None = None
         self.ce_pin = ce_pin
         self.csn_pin = csn_pin
         self.spi_speed = spi_speed
@@ -98,7 +114,12 @@ class Rf24Radio:
     def __getattr__(self, name: str) -> Any:
         if name not in _rf24_names():
             raise AttributeError(f"pyrf24's RF24 has no {name!r}")
-        return getattr(self._chip, name)
+        value = getattr(self._chip, name)
+        if callable(value):
+            # a method (not a property's value): found here once, then as fast as the chip's
+            # own (this lookup cost the radio process more than some SPI calls do)
+            object.__setattr__(self, name, value)
+        return value
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name in self._own:
@@ -123,11 +144,31 @@ class Rf24Radio:
             raise HardwareError(
                 f"{self.where} does not answer on SPI. Check: " + "; ".join(WIRING_HINTS[1:])
             )
+        if self.irq_pin >= 0 and self._irq is None:
+            self._irq = IrqLine(self.irq_pin, consumer=f"longge {self.name}")
         return True
+
+    def fileno(self) -> int:
+        """The IRQ line's descriptor, readable once the pin falls after this call (the edges
+        that came before are taken: the caller looks at the radio before it sleeps); -1 when
+        the pin is not wired."""
+        if self._irq is None:
+            return -1
+        self._irq.clear()
+        return self._irq.fileno()
+
+    @property
+    def irq_edges(self) -> int | None:
+        """Falling edges seen on the IRQ pin (None: not wired)."""
+        return None if self._irq is None else self._irq.edges
 
     def verify(self, opts: RadioOptions, channel: int, pa_level: int) -> None:
         """Every setting the daemon wrote reads back the same, else HardwareError."""
-        if opts.rate == "250k" and not self._chip.is_plus_variant:
+        # RF24 tells a chip without the "+" by its FEATURE register around ACTIVATE, which a
+        # freshly powered one does not show: 250 kbit/s not sticking says it too.
+        if opts.rate == "250k" and (
+            not self._chip.is_plus_variant or int(self._chip.data_rate) != int(RATE_BY_NAME["250k"])
+        ):
             raise HardwareError(
                 f"{self.where} is not an nRF24L01+ (no 250 kbit/s): use rate 1M or 2M, or a "
                 "'+' module"
@@ -159,5 +200,8 @@ class Rf24Radio:
         return flags
 
     def close(self) -> None:
+        if self._irq is not None:
+            self._irq.close()
+            self._irq = None
         with contextlib.suppress(RuntimeError, OSError):  # a chip that is gone stays down
             self._chip.power = False

@@ -1,0 +1,115 @@
+"""What the rf24 backend's radio processes cost in CPU, sleeping on the IRQ pins against polling
+the chips every 0.2 ms (issue 17's targets: with IRQ, <= 1 % of a core idle and <= 15 % at ESB
+saturation). The real pyrf24 on emulated chips, with the Pi's SPI timing on (each ioctl spins
+as long as a Pi's would: that CPU is counted, as on a Pi). Run by hand, as root:
+
+    .venv/bin/python -m tools.rf24_cpu [--seconds 10] [--rounds 3] [--mode esb|stream]
+
+Each round brings the testbed up with ``--backend rf24`` twice (IRQ pins wired; polled) and
+reads the four radio processes' CPU time (utime + stime, /proc/PID/stat, threads included) over
+--seconds idle (keepalives only) and over --seconds of stock iperf3 1400-byte UDP at 1.5x the
+model's bound, mobile to base. Printed per process as a share of one core; at saturation the
+busy pair is mobile-tx and base-rx. The goodput is printed beside it (a cheap radio process
+that carries less is no win).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+
+from longge import testbed
+from longge.measure.model import udp_goodput_bps
+from longge.protocol.secure import OVERHEAD
+from longge.radio.options import RadioOptions
+from tools.rounds import repeat
+from tools.testbed_link import UDP_PAYLOAD, iperf_udp, ns, stock_server
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def radio_processes() -> dict[str, int]:
+    """PID of each radio process, by role and direction ("mobile-tx", ...)."""
+    state = json.loads(testbed.paths()["state"].read_text())
+    out = {}
+    for role in ("mobile", "base"):
+        parent = state["pids"][role]
+        children = Path(f"/proc/{parent}/task/{parent}/children").read_text().split()
+        for pid in children:
+            comm = Path(f"/proc/{pid}/comm").read_text().strip()
+            if comm.startswith("longge-"):
+                out[f"{role}-{comm.removeprefix('longge-')}"] = int(pid)
+    return out
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK  # utime, stime
+
+
+def shares(pids: dict[str, int], seconds: float, during: object = None) -> dict[str, float]:
+    before = {k: cpu_seconds(p) for k, p in pids.items()}
+    t0 = time.monotonic()
+    if callable(during):
+        during()
+    else:
+        time.sleep(seconds)
+    wall = time.monotonic() - t0
+    return {k: (cpu_seconds(p) - before[k]) / wall for k, p in pids.items()}
+
+
+def one_variant(opts: RadioOptions, irq: bool, bound: float, seconds: int) -> dict[str, float]:
+    testbed.up(testbed.TestbedSpec(opts, rf24=True, irq=irq))
+    server = stock_server()
+    try:
+        time.sleep(2)  # radios up, the first keepalives through
+        pids = radio_processes()
+        idle = shares(pids, seconds)
+        got: dict[str, float] = {}
+
+        def load() -> None:
+            run = json.loads(ns("lg-mobile", *iperf_udp(bound * 1.5, seconds)))
+            got["bps"] = float(run["end"]["sum_received"]["bits_per_second"])
+
+        busy = shares(pids, seconds, load)
+    finally:
+        server.kill()
+        testbed.down()
+    name = "irq" if irq else "poll"
+    r = {f"{name} idle {k}": v for k, v in idle.items()}
+    r.update({f"{name} saturated {k}": v for k, v in busy.items()})
+    r[f"{name} goodput of model"] = got["bps"] / bound
+    print(
+        f"  {name}: idle "
+        + ", ".join(f"{k} {v:.1%}" for k, v in sorted(idle.items()))
+        + "; saturated "
+        + ", ".join(f"{k} {v:.1%}" for k, v in sorted(busy.items()))
+        + f"; goodput {got['bps'] / bound:.3f} of the model",
+        flush=True,
+    )
+    return r
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seconds", type=int, default=10)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--mode", choices=("esb", "stream"), default="esb")
+    args = ap.parse_args()
+    opts = RadioOptions(mode=args.mode)
+    bound = udp_goodput_bps(opts, UDP_PAYLOAD, OVERHEAD)
+    print(f"model bound: {bound / 1e3:.1f} kbit/s of 1400-byte UDP ({args.mode})", flush=True)
+    repeat(
+        args.rounds,
+        lambda: {
+            **one_variant(opts, True, bound, args.seconds),
+            **one_variant(opts, False, bound, args.seconds),
+        },
+    )
+
+
+if __name__ == "__main__":
+    main()
