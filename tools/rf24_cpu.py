@@ -8,9 +8,11 @@ as long as a Pi's would: that CPU is counted, as on a Pi). Run by hand, as root:
 Each round brings the testbed up with ``--backend rf24`` twice (IRQ pins wired; polled) and
 reads the four radio processes' CPU time (utime + stime, /proc/PID/stat, threads included) over
 --seconds idle (keepalives only) and over --seconds of stock iperf3 1400-byte UDP at 1.5x the
-model's bound, mobile to base. Printed per process as a share of one core; at saturation the
-busy pair is mobile-tx and base-rx. The goodput is printed beside it (a cheap radio process
-that carries less is no win).
+model's bound, mobile to base. Printed per process as a share of one core (its main thread:
+what the process itself costs, the modelled SPI time included; "watcher": the preload's thread
+that takes in the air's messages for the emulated IRQ pin, which a Pi's kernel does instead);
+at saturation the busy pair is mobile-tx and base-rx. The goodput is printed beside it (a
+cheap radio process that carries less is no win).
 """
 
 from __future__ import annotations
@@ -45,20 +47,32 @@ def radio_processes() -> dict[str, int]:
     return out
 
 
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK  # utime, stime
+def cpu_seconds(pid: int, main: bool) -> float:
+    """CPU time (utime + stime) of the process's main thread (main), or of its other threads:
+    the preload's thread that watches the air for the emulated IRQ pin, the emulator's own
+    work (on a Pi the kernel's GPIO interrupt does it)."""
+    total = 0.0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        if (task.name == str(pid)) != main:
+            continue
+        fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / TICK
+    return total
 
 
 def shares(pids: dict[str, int], seconds: float, during: object = None) -> dict[str, float]:
-    before = {k: cpu_seconds(p) for k, p in pids.items()}
+    keys = [(k, main) for k in pids for main in (True, False)]
+    before = {(k, m): cpu_seconds(pids[k], m) for k, m in keys}
     t0 = time.monotonic()
     if callable(during):
         during()
     else:
         time.sleep(seconds)
     wall = time.monotonic() - t0
-    return {k: (cpu_seconds(p) - before[k]) / wall for k, p in pids.items()}
+    return {
+        k if m else f"{k} watcher": (cpu_seconds(pids[k], m) - before[(k, m)]) / wall
+        for k, m in keys
+    }
 
 
 def one_variant(opts: RadioOptions, irq: bool, bound: float, seconds: int) -> dict[str, float]:
