@@ -206,12 +206,12 @@ class Child:
         )
         if self.radio is not None:
             stats["radio_failures"] = self.radio.failure_detected
-            # how the process waits for its radio: the IRQ pin, the emulated air's messages,
-            # or asking the chip every 0.2 ms (waitable() only when not on the IRQ pin: there
-            # it takes the pin's edges)
+            # how the process waits for its radio: the IRQ pin, the messages of its link to
+            # the chip, or asking the chip every 0.2 ms (waitable() only when not on the IRQ
+            # pin: there it takes the pin's edges)
             irq = on_irq(self.radio)
             stats["waits_on"] = (
-                "irq" if irq else "air" if waitable(self.radio) is not None else "poll"
+                "irq" if irq else "link" if waitable(self.radio) is not None else "poll"
             )
             edges = getattr(self.radio, "irq_edges", None)
             if edges is not None:
