@@ -85,6 +85,13 @@ def build_parser() -> argparse.ArgumentParser:
     add_radio_arguments(p)
     add_loss_arguments(p)
     p.add_argument("--seconds", type=float, default=5.0, help="how long to stream, s")
+    p.add_argument(
+        "--backend",
+        choices=["sim", "rf24"],
+        default="sim",
+        help="rf24: each radio driven by the real pyrf24 on an emulated chip, with a Pi's SPI "
+        "timing (LONGGE_SPI_TIMING=off: none)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=node.cmd_radio_bench)
 

@@ -44,10 +44,15 @@ class BenchPlan:
     options: RadioOptions = field(default_factory=RadioOptions)
     loss: AirLoss = NO_LOSS
     seconds: float = 5.0
+    #: "sim": both radios in this process on the emulator's own host side; "rf24": each
+    #: through the real pyrf24 on an emulated chip, in a process of its own (radiobench_rf24)
+    backend: str = "sim"
 
     def __post_init__(self) -> None:
         if not isinstance(self.seconds, int | float) or not self.seconds > 0:
             raise ConfigError("seconds", self.seconds, "a duration > 0")
+        if self.backend not in ("sim", "rf24"):
+            raise ConfigError("backend", self.backend, "sim or rf24")
 
     @property
     def mode(self) -> str:
@@ -73,6 +78,7 @@ class BenchResult:
     q_measured: float
     lag: dict[str, float]
     tx_mode_over_4ms: int = 0
+    rx_fifo_full: int = 0
 
     @property
     def ratio(self) -> float:
@@ -83,7 +89,9 @@ class BenchResult:
             "options": self.plan.options.as_dict(),
             "loss": self.plan.loss.as_dict(),
             "seconds": self.plan.seconds,
+            "backend": self.plan.backend,
             "tx_mode_over_4ms": self.tx_mode_over_4ms,
+            "rx_fifo_full": self.rx_fifo_full,
             "throughput_bps": round(self.throughput_bps, 1),
             "bound_bps": round(self.bound_bps, 1),
             "model_bps": round(self.model_bps, 1),
@@ -105,7 +113,20 @@ def run_bench(plan: BenchPlan, progress: Callable[[float], None] | None = None) 
         path = os.path.join(tmp, "air.sock")
         air = start_air(path, plan.loss)
         try:
-            counts = _stream(path, plan, progress)
+            if plan.backend == "rf24":
+                from longge.radiobench_rf24 import run_sides
+
+                got = run_sides(path, plan.options, plan.seconds, plan.loss.seed or 0)
+                counts = _Counts(
+                    sent=got["sent"],
+                    max_rt=got["max_rt"],
+                    received=got["received"],
+                    first_ns=got["first_ns"],
+                    last_ns=got["last_ns"],
+                    bytes_after_first=got["bytes_after_first"],
+                )
+            else:
+                counts = _stream(path, plan, progress)
             stats = query(path)
         finally:
             native.stop(air)
@@ -225,6 +246,7 @@ def _result(plan: BenchPlan, c: _Counts, stats: dict[str, Any]) -> BenchResult:
         q_measured=(lost / attempts) if attempts else 0.0,
         lag=stats["lag"],
         tx_mode_over_4ms=int(tx.get("tx_mode_over_4ms", 0)),
+        rx_fifo_full=int(stats["air"]["radios"].get("rx", {}).get("rx_fifo_full", 0)),
     )
 
 
@@ -239,7 +261,8 @@ def format_result(r: BenchResult) -> str:
     )
     lines = [
         f"radio-bench: {o.rate}, {mode}, ARD {o.ard_us} µs, ARC {o.arc}, payload {o.payload} B, "
-        f"per {loss.per:g}, {r.plan.seconds:g} s",
+        f"per {loss.per:g}, {r.plan.seconds:g} s"
+        + (", real pyrf24 on emulated chips" if r.plan.backend == "rf24" else ""),
         f"  measured   {r.throughput_bps / 1e3:9.1f} kbit/s  ({r.frames_received} frames received, "
         f"{r.frames_sent} sent, {r.max_rt} MAX_RT)",
         f"  bound      {r.bound_bps / 1e3:9.1f} kbit/s  (datasheet, no loss)",

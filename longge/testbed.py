@@ -160,6 +160,11 @@ class TestbedSpec:
         }
 
 
+def build_preload() -> None:
+    """The spidev/GPIO library through which the real pyrf24 reaches emulated chips."""
+    _make("preload")
+
+
 def _make(target: str) -> None:
     """Build a firmware/ target the testbed runs (the native modem, the spidev library)."""
     build = subprocess.run(["make", "-C", str(FIRMWARE), target], capture_output=True, text=True)
@@ -248,7 +253,7 @@ def up(spec: TestbedSpec, say: Callable[[str], None] = lambda s: None) -> dict[s
         env = None
         if spec.rf24:
             say("building the spidev/GPIO library pyrf24 reaches the emulated chips through")
-            _make("preload")
+            build_preload()
         for role in ("base", "mobile"):
             conf = STATE_DIR / f"{role}.toml"
             conf.write_text(spec.node_toml(role, key))

@@ -333,12 +333,13 @@ def test_scan_on_an_emulated_chip_finds_the_wifi_next_door(
     preload: Path, air: str, tmp_path: Path
 ) -> None:
     """./run.sh scan --backend rf24: the real pyrf24 reads RPD of an emulated chip channel by
-    channel; a Wi-Fi interferer on channel 6 (2437 MHz, 22 MHz wide) shows where it is. The
+    channel; a Wi-Fi interferer on channel 6 (2437 MHz, 22 MHz wide, on air 90 % of the time)
+    shows where it is. The
     same scan with no chip on the bus is an error that says so, not a traceback."""
     from longge.air import wire
     from longge.air.wire import query
 
-    query(air, wire.interferer_message(6, 0.5))
+    query(air, wire.interferer_message(6, 0.9))
     code, out = run_longge(
         preload,
         air,
@@ -357,7 +358,9 @@ def test_scan_on_an_emulated_chip_finds_the_wifi_next_door(
     occ = record["occupancy"]
     inside = [occ[ch] for ch in range(29, 46)]  # well inside 2426..2448 MHz
     outside = [occ[ch] for ch in list(range(0, 20)) + list(range(60, 126))]
-    assert min(inside) > 0 and max(outside) == 0, occ
+    # on air 90 % of the time: a look at a channel inside its band finds it about as often
+    # (each look is a chance: the mean over the band, not each channel, is what is sure)
+    assert sum(inside) / len(inside) >= 0.6 and max(outside) == 0, occ
     assert not 26 <= record["suggested"][0] <= 48 and not 26 <= record["suggested"][1] <= 48
     code, out = run_longge(
         preload,
@@ -374,3 +377,31 @@ def test_scan_on_an_emulated_chip_finds_the_wifi_next_door(
         chip="absent",
     )
     assert code != 0 and "does not answer on SPI" in out, out
+
+
+@pytest.mark.parametrize("mode", ["esb", "stream"])
+def test_radio_bench_through_the_real_pyrf24(preload: Path, mode: str) -> None:
+    """radio-bench --backend rf24: each radio driven by pyrf24 in its own process on an
+    emulated chip. On a loss-free air every frame sent arrives or was turned away by a full RX
+    FIFO (and retried, with ESB), none lost, no MAX_RT, never
+    faster than the datasheet allows, and stream mode never stays in TX mode over 4 ms. (How
+    close to the bound it comes is a benchmark's figure, docs/measurements.md.)"""
+    bench = ("radio-bench", "--backend", "rf24", "--mode", mode, "--seconds", "1.5", "--json")
+    r = subprocess.run(
+        [sys.executable, "-m", "longge", *bench],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    got = json.loads(r.stdout)
+    assert got["backend"] == "rf24" and got["options"]["mode"] == mode
+    assert got["frames_received"] > 100
+    assert got["max_rt"] == got["lost"] == 0
+    if mode == "esb":  # what a late receiver's full FIFO turned away was sent again
+        assert got["frames_received"] == got["frames_sent"], got
+    else:  # no-ack: those are lost, and counted (a busy machine makes a host read late)
+        assert got["frames_received"] + got["rx_fifo_full"] == got["frames_sent"], got
+    assert 0 < got["throughput_bps"] <= 1.01 * got["bound_bps"]
+    assert got["tx_mode_over_4ms"] == 0

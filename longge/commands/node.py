@@ -18,7 +18,7 @@ def cmd_radio_bench(ns: argparse.Namespace) -> int:
     from longge.radio.options import options_from_args
     from longge.radiobench import BenchPlan, format_result, run_bench
 
-    plan = BenchPlan(options_from_args(ns), loss_from_args(ns), ns.seconds)
+    plan = BenchPlan(options_from_args(ns), loss_from_args(ns), ns.seconds, ns.backend)
     result = run_bench(plan, None if ns.json else progress_bar("streaming"))
     if not ns.json and sys.stderr.isatty():
         sys.stderr.write("\n")
