@@ -28,7 +28,7 @@ from longge.radio.options import RadioOptions, configure
 from longge.radio.sim import SimRadio
 
 ADDRESS = b"LGbnc"
-_FIFO_FULL = 2
+FIFO_FULL = 2
 _SPIN_NS = 2_000_000
 
 
@@ -116,15 +116,7 @@ def run_bench(plan: BenchPlan, progress: Callable[[float], None] | None = None) 
             if plan.backend == "rf24":
                 from longge.radiobench_rf24 import run_sides
 
-                got = run_sides(path, plan.options, plan.seconds, plan.loss.seed or 0)
-                counts = _Counts(
-                    sent=got["sent"],
-                    max_rt=got["max_rt"],
-                    received=got["received"],
-                    first_ns=got["first_ns"],
-                    last_ns=got["last_ns"],
-                    bytes_after_first=got["bytes_after_first"],
-                )
+                counts = run_sides(path, plan.options, plan.seconds, plan.loss.seed or 0)
             else:
                 counts = _stream(path, plan, progress)
             stats = query(path)
@@ -134,7 +126,10 @@ def run_bench(plan: BenchPlan, progress: Callable[[float], None] | None = None) 
 
 
 @dataclass
-class _Counts:
+class Counts:
+    """What a stream did: the sender's frames and MAX_RT, the receiver's frames, its first
+    and last frame's time and the bytes after the first (the throughput's span)."""
+
     sent: int = 0
     max_rt: int = 0
     received: int = 0
@@ -152,7 +147,7 @@ class _Counts:
         self.last_ns = now
 
 
-def _stream(path: str, plan: BenchPlan, progress: Callable[[float], None] | None) -> _Counts:
+def _stream(path: str, plan: BenchPlan, progress: Callable[[float], None] | None) -> Counts:
     """One loop of non-blocking calls drives both radios (docs/design.md §1, process model)."""
     opts = plan.options
     tx, rx = SimRadio(air=path, name="tx"), SimRadio(air=path, name="rx")
@@ -171,7 +166,7 @@ def _stream(path: str, plan: BenchPlan, progress: Callable[[float], None] | None
     no_ack = not opts.acked and not stream
     burst = opts.timing().stream_burst_frames
     in_burst = 0
-    c = _Counts()
+    c = Counts()
     start = time.monotonic()
     end = start + plan.seconds
     next_report = start
@@ -179,7 +174,7 @@ def _stream(path: str, plan: BenchPlan, progress: Callable[[float], None] | None
     while (now := time.monotonic()) < end:
         if stream and in_burst >= burst and tx.is_fifo(True, True):
             in_burst = 0  # the FIFO drained: the chip is back in standby (the 4 ms rule)
-        while tx.is_fifo(True) != _FIFO_FULL and not (stream and in_burst >= burst):
+        while tx.is_fifo(True) != FIFO_FULL and not (stream and in_burst >= burst):
             tx.write_fast(payloads[c.sent % 64], no_ack)
             c.sent += 1
             in_burst += 1
@@ -214,7 +209,7 @@ def _stream(path: str, plan: BenchPlan, progress: Callable[[float], None] | None
     return c
 
 
-def _result(plan: BenchPlan, c: _Counts, stats: dict[str, Any]) -> BenchResult:
+def _result(plan: BenchPlan, c: Counts, stats: dict[str, Any]) -> BenchResult:
     opts = plan.options
     tx = stats["air"]["radios"].get("tx", {})
     timing = opts.timing()

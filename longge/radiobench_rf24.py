@@ -17,18 +17,18 @@ import random
 import subprocess
 import sys
 import time
+from dataclasses import asdict
 from typing import Any
 
 from longge.radio.options import RadioOptions, configure
+from longge.radiobench import ADDRESS, FIFO_FULL, Counts
 
-ADDRESS = b"LGbnc"
-_FIFO_FULL = 2
 #: The receiver stops this long after the last frame (the sender has finished by then).
 QUIET_S = 1.0
 
 
-def run_sides(path: str, options: RadioOptions, seconds: float, seed: int) -> dict[str, Any]:
-    """Both sides, on the air at ``path``: the receiver's and the sender's counts."""
+def run_sides(path: str, options: RadioOptions, seconds: float, seed: int) -> Counts:
+    """Both sides, on the air at ``path``: what the sender and the receiver counted."""
     from longge import testbed
 
     testbed.build_preload()
@@ -64,7 +64,10 @@ def run_sides(path: str, options: RadioOptions, seconds: float, seed: int) -> di
                 proc.kill()
     if tx.returncode or rx.returncode:
         raise RuntimeError(f"a radio process failed: {tx_err[-800:]} {rx_err[-800:]}")
-    return {**json.loads(rx_out.splitlines()[-1]), **json.loads(tx_out.splitlines()[-1])}
+    sent = json.loads(tx_out.splitlines()[-1])
+    got = Counts(**json.loads(rx_out.splitlines()[-1]))
+    got.sent, got.max_rt = sent["sent"], sent["max_rt"]
+    return got
 
 
 def _radio(role: str, options: RadioOptions) -> Any:
@@ -81,27 +84,15 @@ def _receive(options: RadioOptions, seconds: float) -> dict[str, int]:
     rx.open_rx_pipe(1, ADDRESS)
     rx.start_listening()
     print("listening", flush=True)
-    received = first_ns = last_ns = bytes_after_first = 0
+    c = Counts()
     deadline = time.monotonic() + seconds + 30
     while time.monotonic() < deadline:
         if rx.available():
-            payload = rx.read()
-            now = time.monotonic_ns()
-            if received == 0:
-                first_ns = now
-            else:
-                bytes_after_first += len(payload)
-            received += 1
-            last_ns = now
-        elif received and time.monotonic_ns() - last_ns > QUIET_S * 1e9:
+            c.take(rx.read())
+        elif c.received and time.monotonic_ns() - c.last_ns > QUIET_S * 1e9:
             break
     rx.close()
-    return {
-        "received": received,
-        "first_ns": first_ns,
-        "last_ns": last_ns,
-        "bytes_after_first": bytes_after_first,
-    }
+    return asdict(c)
 
 
 def _send(options: RadioOptions, seconds: float, seed: int) -> dict[str, int]:
@@ -117,7 +108,7 @@ def _send(options: RadioOptions, seconds: float, seed: int) -> dict[str, int]:
     while time.monotonic() < end:
         if stream and in_burst >= burst and tx.is_fifo(True, True):
             in_burst = 0  # the FIFO drained: the chip is back in standby (the 4 ms rule)
-        while tx.is_fifo(True) != _FIFO_FULL and not (stream and in_burst >= burst):
+        while tx.is_fifo(True) != FIFO_FULL and not (stream and in_burst >= burst):
             tx.write_fast(payloads[sent % 64], no_ack)
             sent += 1
             in_burst += 1

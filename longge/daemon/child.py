@@ -88,6 +88,17 @@ def on_irq(radio: Radio | None) -> bool:
     return getattr(radio, "irq_edges", None) is not None
 
 
+#: pyrf24's is_fifo(True) for a full TX FIFO (0: neither full nor empty, 1: empty).
+FIFO_FULL = 2
+
+
+def slot_freed(radio: Radio | None, work: bool) -> bool:
+    """A sender with ``work`` waiting, on an IRQ pin: did a TX FIFO slot free since it loaded
+    the FIFO? Its edge was taken with the descriptor's, so sleeping would wait for the next
+    frame's: load now instead."""
+    return work and radio is not None and on_irq(radio) and radio.is_fifo(True) != FIFO_FULL
+
+
 class Child:
     """Pipe handling and periodic stats for one radio process."""
 

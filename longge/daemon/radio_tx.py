@@ -20,12 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from longge.config import NodeConfig
-from longge.daemon.child import Child, on_irq, waitable
+from longge.daemon.child import FIFO_FULL, Child, slot_freed, waitable
 from longge.daemon.fairqueue import SOJOURN_EDGES_MS, FairQueue
 from longge.protocol import Fragmenter, secure
 from longge.tun import Tun
 
-FIFO_FULL = 2
 #: After this many MAX_RT in a row the radio is re-initialised (the interface stays up).
 MAX_RT_STORM = 64
 READ_BURST = 64
@@ -177,13 +176,8 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
         fd = waitable(radio)
         if fd is not None:
             fds.append(fd)
-            if (
-                radio is not None
-                and on_irq(radio)
-                and (frames or len(queue))
-                and radio.is_fifo(True) != FIFO_FULL
-            ):
-                timeout = 0.0  # a slot freed since the loading (its edge already taken)
+            if slot_freed(radio, bool(frames or len(queue))):
+                timeout = 0.0
         elif radio is not None and (frames or len(queue) or not radio.is_fifo(True, True)):
             # A backend without a descriptor (pyrf24 without its IRQ pin) is polled while
             # anything is on its way: a frame to load, a packet queued, or frames in the

@@ -29,13 +29,12 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from longge.config import NodeConfig
-from longge.daemon.child import Child, on_irq, waitable
+from longge.daemon.child import FIFO_FULL, Child, on_irq, slot_freed, waitable
 from longge.daemon.fairqueue import FairQueue
 from longge.protocol import Fragmenter, secure
 from longge.protocol.arq import CONTROL, MAX_INNER, RESET, ArqReceiver, ArqSender, ArqStats
 from longge.tun import Tun
 
-FIFO_FULL = 2
 READ_BURST = 64
 REASSEMBLY_TIMEOUT_S = 5.0
 TO_TX, FOR_SENDER = b"o", b"i"
@@ -161,14 +160,8 @@ def run_tx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
         fd = waitable(radio)
         if fd is not None:
             fds.append(fd)
-            if (
-                radio is not None
-                and on_irq(radio)
-                and (waiting or control or not sender.idle)
-                and in_burst < burst
-                and radio.is_fifo(True) != FIFO_FULL
-            ):
-                timeout = 0.0  # a slot freed since the loading (its edge already taken)
+            if in_burst < burst and slot_freed(radio, bool(waiting or control or not sender.idle)):
+                timeout = 0.0
         elif radio is not None and (waiting or control or in_burst or not sender.idle):
             # a backend without a descriptor (pyrf24) is polled while frames are on their way
             timeout = min(timeout, 0.0002)
