@@ -213,15 +213,29 @@ def _radio(which: str, ce: int, csn: int, irq: int, cfg: config.NodeConfig | Non
             if which == "tx":
                 # a frame to nobody (MAX_RT expected): sending draws the most current, and a
                 # radio on a weak supply restarts with its power-on settings right then
+                radio.fileno()  # (takes any edge from before the frame)
                 radio.write(b"longge doctor")
                 verify_settings(radio, cfg, which)
+                radio.fileno()  # counts the edges since
+                if irq >= 0 and not radio.irq_edges:
+                    return Check(
+                        FAIL,
+                        f"{which} radio",
+                        f"answers on {radio.where}, but its IRQ pin (GPIO{irq}) did not fall "
+                        "when a frame ended",
+                        f"wire the radio's IRQ to GPIO{irq} (or set {which}_irq_pin = -1 to poll)",
+                    )
         plus = radio.is_plus_variant
         return Check(
             PASS,
             f"{which} radio",
             f"answers on {radio.where}; settings stick; "
             f"{'nRF24L01+' if plus else 'nRF24L01 (no 250 kbit/s)'}"
-            + (f"; IRQ on GPIO{irq}" if irq >= 0 else "; no IRQ pin (polled)"),
+            + (
+                f"; IRQ on GPIO{irq}" + (" falls when a frame ends" if which == "tx" else "")
+                if irq >= 0
+                else "; no IRQ pin (polled)"
+            ),
         )
     except (LongGeError, RuntimeError) as exc:
         fix = "see the wiring table in README 'Building a real link'"

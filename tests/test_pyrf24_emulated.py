@@ -279,11 +279,14 @@ def node_config(tmp_path: Path, rate: str = "2M") -> Path:
     return f
 
 
-def run_longge(preload: Path, air: str, *args: str, chip: str = "plus") -> tuple[int, str]:
+def run_longge(
+    preload: Path, air: str, *args: str, chip: str = "plus", irq: str = "wired"
+) -> tuple[int, str]:
     env = {
         **chip_env(preload, air, ""),
         "LONGGE_CHIP_PREFIX": "doctor-",
         "LONGGE_CHIP": chip,
+        "LONGGE_IRQ": irq,
         "PYTHONPATH": str(ROOT),
     }
     del env["LONGGE_CHIP_NAME"]  # each radio its own chip: doctor-spidev0.0, doctor-spidev0.1
@@ -327,6 +330,18 @@ def test_doctor_names_each_fault_of_an_emulated_chip_with_its_fix(
         assert line.split()[0] == "FAIL" and says in line, out
     fixes = {"absent": "3.3 V", "brownout": "capacitor", "old": "rate 1M or 2M"}
     assert fixes[chip] in out
+
+
+def test_doctor_finds_an_irq_wire_that_is_missing(preload: Path, air: str, tmp_path: Path) -> None:
+    """The TX radio's IRQ pin must fall when its test frame ends (MAX_RT: nobody answers); a
+    pin that never falls is a missing or misplaced wire, and doctor says which GPIO."""
+    code, out = run_longge(
+        preload, air, "doctor", "--config", str(node_config(tmp_path)), irq="unwired"
+    )
+    assert code == 1, out
+    line = next(x for x in out.splitlines() if re.match(r"\s+FAIL\s+tx radio", x))
+    assert "IRQ pin (GPIO24) did not fall" in line, out
+    assert "wire the radio's IRQ to GPIO24" in out
 
 
 def test_scan_on_an_emulated_chip_finds_the_wifi_next_door(

@@ -19,7 +19,8 @@
  * a lock keeps it and the program's SPI calls from touching the chip at once. LONGGE_CHIP picks
  * the chip (chip.c: plus, old, absent, brownout, @FILE), read again at every spidev open and,
  * from a file, every 0.2 s of SPI use ("absent" then is a MISO wire come loose: the chip keeps
- * its registers, the host reads 0xFF).
+ * its registers, the host reads 0xFF). LONGGE_IRQ=unwired: the IRQ wire is missing (the line,
+ * pulled up, never falls).
  *
  * SPI timing like a Pi's (LONGGE_SPI_TIMING: "pi", the default, or "off"): each
  * SPI_IOC_MESSAGE returns no sooner than a Raspberry Pi's spidev would: a fixed cost per call
@@ -157,8 +158,14 @@ static void read_timing(void) {
 
 /* With chip_lock held: after anything that may have changed STATUS, a falling IRQ pin
  * becomes an edge event on the line's descriptor. */
+static int irq_unwired = -1; /* LONGGE_IRQ=unwired: the pin is not connected (never falls) */
+
 static void irq_check(void) {
-    uint8_t level = chip_irq();
+    if (irq_unwired < 0) {
+        const char *w = getenv("LONGGE_IRQ");
+        irq_unwired = w && strcmp(w, "unwired") == 0;
+    }
+    uint8_t level = irq_unwired ? 1 : chip_irq();
     if (irq_wr >= 0 && irq_level && !level) {
         struct gpio_v2_line_event ev;
         memset(&ev, 0, sizeof ev);
