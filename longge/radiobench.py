@@ -9,10 +9,12 @@ the air's ground truth.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import select
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -114,8 +116,6 @@ def run_bench(plan: BenchPlan, progress: Callable[[float], None] | None = None) 
         air = start_air(path, plan.loss)
         try:
             if plan.backend == "rf24":
-                from longge.radiobench_rf24 import run_sides
-
                 counts = run_sides(path, plan.options, plan.seconds, plan.loss.seed or 0)
             else:
                 counts = _stream(path, plan, progress)
@@ -145,6 +145,49 @@ class Counts:
             self.bytes_after_first += len(payload)
         self.received += 1
         self.last_ns = now
+
+
+def run_sides(path: str, options: RadioOptions, seconds: float, seed: int) -> Counts:
+    """Both sides, on the air at ``path``: what the sender and the receiver counted."""
+    from longge import testbed
+
+    testbed.build_preload()
+    env = {
+        **os.environ,
+        "LD_PRELOAD": str(testbed.PRELOAD),
+        "LONGGE_AIR": path,
+    }
+    args = [json.dumps(options.as_dict()), str(seconds), str(seed)]
+
+    def side(role: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "longge.radiobench_rf24", role, *args],
+            env={**env, "LONGGE_CHIP_NAME": role},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    rx = side("rx")
+    tx = None
+    try:
+        assert rx.stdout is not None
+        ready = rx.stdout.readline().strip()
+        if ready != "listening":
+            raise RuntimeError(f"the receiver did not start: {ready} {rx.communicate()[1][-800:]}")
+        tx = side("tx")
+        tx_out, tx_err = tx.communicate(timeout=seconds + 60)
+        rx_out, rx_err = rx.communicate(timeout=seconds + 60)
+    finally:
+        for proc in (rx, tx):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+    if tx.returncode or rx.returncode:
+        raise RuntimeError(f"a radio process failed: {tx_err[-800:]} {rx_err[-800:]}")
+    sent = json.loads(tx_out.splitlines()[-1])
+    got = Counts(**json.loads(rx_out.splitlines()[-1]))
+    got.sent, got.max_rt = sent["sent"], sent["max_rt"]
+    return got
 
 
 def _stream(path: str, plan: BenchPlan, progress: Callable[[float], None] | None) -> Counts:

@@ -1,7 +1,9 @@
-"""radio-bench through the real pyrf24 (``radio-bench --backend rf24``): the same stream as
-``radiobench._stream``, with each radio driven by pyrf24 (through ``Rf24Radio``, the daemon's
-backend) in a process of its own on an emulated chip (firmware/native/spidev_preload.c: one
-chip per process, each SPI transfer as long as a Pi's unless LONGGE_SPI_TIMING=off).
+"""The two sides of radio-bench through the real pyrf24 (``radio-bench --backend rf24``), each
+run as ``python -m longge.radiobench_rf24 tx|rx`` by ``radiobench.run_sides``: the same stream
+as ``radiobench._stream``, with each radio driven by pyrf24 (through ``Rf24Radio``, the
+daemon's backend) in a process of its own on an emulated chip (firmware/native/
+spidev_preload.c: one chip per process, each SPI transfer as long as a Pi's unless
+LONGGE_SPI_TIMING=off).
 
 The receiver starts first and reads everything; the sender keeps its TX FIFO full for the
 plan's seconds (flushing after MAX_RT; in stream mode letting the FIFO drain after each burst,
@@ -12,9 +14,7 @@ first-to-last span gives the throughput, as with the sim backend.
 from __future__ import annotations
 
 import json
-import os
 import random
-import subprocess
 import sys
 import time
 from dataclasses import asdict
@@ -25,49 +25,6 @@ from longge.radiobench import ADDRESS, FIFO_FULL, Counts
 
 #: The receiver stops this long after the last frame (the sender has finished by then).
 QUIET_S = 1.0
-
-
-def run_sides(path: str, options: RadioOptions, seconds: float, seed: int) -> Counts:
-    """Both sides, on the air at ``path``: what the sender and the receiver counted."""
-    from longge import testbed
-
-    testbed.build_preload()
-    env = {
-        **os.environ,
-        "LD_PRELOAD": str(testbed.PRELOAD),
-        "LONGGE_AIR": path,
-    }
-    args = [json.dumps(options.as_dict()), str(seconds), str(seed)]
-
-    def side(role: str) -> subprocess.Popen[str]:
-        return subprocess.Popen(
-            [sys.executable, "-m", "longge.radiobench_rf24", role, *args],
-            env={**env, "LONGGE_CHIP_NAME": role},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-
-    rx = side("rx")
-    tx = None
-    try:
-        assert rx.stdout is not None
-        ready = rx.stdout.readline().strip()
-        if ready != "listening":
-            raise RuntimeError(f"the receiver did not start: {ready} {rx.communicate()[1][-800:]}")
-        tx = side("tx")
-        tx_out, tx_err = tx.communicate(timeout=seconds + 60)
-        rx_out, rx_err = rx.communicate(timeout=seconds + 60)
-    finally:
-        for proc in (rx, tx):
-            if proc is not None and proc.poll() is None:
-                proc.kill()
-    if tx.returncode or rx.returncode:
-        raise RuntimeError(f"a radio process failed: {tx_err[-800:]} {rx_err[-800:]}")
-    sent = json.loads(tx_out.splitlines()[-1])
-    got = Counts(**json.loads(rx_out.splitlines()[-1]))
-    got.sent, got.max_rt = sent["sent"], sent["max_rt"]
-    return got
 
 
 def _radio(role: str, options: RadioOptions) -> Any:
