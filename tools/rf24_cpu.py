@@ -21,43 +21,27 @@ import argparse
 import json
 import os
 import time
-from pathlib import Path
 
 from longge import testbed
+from longge.measure.cpu import process_cpu_s
 from longge.measure.model import udp_goodput_bps
 from longge.protocol.secure import OVERHEAD
 from longge.radio.options import RadioOptions
 from tools.rounds import repeat
-from tools.testbed_link import UDP_PAYLOAD, iperf_udp, ns, stock_server
-
-TICK = os.sysconf("SC_CLK_TCK")
+from tools.testbed_link import UDP_PAYLOAD, emulator_processes, iperf_udp, ns, stock_server
 
 
 def radio_processes() -> dict[str, int]:
     """PID of each radio process, by role and direction ("mobile-tx", ...)."""
-    state = json.loads(testbed.paths()["state"].read_text())
-    out = {}
-    for role in ("mobile", "base"):
-        parent = state["pids"][role]
-        children = Path(f"/proc/{parent}/task/{parent}/children").read_text().split()
-        for pid in children:
-            comm = Path(f"/proc/{pid}/comm").read_text().strip()
-            if comm.startswith("longge-"):
-                out[f"{role}-{comm.removeprefix('longge-')}"] = int(pid)
-    return out
+    return {k: pid for k, pid in emulator_processes().items() if k != "air"}
 
 
 def cpu_seconds(pid: int, main: bool) -> float:
-    """CPU time (utime + stime) of the process's main thread (main), or of its other threads:
-    the preload's thread that watches the air for the emulated IRQ pin, the emulator's own
-    work (on a Pi the kernel's GPIO interrupt does it)."""
-    total = 0.0
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        if (task.name == str(pid)) != main:
-            continue
-        fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
-        total += (int(fields[11]) + int(fields[12])) / TICK
-    return total
+    """CPU time of the process's main thread (main), or of its other threads: the preload's
+    thread that watches the air for the emulated IRQ pin, the emulator's own work (on a Pi the
+    kernel's GPIO interrupt does it)."""
+    tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    return sum(process_cpu_s(pid, t) for t in tids if (t == pid) == main)
 
 
 def shares(pids: dict[str, int], seconds: float, during: object = None) -> dict[str, float]:

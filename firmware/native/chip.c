@@ -25,6 +25,8 @@ static chip_air_fn local_air;
 enum { CHIP_PLUS, CHIP_OLD, CHIP_ABSENT, CHIP_BROWNOUT };
 static int variant = CHIP_PLUS;
 static uint8_t features_active; /* an "old" chip's ACTIVATE state */
+/* An old chip before ACTIVATE: FEATURE, DYNPD and R_RX_PL_WID read 0 and ignore writes. */
+static int features_off(void) { return variant == CHIP_OLD && !features_active; }
 static uint8_t reg[0x20];
 static uint8_t addr_p0[5], addr_p1[5], addr_tx[5];
 static uint8_t ce, listening_sent = 0xFF, config_dirty = 1;
@@ -237,8 +239,7 @@ static void end_transaction(void) {
     }
     if ((cmd & 0xE0) == CMD_W_REGISTER && r == REG_RF_SETUP && nbytes > 0 && variant == CHIP_OLD)
         data[0] &= (uint8_t)~RF_DR_LOW;
-    if ((cmd & 0xE0) == CMD_W_REGISTER && (r == REG_FEATURE || r == REG_DYNPD) && variant == CHIP_OLD &&
-        !features_active)
+    if ((cmd & 0xE0) == CMD_W_REGISTER && (r == REG_FEATURE || r == REG_DYNPD) && features_off())
         return;
     if ((cmd & 0xE0) == CMD_W_REGISTER && nbytes > 0) {
         if (r == REG_RX_ADDR_P0)
@@ -341,7 +342,7 @@ static uint8_t read_register(uint8_t r, uint8_t i) {
             reg[REG_RPD] = 0;
         return reg[REG_RPD];
     }
-    if ((r == REG_FEATURE || r == REG_DYNPD) && variant == CHIP_OLD && !features_active)
+    if ((r == REG_FEATURE || r == REG_DYNPD) && features_off())
         return 0;
     return reg[r];
 }
@@ -360,7 +361,7 @@ uint8_t chip_spi(uint8_t out) {
     if ((cmd & 0xE0) == CMD_R_REGISTER && cmd < 0x20)
         return read_register(cmd & REGISTER_MASK, i);
     if (cmd == CMD_R_RX_PL_WID)
-        return (rx_n && !(variant == CHIP_OLD && !features_active)) ? rx_len[0] : 0;
+        return (rx_n && !features_off()) ? rx_len[0] : 0;
     if (cmd == CMD_R_RX_PAYLOAD)
         return (rx_n && i < rx_len[0]) ? rx_buf[0][i] : 0;
     return 0;

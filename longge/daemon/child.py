@@ -220,13 +220,11 @@ class Child:
             # how the process waits for its radio: the IRQ pin, the messages of its link to
             # the chip, or asking the chip every 0.2 ms (waitable() only when not on the IRQ
             # pin: there it takes the pin's edges)
-            irq = on_irq(self.radio)
-            stats["waits_on"] = (
-                "irq" if irq else "link" if waitable(self.radio) is not None else "poll"
-            )
-            edges = getattr(self.radio, "irq_edges", None)
+            edges = getattr(self.radio, "irq_edges", None)  # None: no IRQ pin (on_irq)
             if edges is not None:
-                stats["irq_edges"] = edges
+                stats["waits_on"], stats["irq_edges"] = "irq", edges
+            else:
+                stats["waits_on"] = "link" if waitable(self.radio) is not None else "poll"
         try:
             self.conn.send(("stats", stats))
         except (BrokenPipeError, OSError):

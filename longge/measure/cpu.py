@@ -54,10 +54,12 @@ class StealMeter:
         return delta[7] / total if total > 0 else 0.0
 
 
-def process_cpu_s(pid: int) -> float:
-    """CPU time (user + system, s) process ``pid`` has used so far; 0.0 if it is gone."""
+def process_cpu_s(pid: int, tid: int | None = None) -> float:
+    """CPU time (user + system, s) process ``pid`` (or its thread ``tid`` alone) has used so
+    far; 0.0 if it is gone."""
+    path = f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat"
     try:
-        with open(f"/proc/{pid}/stat") as f:
+        with open(path) as f:
             fields = f.read().rsplit(")", 1)[1].split()
     except OSError:
         return 0.0
