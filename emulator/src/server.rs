@@ -577,13 +577,25 @@ impl Server {
                 return;
             }
             let size: libc::c_int = 1 << 20;
-            // SAFETY: setsockopt with a c_int value we own.
+            let on: libc::c_int = 1;
+            // SAFETY: setsockopt with c_int values we own.
             unsafe {
                 libc::setsockopt(
                     fd,
                     libc::SOL_SOCKET,
                     libc::SO_SNDBUF,
                     &size as *const _ as *const libc::c_void,
+                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                );
+                // Lazy reading applies each message at the time it was sent. The kernel
+                // stamps a message as it queues it here (when the host sends it), but only if
+                // this socket asked for stamps: without this every message counted from the
+                // air's next wake-up, up to LAZY_NS after the host sent it.
+                libc::setsockopt(
+                    fd,
+                    libc::SOL_SOCKET,
+                    libc::SO_TIMESTAMPNS,
+                    &on as *const _ as *const libc::c_void,
                     std::mem::size_of::<libc::c_int>() as libc::socklen_t,
                 );
             }
