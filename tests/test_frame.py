@@ -36,6 +36,22 @@ def test_three_frame_packet_golden_vector() -> None:
     assert all(len(f) <= 32 for f in frames)
 
 
+def test_every_frame_header_is_the_header_class_s_encoding() -> None:
+    """The fragmenter writes header bytes itself (fast path): each must equal what Header
+    encodes, across index and number wrap-around and both frame sizes' extremes."""
+    for payload_size, first_number in ((32, 0xFFFE), (3, 5), (32, 3)):
+        fragmenter = Fragmenter(payload_size=payload_size, first_number=first_number)
+        for size in (1, 2, 25, 26, 27, 300, 1400):
+            number = fragmenter.next_number
+            frames = fragmenter.fragment(bytes(size))
+            want = [
+                Header(first=i == 0, last=i == len(frames) - 1, seq=number, index=i).encode()
+                for i in range(len(frames))
+            ]
+            assert [f[0] for f in frames] == want, (payload_size, size)
+            assert len(frames) == frames_for(size, payload_size)
+
+
 def test_frame_count_and_efficiency() -> None:
     # 1400-byte packet: 1406-byte stream, 31 data bytes a frame -> 46 frames.
     assert frames_for(1400, 32) == 46

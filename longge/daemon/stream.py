@@ -86,11 +86,33 @@ def run_tx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
     def seal(packet: bytes) -> bytes:
         return sealer.seal(packet) if sealer is not None else packet
 
+    def fill(radio: Any, now: float) -> None:
+        """Load the TX FIFO while it has room, within the burst (the 4 ms rule)."""
+        nonlocal in_burst, last_sent
+        if in_burst and radio.is_fifo(True, True):
+            # the FIFO drained: the chip is in standby again (a burst cut short: the sender
+            # had nothing to send, or this process came back too late)
+            c["bursts"] += 1
+            if in_burst < burst:
+                c["bursts_short"] += 1
+            in_burst = 0
+        while in_burst < burst and radio.is_fifo(True) != FIFO_FULL:
+            frame = control.popleft() if control else sender.next_frame(now)
+            if frame is None:
+                if not sender.idle:
+                    c["window_full"] += 1
+                break
+            if not radio.write_fast(frame):
+                break
+            in_burst += 1
+            c["frames_sent"] += 1
+            if frame[0] & CONTROL and frame[0] != RESET:
+                c["control_sent"] += 1
+            last_sent = now
+
     while child.running:
         now = time.monotonic()
         radio = child.ensure_radio(now)
-        if look(tun):
-            read_tun(tun, cfg, radio is not None, queue, c, now)
         while look(pair):  # from the RX process
             try:
                 msg = pair.recv(64)
@@ -100,7 +122,14 @@ def run_tx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
                 control.append(msg[1:])
             elif msg[:1] == FOR_SENDER:
                 sender.on_control(msg[1:], now)
+        # The FIFO first: two frames' time after a slot frees it runs dry, and taking in a
+        # packet (TUN read, seal, cut) can take a good part of that.
+        if radio is not None:
+            fill(radio, now)
+        if look(tun):
+            read_tun(tun, cfg, radio is not None, queue, c, now)
         # the packets the sender has room for, cut into frames
+        offered = False
         while True:
             if not waiting:
                 next_packet = queue.pop(now) if radio is not None else None
@@ -111,27 +140,10 @@ def run_tx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
             if not sender.offer(waiting[0]):
                 break
             waiting.popleft()
+            offered = True
         if radio is not None:
-            if in_burst and radio.is_fifo(True, True):
-                # the FIFO drained: the chip is in standby again (a burst cut short: the
-                # sender had nothing to send, or this process came back too late)
-                c["bursts"] += 1
-                if in_burst < burst:
-                    c["bursts_short"] += 1
-                in_burst = 0
-            while in_burst < burst and radio.is_fifo(True) != FIFO_FULL:
-                frame = control.popleft() if control else sender.next_frame(now)
-                if frame is None:
-                    if not sender.idle:
-                        c["window_full"] += 1
-                    break
-                if not radio.write_fast(frame):
-                    break
-                in_burst += 1
-                c["frames_sent"] += 1
-                if frame[0] & CONTROL and frame[0] != RESET:
-                    c["control_sent"] += 1
-                last_sent = now
+            if offered:
+                fill(radio, time.monotonic())
             if now - last_sent >= cfg.keepalive_s and sender.idle and not len(queue):
                 for frame in keepalive_frames(fragmenter, sealer):
                     sender.offer(frame)

@@ -7,7 +7,7 @@ import zlib
 
 from longge.chip.datasheet import MAX_PAYLOAD
 from longge.errors import ConfigError, UsageError
-from longge.protocol.frame import HEADER_LEN, PACKET_OVERHEAD, Header
+from longge.protocol.frame import FIRST, HEADER_LEN, INDEX_MOD, LAST, PACKET_OVERHEAD, SEQ_MOD
 
 MIN_PAYLOAD = HEADER_LEN + 1 + 1  # header, at least one data byte, and room to make progress
 DEFAULT_MTU = 1500
@@ -70,10 +70,16 @@ class Fragmenter:
         stream = body + zlib.crc32(body).to_bytes(4, "big")
         step = self.payload_size - HEADER_LEN
         count = -(-len(stream) // step)
-        frames = []
-        for i in range(count):
-            header = Header(first=i == 0, last=i == count - 1, seq=number, index=i).encode()
-            frames.append(bytes((header,)) + stream[i * step : (i + 1) * step])
+        # Header(first, last, seq=number, index=i).encode() without building one per frame: a
+        # sender in stream mode cuts ~6000 frames a second while its FIFO waits (the test
+        # suite compares the two).
+        seq = (number % SEQ_MOD) << 3
+        frames = [
+            bytes((seq | (i % INDEX_MOD),)) + stream[i * step : (i + 1) * step]
+            for i in range(count)
+        ]
+        frames[0] = bytes((frames[0][0] | FIRST,)) + frames[0][1:]
+        frames[-1] = bytes((frames[-1][0] | LAST,)) + frames[-1][1:]
         self.packets += 1
         self.frames += count
         return frames
