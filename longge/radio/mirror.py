@@ -39,6 +39,10 @@ _SPIN_NS = 1_000_000
 class ChipMirror:
     """pyrf24's ``RF24`` interface over a ChipLink."""
 
+    #: Its descriptor carries the chip's messages, not IRQ edges (``Rf24Radio.irq_edges``): a
+    #: plain attribute, so that the daemon's per-frame ``on_irq`` look never misses.
+    irq_edges: int | None = None
+
     def __init__(self, link: ChipLink, name: str) -> None:
         self.link = link
         self.name = name
