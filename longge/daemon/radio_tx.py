@@ -173,6 +173,12 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
                 storm = 0
             if pending_max_rt:
                 timeout = 0.0
+            elif sent_ok and (frames or len(queue)):
+                # A payload went out since the FIFO was loaded, and its news was taken in
+                # just now: sleeping on the descriptor would wait for news that may never come
+                # (the FIFO may have drained meanwhile): load first. It once slept 0.25 s so
+                # with a packet half loaded on a busy machine (pings 255 ms late).
+                timeout = 0.0
         fd = waitable(radio)
         if fd is not None:
             fds.append(fd)
