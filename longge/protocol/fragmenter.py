@@ -74,12 +74,12 @@ class Fragmenter:
         # sender in stream mode cuts ~6000 frames a second while its FIFO waits (the test
         # suite compares the two).
         seq = (number % SEQ_MOD) << 3
+        last = count - 1
         frames = [
-            bytes((seq | (i % INDEX_MOD),)) + stream[i * step : (i + 1) * step]
+            bytes(((FIRST if i == 0 else 0) | (LAST if i == last else 0) | seq | (i % INDEX_MOD),))
+            + stream[i * step : (i + 1) * step]
             for i in range(count)
         ]
-        frames[0] = bytes((frames[0][0] | FIRST,)) + frames[0][1:]
-        frames[-1] = bytes((frames[-1][0] | LAST,)) + frames[-1][1:]
         self.packets += 1
         self.frames += count
         return frames
