@@ -234,6 +234,21 @@ impl RecvBatch {
     }
 }
 
+/// A SOL_SOCKET option with an int value on a descriptor we own (a failure leaves the
+/// kernel's default).
+fn set_int_option(fd: i32, name: libc::c_int, value: libc::c_int) {
+    // SAFETY: setsockopt reads a c_int we own for the duration of the call.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            name,
+            &value as *const _ as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
+}
+
 struct Client {
     fd: i32,
     radio: Option<u32>,
@@ -576,29 +591,12 @@ impl Server {
             if fd < 0 {
                 return;
             }
-            let size: libc::c_int = 1 << 20;
-            let on: libc::c_int = 1;
-            // SAFETY: setsockopt with c_int values we own.
-            unsafe {
-                libc::setsockopt(
-                    fd,
-                    libc::SOL_SOCKET,
-                    libc::SO_SNDBUF,
-                    &size as *const _ as *const libc::c_void,
-                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-                );
-                // Lazy reading applies each message at the time it was sent. The kernel
-                // stamps a message as it queues it here (when the host sends it), but only if
-                // this socket asked for stamps: without this every message counted from the
-                // air's next wake-up, up to LAZY_NS after the host sent it.
-                libc::setsockopt(
-                    fd,
-                    libc::SOL_SOCKET,
-                    libc::SO_TIMESTAMPNS,
-                    &on as *const _ as *const libc::c_void,
-                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-                );
-            }
+            set_int_option(fd, libc::SO_SNDBUF, 1 << 20);
+            // Lazy reading applies each message at the time it was sent. The kernel stamps a
+            // message as it queues it here (when the host sends it), but only if this socket
+            // asked for stamps: without this every message counted from the air's next
+            // wake-up, up to LAZY_NS after the host sent it.
+            set_int_option(fd, libc::SO_TIMESTAMPNS, 1);
             self.clients.insert(
                 fd,
                 Client {
