@@ -88,8 +88,8 @@ def on_irq(radio: Radio | None) -> bool:
     return getattr(radio, "irq_edges", None) is not None
 
 
-#: pyrf24's is_fifo(True) for a full TX FIFO (0: neither full nor empty, 1: empty).
-FIFO_FULL = 2
+#: pyrf24's is_fifo(True) for an empty and for a full TX FIFO (0: neither full nor empty).
+FIFO_EMPTY, FIFO_FULL = 1, 2
 
 
 def slot_freed(radio: Radio | None, work: bool) -> bool:

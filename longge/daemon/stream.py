@@ -29,7 +29,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from longge.config import NodeConfig
-from longge.daemon.child import FIFO_FULL, Child, on_irq, slot_freed, waitable
+from longge.daemon.child import FIFO_EMPTY, FIFO_FULL, Child, on_irq, slot_freed, waitable
 from longge.daemon.fairqueue import FairQueue
 from longge.protocol import Fragmenter, secure
 from longge.protocol.arq import CONTROL, MAX_INNER, RESET, ArqReceiver, ArqSender, ArqStats
@@ -89,14 +89,15 @@ def run_tx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
     def fill(radio: Any, now: float) -> None:
         """Load the TX FIFO while it has room, within the burst (the 4 ms rule)."""
         nonlocal in_burst, last_sent
-        if in_burst and radio.is_fifo(True, True):
+        state = radio.is_fifo(True)  # one look at the chip a frame (a syscall on sim)
+        if in_burst and state == FIFO_EMPTY:
             # the FIFO drained: the chip is in standby again (a burst cut short: the sender
             # had nothing to send, or this process came back too late)
             c["bursts"] += 1
             if in_burst < burst:
                 c["bursts_short"] += 1
             in_burst = 0
-        while in_burst < burst and radio.is_fifo(True) != FIFO_FULL:
+        while in_burst < burst and state != FIFO_FULL:
             frame = control.popleft() if control else sender.next_frame(now)
             if frame is None:
                 if not sender.idle:
@@ -109,6 +110,7 @@ def run_tx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
             if frame[0] & CONTROL and frame[0] != RESET:
                 c["control_sent"] += 1
             last_sent = now
+            state = radio.is_fifo(True)
 
     while child.running:
         now = time.monotonic()
@@ -162,7 +164,8 @@ def run_tx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
                 epoch=None if sealer is None else sealer.epoch,
             )
             child.send_stats(stats)
-        fds: list[Any] = [conn, pair]
+        # (the TUN is always asked: a read that finds nothing costs more than its place here)
+        fds: list[Any] = [conn, pair, tun]
         timeout = 0.25
         deadline = sender.next_deadline()
         if deadline is not None:
@@ -174,13 +177,13 @@ def run_tx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
             fds.append(fd)
             if in_burst < burst and slot_freed(radio, bool(waiting or control or not sender.idle)):
                 timeout = 0.0
+            elif in_burst >= burst and radio is not None and radio.is_fifo(True, True):
+                # Waiting for the FIFO to drain (the 4 ms rule), each frame's news wakes us;
+                # the last one's, taken in by a look since, would not: a new burst now.
+                timeout = 0.0
         elif radio is not None and (waiting or control or in_burst or not sender.idle):
             # a backend without a descriptor (pyrf24) is polled while frames are on their way
             timeout = min(timeout, 0.0002)
-        if radio is not None and in_burst >= burst:
-            timeout = min(timeout, 0.0002)  # waiting for the FIFO to drain (4 ms rule)
-        if not waiting:
-            fds.append(tun)
         asked = fds
         ready = select.select(fds, [], [], timeout)[0]
     child.close_radio()
