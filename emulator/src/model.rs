@@ -429,6 +429,12 @@ pub struct Air {
     out: Vec<Output>,
     retired: Vec<Radio>,
     pub interferers: Vec<Interferer>,
+    /// The host message being applied was sent while the air held its clock for a host
+    /// (the server's hold_for_hosts): it is applied at the held instant but comes after every
+    /// event of that instant. A payload it loads therefore cannot chain onto a frame that ended
+    /// then: the host wrote it after hearing of that end (TX_DS, an empty FIFO), and the chip
+    /// had already gone to standby (a settle, and a new stay in TX mode for the 4 ms rule).
+    pub applying_held: bool,
 }
 
 impl Air {
@@ -446,6 +452,7 @@ impl Air {
             out: Vec::new(),
             retired: Vec::new(),
             interferers: Vec::new(),
+            applying_held: false,
         }
     }
 
@@ -678,6 +685,7 @@ impl Air {
     /// Start the next attempt if the radio is free to transmit.
     fn kick(&mut self, rid: u32) {
         let now = self.now;
+        let held = self.applying_held;
         let attempt_id = self.next_attempt;
         let Some(radio) = self.radios.get_mut(&rid) else {
             return;
@@ -704,7 +712,8 @@ impl Air {
         });
         radio.next_pid = (radio.next_pid + 1) % 4;
         let start = match radio.chain_at {
-            Some(c) if c >= now => c,
+            // loaded before the last frame ended (or at that instant, but not in reply to it)
+            Some(c) if c > now || (c == now && !held) => c,
             _ => {
                 radio.count("settles", 1);
                 let start = now.max(radio.busy_until) + T_SETTLE_NS;
@@ -1112,6 +1121,47 @@ mod tests {
             "the receiver gets the first frame"
         );
         (air, tx, data_end)
+    }
+
+    /// A no-ack sender whose one frame has just ended (TX_DS given), and the time it ended.
+    fn no_ack_frame_sent() -> (Air, u32, i64) {
+        let mut air = Air::new(LossModel::new(LossSpec::new(0.0, 0.0, 1.0).unwrap(), 1));
+        let (tx, rx) = (air.attach("tx"), air.attach("rx"));
+        let addr = b"LGe01".to_vec();
+        let regs = Registers {
+            rate: "2M".into(),
+            auto_ack: vec![false; 6],
+            tx_address: addr.clone(),
+            rx_pipes: BTreeMap::from([(0, addr)]),
+            ..Registers::default()
+        };
+        air.configure(tx, regs.clone(), 0).unwrap();
+        air.configure(rx, regs, 0).unwrap();
+        air.set_listening(rx, true, 0).unwrap();
+        assert!(air.submit(tx, &[1; 32], false, 0).unwrap());
+        let end = air.next_event().unwrap();
+        let out = air.advance(end);
+        assert!(out.iter().any(|o| matches!(o, Output::Tx { ok: true, .. })));
+        (air, tx, end)
+    }
+
+    #[test]
+    fn a_frame_written_in_reply_to_the_last_ones_end_settles_even_at_that_instant() {
+        let settles = |held: bool| {
+            let (mut air, tx, end) = no_ack_frame_sent();
+            air.applying_held = held;
+            assert!(air.submit(tx, &[2; 32], false, end).unwrap());
+            air.applying_held = false;
+            air.radios[&tx]
+                .counters
+                .get("settles")
+                .copied()
+                .unwrap_or(0)
+        };
+        // read lazily, stamped at the end (or before): it was in the FIFO in time, chained
+        assert_eq!(settles(false), 1);
+        // written while the air held its clock at that end, after the host heard of it
+        assert_eq!(settles(true), 2);
     }
 
     fn toa32() -> i64 {

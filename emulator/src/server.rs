@@ -557,7 +557,11 @@ impl Server {
                 self.drop_client(fd); // the peer hung up
                 continue;
             }
-            if let Err(text) = self.handle(fd, &msg, t) {
+            // held: applied at the held instant, sent after it (see Air::applying_held)
+            self.air.applying_held = holding && stamp > t;
+            let handled = self.handle(fd, &msg, t);
+            self.air.applying_held = false;
+            if let Err(text) = handled {
                 self.bad_messages += 1;
                 let mut reply = b"e".to_vec();
                 reply.extend(text.as_bytes().iter().take(200));
