@@ -153,13 +153,15 @@ class Child:
         if self.radio is None and now >= self._next_radio_try:
             self.radio_attempts += 1
             self._next_radio_try = now + RETRY_RADIO_S
+            before = self.state
             try:
                 self.radio = bring_up(self.cfg, self.which)
+                self.state = "up" if self.radio is not None else "radio_not_answering"
             except HardwareError as exc:
                 self.radio = None
                 self.state = f"radio_error: {exc}"
-                return None
-            self.state = "up" if self.radio is not None else "radio_not_answering"
+            if self.state != before:
+                self._next_stats = 0.0  # the status shows it now, not up to a second later
         return self.radio
 
     def close_radio(self) -> None:
