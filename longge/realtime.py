@@ -44,16 +44,19 @@ def world_cpu() -> int | None:
     return cpus[-1] if len(cpus) >= 2 else None
 
 
-def prioritise(fifo_priority: int, fallback_nice: int, world: bool = False) -> str:
-    """Make the calling process real-time if allowed; say what it got. ``world``: part of the
-    emulated world, pinned to its CPU when real-time."""
+def prioritise(fifo_priority: int, fallback_nice: int, place: str = "any") -> str:
+    """Make the calling process real-time if allowed; say what it got. ``place``, when real-time:
+    ``"world"``, part of the emulated world, pinned to its CPU; ``"beside"``, a process of the
+    emulated set-up kept off the world's CPU (on the others); ``"any"``, where the kernel likes."""
     with contextlib.suppress(OSError, AttributeError):
         os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(fifo_priority))
-        cpu = world_cpu() if world else None
+        cpu = world_cpu() if place != "any" else None
         if cpu is not None:
+            cpus = {cpu} if place == "world" else set(os.sched_getaffinity(0)) - {cpu}
             with contextlib.suppress(OSError):
-                os.sched_setaffinity(0, {cpu})
-                return f"SCHED_FIFO {fifo_priority}, CPU {cpu}"
+                os.sched_setaffinity(0, cpus)
+                where = ",".join(str(c) for c in sorted(cpus))
+                return f"SCHED_FIFO {fifo_priority}, CPU {where}"
         return f"SCHED_FIFO {fifo_priority}"
     with contextlib.suppress(OSError):
         os.nice(fallback_nice)

@@ -33,7 +33,7 @@ _FULL = 2
 
 def host(air: str, role: str, channel: int, seconds: float, conn: Connection) -> None:
     opts = RadioOptions(rate="2M", auto_ack=False)
-    prioritise(RADIO_RX if role.endswith("rx") else RADIO_TX, -5, world=True)
+    prioritise(RADIO_RX if role.endswith("rx") else RADIO_TX, -5, "world")
     radio = SimRadio(air=air, name=role)
     assert radio.begin()
     configure(radio, opts, channel=channel)

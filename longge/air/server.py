@@ -165,7 +165,7 @@ class AirServer:
         assert self._listener is not None
         _tighten_timer_slack()
         # the air is hardware
-        self.scheduling = realtime.prioritise(realtime.HARDWARE, -10, world=True)
+        self.scheduling = realtime.prioritise(realtime.HARDWARE, -10, "world")
         listener = self._listener
         while not self._stop:
             due = self.air.next_event()

@@ -109,19 +109,20 @@ class Child:
         priority = realtime.RADIO_RX if which == "rx" else realtime.RADIO_TX
         # FIFO deadlines: see there. A radio on the emulated air runs with the air, on its CPU.
         emulated = cfg.backend == "sim" or (cfg.backend == "rf24" and cfg.driver == "sim")
-        world = emulated or bool(os.environ.get("LONGGE_WORLD_CPU"))
+        place = "world" if emulated or os.environ.get("LONGGE_WORLD_CPU") else "any"
         # Stream mode, both directions at once: four radio processes each handling ~6000
         # frames/s and the air do not fit on one CPU (measured: each direction fell to 0.72 of
         # its one-way figure). The receivers stay with the air, which waits for them; a sender
-        # runs on any CPU, since a late one only lets its FIFO drain (a settle the link pays,
-        # counted as a short burst), never loses a frame (docs/emulator.md).
-        if which == "tx" and cfg.radio.mode == "stream":
-            world = False
+        # runs beside it, on the other CPUs, since a late one only lets its FIFO drain (a
+        # settle the link pays, counted as a short burst), never loses a frame; left free to
+        # run on the world's CPU too, the senders carried ~0.035 less (docs/emulator.md).
+        if which == "tx" and cfg.radio.mode == "stream" and place == "world":
+            place = "beside"
         self.scheduling = "default"
         if schedule:
             with contextlib.suppress(OSError):  # top, ps -o comm: which radio process is which
                 Path("/proc/self/comm").write_text(f"longge-{which}")
-            self.scheduling = realtime.prioritise(priority, -5, world=world)
+            self.scheduling = realtime.prioritise(priority, -5, place)
         self.cfg = cfg
         self.which = which
         self.conn = conn
