@@ -1093,24 +1093,34 @@ mod tests {
     use super::*;
     use crate::loss::{LossModel, LossSpec};
 
-    /// A 2 Mbit/s link (ARD 250 µs) with `queued` 32-byte frames submitted at time 0, run to
-    /// the first frame's end: returns the air, the sender, and that time.
-    fn link(queued: usize, ack_per: f64, arc: i64) -> (Air, u32, i64) {
-        let loss = LossModel::new(LossSpec::new(0.0, ack_per, 1.0).unwrap(), 1);
+    /// A sender and a listening receiver at 2 Mbit/s on one address, with `regs`' other
+    /// settings: the air and the sender.
+    fn pair(loss: LossModel, regs: Registers) -> (Air, u32) {
         let mut air = Air::new(loss);
         let (tx, rx) = (air.attach("tx"), air.attach("rx"));
         let addr = b"LGe01".to_vec();
         let regs = Registers {
             rate: "2M".into(),
-            ard_step: 0,
-            arc,
             tx_address: addr.clone(),
             rx_pipes: BTreeMap::from([(0, addr)]),
-            ..Registers::default()
+            ..regs
         };
         air.configure(tx, regs.clone(), 0).unwrap();
         air.configure(rx, regs, 0).unwrap();
         air.set_listening(rx, true, 0).unwrap();
+        (air, tx)
+    }
+
+    /// A 2 Mbit/s link (ARD 250 µs) with `queued` 32-byte frames submitted at time 0, run to
+    /// the first frame's end: returns the air, the sender, and that time.
+    fn link(queued: usize, ack_per: f64, arc: i64) -> (Air, u32, i64) {
+        let loss = LossModel::new(LossSpec::new(0.0, ack_per, 1.0).unwrap(), 1);
+        let regs = Registers {
+            ard_step: 0,
+            arc,
+            ..Registers::default()
+        };
+        let (mut air, tx) = pair(loss, regs);
         for i in 0..queued {
             assert!(air.submit(tx, &[i as u8; 32], false, 200_000).unwrap());
         }
@@ -1125,19 +1135,12 @@ mod tests {
 
     /// A no-ack sender whose one frame has just ended (TX_DS given), and the time it ended.
     fn no_ack_frame_sent() -> (Air, u32, i64) {
-        let mut air = Air::new(LossModel::new(LossSpec::new(0.0, 0.0, 1.0).unwrap(), 1));
-        let (tx, rx) = (air.attach("tx"), air.attach("rx"));
-        let addr = b"LGe01".to_vec();
+        let loss = LossModel::new(LossSpec::new(0.0, 0.0, 1.0).unwrap(), 1);
         let regs = Registers {
-            rate: "2M".into(),
             auto_ack: vec![false; 6],
-            tx_address: addr.clone(),
-            rx_pipes: BTreeMap::from([(0, addr)]),
             ..Registers::default()
         };
-        air.configure(tx, regs.clone(), 0).unwrap();
-        air.configure(rx, regs, 0).unwrap();
-        air.set_listening(rx, true, 0).unwrap();
+        let (mut air, tx) = pair(loss, regs);
         assert!(air.submit(tx, &[1; 32], false, 0).unwrap());
         let end = air.next_event().unwrap();
         let out = air.advance(end);
