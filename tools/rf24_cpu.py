@@ -17,18 +17,15 @@ cheap radio process that carries less is no win).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import time
 
 from longge import testbed
 from longge.measure.cpu import process_cpu_s
-from longge.measure.model import udp_goodput_bps
-from longge.protocol.secure import OVERHEAD
 from longge.radio.options import RadioOptions
-from tools.rounds import repeat
-from tools.testbed_link import UDP_PAYLOAD, emulator_processes, iperf_udp, ns, stock_server
+from tools.rf24_link import rounds_of
+from tools.testbed_link import emulator_processes, iperf_udp, ns, stock_server
 
 
 def radio_processes() -> dict[str, int]:
@@ -92,20 +89,11 @@ def one_variant(opts: RadioOptions, irq: bool, bound: float, seconds: int) -> di
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--seconds", type=int, default=10)
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--mode", choices=("esb", "stream"), default="esb")
-    args = ap.parse_args()
-    opts = RadioOptions(mode=args.mode)
-    bound = udp_goodput_bps(opts, UDP_PAYLOAD, OVERHEAD)
-    print(f"model bound: {bound / 1e3:.1f} kbit/s of 1400-byte UDP ({args.mode})", flush=True)
-    repeat(
-        args.rounds,
-        lambda: {
-            **one_variant(opts, True, bound, args.seconds),
-            **one_variant(opts, False, bound, args.seconds),
-        },
+    rounds_of(
+        lambda opts, bound, seconds: {
+            **one_variant(opts, True, bound, seconds),
+            **one_variant(opts, False, bound, seconds),
+        }
     )
 
 

@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import time
+from collections.abc import Callable
 
 from longge import testbed
 from longge.measure.model import udp_goodput_bps
@@ -52,7 +53,9 @@ def one_round(opts: RadioOptions, bound: float, seconds: int) -> dict[str, float
     return r
 
 
-def main() -> None:
+def rounds_of(one: Callable[[RadioOptions, float, int], dict[str, float]]) -> None:
+    """The command line of the rf24 tools (``--seconds``, ``--rounds``, ``--mode``): print the
+    model's bound, then repeat ``one(options, bound, seconds)`` and print each figure's spread."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=3)
@@ -61,7 +64,11 @@ def main() -> None:
     opts = RadioOptions(mode=args.mode)
     bound = udp_goodput_bps(opts, UDP_PAYLOAD, OVERHEAD)
     print(f"model bound: {bound / 1e3:.1f} kbit/s of 1400-byte UDP ({args.mode})", flush=True)
-    repeat(args.rounds, lambda: one_round(opts, bound, args.seconds))
+    repeat(args.rounds, lambda: one(opts, bound, args.seconds))
+
+
+def main() -> None:
+    rounds_of(one_round)
 
 
 if __name__ == "__main__":
