@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from typing import Literal
 
 #: SCHED_FIFO priorities: the emulated hardware (air, modems) above the radio processes, and the
 #: receivers (a hard deadline: their FIFO) above the senders (an empty TX FIFO only idles the
@@ -44,7 +45,11 @@ def world_cpu() -> int | None:
     return cpus[-1] if len(cpus) >= 2 else None
 
 
-def prioritise(fifo_priority: int, fallback_nice: int, place: str = "any") -> str:
+#: Where a real-time process runs (``prioritise``).
+Place = Literal["world", "beside", "any"]
+
+
+def prioritise(fifo_priority: int, fallback_nice: int, place: Place = "any") -> str:
     """Make the calling process real-time if allowed; say what it got. ``place``, when real-time:
     ``"world"``, part of the emulated world, pinned to its CPU; ``"beside"``, a process of the
     emulated set-up kept off the world's CPU (on the others); ``"any"``, where the kernel likes."""

@@ -109,7 +109,7 @@ class Child:
         priority = realtime.RADIO_RX if which == "rx" else realtime.RADIO_TX
         # FIFO deadlines: see there. A radio on the emulated air runs with the air, on its CPU.
         emulated = cfg.backend == "sim" or (cfg.backend == "rf24" and cfg.driver == "sim")
-        place = "world" if emulated or os.environ.get("LONGGE_WORLD_CPU") else "any"
+        place: realtime.Place = "world" if emulated or os.environ.get("LONGGE_WORLD_CPU") else "any"
         # Stream mode, both directions at once: four radio processes each handling ~6000
         # frames/s and the air do not fit on one CPU (measured: each direction fell to 0.72 of
         # its one-way figure). The receivers stay with the air, which waits for them; a sender
