@@ -163,6 +163,7 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
         # 7. wait
         fds: list[Any] = [conn]
         timeout = 0.25
+        work = bool(frames or len(queue))  # a frame to load or a packet queued
         if radio is not None:
             # A MAX_RT taken in while loading (write_fast reads the radio's news) leaves the
             # descriptor quiet: look now, or the radio would idle until the timeout. Looked at
@@ -173,7 +174,7 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
                 storm = 0
             if pending_max_rt:
                 timeout = 0.0
-            elif sent_ok and (frames or len(queue)):
+            elif sent_ok and work:
                 # A payload went out since the FIFO was loaded, and its news was taken in
                 # just now: sleeping on the descriptor would wait for news that may never come
                 # (the FIFO may have drained meanwhile): load first. It once slept 0.25 s so
@@ -182,9 +183,9 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
         fd = waitable(radio)
         if fd is not None:
             fds.append(fd)
-            if slot_freed(radio, bool(frames or len(queue))):
+            if slot_freed(radio, work):
                 timeout = 0.0
-        elif radio is not None and (frames or len(queue) or not radio.is_fifo(True, True)):
+        elif radio is not None and (work or not radio.is_fifo(True, True)):
             # A backend without a descriptor (pyrf24 without its IRQ pin) is polled while
             # anything is on its way: a frame to load, a packet queued, or frames in the
             # chip's FIFO whose fate is not known yet. (It slept 0.25 s once the FIFO held a
