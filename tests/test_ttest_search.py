@@ -9,9 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from fielddoc import assert_documented
 
 from longge.measure.iperf import TrialResult
 from longge.measure.link import Target
+from longge.measure.report import summary_text
 from longge.measure.results import ResultsDir
 from longge.measure.sweep import PointResult, TTestPlan
 from longge.measure.ttest import TTest
@@ -141,3 +143,44 @@ def test_a_load_just_above_c_carried_by_the_queues_is_no_contradiction() -> None
     pts = [Judged(o * 1e3, r * 1e3, r / o < 0.97 and lost > 0) for o, r, lost in rows]
     v = judge_capacity(pts)
     assert v.capacity_bps is not None and 0.97 * 505e3 <= v.capacity_bps <= 1.03 * 505e3
+
+
+class HeldAir(SyntheticLink):
+    """An emulated link whose air stood still ``held`` of each trial's time once the load
+    saturated it (the air waits for radio processes the machine runs late): per second the
+    air ran the link carries C, per second of the trial C * (1 - held)."""
+
+    def __init__(self, tmp: Path, held: float) -> None:
+        super().__init__(tmp, {})
+        self.target = Target("192.0.2.1", air="/nonexistent/air.sock")
+        self.held = held
+
+    def measure(self, offered: float) -> PointResult:
+        point = self.points.setdefault(offered, PointResult(offered))
+        packets = max(50, int(offered * 3 / 8 / 1400))
+        held = self.held if offered > C * (1 - self.held) else 0.0
+        carried = C * (1 - held)
+        lost = max(0, int(packets * (1 - carried / offered))) if offered > carried else 0
+        for _ in range(self.plan.repeats):
+            trial = TrialResult(offered, offered, min(offered, carried), packets, lost)
+            trial.air_frozen_ms = held * self.plan.duration * 1000
+            point.trials.append(trial)
+        return point
+
+
+def test_a_capacity_the_air_stood_still_through_says_so(tmp_path: Path) -> None:
+    s = HeldAir(tmp_path, held=0.2).run()
+    assert s["capacity_bps"] == pytest.approx(0.8 * C, rel=0.03)
+    assert s["capacity_air_still_share"] == pytest.approx(0.2)
+    assert s["capacity_running_bps"] == pytest.approx(C, rel=0.03)
+    text = summary_text(s)
+    assert "stood still 20 %" in text and "per second the air ran" in text
+    assert_documented(s, "tTest summary.json")
+
+
+def test_a_capacity_the_air_ran_through_has_no_running_figure(tmp_path: Path) -> None:
+    s = HeldAir(tmp_path, held=0.0).run()
+    assert s["capacity_bps"] == pytest.approx(C, rel=0.02)
+    assert s["capacity_air_still_share"] == 0.0
+    assert s["capacity_running_bps"] is None
+    assert "per second the air ran" not in summary_text(s)

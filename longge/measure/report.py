@@ -33,6 +33,14 @@ def _ttest_lines(t: dict[str, Any], model: float | None) -> list[str]:
     sat = t.get("saturation")
     if sat:
         lines.append(f"  saturation at {_k(sat['offered_bps'])} offered, ρ = {sat['rho']:.2f}")
+    running = t.get("capacity_running_bps")
+    if running:
+        ratio = f" (ratio {running / model:.3f})" if model else ""
+        lines.append(
+            f"  the emulated air stood still {100 * t['capacity_air_still_share']:.0f} % of the "
+            "saturated trials' time, waiting for radio processes this machine ran late: C is "
+            f"partly this machine's CPU; per second the air ran, {_k(running)}{ratio}"
+        )
     return lines
 
 

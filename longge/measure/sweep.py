@@ -118,7 +118,16 @@ def reverse_view(p: PointResult) -> PointResult:
     trials = []
     for t in p.trials:
         r = t.reverse or TrialResult(offered_bps=t.offered_bps, error="no reverse figures")
-        trials.append(replace(r, error=t.error) if t.error else r)
+        # what disturbed the trial disturbed both its directions
+        trials.append(
+            replace(
+                r,
+                cpu_steal=t.cpu_steal,
+                air_freezes=t.air_freezes,
+                air_frozen_ms=t.air_frozen_ms,
+                error=t.error or r.error,
+            )
+        )
     return PointResult(p.offered_bps, trials)
 
 

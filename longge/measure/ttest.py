@@ -14,7 +14,7 @@ from typing import Any
 from longge.measure import analysis
 from longge.measure.cpu import STEAL_LIMIT, StealMeter
 from longge.measure.disturbance import Disturbance, unspoilt
-from longge.measure.emulator import health
+from longge.measure.emulator import FROZEN_LIMIT, health
 from longge.measure.iperf import TrialResult, parse_result, run_trial
 from longge.measure.link import DIRECTIONS, Target
 from longge.measure.results import ResultsDir
@@ -216,6 +216,14 @@ class TTest(_Sweep):
         }
         return out
 
+    def _still_share(self, trials: list[TrialResult]) -> float | None:
+        """The median share of these trials' time the emulated air stood still (None: no
+        trials, or no emulated air)."""
+        if not trials or self.target.air is None:
+            return None
+        shares = [t.air_frozen_ms / 1000 / self.plan.duration for t in trials]
+        return min(0.99, analysis.percentile(shares, 0.5))
+
     def _way_summary(self, points: dict[float, PointResult]) -> dict[str, Any]:
         """Capacity, saturation and per-load rows of one direction."""
         pts = [p for p in sorted(points.values(), key=lambda p: p.offered_bps) if p.ok_trials]
@@ -250,14 +258,25 @@ class TTest(_Sweep):
                     "jain_index": analysis.jain_index(streams[0]) if streams else None,
                     "datagram_bytes": self.plan.datagram(p.offered_bps),
                     "cpu_steal_max": max((t.cpu_steal for t in p.trials), default=0.0),
+                    "air_still_share": self._still_share(ok),
                 }
             )
+        # The loads that saturated set C. Where the emulated air stood still through them (its
+        # holds for radio processes the machine ran late, see measure/emulator.py), C is in
+        # part this machine's CPU: the link's own figure is C per second the air ran.
+        still = [self._still_share(p.ok_trials) for p in pts if self.saturated(p)]
+        known = [x for x in still if x is not None]
+        share = analysis.percentile(known, 0.5) if known else None
         return {
             # None when the points do not support one (capacity_reason says why)
             "capacity_bps": capacity,
             "capacity_reason": verdict.reason,
             "capacity_lower_bound_bps": verdict.lower_bound_bps,
             "capacity_reached": capacity is not None,
+            "capacity_air_still_share": share,
+            "capacity_running_bps": capacity / (1 - share)
+            if capacity and share is not None and share > FROZEN_LIMIT
+            else None,
             "saturation": None
             if first_bad is None or not capacity
             else {
