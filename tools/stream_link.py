@@ -9,7 +9,11 @@ Secured testbed, 2 Mbit/s, ``--mode stream``. Each round brings a fresh testbed 
 3. TCP (one stream)                                                     target >= 1.1 Mbit/s
 4. UDP both ways at once (iperf3 --bidir): each direction as a ratio to this round's one-way
    figure (target >= 0.85), and to the both-ways bound (each channel carries the other
-   direction's ACKs too)
+   direction's ACKs too). The air stands still while a receiving host is behind (its RX FIFO
+   full) or the machine held the air back: ``air_still_*`` is that share of the run, and
+   ``bidir_*_running_ratio`` the same ratio per second the air ran (both figures divided by
+   their run's running time): the link's own figure, apart from the CPU the testbed's four
+   radio processes, the air and iperf3 found on this machine
 5. UDP at 1.5x with 10 % and 30 % of frames lost on air (a testbed of its own each): ratio to
    this round's loss-free figure                                        targets >= 0.8, >= 0.5
 with the air's count of stays in TX mode over 4 ms (target 0). --rounds N prints the median and
@@ -28,6 +32,7 @@ from typing import Any
 from longge import testbed
 from longge.air.loss import AirLoss
 from longge.air.wire import query
+from longge.measure.emulator import AirMeter
 from longge.measure.model import udp_goodput_both_ways_bps, udp_goodput_bps
 from longge.protocol.secure import OVERHEAD
 from longge.radio.options import RadioOptions
@@ -59,6 +64,12 @@ def udp_with_ping(rate: float, seconds: int) -> tuple[float, list[float]]:
     return received(json.loads(out)), pings
 
 
+def still_share(meter: AirMeter, seconds: int) -> float:
+    """The share of a ``seconds``-long transfer the air stood still (its own freezes and its
+    holds for receiving hosts; none happen while iperf3 sets up)."""
+    return min(0.99, meter.delta().get("frozen_ms", 0.0) / 1000 / seconds)
+
+
 def bidir(rate: float, seconds: int) -> tuple[float, float]:
     run = json.loads(ns("lg-mobile", *iperf_udp(rate, seconds), "--bidir"))
     up = run["end"]["sum_received"]["bits_per_second"]
@@ -75,7 +86,9 @@ def one_round(bound: float, seconds: int, skip: set[str]) -> dict[str, float]:
         r["idle_ping_median_ms"] = statistics.median(
             rtts(ns("lg-mobile", "ping", "-c", "100", "-i", "0.05", "10.24.0.1"))
         )
+        meter = AirMeter(str(testbed.paths()["air"]))
         got, pings = udp_with_ping(bound * 1.5, seconds)
+        r["air_still_udp"] = still_share(meter, seconds)
         r["udp_kbps"] = got / 1e3
         r["udp_ratio"] = got / bound
         r["ping_p95_loaded_ms"] = pings[int(0.95 * len(pings)) - 1] if pings else float("nan")
@@ -87,9 +100,14 @@ def one_round(bound: float, seconds: int, skip: set[str]) -> dict[str, float]:
             r["tcp_kbps"] = run["end"]["sum_received"]["bits_per_second"] / 1e3
             time.sleep(1)
         if "bidir" not in skip:
+            meter = AirMeter(str(testbed.paths()["air"]))
             up, down = bidir(bound * 1.5, seconds)
+            r["air_still_bidir"] = still_share(meter, seconds)
             r["bidir_up_ratio"] = up / got
             r["bidir_down_ratio"] = down / got
+            running = (1 - r["air_still_udp"]) / (1 - r["air_still_bidir"])
+            r["bidir_up_running_ratio"] = up / got * running
+            r["bidir_down_running_ratio"] = down / got * running
             both = udp_goodput_both_ways_bps(OPTS, UDP_PAYLOAD, OVERHEAD)
             r["bidir_up_bound_ratio"] = up / both
             r["bidir_down_bound_ratio"] = down / both
