@@ -32,7 +32,7 @@ from typing import Any
 from longge import testbed
 from longge.air.loss import AirLoss
 from longge.air.wire import query
-from longge.measure.emulator import AirMeter
+from longge.measure.emulator import AirMeter, still_share
 from longge.measure.model import udp_goodput_both_ways_bps, udp_goodput_bps
 from longge.protocol.secure import OVERHEAD
 from longge.radio.options import RadioOptions
@@ -64,10 +64,10 @@ def udp_with_ping(rate: float, seconds: int) -> tuple[float, list[float]]:
     return received(json.loads(out)), pings
 
 
-def still_share(meter: AirMeter, seconds: int) -> float:
+def still_since(meter: AirMeter, seconds: int) -> float:
     """The share of a ``seconds``-long transfer the air stood still (its own freezes and its
     holds for receiving hosts; none happen while iperf3 sets up)."""
-    return min(0.99, meter.delta().get("frozen_ms", 0.0) / 1000 / seconds)
+    return still_share(meter.delta().get("frozen_ms", 0.0), seconds)
 
 
 def bidir(rate: float, seconds: int) -> tuple[float, float]:
@@ -88,7 +88,7 @@ def one_round(bound: float, seconds: int, skip: set[str]) -> dict[str, float]:
         )
         meter = AirMeter(str(testbed.paths()["air"]))
         got, pings = udp_with_ping(bound * 1.5, seconds)
-        r["air_still_udp"] = still_share(meter, seconds)
+        r["air_still_udp"] = still_since(meter, seconds)
         r["udp_kbps"] = got / 1e3
         r["udp_ratio"] = got / bound
         r["ping_p95_loaded_ms"] = pings[int(0.95 * len(pings)) - 1] if pings else float("nan")
@@ -102,7 +102,7 @@ def one_round(bound: float, seconds: int, skip: set[str]) -> dict[str, float]:
         if "bidir" not in skip:
             meter = AirMeter(str(testbed.paths()["air"]))
             up, down = bidir(bound * 1.5, seconds)
-            r["air_still_bidir"] = still_share(meter, seconds)
+            r["air_still_bidir"] = still_since(meter, seconds)
             r["bidir_up_ratio"] = up / got
             r["bidir_down_ratio"] = down / got
             running = (1 - r["air_still_udp"]) / (1 - r["air_still_bidir"])

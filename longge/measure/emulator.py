@@ -52,6 +52,12 @@ class AirMeter:
         }
 
 
+def still_share(frozen_ms: float, seconds: float) -> float:
+    """The share of a measurement of ``seconds`` the air stood still for ``frozen_ms`` (at most
+    0.99: a figure per second the air ran divides by what is left)."""
+    return min(0.99, frozen_ms / 1000 / seconds) if seconds > 0 else 0.0
+
+
 def spoilt_reason(steal: float, steal_limit: float, frozen_ms: float, seconds: float) -> str | None:
     """Why a trial of ``seconds`` cannot be trusted, or None."""
     if steal > steal_limit:

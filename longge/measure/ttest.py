@@ -14,7 +14,7 @@ from typing import Any
 from longge.measure import analysis
 from longge.measure.cpu import STEAL_LIMIT, StealMeter
 from longge.measure.disturbance import Disturbance, unspoilt
-from longge.measure.emulator import FROZEN_LIMIT, health
+from longge.measure.emulator import FROZEN_LIMIT, health, still_share
 from longge.measure.iperf import TrialResult, parse_result, run_trial
 from longge.measure.link import DIRECTIONS, Target
 from longge.measure.results import ResultsDir
@@ -221,8 +221,8 @@ class TTest(_Sweep):
         trials, or no emulated air)."""
         if not trials or self.target.air is None:
             return None
-        shares = [t.air_frozen_ms / 1000 / self.plan.duration for t in trials]
-        return min(0.99, analysis.percentile(shares, 0.5))
+        shares = [still_share(t.air_frozen_ms, self.plan.duration) for t in trials]
+        return analysis.percentile(shares, 0.5)
 
     def _way_summary(self, points: dict[float, PointResult]) -> dict[str, Any]:
         """Capacity, saturation and per-load rows of one direction."""
@@ -231,8 +231,15 @@ class TTest(_Sweep):
         capacity = verdict.capacity_bps
         first_bad = next((p for p in pts if self.saturated(p)), None)
         rows = []
+        # The loads that saturated set C. Where the emulated air stood still through them (its
+        # holds for radio processes the machine ran late, see measure/emulator.py), C is in
+        # part this machine's CPU: the link's own figure is C per second the air ran.
+        saturated_still: list[float] = []
         for p in sorted(points.values(), key=lambda p: p.offered_bps):
             ok = p.ok_trials
+            still = self._still_share(ok)
+            if still is not None and self.saturated(p):
+                saturated_still.append(still)
             packets = sum(t.packets for t in ok)
             lost = sum(t.lost_packets for t in ok)
             streams = [t.stream_received_bps for t in ok if len(t.stream_received_bps) > 1]
@@ -258,15 +265,10 @@ class TTest(_Sweep):
                     "jain_index": analysis.jain_index(streams[0]) if streams else None,
                     "datagram_bytes": self.plan.datagram(p.offered_bps),
                     "cpu_steal_max": max((t.cpu_steal for t in p.trials), default=0.0),
-                    "air_still_share": self._still_share(ok),
+                    "air_still_share": still,
                 }
             )
-        # The loads that saturated set C. Where the emulated air stood still through them (its
-        # holds for radio processes the machine ran late, see measure/emulator.py), C is in
-        # part this machine's CPU: the link's own figure is C per second the air ran.
-        still = [self._still_share(p.ok_trials) for p in pts if self.saturated(p)]
-        known = [x for x in still if x is not None]
-        share = analysis.percentile(known, 0.5) if known else None
+        share = analysis.percentile(saturated_still, 0.5) if saturated_still else None
         return {
             # None when the points do not support one (capacity_reason says why)
             "capacity_bps": capacity,
