@@ -60,3 +60,24 @@ def test_both_ways_in_stream_mode_each_channel_also_carries_the_other_directions
     assert 0.95 < both / one < 0.97
     esb = RadioOptions()  # the chips' ACKs are in the one-way figure already
     assert udp_goodput_both_ways_bps(esb, 1400, OVERHEAD) == udp_goodput_bps(esb, 1400, OVERHEAD)
+
+
+def test_a_run_loading_both_ways_is_compared_with_the_both_ways_bound() -> None:
+    """tTest/lTest --bidir record (context.json) and report against each direction's bound
+    with both loaded, from the radio settings the daemon's status gives."""
+    import dataclasses
+
+    from longge.measure.link import model_context
+    from longge.measure.model import udp_goodput_both_ways_bps, udp_goodput_bps
+    from longge.protocol.secure import OVERHEAD
+    from longge.radio.options import RadioOptions
+
+    stream = RadioOptions(mode="stream")
+    status = dataclasses.asdict(stream)
+    one = model_context(status, 1400, OVERHEAD)
+    both = model_context(status, 1400, OVERHEAD, both_ways=True)
+    assert one["model_capacity_bps"] == udp_goodput_bps(stream, 1400, OVERHEAD)
+    assert both["model_capacity_bps"] == udp_goodput_both_ways_bps(stream, 1400, OVERHEAD)
+    assert both["model_capacity_bps"] < one["model_capacity_bps"]
+    assert "both loaded at once" in both["model_note"]
+    assert "both loaded" not in one["model_note"]

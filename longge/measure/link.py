@@ -15,7 +15,7 @@ from longge.daemon.control import ControlError
 from longge.daemon.status import DaemonClient, NodeStatus
 from longge.errors import ConfigError
 from longge.measure.iperf import TrialSpec
-from longge.measure.model import udp_goodput_bps
+from longge.measure.model import udp_goodput_both_ways_bps, udp_goodput_bps
 from longge.protocol import secure
 from longge.radio.options import RadioOptions
 
@@ -145,9 +145,10 @@ class Target:
 
     # -- the context a results folder records --------------------------------------------------
 
-    def context(self, length: int) -> dict[str, Any]:
+    def context(self, length: int, both_ways: bool = False) -> dict[str, Any]:
         """Each daemon's node, radio and version; the emulator's loss; the model's capacity
-        for ``length``-byte datagrams."""
+        for ``length``-byte datagrams, each direction's when ``both_ways`` are loaded at once
+        (in stream mode each channel also carries the other direction's ACKs)."""
         ctx: dict[str, Any] = {"target": {"host": self.host, "netns": self.netns}}
         for path in self.controls:
             try:
@@ -168,23 +169,33 @@ class Target:
                 ctx["emulator"] = {"loss": stats.get("loss"), "seed": stats.get("seed")}
             except OSError as exc:
                 ctx["emulator"] = {"error": str(exc)}
-            r = ctx.get("radio") or {}
-            if r:
-                opts = RadioOptions(
-                    rate=r["rate"],
-                    ard_us=r["ard_us"],
-                    arc=r["arc"],
-                    auto_ack=r["auto_ack"],
-                    payload=r["payload"],
-                    address_width=r["address_width"],
-                    crc=r["crc"],
-                    mode=r.get("mode", "esb"),
-                )
+            if ctx.get("radio"):
                 overhead = ctx.get("security_overhead", 0)
-                ctx["model_capacity_bps"] = udp_goodput_bps(opts, length, overhead)
-                ctx["model_note"] = (
-                    f"UDP payload rate the air allows for {length}-byte datagrams "
-                    "with no loss and no host overhead"
-                    + (f", {overhead} bytes of security per packet" if overhead else "")
-                )
+                ctx.update(model_context(ctx["radio"], length, overhead, both_ways))
         return ctx
+
+
+def model_context(
+    radio: dict[str, Any], length: int, overhead: int, both_ways: bool = False
+) -> dict[str, Any]:
+    """The bound a run's figures are compared with (context.json's ``model_capacity_bps`` and
+    ``model_note``): the UDP payload rate the air allows for ``length``-byte datagrams on the
+    link the daemon's ``radio`` status describes, each direction's when ``both_ways``."""
+    opts = RadioOptions(
+        rate=radio["rate"],
+        ard_us=radio["ard_us"],
+        arc=radio["arc"],
+        auto_ack=radio["auto_ack"],
+        payload=radio["payload"],
+        address_width=radio["address_width"],
+        crc=radio["crc"],
+        mode=radio.get("mode", "esb"),
+    )
+    model = udp_goodput_both_ways_bps if both_ways else udp_goodput_bps
+    return {
+        "model_capacity_bps": model(opts, length, overhead),
+        "model_note": f"UDP payload rate the air allows for {length}-byte datagrams "
+        + ("in each direction, both loaded at once, " if both_ways else "")
+        + "with no loss and no host overhead"
+        + (f", {overhead} bytes of security per packet" if overhead else ""),
+    }

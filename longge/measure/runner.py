@@ -79,10 +79,13 @@ def testbed_target() -> Target:
     )
 
 
-def write_context(results: ResultsDir, target: Target, length: int) -> dict[str, Any]:
+def write_context(
+    results: ResultsDir, target: Target, length: int, both_ways: bool = False
+) -> dict[str, Any]:
     """context.json: the machine, the link (its daemons, the model's capacity for
-    ``length``-byte datagrams) and, on the testbed, what the testbed was built from."""
-    context = {**system_context(), **target.context(length)}
+    ``length``-byte datagrams, each direction's if ``both_ways`` are loaded) and, on the
+    testbed, what the testbed was built from."""
+    context = {**system_context(), **target.context(length, both_ways)}
     spec = testbed.recorded_spec() if target.air else None
     if spec is not None:
         context["testbed"] = spec
@@ -111,6 +114,7 @@ def _measure(
     say: Say,
     start: Callable[[ResultsDir, dict[str, Any]], Job],
     length: int = 1400,
+    both_ways: bool = False,
 ) -> tuple[ResultsDir, dict[str, Any]]:
     """The skeleton every measurement runs in: a results folder with its context, the job,
     and whatever happens (Ctrl-C, an error) the part measured kept and a testbed this run
@@ -118,7 +122,7 @@ def _measure(
     try:
         results = ResultsDir(out or default_dir(kind))
         say(f"results in {results.path}")
-        context = write_context(results, target, length)
+        context = write_context(results, target, length, both_ways)
         t0 = time.time()
         job = start(results, context)
         summary: dict[str, Any]
@@ -161,7 +165,10 @@ def run(
         return LTest(target, plan, results, progress)
 
     length = plan.length or 1400
-    results, summary = _measure(kind, target, started, keep_testbed, out, say, start, length)
+    both = plan.direction == "both"
+    results, summary = _measure(
+        kind, target, started, keep_testbed, out, say, start, length, both_ways=both
+    )
     results.write_summary(summary)
     plots.plot_runs([results.path])
     return results.path, summary
