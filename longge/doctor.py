@@ -213,10 +213,10 @@ def _radio(which: str, ce: int, csn: int, irq: int, cfg: config.NodeConfig | Non
             if which == "tx":
                 # a frame to nobody (MAX_RT expected): sending draws the most current, and a
                 # radio on a weak supply restarts with its power-on settings right then
-                radio.fileno()  # (takes any edge from before the frame)
+                radio.take_edges()  # (any edge from before the frame)
                 radio.write(b"longge doctor")
                 verify_settings(radio, cfg, which)
-                radio.fileno()  # counts the edges since
+                radio.take_edges()  # counts the edges since
                 if irq >= 0 and not radio.irq_edges:
                     return Check(
                         FAIL,

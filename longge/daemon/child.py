@@ -88,15 +88,18 @@ def on_irq(radio: Radio | None) -> bool:
     return getattr(radio, "irq_edges", None) is not None
 
 
+def take_edges(radio: Radio | None) -> None:
+    """At the top of a radio process's loop turn, before it looks at the chip: take the IRQ
+    pin's edges that woke it. What the chip says next covers them; an edge after that look
+    stays on the descriptor and wakes the process at once, so it need not look at the chip
+    again before it sleeps (docs/design.md, "Waiting on the radio")."""
+    take = getattr(radio, "take_edges", None)
+    if take is not None:
+        take()
+
+
 #: pyrf24's is_fifo(True) for an empty and for a full TX FIFO (0: neither full nor empty).
 FIFO_EMPTY, FIFO_FULL = 1, 2
-
-
-def slot_freed(radio: Radio | None, work: bool) -> bool:
-    """A sender with ``work`` waiting, on an IRQ pin: did a TX FIFO slot free since it loaded
-    the FIFO? Its edge was taken with the descriptor's, so sleeping would wait for the next
-    frame's: load now instead."""
-    return work and radio is not None and on_irq(radio) and radio.is_fifo(True) != FIFO_FULL
 
 
 class Child:

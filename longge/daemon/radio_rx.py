@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from longge.config import NodeConfig
-from longge.daemon.child import Child, waitable
+from longge.daemon.child import Child, on_irq, take_edges, waitable
 from longge.protocol import Reassembler, secure
 from longge.tun import Tun
 
@@ -78,10 +78,13 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
     while child.running:
         now = time.monotonic()
         radio = child.ensure_radio(now)
+        drained = False  # the RX FIFO was found empty after the last read
         if radio is not None:
             for _ in range(READ_BURST):
-                # 1. radio_rx
+                # 1. radio_rx (the pin's edges first: a frame after this look leaves one)
+                take_edges(radio)
                 if not radio.available():
+                    drained = True
                     break
                 frame = bytes(radio.read())
                 c["frames_in"] += 1
@@ -102,8 +105,10 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
         fds: list[Any] = [conn]
         timeout = 0.25
         fd = waitable(radio)
-        if radio is not None and radio.available():
-            timeout = 0.0  # frames already taken in: no sleeping on them
+        if radio is not None and not (drained and on_irq(radio)) and radio.available():
+            # frames already taken in: no sleeping on them (on an IRQ pin, a frame since the
+            # FIFO was found empty left an edge)
+            timeout = 0.0
         elif fd is not None:
             fds.append(fd)
         elif radio is not None:

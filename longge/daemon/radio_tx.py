@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from longge.config import NodeConfig
-from longge.daemon.child import FIFO_FULL, Child, slot_freed, waitable
+from longge.daemon.child import FIFO_FULL, Child, on_irq, take_edges, waitable
 from longge.daemon.fairqueue import SOJOURN_EDGES_MS, FairQueue
 from longge.protocol import Fragmenter, secure
 from longge.tun import Tun
@@ -113,6 +113,7 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
     while child.running:
         now = time.monotonic()
         radio = child.ensure_radio(now)
+        take_edges(radio)
         read_tun(tun, cfg, radio is not None, queue, c, now)
         if radio is not None:
             # 5. max_rt (checked first: it decides what the FIFO holds)
@@ -164,7 +165,8 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
         fds: list[Any] = [conn]
         timeout = 0.25
         work = bool(frames or len(queue))  # a frame to load or a packet queued
-        if radio is not None:
+        if radio is not None and not on_irq(radio):
+            # (On an IRQ pin, news since the look above left an edge: no second look.)
             # A MAX_RT taken in while loading (write_fast reads the radio's news) leaves the
             # descriptor quiet: look now, or the radio would idle until the timeout. Looked at
             # before the descriptor: what_happened clears the chip's flags, and an IRQ pin
@@ -183,8 +185,6 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
         fd = waitable(radio)
         if fd is not None:
             fds.append(fd)
-            if slot_freed(radio, work):
-                timeout = 0.0
         elif radio is not None and (work or not radio.is_fifo(True, True)):
             # A backend without a descriptor (pyrf24 without its IRQ pin) is polled while
             # anything is on its way: a frame to load, a packet queued, or frames in the

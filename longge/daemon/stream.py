@@ -29,7 +29,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from longge.config import NodeConfig
-from longge.daemon.child import FIFO_EMPTY, FIFO_FULL, Child, on_irq, slot_freed, waitable
+from longge.daemon.child import FIFO_EMPTY, FIFO_FULL, Child, on_irq, take_edges, waitable
 from longge.daemon.fairqueue import FairQueue
 from longge.protocol import Fragmenter, secure
 from longge.protocol.arq import CONTROL, MAX_INNER, RESET, ArqReceiver, ArqSender, ArqStats
@@ -115,6 +115,9 @@ def run_tx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
     while child.running:
         now = time.monotonic()
         radio = child.ensure_radio(now)
+        if radio is not None and on_irq(radio):
+            take_edges(radio)
+            radio.what_happened()  # the IRQ pin falls again only once TX_DS is cleared
         while look(pair):  # from the RX process
             try:
                 msg = pair.recv(64)
@@ -170,16 +173,18 @@ def run_tx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
         deadline = sender.next_deadline()
         if deadline is not None:
             timeout = max(0.0, min(timeout, deadline - now))
-        if radio is not None and on_irq(radio):
-            radio.what_happened()  # the IRQ pin falls again only once TX_DS is cleared
         fd = waitable(radio)
         if fd is not None:
             fds.append(fd)
-            if in_burst < burst and slot_freed(radio, bool(waiting or control or not sender.idle)):
-                timeout = 0.0
-            elif in_burst >= burst and radio is not None and radio.is_fifo(True, True):
+            if (
+                in_burst >= burst
+                and radio is not None
+                and not on_irq(radio)
+                and radio.is_fifo(True, True)
+            ):
                 # Waiting for the FIFO to drain (the 4 ms rule), each frame's news wakes us;
-                # the last one's, taken in by a look since, would not: a new burst now.
+                # the last one's, taken in by a look since, would not: a new burst now. (On
+                # an IRQ pin a frame that ended since the look at the top left an edge.)
                 timeout = 0.0
         elif radio is not None and (waiting or control or in_burst or not sender.idle):
             # a backend without a descriptor (pyrf24) is polled while frames are on their way
@@ -213,12 +218,14 @@ def run_rx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
     while child.running:
         now = time.monotonic()
         radio = child.ensure_radio(now)
+        drained = False  # the RX FIFO was found empty after the last read
         if radio is not None:
-            # (asked only when a frame waits: the idle loop pays no second look at the chip)
-            if radio.available() and radio.rx_fifo_full:
+            if radio.rx_fifo_full:
                 receiver.fell_behind()
             for _ in range(READ_BURST):
+                take_edges(radio)  # before each look: a frame after it leaves an edge
                 if not radio.available():
+                    drained = True
                     break
                 frame = bytes(radio.read())
                 c["frames_in"] += 1
@@ -249,8 +256,8 @@ def run_rx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
         if deadline is not None:
             timeout = max(0.0, min(timeout, deadline - now))
         fd = waitable(radio)
-        if radio is not None and radio.available():
-            timeout = 0.0
+        if radio is not None and not (drained and on_irq(radio)) and radio.available():
+            timeout = 0.0  # (on an IRQ pin, a frame since the FIFO was found empty left an edge)
         elif fd is not None:
             fds.append(fd)
         elif radio is not None:

@@ -149,13 +149,15 @@ class Rf24Radio:
         return True
 
     def fileno(self) -> int:
-        """The IRQ line's descriptor, readable once the pin falls after this call (the edges
-        that came before are taken: the caller looks at the radio before it sleeps); -1 when
-        the pin is not wired."""
-        if self._irq is None:
-            return -1
-        self._irq.clear()
-        return self._irq.fileno()
+        """The IRQ line's descriptor, readable while edges not yet taken (``take_edges``) wait
+        on it; -1 when the pin is not wired."""
+        return -1 if self._irq is None else self._irq.fileno()
+
+    def take_edges(self) -> int:
+        """Take the edges waiting on the IRQ descriptor (their count; 0 without a pin). A
+        process takes them before it looks at the chip: an edge that comes after the look
+        stays, and wakes it."""
+        return 0 if self._irq is None else self._irq.clear()
 
     @property
     def irq_edges(self) -> int | None:
