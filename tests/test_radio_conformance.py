@@ -33,7 +33,8 @@ def split_params(text: str) -> list[str]:
 def pyrf24_signatures(name: str) -> list[list[str]]:
     """Parameter-name lists of every overload pyrf24 documents for RF24.<name>."""
     doc = getattr(pyrf24.RF24, name).__doc__ or ""
-    pattern = rf"^\s*{name}\((.*)\)(?:\s*->[^\n]*)?$"
+    # (an overload's line may end in a backslash: set_auto_ack documents two that way)
+    pattern = rf"^\s*{name}\((.*)\)(?:\s*->[^\n]*?)?\s*\\?$"
     return [split_params(m.group(1)) for m in re.finditer(pattern, doc, re.MULTILINE)]
 
 

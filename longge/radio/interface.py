@@ -12,6 +12,9 @@ Semantics worth knowing (pyrf24 / RF24 C++):
 - ``write_fast(buf, multicast=False)`` loads the TX FIFO, blocking while it is full; returns
   False (payload not loaded) if MAX_RT is raised while it waits. The failed payload stays at
   the FIFO head until ``flush_tx()`` or ``reuse_tx()``.
+- ``start_fast_write(buf)`` loads the TX FIFO without asking the chip first (one SPI
+  transaction where write_fast makes two); into a full FIFO the chip drops the payload, so
+  the caller must know there is room (``is_fifo``).
 - ``tx_standby()`` blocks until the TX FIFO is empty; on MAX_RT it flushes and returns False.
   ``tx_standby(timeout, start_tx=True)`` retries failed payloads for up to 95 + timeout ms.
 - ``set_retries(delay, count)``: ARD = 250·(delay+1) µs, ``count`` retransmissions (0..15).
@@ -43,6 +46,7 @@ RADIO_METHODS = (
     "enable_dynamic_ack",
     "write",
     "write_fast",
+    "start_fast_write",
     "tx_standby",
     "reuse_tx",
     "available",
@@ -97,6 +101,9 @@ class Radio(Protocol):
     def enable_dynamic_ack(self) -> None: ...
     def write(self, buf: bytes | bytearray, multicast: bool = False) -> bool: ...
     def write_fast(self, buf: bytes | bytearray, multicast: bool = False) -> bool: ...
+    def start_fast_write(
+        self, buf: bytes | bytearray, multicast: bool = False, start_tx: bool = True
+    ) -> None: ...
     def tx_standby(self, timeout: int = ..., start_tx: bool = True) -> bool: ...
     def reuse_tx(self) -> None: ...
     def available(self) -> bool: ...

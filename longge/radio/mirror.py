@@ -337,6 +337,16 @@ class ChipMirror:
             data = data[:size].ljust(size, b"\x00")
         return data
 
+    def start_fast_write(
+        self, buf: bytes | bytearray, multicast: bool = False, start_tx: bool = True
+    ) -> None:
+        """pyrf24 loads the payload at once (a full FIFO drops it); the caller has just found
+        room. The mirror's path is write_fast's: its link may hold fewer unread payloads than
+        the FIFO (a modem), and it waits for that, not for the chip."""
+        if not start_tx:
+            raise NotImplementedError("start_fast_write(start_tx=False): CE is not modelled")
+        self.write_fast(buf, multicast)
+
     def write_fast(self, buf: bytes | bytearray, multicast: bool = False) -> bool:
         # Room known from the last news stays room (only the air frees slots): ask the air
         # only when the FIFO looked full, not once per frame.

@@ -85,6 +85,7 @@ class Rf24Radio:
             "irq_pin",
             "spi_speed",
             "retransmissions",
+            "_acked",
         }
     )
 
@@ -105,6 +106,7 @@ class Rf24Radio:
         self.csn_pin = csn_pin
         self.spi_speed = spi_speed
         self.retransmissions = 0
+        self._acked = True  # auto-ack on pipe 0 (the chip's default): a payload has an ARC
         self._enums: dict[str, Any] = {} if driver else _pyrf24_enums()
         self._chip = (driver or _pyrf24_driver())(ce_pin, csn_pin, spi_speed)
 
@@ -195,9 +197,21 @@ class Rf24Radio:
                 "10 µF capacitor) and the SPI wiring; lower spi_speed in [rf24]"
             )
 
+    def set_auto_ack(self, *args: int | bool) -> None:
+        """pyrf24's two forms: (enable) for every pipe, (pipe_number, enable) for one."""
+        if len(args) == 2:
+            self._chip.set_auto_ack(int(args[0]), bool(args[1]))
+            if int(args[0]) == 0:
+                self._acked = bool(args[1])
+        else:
+            self._chip.set_auto_ack(bool(args[0]))
+            self._acked = bool(args[0])
+
     def what_happened(self) -> tuple[bool, bool, bool]:
         flags: tuple[bool, bool, bool] = tuple(self._chip.what_happened())
-        if flags[0] or flags[1]:  # a payload finished (sent or MAX_RT): count its retries
+        if (flags[0] or flags[1]) and self._acked:
+            # a payload finished (sent or MAX_RT): count its retries (without auto-ack there
+            # are none: the SPI transaction is saved, once a frame in stream mode)
             self.retransmissions += int(self._chip.get_arc())
         return flags
 
