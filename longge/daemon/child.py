@@ -98,8 +98,14 @@ def take_edges(radio: Radio | None) -> None:
         take()
 
 
-#: pyrf24's is_fifo(True) for an empty and for a full TX FIFO (0: neither full nor empty).
+#: pyrf24's is_fifo() for an empty and for a full FIFO, TX or RX (0: neither full nor empty).
 FIFO_EMPTY, FIFO_FULL = 1, 2
+
+
+def more_to_read(radio: Radio) -> bool:
+    """Right after ``read()``: does the RX FIFO hold another payload? The STATUS byte read()'s
+    last SPI transaction brought says so (RX_P_NO 7: empty), without another transaction."""
+    return (radio.get_status_flags() >> 1) & 7 != 7
 
 
 class Child:

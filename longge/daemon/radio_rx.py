@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from longge.config import NodeConfig
-from longge.daemon.child import Child, on_irq, take_edges, waitable
+from longge.daemon.child import Child, more_to_read, on_irq, take_edges, waitable
 from longge.protocol import Reassembler, secure
 from longge.tun import Tun
 
@@ -80,13 +80,17 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
         radio = child.ensure_radio(now)
         drained = False  # the RX FIFO was found empty after the last read
         if radio is not None:
+            # The pin's edges before each look at the RX FIFO: a frame after it leaves one.
+            take_edges(radio)
+            waiting = radio.available()
             for _ in range(READ_BURST):
-                # 1. radio_rx (the pin's edges first: a frame after this look leaves one)
-                take_edges(radio)
-                if not radio.available():
+                # 1. radio_rx
+                if not waiting:
                     drained = True
                     break
+                take_edges(radio)
                 frame = bytes(radio.read())
+                waiting = more_to_read(radio)
                 c["frames_in"] += 1
                 last_heard = now
                 # 2. reassembler

@@ -29,7 +29,15 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from longge.config import NodeConfig
-from longge.daemon.child import FIFO_EMPTY, FIFO_FULL, Child, on_irq, take_edges, waitable
+from longge.daemon.child import (
+    FIFO_EMPTY,
+    FIFO_FULL,
+    Child,
+    more_to_read,
+    on_irq,
+    take_edges,
+    waitable,
+)
 from longge.daemon.fairqueue import FairQueue
 from longge.protocol import Fragmenter, secure
 from longge.protocol.arq import CONTROL, MAX_INNER, RESET, ArqReceiver, ArqSender, ArqStats
@@ -219,14 +227,19 @@ def run_rx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
         radio = child.ensure_radio(now)
         drained = False  # the RX FIFO was found empty after the last read
         if radio is not None:
-            if radio.rx_fifo_full:
+            # The pin's edges before each look at the RX FIFO: a frame after it leaves one.
+            take_edges(radio)
+            state = radio.is_fifo(False)  # one look: empty, full or neither
+            if state == FIFO_FULL:
                 receiver.fell_behind()
+            waiting = state != FIFO_EMPTY
             for _ in range(READ_BURST):
-                take_edges(radio)  # before each look: a frame after it leaves an edge
-                if not radio.available():
+                if not waiting:
                     drained = True
                     break
+                take_edges(radio)
                 frame = bytes(radio.read())
+                waiting = more_to_read(radio)
                 c["frames_in"] += 1
                 last_heard = now
                 if frame and frame[0] & CONTROL and frame[0] != RESET:

@@ -19,7 +19,10 @@ Semantics worth knowing (pyrf24 / RF24 C++):
   ``tx_standby(timeout, start_tx=True)`` retries failed payloads for up to 95 + timeout ms.
 - ``set_retries(delay, count)``: ARD = 250·(delay+1) µs, ``count`` retransmissions (0..15).
 - ``stop_listening(tx_address)`` enters TX mode and sets the TX address.
-- ``read(length)`` pops one payload from the RX FIFO.
+- ``read(length)`` pops one payload from the RX FIFO; its last SPI transaction (clearing RX_DR)
+  brings the STATUS byte as it is after the pop.
+- ``get_status_flags()`` is that STATUS byte from the last transaction, without asking the
+  chip: RX_P_NO (bits 3..1) is 7 when the RX FIFO is empty.
 
 Extension beyond pyrf24 (optional, used for efficient waiting): ``fileno()`` returns a
 descriptor that becomes readable when the radio has news (received frame, TX result).
@@ -58,6 +61,7 @@ RADIO_METHODS = (
     "flush_rx",
     "is_fifo",
     "what_happened",
+    "get_status_flags",
 )
 RADIO_PROPERTIES = (
     "channel",
@@ -113,6 +117,7 @@ class Radio(Protocol):
     def flush_rx(self) -> None: ...
     def is_fifo(self, about_tx: bool, check_empty: bool | None = None) -> bool | int: ...
     def what_happened(self) -> tuple[bool, bool, bool]: ...
+    def get_status_flags(self) -> int: ...
     def set_pa_level(self, level: int, lna_enable: bool = True) -> None: ...
 
 

@@ -446,7 +446,11 @@ class ChipMirror:
             return bytearray(length or 0)
         _, payload = self._rx.popleft()
         self._reads_unreported += 1
-        if not self._rx or self._reads_unreported >= 2:
+        if not self._rx:
+            # The chip's read ends with a transaction whose STATUS tells what the FIFO holds
+            # now (get_status_flags): take in what the air sent meanwhile (and say what was read)
+            self._pump()
+        elif self._reads_unreported >= 2:
             self._report_reads()
         if length is None:
             return bytearray(payload)
@@ -472,6 +476,19 @@ class ChipMirror:
         if check_empty is None:
             return state
         return state == 1 if check_empty else state == 2
+
+    def get_status_flags(self) -> int:
+        """STATUS as the mirror last heard the chip (pyrf24: from the last SPI transaction;
+        no message to the chip either way): RX_DR, TX_DS, MAX_RT, RX_P_NO (7: RX FIFO empty),
+        TX_FULL."""
+        pipe = self._rx[0][0] if self._rx else 7
+        return (
+            (0x40 if self._rx else 0)
+            | (0x20 if self._tx_ds else 0)
+            | (0x10 if self._max_rt else 0)
+            | (pipe & 7) << 1
+            | (1 if self._tx_full() else 0)
+        )
 
     def what_happened(self) -> tuple[bool, bool, bool]:
         """(tx_ds, tx_df, rx_dr): a payload was sent, MAX_RT is raised, a payload arrived."""
