@@ -110,13 +110,11 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
     last_sent = time.monotonic()
     storm = 0  # MAX_RT in a row, without a frame acknowledged in between
     pending_max_rt = False  # seen just before sleeping (what_happened may clear the flag)
-    tun_ready = True  # select() found the TUN readable (a read that finds nothing costs more)
     while child.running:
         now = time.monotonic()
         radio = child.ensure_radio(now)
         take_edges(radio)
-        if tun_ready:
-            read_tun(tun, cfg, radio is not None, queue, c, now)
+        read_tun(tun, cfg, radio is not None, queue, c, now)
         if radio is not None:
             # 5. max_rt (checked first: it decides what the FIFO holds)
             sent_ok, max_rt, _ = radio.what_happened()
@@ -194,6 +192,7 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
             # packet's last frames, with more queued: packets expired in a queue that should
             # have moved every 1.5 ms.)
             timeout = 0.0002
-        fds.append(tun)
-        tun_ready = tun in select.select(fds, [], [], timeout)[0]
+        if not frames:
+            fds.append(tun)
+        select.select(fds, [], [], timeout)
     child.close_radio()
