@@ -216,8 +216,8 @@ def _radio(which: str, ce: int, csn: int, irq: int, cfg: config.NodeConfig | Non
                 radio.take_edges()  # (any edge from before the frame)
                 radio.write(b"longge doctor")
                 verify_settings(radio, cfg, which)
-                radio.take_edges()  # counts the edges since
-                if irq >= 0 and not radio.irq_edges:
+                edges = radio.take_edges()  # the edges since
+                if irq >= 0 and not edges:
                     return Check(
                         FAIL,
                         f"{which} radio",

@@ -217,3 +217,43 @@ def test_a_frame_written_while_the_air_sleeps_counts_from_when_it_was_written(
         if chained:
             break
     assert chained, "a frame written before the one on air ended was taken in after it"
+
+
+class SampledEarly(SimRadio):
+    """A chip on an IRQ pin whose STATUS byte after read() was sampled before the read's own
+    RX_DR clear landed: it says the RX FIFO is empty while a frame that came in between waits
+    (and left no edge)."""
+
+    irq_edges = 0  # on an IRQ pin (daemon.child.on_irq)
+
+    def get_status_flags(self) -> int:
+        return 0b1110  # RX_P_NO 7: "empty"
+
+
+def test_an_empty_status_after_read_is_confirmed_on_an_irq_pin(air_path: str) -> None:
+    """A receiver on an IRQ pin sleeps without looking again once it has read the FIFO empty,
+    so "empty" must come from a look after the clear: more_to_read asks available() then."""
+    from longge.daemon.child import more_to_read
+
+    opts = RadioOptions(rate="2M")
+    tx, rx = SimRadio(air=air_path, name="tx"), SampledEarly(air=air_path, name="rx")
+    assert tx.begin() and rx.begin()
+    configure(tx, opts)
+    configure(rx, opts)
+    rx.open_rx_pipe(1, ADDR)
+    rx.start_listening()
+    tx.stop_listening(ADDR)
+    time.sleep(0.01)
+    for i in range(2):
+        assert tx.write_fast(bytes([i]) * 8)
+    deadline = time.monotonic() + 5
+    while len(rx._rx) < 2 and time.monotonic() < deadline:
+        rx.wait(0.05)
+        rx.is_fifo(False)  # (takes in what the air sent)
+    assert len(rx._rx) == 2
+    assert bytes(rx.read()) == bytes(8)
+    assert more_to_read(rx)  # the status said empty; the look after it found the second frame
+    assert bytes(rx.read()) == bytes([1]) * 8
+    assert not more_to_read(rx)  # now it is empty
+    rx.irq_edges = None  # off the pin (the emulated air's socket wakes the process instead)
+    assert SimRadio.get_status_flags(rx) >> 1 & 7 == 7

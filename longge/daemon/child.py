@@ -98,14 +98,20 @@ def take_edges(radio: Radio | None) -> None:
         take()
 
 
-#: pyrf24's is_fifo() for an empty and for a full FIFO, TX or RX (0: neither full nor empty).
-FIFO_EMPTY, FIFO_FULL = 1, 2
+#: pyrf24's is_fifo() for a FIFO, TX or RX, that holds something but is not full, that is
+#: empty, that is full (and 3: invalid, what a chip whose MISO reads 0xFF answers).
+FIFO_OCCUPIED, FIFO_EMPTY, FIFO_FULL = 0, 1, 2
 
 
 def more_to_read(radio: Radio) -> bool:
     """Right after ``read()``: does the RX FIFO hold another payload? The STATUS byte read()'s
-    last SPI transaction brought says so (RX_P_NO 7: empty), without another transaction."""
-    return (radio.get_status_flags() >> 1) & 7 != 7
+    last SPI transaction brought says so (RX_P_NO 7: empty), without another transaction.
+    "More" is certain. "Empty" is not on an IRQ pin: that byte leaves the chip before the
+    transaction's write clears RX_DR, and a frame arriving in between (about a microsecond)
+    sets no new edge, so there one look after the clear (``available()``) decides."""
+    if (radio.get_status_flags() >> 1) & 7 != 7:
+        return True
+    return on_irq(radio) and radio.available()
 
 
 class Child:

@@ -32,6 +32,7 @@ from longge.config import NodeConfig
 from longge.daemon.child import (
     FIFO_EMPTY,
     FIFO_FULL,
+    FIFO_OCCUPIED,
     Child,
     more_to_read,
     on_irq,
@@ -105,7 +106,7 @@ def run_tx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
             if in_burst < burst:
                 c["bursts_short"] += 1
             in_burst = 0
-        while in_burst < burst and state != FIFO_FULL:
+        while in_burst < burst and state in (FIFO_EMPTY, FIFO_OCCUPIED):
             frame = control.popleft() if control else sender.next_frame(now)
             if frame is None:
                 if not sender.idle:
@@ -154,13 +155,14 @@ def run_tx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
             waiting.popleft()
             offered = True
         if radio is not None:
-            if offered:
-                fill(radio, time.monotonic())
             if now - last_sent >= cfg.keepalive_s and sender.idle and not len(queue):
                 for frame in keepalive_frames(fragmenter, sealer):
                     sender.offer(frame)
                 c["keepalives_sent"] += 1
                 last_sent = now
+                offered = True
+            if offered:
+                fill(radio, time.monotonic())
         if look(conn):
             child.handle_control()
         if child.stats_due(now):
@@ -232,7 +234,7 @@ def run_rx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
             state = radio.is_fifo(False)  # one look: empty, full or neither
             if state == FIFO_FULL:
                 receiver.fell_behind()
-            waiting = state != FIFO_EMPTY
+            waiting = state in (FIFO_OCCUPIED, FIFO_FULL)  # (not a chip that reads 0xFF)
             for _ in range(READ_BURST):
                 if not waiting:
                     drained = True
