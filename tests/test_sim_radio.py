@@ -33,9 +33,11 @@ def air_path(
         native.stop(proc)
 
 
-def pair(air_path: str, **kw: object) -> tuple[SimRadio, SimRadio]:
+def pair(
+    air_path: str, rx_class: type[SimRadio] = SimRadio, **kw: object
+) -> tuple[SimRadio, SimRadio]:
     opts = RadioOptions(**kw)  # type: ignore[arg-type]
-    tx, rx = SimRadio(air=air_path, name="tx"), SimRadio(air=air_path, name="rx")
+    tx, rx = SimRadio(air=air_path, name="tx"), rx_class(air=air_path, name="rx")
     assert tx.begin() and rx.begin()
     configure(tx, opts)
     configure(rx, opts)
@@ -235,15 +237,7 @@ def test_an_empty_status_after_read_is_confirmed_on_an_irq_pin(air_path: str) ->
     so "empty" must come from a look after the clear: more_to_read asks available() then."""
     from longge.daemon.child import more_to_read
 
-    opts = RadioOptions(rate="2M")
-    tx, rx = SimRadio(air=air_path, name="tx"), SampledEarly(air=air_path, name="rx")
-    assert tx.begin() and rx.begin()
-    configure(tx, opts)
-    configure(rx, opts)
-    rx.open_rx_pipe(1, ADDR)
-    rx.start_listening()
-    tx.stop_listening(ADDR)
-    time.sleep(0.01)
+    tx, rx = pair(air_path, SampledEarly, rate="2M")
     for i in range(2):
         assert tx.write_fast(bytes([i]) * 8)
     deadline = time.monotonic() + 5
