@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from collections.abc import Iterator
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -112,6 +113,37 @@ def more_to_read(radio: Radio) -> bool:
     if (radio.get_status_flags() >> 1) & 7 != 7:
         return True
     return on_irq(radio) and radio.available()
+
+
+#: Frames a receiver reads in one loop turn before it sees to its other work.
+READ_BURST = 64
+
+
+class RxFifo:
+    """A receiver's walk through its radio's RX FIFO, the same in both link modes: read while
+    the last look says a payload waits, taking the IRQ pin's edges before each read, and know
+    whether the walk ended on a look that found the FIFO empty (``drained``)."""
+
+    def __init__(self) -> None:
+        self.drained = False
+
+    def frames(self, radio: Radio, waiting: bool) -> Iterator[bytes]:
+        """Up to READ_BURST payloads; ``waiting``: what the caller's first look found (made
+        after ``take_edges``)."""
+        self.drained = False
+        for _ in range(READ_BURST):
+            if not waiting:
+                self.drained = True
+                return
+            take_edges(radio)
+            frame = bytes(radio.read())
+            waiting = more_to_read(radio)
+            yield frame
+
+    def more_waiting(self, radio: Radio) -> bool:
+        """Before sleeping: is a frame already there? On an IRQ pin, after a walk that found
+        the FIFO empty, no look is needed: a frame since then left an edge."""
+        return not (self.drained and on_irq(radio)) and radio.available()
 
 
 class Child:

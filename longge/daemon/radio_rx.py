@@ -17,11 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from longge.config import NodeConfig
-from longge.daemon.child import Child, more_to_read, on_irq, take_edges, waitable
+from longge.daemon.child import Child, RxFifo, take_edges, waitable
 from longge.protocol import Reassembler, secure
 from longge.tun import Tun
-
-READ_BURST = 64
 
 
 def make_opener(cfg: NodeConfig) -> secure.Opener | None:
@@ -75,22 +73,15 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
     reassembler = make_reassembler(cfg, opener)
     c: dict[str, Any] = dict.fromkeys(("frames_in", "packets_out", "bytes_out", "tun_refused"), 0)
     last_heard: float | None = None
+    fifo = RxFifo()
     while child.running:
         now = time.monotonic()
         radio = child.ensure_radio(now)
-        drained = False  # the RX FIFO was found empty after the last read
         if radio is not None:
             # The pin's edges before each look at the RX FIFO: a frame after it leaves one.
             take_edges(radio)
-            waiting = radio.available()
-            for _ in range(READ_BURST):
-                # 1. radio_rx
-                if not waiting:
-                    drained = True
-                    break
-                take_edges(radio)
-                frame = bytes(radio.read())
-                waiting = more_to_read(radio)
+            # 1. radio_rx
+            for frame in fifo.frames(radio, radio.available()):
                 c["frames_in"] += 1
                 last_heard = now
                 # 2. reassembler
@@ -109,10 +100,8 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
         fds: list[Any] = [conn]
         timeout = 0.25
         fd = waitable(radio)
-        if radio is not None and not (drained and on_irq(radio)) and radio.available():
-            # frames already taken in: no sleeping on them (on an IRQ pin, a frame since the
-            # FIFO was found empty left an edge)
-            timeout = 0.0
+        if radio is not None and fifo.more_waiting(radio):
+            timeout = 0.0  # frames already there: no sleeping on them
         elif fd is not None:
             fds.append(fd)
         elif radio is not None:

@@ -34,7 +34,7 @@ from longge.daemon.child import (
     FIFO_FULL,
     FIFO_OCCUPIED,
     Child,
-    more_to_read,
+    RxFifo,
     on_irq,
     take_edges,
     waitable,
@@ -44,7 +44,6 @@ from longge.protocol import Fragmenter, secure
 from longge.protocol.arq import CONTROL, MAX_INNER, RESET, ArqReceiver, ArqSender, ArqStats
 from longge.tun import Tun
 
-READ_BURST = 64
 REASSEMBLY_TIMEOUT_S = 5.0
 TO_TX, FOR_SENDER = b"o", b"i"
 #: Frames the ARQ sender holds beyond its window: enough for the next FIFO refills, no more.
@@ -224,24 +223,18 @@ def run_rx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
         except BlockingIOError:
             c["pair_full"] += 1  # the TX process is behind: an ACK is repeated anyway
 
+    fifo = RxFifo()
     while child.running:
         now = time.monotonic()
         radio = child.ensure_radio(now)
-        drained = False  # the RX FIFO was found empty after the last read
         if radio is not None:
             # The pin's edges before each look at the RX FIFO: a frame after it leaves one.
             take_edges(radio)
             state = radio.is_fifo(False)  # one look: empty, full or neither
             if state == FIFO_FULL:
                 receiver.fell_behind()
-            waiting = state in (FIFO_OCCUPIED, FIFO_FULL)  # (not a chip that reads 0xFF)
-            for _ in range(READ_BURST):
-                if not waiting:
-                    drained = True
-                    break
-                take_edges(radio)
-                frame = bytes(radio.read())
-                waiting = more_to_read(radio)
+            # (not a chip that reads 0xFF: is_fifo 3)
+            for frame in fifo.frames(radio, state in (FIFO_OCCUPIED, FIFO_FULL)):
                 c["frames_in"] += 1
                 last_heard = now
                 if frame and frame[0] & CONTROL and frame[0] != RESET:
@@ -270,8 +263,8 @@ def run_rx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
         if deadline is not None:
             timeout = max(0.0, min(timeout, deadline - now))
         fd = waitable(radio)
-        if radio is not None and not (drained and on_irq(radio)) and radio.available():
-            timeout = 0.0  # (on an IRQ pin, a frame since the FIFO was found empty left an edge)
+        if radio is not None and fifo.more_waiting(radio):
+            timeout = 0.0
         elif fd is not None:
             fds.append(fd)
         elif radio is not None:
