@@ -262,6 +262,33 @@ def test_bit_flips_past_the_radio_crc_never_deliver_a_wrong_packet(
     check_delivery(run, complete=False)
 
 
+def test_a_frame_whose_sequence_number_was_damaged_costs_a_frame_not_the_link() -> None:
+    """Frame 1 arrives with its ARQ byte damaged into 3 (past the radio's CRC): the receiver
+    buffers it as frame 3 and, once the real 1 and 2 are in, expects 4, ahead of anything
+    sent. The sender skips to 4 at once: no stall, no timeouts, no new session (whose resent
+    frames the packet layer could take for news); the spoilt frame is a loss."""
+    sender, receiver = ArqSender(), ArqReceiver()
+    receiver.on_frame(control_frame(bytes((RESET, sender.epoch))), 0.0)
+    sender.on_control(receiver.control(0.0) or b"", 0.0)
+    assert sender.established
+    for f in (b"f0", b"f1", b"f2", b"f3"):
+        sender.offer(f)
+    sent = [sender.next_frame(0.0) or b"" for _ in range(3)]
+    assert [s[0] for s in sent] == [0, 1, 2]
+    got = receiver.on_frame(sent[0], 0.001)
+    got += receiver.on_frame(b"\x03" + sent[1][1:], 0.001)  # the phantom
+    got += receiver.on_frame(sent[2], 0.001)
+    sender.on_control(receiver.control(0.001) or b"", 0.002)  # a hole at 1: resend it
+    got += receiver.on_frame(sender.next_frame(0.002) or b"", 0.003)
+    assert got == [b"f0", b"f1", b"f2", b"f1"]  # the phantom fills 3
+    sender.on_control(receiver.control(0.006) or b"", 0.007)  # cum 4: ahead of next (3)
+    assert sender.stats.phantoms == 1 and sender.in_flight == 0
+    frame = sender.next_frame(0.007) or b""
+    assert frame[0] == 4 and receiver.on_frame(frame, 0.008) == [b"f3"]
+    sender.on_control(receiver.control(0.011) or b"", 0.012)
+    assert sender.idle and sender.stats.timeouts == 0 and sender.stats.stale_acks == 0
+
+
 def test_a_lost_burst_of_acks_costs_a_timeout_not_the_link() -> None:
     """Every ACK lost for 50 ms: the sender times out, resends the oldest frame, the receiver
     answers the duplicate at once, and the transfer completes."""

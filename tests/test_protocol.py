@@ -117,6 +117,20 @@ def test_sender_restart_mid_packet() -> None:
     assert rx.rx.drops[DropReason.TIMEOUT] == 1
 
 
+def test_packets_sent_again_are_repeats_not_a_restarted_sender() -> None:
+    """A stream-mode ARQ that begins a new session sends its unacknowledged frames again:
+    packets delivered already come back with their old numbers, several in a row. They are
+    repeats (same number, same CRC-32), not a new sender to follow: none is delivered twice,
+    and what comes next is."""
+    pair = Pair(first_number=500)
+    packets = [bytes([i]) * 20 for i in range(6)]
+    frames = pair.frames(*packets)  # one frame each
+    assert pair.feed(frames) == packets
+    assert pair.feed(frames[1:]) == []
+    assert pair.rx.drops == {DropReason.STALE: 5}
+    assert pair.send(C) == [C]
+
+
 def test_partial_packet_times_out_and_memory_is_released() -> None:
     pair = Pair()
     frames = pair.frames(B)

@@ -75,6 +75,7 @@ class ArqStats:
     acked: int = 0
     acks_in: int = 0
     stale_acks: int = 0  # from an old session, or outside what is in flight
+    phantoms: int = 0  # ACKs ahead of what was sent: the receiver took a damaged frame
     resets: int = 0
     timeouts: int = 0
     slowdowns: int = 0  # the receiver said it fell behind (sender), said so (receiver)
@@ -209,7 +210,7 @@ class ArqSender:
             self._rto = max(self.min_rto, self._rto)
         cum = self._absolute(msg[2])
         if cum is None:
-            self.stats.stale_acks += 1
+            self._ahead(msg[2])
             return
         if cum > self._base:
             self._backoff = 1  # the peer hears us again
@@ -241,6 +242,29 @@ class ArqSender:
         """The absolute sequence ``cum`` (mod 128) stands for: in [base, next]."""
         seq = self._base + (cum - self._base) % SEQ_MOD
         return seq if seq <= self._next else None
+
+    def _ahead(self, cum: int) -> None:
+        """An ACK whose ``cum`` is not in [base, next]: stale, or ahead of what was sent.
+
+        Ahead happens when a data frame damaged past the radio's CRC in its ARQ byte was
+        buffered as a later frame (a phantom) and the gap below it filled: the receiver now
+        expects ``cum`` and refuses every frame below it as a duplicate. What is in flight can
+        no longer reach it in this session, and waiting for it would only stall the link until
+        the silent timeouts begin a new session, which sends it all again (frames the receiver
+        did deliver among them). So the sender skips to ``cum``: what was in flight is given
+        up (a packet it spoilt is refused by the packet layer's CRC-32: a loss, not a wrong
+        packet). The receiver buffers at most ``window`` frames past what it expects, so an
+        ACK further ahead than that is stale."""
+        seq = self._base + (cum - self._base) % SEQ_MOD
+        if not 0 < seq - self._next <= self.window:
+            self.stats.stale_acks += 1
+            return
+        self.stats.phantoms += 1
+        self._flight.clear()
+        self._retransmit.clear()
+        self._base = self._next = seq
+        self._backoff = 1  # the peer hears us
+        self._silent_timeouts = 0
 
     def _acked(self, seq: int, now: float, cumulative: bool = False) -> int:
         f = self._flight.pop(seq, None) if cumulative else self._flight.get(seq)

@@ -41,6 +41,10 @@ NUMBER_SPACE = 1 << 16
 #: A sender that restarts begins a fresh run of numbers the receiver thinks are old. After
 #: this many valid packets with consecutive numbers that all look old, the receiver follows.
 RESYNC_AFTER = 3
+#: ... unless they are repeats: a packet equal (number and CRC-32) to one of the last RECENT
+#: delivered is one sent again (a stream-mode ARQ that begins a new session sends what was
+#: unacknowledged again, up to 64 frames), never a sign of a new sender.
+RECENT = 128
 
 
 class DropReason(enum.StrEnum):
@@ -91,6 +95,7 @@ class Reassembler:
         self._partial: dict[int, _Partial] = {}  # by packet number mod 8
         self._last_number: int | None = None
         self._stale_run: list[int] = []
+        self._recent: dict[int, bytes] = {}  # number -> CRC-32 of the last RECENT delivered
 
     @property
     def in_progress(self) -> int:
@@ -169,7 +174,7 @@ class Reassembler:
                 self.drops[DropReason.REJECTED] += 1
                 return None
             packet = opened
-        elif not self._accept_number(number):
+        elif not self._accept_number(number, crc):
             self.drops[DropReason.STALE] += 1
             return None
         if not packet:
@@ -178,18 +183,27 @@ class Reassembler:
             self.delivered += 1
         return packet
 
-    def _accept_number(self, number: int) -> bool:
+    def _accept_number(self, number: int, crc: bytes) -> bool:
         last = self._last_number
         if last is None or 0 < (number - last) % NUMBER_SPACE < NUMBER_SPACE // 2:
-            self._last_number = number
-            self._stale_run.clear()
+            self._took(number, crc)
             return True
+        if self._recent.get(number) == crc:
+            return False  # a repeat of a packet delivered already
         run = self._stale_run
         if run and (number - run[-1]) % NUMBER_SPACE != 1:
             run.clear()
         run.append(number)
         if len(run) >= RESYNC_AFTER:
-            self._last_number = number
-            run.clear()
+            self._took(number, crc)
             return True
         return False
+
+    def _took(self, number: int, crc: bytes) -> None:
+        self._last_number = number
+        self._stale_run.clear()
+        recent = self._recent
+        recent.pop(number, None)
+        recent[number] = crc
+        if len(recent) > RECENT:
+            del recent[next(iter(recent))]
