@@ -197,6 +197,20 @@ def test_live_radio_change_keeps_the_interface(bed: None) -> None:
     assert cli("radio", "set", "--ard-us", "250", "--arc", "2").returncode == 0
 
 
+def test_a_new_link_mode_returns_once_the_link_is_back(bed: None) -> None:
+    """radio set --mode restarts both daemons' radio processes: the command returns when both
+    ends hear each other in the new mode, so a ping right after it crosses."""
+    try:
+        for mode in ("stream", "esb"):
+            r = cli("radio", "set", "--mode", mode)
+            assert r.returncode == 0, r.stderr
+            assert f"link up in {mode} mode" in r.stdout
+            p = in_ns("lg-mobile", "ping", "-c", "3", "-i", "0.2", "-W", "2", "10.24.0.1")
+            assert p.returncode == 0, p.stdout
+    finally:
+        cli("radio", "set", "--mode", "esb")
+
+
 def test_reverse_loads_the_downlink_and_bidir_both(bed: None, tmp_path: Path) -> None:
     """tTest -R sends base -> mobile over the link, --bidir both ways at once: counted by the
     daemon that sends each direction (the other one carries only iperf3's control and

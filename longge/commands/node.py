@@ -183,7 +183,25 @@ def cmd_radio_set(ns: argparse.Namespace) -> int:
                 f"{name}: {r['rate']} ARD {r['ard_us']} µs ARC {r['arc']} {ack_text(r)} "
                 f"payload {r['payload']}"
             )
+    if code == 0 and "mode" in options:
+        code = _wait_for_mode(tuple(_control_paths(ns).values()), str(options["mode"]))
     return code
+
+
+def _wait_for_mode(controls: tuple[str, ...], mode: str) -> int:
+    """A new mode restarts each daemon's radio processes: tell the user when the link is back
+    (both ends heard from), so that what they run next measures the link, not its restart."""
+    from longge.measure.link import wait_for_mode
+
+    if len(controls) < 2:
+        print(f"the link comes back once the peer runs {mode} mode too", file=sys.stderr)
+        return 0
+    took = wait_for_mode(controls, mode, timeout_s=15.0)
+    if took is None:
+        print(f"error: the link did not come back within 15 s in {mode} mode", file=sys.stderr)
+        return 1
+    print(f"link up in {mode} mode ({took:.1f} s)")
+    return 0
 
 
 def cmd_doctor(ns: argparse.Namespace) -> int:

@@ -22,6 +22,26 @@ from longge.radio.options import RadioOptions
 DIRECTIONS = {"up": "mobile -> base", "down": "base -> mobile", "both": "both ways at once"}
 
 
+def wait_for_mode(controls: tuple[str, ...], mode: str, timeout_s: float) -> float | None:
+    """Seconds until every daemon at ``controls`` runs ``mode`` and hears its peer (a frame
+    within the last second: its radio processes are up at both ends), or None at the timeout."""
+    start = time.monotonic()
+    while time.monotonic() - start < timeout_s:
+        time.sleep(0.1)
+        sts = {}
+        for path in controls:
+            with contextlib.suppress(ControlError):
+                sts[path] = DaemonClient(path).status()
+        if len(sts) == len(controls) and all(
+            s.radio.get("mode") == mode
+            and s.peer_last_heard_s is not None
+            and s.peer_last_heard_s < 1.0
+            for s in sts.values()
+        ):
+            return time.monotonic() - start
+    return None
+
+
 @dataclass(frozen=True)
 class Target:
     """Where the servers are, and where the clients run."""
@@ -94,18 +114,10 @@ class Target:
         if self.mode() == mode:
             return
         self.set_radio({"mode": mode})
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            time.sleep(0.2)
-            sts = self.status()
-            if len(sts) == len(self.controls) and all(
-                s.radio.get("mode") == mode
-                and s.peer_last_heard_s is not None
-                and s.peer_last_heard_s < 1.0
-                for s in sts.values()
-            ):
-                return
-        raise RuntimeError(f"the link did not come back within {timeout_s:.0f} s in {mode} mode")
+        if wait_for_mode(self.controls, mode, timeout_s) is None:
+            raise RuntimeError(
+                f"the link did not come back within {timeout_s:.0f} s in {mode} mode"
+            )
 
     def retry_settings(self) -> dict[str, dict[str, Any]]:
         """Each daemon's ARD and ARC as it reports them (control path -> options), to put back
