@@ -282,11 +282,47 @@ def test_a_frame_whose_sequence_number_was_damaged_costs_a_frame_not_the_link() 
     got += receiver.on_frame(sender.next_frame(0.002) or b"", 0.003)
     assert got == [b"f0", b"f1", b"f2", b"f1"]  # the phantom fills 3
     sender.on_control(receiver.control(0.006) or b"", 0.007)  # cum 4: ahead of next (3)
+    assert sender.stats.phantoms == 0  # once could be an old or damaged ACK
+    sender.on_control(receiver.control(0.009) or b"", 0.010)  # the receiver repeats it
     assert sender.stats.phantoms == 1 and sender.in_flight == 0
-    frame = sender.next_frame(0.007) or b""
-    assert frame[0] == 4 and receiver.on_frame(frame, 0.008) == [b"f3"]
-    sender.on_control(receiver.control(0.011) or b"", 0.012)
-    assert sender.idle and sender.stats.timeouts == 0 and sender.stats.stale_acks == 0
+    frame = sender.next_frame(0.010) or b""
+    assert frame[0] == 4 and receiver.on_frame(frame, 0.011) == [b"f3"]
+    sender.on_control(receiver.control(0.014) or b"", 0.015)
+    assert sender.idle and sender.stats.timeouts == 0 and sender.stats.stale_acks == 1
+
+
+def test_an_old_ack_that_aliases_ahead_is_not_taken_for_a_phantom() -> None:
+    """A full window of 64 (half the sequence space): an ACK from 126 frames back reads as
+    2 ahead of next, mod 128. Once is not enough to give up what is in flight; nor a
+    phantom-like cum more than half the sequence space past base, whatever its repeats."""
+    sender = ArqSender(window=64)
+    sender.on_control(control_frame(bytes((ACK, sender.epoch, 0))), 0.0)
+    for i in range(130):
+        sender.offer(bytes((i % 256,)))
+    for _ in range(64):
+        sender.next_frame(0.0)
+    sender.on_control(control_frame(bytes((ACK, sender.epoch, 62))), 0.001)
+    assert sender.in_flight == 2  # base 62, next 64
+    for _ in range(62):
+        sender.next_frame(0.001)
+    assert sender.in_flight == 64  # next 126
+    old = control_frame(bytes((ACK, sender.epoch, 0)))  # cum 0 = 128 mod 128
+    sender.on_control(old, 0.002)
+    assert sender.stats.phantoms == 0 and sender.in_flight == 64
+    sender.on_control(old, 0.002)  # repeated: still past base + 64
+    assert sender.stats.phantoms == 0 and sender.in_flight == 64
+
+
+def test_a_phantom_never_displaces_a_frame_already_buffered() -> None:
+    """Frame 6 arrives with its sequence number damaged into 2 while the real 2 waits behind
+    a hole at 0: the real 2 stays."""
+    r = ArqReceiver()
+    r.on_frame(control_frame(bytes((RESET, 1))), 0.0)
+    for seq in (1, 2):
+        assert r.on_frame(bytes((seq,)) + b"real%d" % seq, 0.0) == []
+    assert r.on_frame(b"\x02real6", 0.0) == []
+    assert r.stats.duplicates == 1
+    assert r.on_frame(b"\x00real0", 0.0) == [b"real0", b"real1", b"real2"]
 
 
 def test_a_lost_burst_of_acks_costs_a_timeout_not_the_link() -> None:

@@ -131,6 +131,19 @@ def test_packets_sent_again_are_repeats_not_a_restarted_sender() -> None:
     assert pair.send(C) == [C]
 
 
+def test_a_packet_that_came_early_is_not_repeated_and_order_is_kept() -> None:
+    """A stream-mode frame whose sequence number was damaged can deliver a copy of a later
+    one-frame packet early (G into C's place): what was skipped over comes late and is
+    dropped (never taken for a restarted sender after 3), and the real G is a repeat."""
+    pair = Pair(first_number=40)
+    packets = [bytes([i]) * 20 for i in range(7)]  # A..G, one frame each
+    f = pair.frames(*packets)
+    got = pair.feed([f[0], f[1], f[6], f[3], f[4], f[5], f[6]])
+    assert got == [packets[0], packets[1], packets[6]]
+    assert pair.rx.drops == {DropReason.STALE: 4}
+    assert pair.send(C) == [C]
+
+
 def test_partial_packet_times_out_and_memory_is_released() -> None:
     pair = Pair()
     frames = pair.frames(B)

@@ -126,6 +126,7 @@ class ArqSender:
         self._silent_timeouts = 0  # timeouts in a row without the base moving
         self._last_timeout_at = -1.0
         self._reset_sent_at: float | None = None
+        self._ahead_of: int | None = None  # the last ACK's cum when it was ahead of next
         self.cwnd = float(self.window)
         self._cut_at = -1.0
 
@@ -212,6 +213,7 @@ class ArqSender:
         if cum is None:
             self._ahead(msg[2])
             return
+        self._ahead_of = None
         if cum > self._base:
             self._backoff = 1  # the peer hears us again
             self._silent_timeouts = 0
@@ -248,21 +250,23 @@ class ArqSender:
 
         Ahead happens when a data frame damaged past the radio's CRC in its ARQ byte was
         buffered as a later frame (a phantom) and the gap below it filled: the receiver now
-        expects ``cum`` and refuses every frame below it as a duplicate. What is in flight can
-        no longer reach it in this session, and waiting for it would only stall the link until
-        the silent timeouts begin a new session, which sends it all again (frames the receiver
-        did deliver among them). So the sender skips to ``cum``: what was in flight is given
-        up (a packet it spoilt is refused by the packet layer's CRC-32: a loss, not a wrong
-        packet). The receiver buffers at most ``window`` frames past what it expects, so an
-        ACK further ahead than that is stale."""
+        expects ``cum`` and refuses every frame below it as a duplicate. Nothing in flight can
+        reach it in this session any more, and waiting would only stall the link until the
+        silent timeouts begin a new session. So the sender skips to ``cum`` and gives up what
+        is in flight (the packet layer refuses what the phantom spoilt: docs/design.md §4).
+        An old ACK (a channel that reorders or repeats) or one damaged past its CRC-8 can alias
+        to "ahead" once; a phantom's shows in every ACK after it. So it takes the same ahead
+        ``cum`` twice in a row, at most half the sequence space past ``base``."""
         seq = self._base + (cum - self._base) % SEQ_MOD
-        if not 0 < seq - self._next <= self.window:
+        if not self._next < seq <= self._base + MAX_WINDOW or self._ahead_of != seq:
+            self._ahead_of = seq
             self.stats.stale_acks += 1
             return
         self.stats.phantoms += 1
         self._flight.clear()
         self._retransmit.clear()
         self._base = self._next = seq
+        self._ahead_of = None
         self._backoff = 1  # the peer hears us
         self._silent_timeouts = 0
 
@@ -325,6 +329,7 @@ class ArqSender:
         self._flight.clear()
         self._retransmit.clear()
         self._base = self._next = 0
+        self._ahead_of = None
         self.epoch = self.epoch % 255 + 1
         self.established = False
         self._reset_sent_at = None
@@ -384,8 +389,10 @@ class ArqReceiver:
             return []
         seq = self._expected + distance
         if seq in self._buffer:
+            # a repeat, or a phantom (a damaged sequence number): the first one stays
             self.stats.duplicates += 1
-        self._buffer[seq] = frame[1:]
+        else:
+            self._buffer[seq] = frame[1:]
         out = []
         while self._expected in self._buffer:
             out.append(self._buffer.pop(self._expected))

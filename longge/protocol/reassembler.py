@@ -25,6 +25,7 @@ import zlib
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import islice
 
 from longge.protocol.fragmenter import DEFAULT_MTU, check_mtu
 from longge.protocol.frame import (
@@ -41,9 +42,12 @@ NUMBER_SPACE = 1 << 16
 #: A sender that restarts begins a fresh run of numbers the receiver thinks are old. After
 #: this many valid packets with consecutive numbers that all look old, the receiver follows.
 RESYNC_AFTER = 3
-#: ... unless they are repeats: a packet equal (number and CRC-32) to one of the last RECENT
-#: delivered is one sent again (a stream-mode ARQ that begins a new session sends what was
-#: unacknowledged again, up to 64 frames), never a sign of a new sender.
+#: A packet equal (number and CRC-32) to one of the last RECENT delivered is a repeat, whatever
+#: its number looks like: a stream-mode ARQ that begins a new session sends what was
+#: unacknowledged again (up to 64 frames), and a frame whose ARQ sequence number was damaged
+#: past the radio's CRC can deliver a copy of a later one-frame packet early. And a packet
+#: whose number was skipped over lately (up to RECENT numbers at a time) comes late, out of
+#: order: dropped. Neither is a sign of a new sender.
 RECENT = 128
 
 
@@ -96,6 +100,7 @@ class Reassembler:
         self._last_number: int | None = None
         self._stale_run: list[int] = []
         self._recent: dict[int, bytes] = {}  # number -> CRC-32 of the last RECENT delivered
+        self._skipped: dict[int, None] = {}  # the last RECENT numbers skipped over (in order)
 
     @property
     def in_progress(self) -> int:
@@ -184,12 +189,17 @@ class Reassembler:
         return packet
 
     def _accept_number(self, number: int, crc: bytes) -> bool:
-        last = self._last_number
-        if last is None or 0 < (number - last) % NUMBER_SPACE < NUMBER_SPACE // 2:
-            self._took(number, crc)
-            return True
         if self._recent.get(number) == crc:
             return False  # a repeat of a packet delivered already
+        last = self._last_number
+        ahead = 1 if last is None else (number - last) % NUMBER_SPACE
+        if 0 < ahead < NUMBER_SPACE // 2:
+            if last is not None and 1 < ahead <= RECENT:
+                self._skip(last, ahead)
+            self._took(number, crc)
+            return True
+        if number in self._skipped:
+            return False  # late: a packet skipped over, now out of order
         run = self._stale_run
         if run and (number - run[-1]) % NUMBER_SPACE != 1:
             run.clear()
@@ -198,6 +208,13 @@ class Reassembler:
             self._took(number, crc)
             return True
         return False
+
+    def _skip(self, last: int, ahead: int) -> None:
+        skipped = self._skipped
+        for gap in range(1, ahead):
+            skipped[(last + gap) % NUMBER_SPACE] = None
+        for old in list(islice(skipped, max(0, len(skipped) - RECENT))):
+            del skipped[old]
 
     def _took(self, number: int, crc: bytes) -> None:
         self._last_number = number
