@@ -3,7 +3,7 @@
 1. tun_reader   read every packet the kernel has for the link into the fair queue;
 2. scheduler    when the previous packet is loaded, take the next one (fair, bounded, aged);
 3. fragmenter   cut it into frames (``longge.protocol``);
-4. radio_tx     load frames while the TX FIFO has room (``write_fast`` never blocks here);
+4. radio_tx     load frames while the TX FIFO has room (``start_fast_write``: never blocks);
 5. max_rt       a frame that exhausted its retries: flush, abandon the rest of its packet;
 6. keepalive    nothing sent for ``keepalive_s``: send a keepalive frame so the peer knows;
 7. wait         sleep until the TUN, the radio or the supervisor has something.
@@ -140,10 +140,10 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
                         break
                     frames.extend(fragmenter.fragment(seal(next_packet)))
                     c["packets_sent"] += 1
-                # 4. radio_tx
-                if not radio.write_fast(frames[0]):
-                    break  # MAX_RT: the frame stays here, step 5 decides about it
-                frames.popleft()
+                # 4. radio_tx: room just seen (write_fast would ask the chip again). A MAX_RT
+                # meanwhile halts the chip with this frame loaded; step 5 flushes it next turn
+                # and drops what is left of its packet.
+                radio.start_fast_write(frames.popleft())
                 c["frames_sent"] += 1
                 last_sent = now
             # 6. keepalive
@@ -167,7 +167,7 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
         work = bool(frames or len(queue))  # a frame to load or a packet queued
         if radio is not None and not on_irq(radio):
             # (On an IRQ pin, news since the look above left an edge: no second look.)
-            # A MAX_RT taken in while loading (write_fast reads the radio's news) leaves the
+            # A MAX_RT taken in while loading (a backend may read the radio's news) leaves the
             # descriptor quiet: look now, or the radio would idle until the timeout. Looked at
             # before the descriptor: what_happened clears the chip's flags, and an IRQ pin
             # falls again only after that.
