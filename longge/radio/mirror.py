@@ -367,9 +367,12 @@ class ChipMirror(RegisterSettings):
     def is_fifo(self, about_tx: bool, check_empty: bool | None = None) -> bool | int:
         """With ``check_empty``: that bool. Without: 0 occupied, 1 empty, 2 full (pyrf24 enum)."""
         self._pump()
-        count = self._tx_outstanding() if about_tx else len(self._rx)
-        full = self.fifo_depth if about_tx else 3
-        state = 1 if count == 0 else 2 if count >= full else 0
+        if about_tx:  # full: no room for another payload now (a modem's line may be the limit)
+            count = self._tx_outstanding()
+            state = 1 if count == 0 else 2 if self._tx_full() else 0
+        else:
+            count = len(self._rx)
+            state = 1 if count == 0 else 2 if count >= 3 else 0
         if check_empty is None:
             return state
         return state == 1 if check_empty else state == 2
