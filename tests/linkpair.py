@@ -19,6 +19,7 @@ class Pair:
     payload_size: int = 32
     mtu: int = 1500
     first_number: int = 0
+    late_guard: int = 0  # Reassembler's (stream mode: the ARQ's window)
     tx: Fragmenter = field(init=False)
     rx: Reassembler = field(init=False)
     delivered: list[bytes] = field(default_factory=list)
@@ -26,7 +27,7 @@ class Pair:
 
     def __post_init__(self) -> None:
         self.tx = Fragmenter(self.payload_size, self.mtu, first_number=self.first_number)
-        self.rx = Reassembler(self.mtu)
+        self.rx = Reassembler(self.mtu, late_guard=self.late_guard)
 
     def frames(self, *packets: bytes) -> list[bytes]:
         out: list[bytes] = []

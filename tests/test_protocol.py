@@ -135,13 +135,27 @@ def test_a_packet_that_came_early_is_not_repeated_and_order_is_kept() -> None:
     """A stream-mode frame whose sequence number was damaged can deliver a copy of a later
     one-frame packet early (G into C's place): what was skipped over comes late and is
     dropped (never taken for a restarted sender after 3), and the real G is a repeat."""
-    pair = Pair(first_number=40)
+    pair = Pair(first_number=40, late_guard=64)
     packets = [bytes([i]) * 20 for i in range(7)]  # A..G, one frame each
     f = pair.frames(*packets)
     got = pair.feed([f[0], f[1], f[6], f[3], f[4], f[5], f[6]])
     assert got == [packets[0], packets[1], packets[6]]
     assert pair.rx.drops == {DropReason.STALE: 4}
     assert pair.send(C) == [C]
+
+
+def test_a_stray_packet_ahead_costs_two_packets_or_with_the_late_guard_at_most_the_gap() -> None:
+    """A valid packet from elsewhere (an open link) lands 49 numbers ahead of the genuine
+    sender. Without the guard (ESB: no ARQ, no phantoms) the receiver follows the genuine
+    numbers after RESYNC_AFTER; with it (stream mode) what it skipped is late: dropped, until
+    the genuine numbers pass the stray one. Never a packet twice or out of order."""
+    stray = Pair(first_number=1050).frames(b"stray" * 4)
+    packets = [bytes([i]) * 20 for i in range(60)]
+    for guard, lost in ((0, 2), (64, 49)):
+        pair = Pair(first_number=1000, late_guard=guard)
+        frames = pair.frames(*packets)
+        got = pair.feed(frames[:2] + stray + frames[2:])
+        assert got == packets[:2] + [b"stray" * 4] + packets[2 + lost :], guard
 
 
 def test_partial_packet_times_out_and_memory_is_released() -> None:

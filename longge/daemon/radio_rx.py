@@ -34,11 +34,12 @@ def make_opener(cfg: NodeConfig) -> secure.Opener | None:
 
 
 def make_reassembler(
-    cfg: NodeConfig, opener: secure.Opener | None, timeout: float = 1.0
+    cfg: NodeConfig, opener: secure.Opener | None, timeout: float = 1.0, late_guard: int = 0
 ) -> Reassembler:
-    """This node's reassembler: on a sealed link the opener checks order and duplicates."""
+    """This node's reassembler: on a sealed link the opener checks order and duplicates;
+    ``late_guard``: see Reassembler (stream mode)."""
     if opener is None:
-        return Reassembler(cfg.mtu, timeout=timeout)
+        return Reassembler(cfg.mtu, timeout=timeout, late_guard=late_guard)
     return Reassembler(cfg.mtu + secure.OVERHEAD, timeout=timeout, authenticate=opener.open)
 
 

@@ -41,7 +41,15 @@ from longge.daemon.child import (
 )
 from longge.daemon.fairqueue import FairQueue
 from longge.protocol import Fragmenter, secure
-from longge.protocol.arq import CONTROL, MAX_INNER, RESET, ArqReceiver, ArqSender, ArqStats
+from longge.protocol.arq import (
+    CONTROL,
+    MAX_INNER,
+    MAX_WINDOW,
+    RESET,
+    ArqReceiver,
+    ArqSender,
+    ArqStats,
+)
 from longge.tun import Tun
 
 REASSEMBLY_TIMEOUT_S = 5.0
@@ -209,7 +217,7 @@ def run_rx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
     opener = make_opener(cfg)
     # The ARQ delivers a packet's frames late rather than never (its timers back off under
     # heavy loss): a packet in progress waits longer than with ESB before it is given up.
-    reassembler = make_reassembler(cfg, opener, timeout=REASSEMBLY_TIMEOUT_S)
+    reassembler = make_reassembler(cfg, opener, REASSEMBLY_TIMEOUT_S, late_guard=MAX_WINDOW)
     receiver = ArqReceiver()
     c: dict[str, Any] = dict.fromkeys(
         ("frames_in", "packets_out", "bytes_out", "tun_refused", "acks_in", "pair_full"), 0

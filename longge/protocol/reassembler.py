@@ -43,11 +43,10 @@ NUMBER_SPACE = 1 << 16
 #: this many valid packets with consecutive numbers that all look old, the receiver follows.
 RESYNC_AFTER = 3
 #: A packet equal (number and CRC-32) to one of the last RECENT delivered is a repeat, whatever
-#: its number looks like: a stream-mode ARQ that begins a new session sends what was
-#: unacknowledged again (up to 64 frames), and a frame whose ARQ sequence number was damaged
-#: past the radio's CRC can deliver a copy of a later one-frame packet early. And a packet
-#: whose number was skipped over lately (up to RECENT numbers at a time) comes late, out of
-#: order: dropped. Neither is a sign of a new sender.
+#: its number looks like, never a sign of a new sender: a stream-mode ARQ that begins a new
+#: session sends what was unacknowledged again (up to 64 frames), and a frame whose ARQ
+#: sequence number was damaged past the radio's CRC can deliver a copy of a later one-frame
+#: packet early (see ``late_guard``).
 RECENT = 128
 
 
@@ -80,16 +79,26 @@ class Reassembler:
     """``authenticate`` (optional, e.g. ``secure.Opener.open``) sees every packet whose CRC
     matched and returns it opened, or ``None`` to refuse it. With it, order and duplicates are
     its business (an authenticated sequence number beats the 16-bit one, which anyone can
-    forge), so the number check and its resync are skipped."""
+    forge), so the number check and its resync are skipped.
+
+    ``late_guard`` (stream mode: the ARQ's largest window): when a packet's number jumps ahead
+    by at most this much, the numbers it skipped are remembered, and a packet that comes with
+    one of them later is late, out of order: dropped, and not counted towards following a
+    restarted sender. That is how a packet copied early by a damaged ARQ sequence number would
+    otherwise bring the ones it overtook after it, out of order. Off (0) by default: on a link
+    without phantoms it would only cost packets when a stray valid packet lands a little ahead
+    (up to ``late_guard`` - 1 genuine ones, instead of RESYNC_AFTER - 1)."""
 
     def __init__(
         self,
         mtu: int = DEFAULT_MTU,
         timeout: float = 1.0,
         authenticate: Callable[[bytes], bytes | None] | None = None,
+        late_guard: int = 0,
     ) -> None:
         check_mtu(mtu)
         self.mtu = mtu
+        self.late_guard = min(late_guard, RECENT)
         self.authenticate = authenticate
         self.timeout = timeout
         self.drops: Counter[DropReason] = Counter()
@@ -194,7 +203,7 @@ class Reassembler:
         last = self._last_number
         ahead = 1 if last is None else (number - last) % NUMBER_SPACE
         if 0 < ahead < NUMBER_SPACE // 2:
-            if last is not None and 1 < ahead <= RECENT:
+            if last is not None and 1 < ahead <= self.late_guard:
                 self._skip(last, ahead)
             self._took(number, crc)
             return True
