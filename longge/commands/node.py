@@ -190,17 +190,20 @@ def cmd_radio_set(ns: argparse.Namespace) -> int:
 
 def _wait_for_mode(controls: tuple[str, ...], mode: str) -> int:
     """A new mode restarts each daemon's radio processes: tell the user when the link is back
-    (both ends heard from), so that what they run next measures the link, not its restart."""
+    (both ends up and heard from), so that what they run next measures the link, not its
+    restart. With one node's socket (each node changed on its own), when its radio is up."""
     from longge.measure.link import wait_for_mode
 
-    if len(controls) < 2:
-        print(f"the link comes back once the peer runs {mode} mode too", file=sys.stderr)
-        return 0
-    took = wait_for_mode(controls, mode, timeout_s=15.0)
+    both = len(controls) >= 2
+    took = wait_for_mode(controls, mode, timeout_s=15.0, peer=both)
     if took is None:
-        print(f"error: the link did not come back within 15 s in {mode} mode", file=sys.stderr)
+        what = "the link did not come back" if both else "the radio processes did not start"
+        print(f"error: {what} within 15 s in {mode} mode", file=sys.stderr)
         return 1
-    print(f"link up in {mode} mode ({took:.1f} s)")
+    if both:
+        print(f"link up in {mode} mode ({took:.1f} s)")
+    else:
+        print(f"radio up in {mode} mode ({took:.1f} s); the link returns once the peer runs it")
     return 0
 
 

@@ -22,9 +22,13 @@ from longge.radio.options import RadioOptions
 DIRECTIONS = {"up": "mobile -> base", "down": "base -> mobile", "both": "both ways at once"}
 
 
-def wait_for_mode(controls: tuple[str, ...], mode: str, timeout_s: float) -> float | None:
-    """Seconds until every daemon at ``controls`` runs ``mode`` and hears its peer (a frame
-    within the last second: its radio processes are up at both ends), or None at the timeout."""
+def wait_for_mode(
+    controls: tuple[str, ...], mode: str, timeout_s: float, peer: bool = True
+) -> float | None:
+    """Seconds until every daemon at ``controls`` runs ``mode`` with both radio processes up
+    and, with ``peer``, its new RX process has heard a frame (the peer's TX, up too), or None
+    at the timeout. A change of mode starts new radio processes whose counters begin empty,
+    so nothing the old ones saw can pass for it (and no keepalive interval is assumed)."""
     start = time.monotonic()
     while time.monotonic() - start < timeout_s:
         time.sleep(0.1)
@@ -34,8 +38,9 @@ def wait_for_mode(controls: tuple[str, ...], mode: str, timeout_s: float) -> flo
                 sts[path] = DaemonClient(path).status()
         if len(sts) == len(controls) and all(
             s.radio.get("mode") == mode
-            and s.peer_last_heard_s is not None
-            and s.peer_last_heard_s < 1.0
+            and s.tx.state == "up"
+            and s.rx.state == "up"
+            and (s.peer_last_heard_s is not None or not peer)
             for s in sts.values()
         ):
             return time.monotonic() - start
