@@ -9,7 +9,9 @@ random set of 1-60 packets (sizes 1 to 400 bytes, many of one frame). ``flip``: 
 lost and 5 % damaged past the radio's CRC, both ways; ``mix``: 10 % lost, 5 % damaged, 10 %
 duplicated, 10 % reordered. Every run must deliver each packet whole, in order, at most once
 (``check_delivery``); a failing run is printed with its number, which ``--first N --runs 1``
-replays (docs/measurements.md, "damaged sequence numbers").
+replays. Also counted: runs whose sender was not done in the 5 s (a stall; not a failure by
+itself: at these rates a run may need longer) (docs/measurements.md, "damaged sequence
+numbers").
 """
 
 from __future__ import annotations
@@ -26,8 +28,9 @@ link = importlib.import_module("test_arq")  # the tests' simulated link, not a c
 SIZES = (1, 2, 5, 20, 24, 60, 400)  # bytes before the 4-byte tag that makes each unique
 
 
-def one_run(k: int, variant: str) -> str | None:
-    """The failure of run ``k``, or None."""
+def one_run(k: int, variant: str) -> tuple[str | None, bool]:
+    """The failure of run ``k`` (or None), and whether its sender was done in the time (every
+    frame acknowledged: the link did not stall)."""
     meta = random.Random(f"{variant}-{k}")
     tag = k.to_bytes(4, "big")
     packets = [
@@ -44,8 +47,8 @@ def one_run(k: int, variant: str) -> str | None:
     try:
         link.check_delivery(run, complete=False)
     except AssertionError as exc:
-        return str(exc)
-    return None
+        return str(exc), run.done()
+    return None, run.done()
 
 
 def main() -> int:
@@ -54,13 +57,14 @@ def main() -> int:
     ap.add_argument("--variant", choices=("flip", "mix"), default="mix")
     ap.add_argument("--first", type=int, default=0, help="number of the first run")
     ns = ap.parse_args()
-    failed = 0
+    failed = unfinished = 0
     for k in range(ns.first, ns.first + ns.runs):
-        why = one_run(k, ns.variant)
+        why, done = one_run(k, ns.variant)
+        unfinished += not done
         if why is not None:
             failed += 1
             print(f"run {k}: {why}", flush=True)
-    print(f"{ns.variant}: {ns.runs} runs, {failed} failed")
+    print(f"{ns.variant}: {ns.runs} runs, {failed} failed; {unfinished} not done in 5 s")
     return 1 if failed else 0
 
 
