@@ -155,7 +155,7 @@ def test_a_stray_packet_ahead_costs_two_packets_or_with_the_late_guard_at_most_t
         pair = Pair(first_number=1000, late_guard=guard)
         frames = pair.frames(*packets)
         got = pair.feed(frames[:2] + stray + frames[2:])
-        assert got == packets[:2] + [b"stray" * 4] + packets[2 + lost :], guard
+        assert got == [*packets[:2], b"stray" * 4, *packets[2 + lost :]], guard
 
 
 def test_partial_packet_times_out_and_memory_is_released() -> None:
