@@ -22,6 +22,15 @@ from longge.radio.options import RadioOptions
 DIRECTIONS = {"up": "mobile -> base", "down": "base -> mobile", "both": "both ways at once"}
 
 
+def statuses(controls: tuple[str, ...]) -> dict[str, NodeStatus]:
+    """The status of each daemon that answers, by control path."""
+    out: dict[str, NodeStatus] = {}
+    for path in controls:
+        with contextlib.suppress(ControlError):
+            out[path] = DaemonClient(path).status()
+    return out
+
+
 def wait_for_mode(
     controls: tuple[str, ...], mode: str, timeout_s: float, peer: bool = True
 ) -> float | None:
@@ -32,10 +41,7 @@ def wait_for_mode(
     start = time.monotonic()
     while time.monotonic() - start < timeout_s:
         time.sleep(0.1)
-        sts = {}
-        for path in controls:
-            with contextlib.suppress(ControlError):
-                sts[path] = DaemonClient(path).status()
+        sts = statuses(controls)
         if len(sts) == len(controls) and all(
             s.radio.get("mode") == mode
             and s.tx.state == "up"
@@ -76,11 +82,7 @@ class Target:
 
     def status(self) -> dict[str, NodeStatus]:
         """The status of each daemon that answers, by control path."""
-        out: dict[str, NodeStatus] = {}
-        for path in self.controls:
-            with contextlib.suppress(ControlError):
-                out[path] = DaemonClient(path).status()
-        return out
+        return statuses(self.controls)
 
     def drain(self, max_wait_s: float = 5.0) -> None:
         """Wait until the link's queues are empty (daemon status), or a fixed second without
