@@ -210,8 +210,8 @@ class ArqSender:
             self.established = True
             self._rto = max(self.min_rto, self._rto)
         cum = self._absolute(msg[2])
-        if cum is None:
-            self._ahead(msg[2])
+        if cum > self._next:
+            self._ahead(cum)
             return
         self._ahead_of = None
         if cum > self._base:
@@ -240,13 +240,13 @@ class ArqSender:
 
     # -- inside --------------------------------------------------------------------------------
 
-    def _absolute(self, cum: int) -> int | None:
-        """The absolute sequence ``cum`` (mod 128) stands for: in [base, next]."""
-        seq = self._base + (cum - self._base) % SEQ_MOD
-        return seq if seq <= self._next else None
+    def _absolute(self, cum: int) -> int:
+        """The absolute sequence ``cum`` (mod 128) stands for, from base on: in [base, next]
+        for an ACK of what was sent."""
+        return self._base + (cum - self._base) % SEQ_MOD
 
-    def _ahead(self, cum: int) -> None:
-        """An ACK whose ``cum`` is not in [base, next]: stale, or ahead of what was sent.
+    def _ahead(self, seq: int) -> None:
+        """An ACK whose cum (``seq``, absolute) is past next: stale, or ahead of what was sent.
 
         Ahead happens when a data frame damaged past the radio's CRC in its ARQ byte was
         buffered as a later frame (a phantom) and the gap below it filled: the receiver now
@@ -257,8 +257,7 @@ class ArqSender:
         An old ACK (a channel that reorders or repeats) or one damaged past its CRC-8 can alias
         to "ahead" once; a phantom's shows in every ACK after it. So it takes the same ahead
         ``cum`` twice in a row, at most half the sequence space past ``base``."""
-        seq = self._base + (cum - self._base) % SEQ_MOD
-        if not self._next < seq <= self._base + MAX_WINDOW or self._ahead_of != seq:
+        if seq > self._base + MAX_WINDOW or self._ahead_of != seq:
             self._ahead_of = seq
             self.stats.stale_acks += 1
             return
