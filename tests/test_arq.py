@@ -20,6 +20,7 @@ from longge.protocol.arq import (
     RESYNC,
     ArqReceiver,
     ArqSender,
+    control_body,
     control_frame,
 )
 from longge.protocol.fragmenter import Fragmenter
@@ -276,8 +277,9 @@ def test_a_frame_whose_sequence_number_was_damaged_costs_a_frame_not_the_link() 
     """Frame 1 arrives with its ARQ byte damaged into 3 (past the radio's CRC): the receiver
     buffers it as frame 3 and, once the real 1 and 2 are in, expects 4, ahead of anything
     sent. The sender skips to 4 at once: no stall, no timeouts, no new session (whose resent
-    frames the packet layer could take for news); the spoilt frame is a loss."""
-    sender, receiver = ArqSender(), ArqReceiver()
+    frames the packet layer could take for news); the spoilt frame is a loss. (The times
+    below are for an ACK held back at most 2 ms.)"""
+    sender, receiver = ArqSender(), ArqReceiver(ack_delay=0.002)
     receiver.on_frame(control_frame(bytes((RESET, sender.epoch))), 0.0)
     sender.on_control(receiver.control(0.0) or b"", 0.0)
     assert sender.established
@@ -407,6 +409,35 @@ def test_a_receiver_that_falls_behind_slows_the_sender_down() -> None:
     host_rate = 0.5 / SLOT  # frames per second the host takes
     assert run.fragmenter.frames / took >= 0.7 * host_rate
     assert run.sender.stats.slowdowns >= 1 and fwd.overflows > 0
+
+
+def test_frames_that_stop_coming_are_acknowledged_without_waiting_for_the_ack_delay() -> None:
+    """Frames back to back are acknowledged by ``ack_every``; once they stop (a packet's end,
+    a window smaller than ack_every) the ACK goes out after ``ack_quiet``, not ``ack_delay``."""
+    receiver = ArqReceiver()
+    assert receiver.ack_quiet < receiver.ack_delay
+    receiver.on_frame(control_frame(bytes((RESET, 9))), 0.0)
+    assert receiver.control(0.0) is not None  # a RESET is answered at once
+    t = 0.0
+    for seq in range(receiver.ack_every - 1):  # back to back: no ACK yet
+        t = 0.001 + seq * 0.000165
+        receiver.on_frame(bytes((seq,)) + b"x", t)
+        assert receiver.control(t) is None
+    assert receiver.next_deadline() == pytest.approx(t + receiver.ack_quiet)
+    assert receiver.control(t + receiver.ack_quiet / 2) is None
+    ack = receiver.control(t + receiver.ack_quiet)
+    body = control_body(ack or b"")
+    assert body is not None and body[2] == receiver.ack_every - 1  # cum: all of them
+
+    # End to end: a sender held to 8 frames in flight (the receiver's host fell behind, or a
+    # small window) keeps the channel busy instead of waiting 4 ms for each ACK.
+    rng = random.Random(5)
+    run = Run([bytes([i]) * 600 for i in range(40)], sender=ArqSender(window=8))
+    took = run_link(run, Channel(rng), Channel(rng), seconds=30.0)
+    assert run.done()
+    check_delivery(run, complete=True)
+    round_trip = 2 * DELAY + receiver.ack_quiet + 8 * SLOT
+    assert run.fragmenter.frames / took >= 0.8 * 8 / round_trip
 
 
 def test_a_damaged_control_frame_is_refused_not_obeyed() -> None:

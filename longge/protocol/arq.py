@@ -104,7 +104,9 @@ class ArqSender:
 
     window: int = 48
     backlog: int = 256  # frames waiting for the window (memory bound)
-    min_rto: float = 0.006
+    # over the peer's ACK delay (up to 4 ms, ArqReceiver.ack_delay) and a round trip with
+    # the hosts busy: at 6 ms, both directions saturated timed out 2-5 times as often
+    min_rto: float = 0.010
     max_rto: float = 0.5
     epoch: int = field(default_factory=lambda: 1 + secrets.randbelow(255))
     stats: ArqStats = field(default_factory=ArqStats)
@@ -341,8 +343,14 @@ class ArqReceiver:
     """The receiving half: radio frames in, LongGe frames in order out, ACKs to send."""
 
     window: int = 48
-    ack_every: int = 8  # frames
-    ack_delay: float = 0.002  # s: an ACK is never held back longer than this
+    # Every ACK costs a frame on the reverse channel and a wake-up of the processes on both
+    # ends, so frames that come back to back are acknowledged by 16; frames that stop coming
+    # (a window's end, a packet's, a sender held back) are acknowledged once none came for
+    # ack_quiet, so a sender whose window is smaller than 16 does not wait for ack_delay
+    # (docs/design.md §4, "ACKs").
+    ack_every: int = 16  # frames
+    ack_delay: float = 0.004  # s: an ACK is never held back longer than this
+    ack_quiet: float = 0.0006  # s: 3.6 frame times at 2 Mbit/s, over a burst's settle
     stats: ArqStats = field(default_factory=ArqStats)
 
     def __post_init__(self) -> None:
@@ -353,6 +361,7 @@ class ArqReceiver:
         self._buffer: dict[int, bytes] = {}
         self._unacked = 0  # frames since the last ACK
         self._first_unacked_at: float | None = None
+        self._last_frame_at = 0.0
         self._ack_now = False
         self._resync_at: float | None = None
         self._resync_due = False
@@ -403,6 +412,7 @@ class ArqReceiver:
                 self._slow_down()  # and the FIFO was full: the hole is ours
         self._unacked += 1
         self._repeat_at = None
+        self._last_frame_at = now
         if self._first_unacked_at is None:
             self._first_unacked_at = now
         return out
@@ -430,8 +440,9 @@ class ArqReceiver:
                 return control_frame(bytes((RESYNC,)))
             return None
         due = self._ack_now or self._unacked >= self.ack_every
-        waited = (
-            self._first_unacked_at is not None and now - self._first_unacked_at >= self.ack_delay
+        waited = self._first_unacked_at is not None and (
+            now - self._first_unacked_at >= self.ack_delay
+            or now - self._last_frame_at >= self.ack_quiet
         )
         if self.epoch is None:
             return None
@@ -447,7 +458,9 @@ class ArqReceiver:
 
     def next_deadline(self) -> float | None:
         if self._first_unacked_at is not None:
-            return self._first_unacked_at + self.ack_delay
+            return min(
+                self._first_unacked_at + self.ack_delay, self._last_frame_at + self.ack_quiet
+            )
         return self._repeat_at
 
     def _ack(self) -> bytes:
