@@ -105,7 +105,7 @@ class ArqSender:
     window: int = 48
     backlog: int = 256  # frames waiting for the window (memory bound)
     # over the peer's ACK delay (up to 4 ms, ArqReceiver.ack_delay) and a round trip with
-    # the hosts busy: at 6 ms, both directions saturated timed out 2-5 times as often
+    # busy hosts: at 6 ms, with both directions saturated, timeouts came 2-5 times as often
     min_rto: float = 0.010
     max_rto: float = 0.5
     epoch: int = field(default_factory=lambda: 1 + secrets.randbelow(255))
@@ -344,13 +344,12 @@ class ArqReceiver:
 
     window: int = 48
     # Every ACK costs a frame on the reverse channel and a wake-up of the processes on both
-    # ends, so frames that come back to back are acknowledged by 16; frames that stop coming
-    # (a window's end, a packet's, a sender held back) are acknowledged once none came for
-    # ack_quiet, so a sender whose window is smaller than 16 does not wait for ack_delay
-    # (docs/design.md §4, "ACKs").
+    # ends, so frames are acknowledged by 16 (or after 4 ms); after asking the sender to slow
+    # down, whose window may then be under 16 frames, by 8 (or after 2 ms) for the next
+    # TIGHT_FRAMES frames (docs/design.md §4, "ACKs").
     ack_every: int = 16  # frames
     ack_delay: float = 0.004  # s: an ACK is never held back longer than this
-    ack_quiet: float = 0.0006  # s: 3.6 frame times at 2 Mbit/s, over a burst's settle
+    TIGHT_FRAMES = 4 * MAX_WINDOW
     stats: ArqStats = field(default_factory=ArqStats)
 
     def __post_init__(self) -> None:
@@ -361,7 +360,7 @@ class ArqReceiver:
         self._buffer: dict[int, bytes] = {}
         self._unacked = 0  # frames since the last ACK
         self._first_unacked_at: float | None = None
-        self._last_frame_at = 0.0
+        self._tight = 0  # frames still to acknowledge twice as often (see ack_every)
         self._ack_now = False
         self._resync_at: float | None = None
         self._resync_due = False
@@ -412,7 +411,8 @@ class ArqReceiver:
                 self._slow_down()  # and the FIFO was full: the hole is ours
         self._unacked += 1
         self._repeat_at = None
-        self._last_frame_at = now
+        if self._tight:
+            self._tight -= 1
         if self._first_unacked_at is None:
             self._first_unacked_at = now
         return out
@@ -429,6 +429,7 @@ class ArqReceiver:
         if not self._behind:
             self.stats.slowdowns += 1
         self._behind = self._ack_now = True
+        self._tight = self.TIGHT_FRAMES
 
     def control(self, now: float) -> bytes | None:
         """The control frame to send now on the reverse channel, if one is due."""
@@ -439,11 +440,9 @@ class ArqReceiver:
                 self.stats.resyncs += 1
                 return control_frame(bytes((RESYNC,)))
             return None
-        due = self._ack_now or self._unacked >= self.ack_every
-        waited = self._first_unacked_at is not None and (
-            now - self._first_unacked_at >= self.ack_delay
-            or now - self._last_frame_at >= self.ack_quiet
-        )
+        every, delay = self._spacing
+        due = self._ack_now or self._unacked >= every
+        waited = self._first_unacked_at is not None and now - self._first_unacked_at >= delay
         if self.epoch is None:
             return None
         if due or waited:
@@ -456,11 +455,16 @@ class ArqReceiver:
             return self._ack()
         return None
 
+    @property
+    def _spacing(self) -> tuple[int, float]:
+        """(frames, seconds) an ACK may wait: half as long while the sender slows down."""
+        if self._tight:
+            return max(1, self.ack_every // 2), self.ack_delay / 2
+        return self.ack_every, self.ack_delay
+
     def next_deadline(self) -> float | None:
         if self._first_unacked_at is not None:
-            return min(
-                self._first_unacked_at + self.ack_delay, self._last_frame_at + self.ack_quiet
-            )
+            return self._first_unacked_at + self._spacing[1]
         return self._repeat_at
 
     def _ack(self) -> bytes:
