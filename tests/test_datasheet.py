@@ -54,10 +54,10 @@ def test_both_ways_in_stream_mode_each_channel_also_carries_the_other_directions
     both = udp_goodput_both_ways_bps(stream, 1400, OVERHEAD)
     # by hand: the packet in 30-byte slices (32 - LongGe header - ARQ byte); an ACK with
     # nothing missing is 4 bytes, 8·(1 + 5 + 4 + 2) + 9 = 105 bits = 52.5 µs at 2 Mbit/s,
-    # one for every 8 frames of the other direction
+    # one for every 16 frames of the other direction
     frames = -(-(1400 + 28 + PACKET_OVERHEAD + OVERHEAD) // 30)
-    assert 1400 * 8e9 / both == pytest.approx(1400 * 8e9 / one + frames * 52_500 / 8)
-    assert 0.95 < both / one < 0.97
+    assert 1400 * 8e9 / both == pytest.approx(1400 * 8e9 / one + frames * 52_500 / 16)
+    assert 0.97 < both / one < 0.99
     esb = RadioOptions()  # the chips' ACKs are in the one-way figure already
     assert udp_goodput_both_ways_bps(esb, 1400, OVERHEAD) == udp_goodput_bps(esb, 1400, OVERHEAD)
 
