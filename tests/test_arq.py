@@ -5,6 +5,7 @@ reordering, bursts, bit flips, either side restarting."""
 
 from __future__ import annotations
 
+import itertools
 import random
 from dataclasses import dataclass, field
 
@@ -14,12 +15,14 @@ from hypothesis import strategies as st
 
 from longge.protocol.arq import (
     ACK,
+    BEHIND,
     MAX_INNER,
     MAX_WINDOW,
     RESET,
     RESYNC,
     ArqReceiver,
     ArqSender,
+    control_body,
     control_frame,
 )
 from longge.protocol.fragmenter import Fragmenter
@@ -406,39 +409,56 @@ def test_a_receiver_that_falls_behind_slows_the_sender_down() -> None:
     assert run.done()
     check_delivery(run, complete=True)
     host_rate = 0.5 / SLOT  # frames per second the host takes
-    assert run.fragmenter.frames / took >= 0.7 * host_rate
+    # 0.93 of it here; 0.835 with ACKs as far apart as on a link that keeps up (see
+    # test_a_receiver_that_asked_to_slow_down_acknowledges_twice_as_often)
+    assert run.fragmenter.frames / took >= 0.88 * host_rate
     assert run.sender.stats.slowdowns >= 1 and fwd.overflows > 0
 
 
 def test_a_receiver_that_asked_to_slow_down_acknowledges_twice_as_often() -> None:
-    """Frames are acknowledged by ``ack_every``; once the receiver has asked the sender to slow
-    down (its window halves, perhaps under ack_every), by half as many for a while, so that
-    the sender does not wait ``ack_delay`` for each ACK."""
-    receiver = ArqReceiver()
-    receiver.on_frame(control_frame(bytes((RESET, 9))), 0.0)
-    assert receiver.control(0.0) is not None  # a RESET is answered at once
-    half = receiver.ack_every // 2
-    for seq in range(half):
-        receiver.on_frame(bytes((seq,)) + b"x", 0.001)
-    assert receiver.control(0.001) is None  # half of ack_every: not yet
-    receiver.on_frame(bytes((half + 1,)) + b"x", 0.001)  # a hole at `half`
-    receiver.fell_behind()  # and the RX FIFO was full: slow down, at once
-    assert receiver.control(0.001) is not None
-    receiver.on_frame(bytes((half,)) + b"x", 0.002)  # the hole filled
-    for seq in range(half + 2, 2 * half + 1):
-        receiver.on_frame(bytes((seq,)) + b"x", 0.002)
-    assert receiver.control(0.002) is not None  # 8 since the last ACK
-    assert receiver.next_deadline() is None or receiver.next_deadline() > 0.002
+    """Frames are acknowledged by ``ack_every`` (a hole alone changes nothing after its ACK);
+    once the receiver has asked the sender to slow down (its window halves, perhaps under
+    ack_every), by half as many, or after half the delay, for TIGHT_FRAMES frames, so that the
+    sender does not wait ``ack_delay`` for each ACK."""
 
-    # End to end: a host that reads every second frame time keeps most of what it can take
-    # (acknowledged by 16 all along: 0.835 of it here).
-    rng = random.Random(3)
-    run = Run([bytes([i]) * 300 + bytes([i]) for i in range(100)])
-    fwd = SlowReceiver(rng, read_every=2)
-    took = run_link(run, fwd, Channel(rng), seconds=60.0)
-    assert run.done()
-    check_delivery(run, complete=True)
-    assert run.fragmenter.frames / took >= 0.88 * 0.5 / SLOT
+    def receiver_with_a_hole(behind: bool) -> ArqReceiver:
+        receiver = ArqReceiver()
+        receiver.on_frame(control_frame(bytes((RESET, 9))), 0.0)
+        assert receiver.control(0.0) is not None  # a RESET is answered at once
+        receiver.on_frame(b"\x01x", 0.001)  # a hole at 0
+        if behind:
+            receiver.fell_behind()  # and the RX FIFO was full
+        ack = control_body(receiver.control(0.001) or b"")
+        assert ack is not None and bool(ack[0] & BEHIND) == behind
+        receiver.on_frame(b"\x00x", 0.001)  # the hole filled
+        return receiver
+
+    half = ArqReceiver.ack_every // 2
+    for behind, every, delay in (
+        (False, ArqReceiver.ack_every, ArqReceiver.ack_delay),
+        (True, half, ArqReceiver.ack_delay / 2),
+    ):
+        receiver = receiver_with_a_hole(behind)
+        for seq in range(2, every + 1):  # with the one that filled the hole: `every` frames
+            assert receiver.control(0.001) is None
+            receiver.on_frame(bytes((seq,)) + b"x", 0.001)
+        assert receiver.control(0.001) is not None
+        # and by time: one frame, then silence
+        receiver.on_frame(bytes((every + 1,)) + b"x", 0.002)
+        assert receiver.next_deadline() == pytest.approx(0.002 + delay)
+        assert receiver.control(0.002 + delay * 0.9) is None
+        assert receiver.control(0.002 + delay) is not None
+
+    # for TIGHT_FRAMES frames only
+    receiver = receiver_with_a_hole(True)
+    acks = []
+    for n in range(ArqReceiver.TIGHT_FRAMES + 3 * ArqReceiver.ack_every):
+        receiver.on_frame(bytes(((n + 2) % 128,)) + b"x", 0.001)
+        if receiver.control(0.001) is not None:
+            acks.append(n)
+    gaps = [b - a for a, b in itertools.pairwise(acks)]
+    assert set(gaps[: ArqReceiver.TIGHT_FRAMES // half - 2]) == {half}
+    assert gaps[-2:] == [ArqReceiver.ack_every] * 2
 
 
 def test_a_damaged_control_frame_is_refused_not_obeyed() -> None:
