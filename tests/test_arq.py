@@ -20,11 +20,11 @@ from longge.protocol.arq import (
     MAX_WINDOW,
     RESET,
     RESYNC,
-    ArqReceiver,
     ArqSender,
     control_body,
     control_frame,
 )
+from longge.protocol.arq_receiver import ArqReceiver
 from longge.protocol.fragmenter import Fragmenter
 from longge.protocol.reassembler import Reassembler
 

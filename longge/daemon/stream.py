@@ -46,10 +46,10 @@ from longge.protocol.arq import (
     MAX_INNER,
     MAX_WINDOW,
     RESET,
-    ArqReceiver,
     ArqSender,
     ArqStats,
 )
+from longge.protocol.arq_receiver import ArqReceiver
 from longge.tun import Tun
 
 REASSEMBLY_TIMEOUT_S = 5.0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from longge.chip.datasheet import T_SETTLE_NS, time_on_air_ns
 from longge.protocol.arq import HEADER_LEN as ARQ_HEADER
-from longge.protocol.arq import ArqReceiver
+from longge.protocol.arq_receiver import ArqReceiver
 from longge.protocol.frame import HEADER_LEN, PACKET_OVERHEAD
 from longge.radio.options import RadioOptions
 
