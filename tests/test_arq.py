@@ -461,6 +461,23 @@ def test_a_receiver_that_asked_to_slow_down_acknowledges_twice_as_often() -> Non
     assert gaps[-2:] == [ArqReceiver.ack_every] * 2
 
 
+def test_a_new_session_does_not_inherit_the_old_ones_slow_down() -> None:
+    """A sender that restarts (a new epoch) right after the receiver fell behind: the ACK that
+    answers its RESET does not tell the new sender to slow down, nor is it acknowledged more
+    often for what the old one was told."""
+    receiver = ArqReceiver()
+    receiver.on_frame(control_frame(bytes((RESET, 9))), 0.0)
+    receiver.control(0.0)
+    receiver.on_frame(b"\x01x", 0.001)  # a hole at 0
+    receiver.fell_behind()
+    receiver.on_frame(control_frame(bytes((RESET, 10))), 0.001)  # before the ACK went out
+    ack = control_body(receiver.control(0.001) or b"")
+    assert ack is not None and ack[1] == 10 and not ack[0] & BEHIND
+    for seq in range(ArqReceiver.ack_every // 2):
+        receiver.on_frame(bytes((seq,)) + b"x", 0.002)
+    assert receiver.control(0.002) is None
+
+
 def test_a_damaged_control_frame_is_refused_not_obeyed() -> None:
     """One bit turns an ACK into a RESYNC and a data frame into a RESET: the check byte
     refuses both, so neither restarts a session."""

@@ -62,6 +62,10 @@ class ArqReceiver:
                 if body[1] != self.epoch:
                     self.epoch, self._expected = body[1], 0
                     self._buffer.clear()
+                    # what the old session's sender was told to do is not the new one's
+                    self._behind = self._full_seen = False
+                    self._tight = self._unacked = 0
+                    self._first_unacked_at = None
                 self._ack_now = True  # the sender waits for this ACK to begin
             else:
                 self.stats.malformed += 1
