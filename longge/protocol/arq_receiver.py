@@ -32,7 +32,6 @@ class ArqReceiver:
     # TIGHT_FRAMES frames (docs/design.md §4, "ACKs").
     ack_every: int = 16  # frames
     ack_delay: float = 0.004  # s: an ACK is never held back longer than this
-    TIGHT_FRAMES = 4 * MAX_WINDOW
     stats: ArqStats = field(default_factory=ArqStats)
 
     def __post_init__(self) -> None:
@@ -111,6 +110,10 @@ class ArqReceiver:
         self._full_seen = True
         if self._buffer:
             self._slow_down()
+
+    #: Frames acknowledged twice as often after each request to slow down: four windows, so
+    #: the sender's window, growing by one a frame acknowledged, is back over ack_every.
+    TIGHT_FRAMES = 4 * MAX_WINDOW
 
     def _slow_down(self) -> None:
         if not self._behind:
