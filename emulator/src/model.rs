@@ -435,6 +435,13 @@ pub struct Air {
     /// then: the host wrote it after hearing of that end (TX_DS, an empty FIFO), and the chip
     /// had already gone to standby (a settle, and a new stay in TX mode for the 4 ms rule).
     pub applying_held: bool,
+    /// Hold for slow hosts (the compiled server sets it): `advance` stops just before a frame
+    /// that would land in the full RX FIFO of a listening radio not in `not_held` (`blocking`),
+    /// instead of dropping it as the chip would, until that radio's host reads. A full FIFO
+    /// that no frame is about to reach stops nothing. Off (the chip's behaviour) by default.
+    pub holds: bool,
+    /// Receivers whose hosts are taken for ones that do not read: their frames overflow.
+    pub not_held: Vec<u32>,
 }
 
 impl Air {
@@ -453,7 +460,15 @@ impl Air {
             retired: Vec::new(),
             interferers: Vec::new(),
             applying_held: false,
+            holds: false,
+            not_held: Vec::new(),
         }
+    }
+
+    /// The same air with `holds` on (the compiled server's).
+    pub fn holding_for_hosts(mut self) -> Self {
+        self.holds = true;
+        self
     }
 
     // -- radios ---------------------------------------------------------------------------
@@ -630,11 +645,49 @@ impl Air {
         Some(next.min(again))
     }
 
-    /// Run every event due at or before `now`; return what the radios see.
+    /// With `holds`: the time of the next event, if it is a frame's end that would land in
+    /// the full RX FIFO of a held receiver (`advance` stops just before it).
+    pub fn blocking(&self) -> Option<i64> {
+        if !self.holds {
+            return None;
+        }
+        let Reverse((t, _, kind, sid, aid)) = self.events.peek()?;
+        if *kind != EventKind::DataEnd {
+            return None;
+        }
+        let sender = self
+            .radios
+            .get(sid)
+            .filter(|r| r.attempt_id() == Some(*aid))?;
+        let tx = sender.attempt.as_ref()?.tx.as_ref()?;
+        if tx.borrow().collided {
+            return None;
+        }
+        let s = &sender.regs;
+        // whether the frame would be lost is drawn only when it lands: hold either way
+        let lands_in_full = |r: &Radio| {
+            r.rx_fifo >= RX_FIFO_DEPTH
+                && r.id != *sid
+                && r.listening
+                && r.regs.powered
+                && r.regs.channel == s.channel
+                && r.regs.rate == s.rate
+                && !self.not_held.contains(&r.id)
+                && matching_pipe(s, &r.regs).is_some()
+        };
+        self.radios.values().any(lands_in_full).then_some(*t)
+    }
+
+    /// Run every event due at or before `now` (with `holds`, up to a `blocking` one); return
+    /// what the radios see.
     pub fn advance(&mut self, now: i64) -> Vec<Output> {
         while let Some(Reverse(ev)) = self.events.peek() {
             if ev.0 > now {
                 break;
+            }
+            if let Some(t) = self.blocking() {
+                self.clock(t - 1);
+                return std::mem::take(&mut self.out);
             }
             let Reverse((t, _, kind, rid, attempt)) = self.events.pop().expect("peeked");
             self.now = self.now.max(t);
@@ -1165,6 +1218,68 @@ mod tests {
         assert_eq!(settles(false), 1);
         // written while the air held its clock at that end, after the host heard of it
         assert_eq!(settles(true), 2);
+    }
+
+    /// No-ack frames into a receiver whose host reads nothing: the first three fill its RX
+    /// FIFO, the fourth is on air. Returns the air, the receiver, the frames it was given and
+    /// the time the fourth frame ends.
+    fn fourth_frame_at_a_full_fifo(holds: bool) -> (Air, u32, usize, i64) {
+        let (mut air, tx, first_end) = no_ack_frame_sent();
+        air.holds = holds;
+        let rx = *air.radios.keys().find(|&&r| r != tx).unwrap();
+        for i in 2..=4 {
+            assert!(air.submit(tx, &[i; 32], false, first_end - 1).unwrap());
+        }
+        let mut given = 1;
+        let mut fourth_end = 0;
+        // frames 2 and 3 land; the TX FIFO has room again as each ends
+        while air.full_receivers().is_empty() {
+            let t = air.next_event().unwrap();
+            given += air
+                .advance(t)
+                .iter()
+                .filter(|o| matches!(o, Output::Rx { .. }))
+                .count();
+            fourth_end = air.next_event().unwrap_or(0);
+        }
+        (air, rx, given, fourth_end)
+    }
+
+    #[test]
+    fn a_full_rx_fifo_holds_the_air_only_at_the_frame_about_to_land_in_it() {
+        let (mut air, rx, given, fourth_end) = fourth_frame_at_a_full_fifo(true);
+        assert_eq!(given, 3);
+        // the air ran on while the FIFO was full; it stops just before the fourth frame's end
+        assert_eq!(air.blocking(), Some(fourth_end));
+        let out = air.advance(fourth_end + 1_000_000);
+        assert!(out.is_empty());
+        assert_eq!(air.now(), fourth_end - 1);
+        // the host reads one: the frame lands, nothing overflowed
+        air.consumed(rx, 1).unwrap();
+        assert_eq!(air.blocking(), None);
+        let out = air.advance(fourth_end + 1_000_000);
+        assert_eq!(
+            out.iter()
+                .filter(|o| matches!(o, Output::Rx { .. }))
+                .count(),
+            1
+        );
+        assert!(!air.radios[&rx].counters.contains_key("rx_fifo_full"));
+        // a receiver taken for one that never reads is not held for
+        let (mut air, rx, _, fourth_end) = fourth_frame_at_a_full_fifo(true);
+        air.not_held.push(rx);
+        assert_eq!(air.blocking(), None);
+        air.advance(fourth_end + 1_000_000);
+        assert_eq!(air.radios[&rx].counters.get("rx_fifo_full"), Some(&1));
+    }
+
+    #[test]
+    fn without_holds_a_frame_into_a_full_rx_fifo_is_dropped_as_on_the_chip() {
+        let (mut air, rx, given, fourth_end) = fourth_frame_at_a_full_fifo(false);
+        assert_eq!(given, 3);
+        assert_eq!(air.blocking(), None);
+        air.advance(fourth_end + 1_000_000);
+        assert_eq!(air.radios[&rx].counters.get("rx_fifo_full"), Some(&1));
     }
 
     fn toa32() -> i64 {

@@ -329,7 +329,7 @@ impl Server {
         std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o666))?;
         Ok(Server {
             path: path.to_string(),
-            air: Air::new(loss),
+            air: Air::new(loss).holding_for_hosts(),
             lag: LagHistogram::new(),
             bad_messages: 0,
             send_overflows: 0,
@@ -397,11 +397,10 @@ impl Server {
                         self.lazy_late += 1;
                         self.lazy_late_max_ns = self.lazy_late_max_ns.max(now - w);
                     }
-                    if self.hold_for_hosts(now) {
-                        continue;
-                    }
+                    self.sync_gave_up();
                     let out = self.air.advance(now);
                     self.dispatch(out);
+                    self.hold_for_hosts();
                     continue;
                 }
                 if d - now <= LAZY_NS {
@@ -430,41 +429,48 @@ impl Server {
             .any(|r| !self.gave_up.contains(r))
     }
 
-    /// A stalled host is not the link: while a listening radio's RX FIFO is full (its host has
-    /// not read the three frames the air gave it), the air holds its clock instead of running
+    /// A host that reads again is held for again (see hold_for_hosts).
+    fn sync_gave_up(&mut self) {
+        if self.gave_up.is_empty() {
+            return;
+        }
+        let full = self.air.full_receivers();
+        self.gave_up.retain(|r| full.contains(r));
+        self.air.not_held.clone_from(&self.gave_up);
+    }
+
+    /// A stalled host is not the link: when a frame is about to land in a listening radio's
+    /// full RX FIFO (its host has not read the three frames the air gave it), the model stops
+    /// just before it (`Air::blocking`) and the air holds its clock there instead of running
     /// on into an overflow, a missing ACK and MAX_RT that only the host's scheduling caused.
-    /// The hold ends when the host reads, or after MAX_HOLD_NS: then that radio is taken for a
-    /// host that does not read (its frames overflow as on the chip) until it reads again.
-    /// Counted as host_stalls / host_stalled_ms / host_gave_up. True if it held.
-    fn hold_for_hosts(&mut self, now: i64) -> bool {
-        let gave_up = std::mem::take(&mut self.gave_up);
-        let full: Vec<u32> = self.air.full_receivers();
-        self.gave_up = gave_up.into_iter().filter(|r| full.contains(r)).collect();
-        if !self.stalled_receivers() {
+    /// A full FIFO that no frame is about to reach holds nothing: the air runs on, as the
+    /// chip does. The hold ends when the host reads, or after MAX_HOLD_NS: then that radio is
+    /// taken for a host that does not read (its frames overflow as on the chip) until it reads
+    /// again. Counted as host_stalls / host_stalled_ms / host_gave_up. True if it held.
+    fn hold_for_hosts(&mut self) -> bool {
+        if self.air.blocking().is_none() {
             return false;
         }
         let start = monotonic_ns();
         let base = self.frozen_ns;
-        loop {
-            let waiting: Vec<u32> = self
-                .air
-                .full_receivers()
-                .into_iter()
-                .filter(|r| !self.gave_up.contains(r))
-                .collect();
-            if waiting.is_empty() {
-                break;
-            }
+        while self.air.blocking().is_some() {
             let held = monotonic_ns() - start;
             if held > MAX_HOLD_NS || STOP.load(Ordering::SeqCst) {
+                let waiting: Vec<u32> = self
+                    .air
+                    .full_receivers()
+                    .into_iter()
+                    .filter(|r| !self.gave_up.contains(r))
+                    .collect();
                 self.host_gave_up += waiting.len() as u64;
                 self.gave_up.extend(waiting);
+                self.air.not_held.clone_from(&self.gave_up);
                 break;
             }
             // the air's clock stands still meanwhile: messages apply at its time, no event runs
             self.frozen_ns = base + held;
             self.holding = true;
-            self.take_messages(now, (MAX_HOLD_NS - held).clamp(0, 1_000_000));
+            self.take_messages(0, (MAX_HOLD_NS - held).clamp(0, 1_000_000));
             self.holding = false;
         }
         let held = monotonic_ns() - start;
@@ -546,9 +552,16 @@ impl Server {
                     }
                 }
             }
+            let mut held = holding;
             if !holding {
                 let out = self.air.advance(t);
                 self.dispatch(out);
+                if let Some(b) = self.air.blocking().filter(|&b| b <= t) {
+                    // sent after a frame that waits for a host's read: the air would have
+                    // been holding at that frame (hold_for_hosts) when this came
+                    t = self.air.now().min(b - 1);
+                    held = true;
+                }
             }
             if !self.clients.contains_key(&fd) {
                 continue;
@@ -558,7 +571,7 @@ impl Server {
                 continue;
             }
             // held: applied at the held instant, sent after it (see Air::applying_held)
-            self.air.applying_held = holding && stamp > t;
+            self.air.applying_held = held && stamp > t;
             let handled = self.handle(fd, &msg, t);
             self.air.applying_held = false;
             if let Err(text) = handled {
