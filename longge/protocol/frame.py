@@ -51,12 +51,12 @@ class Header:
 
     @classmethod
     def decode(cls, byte: int) -> Header:
-        return cls(
-            first=bool(byte & FIRST),
-            last=bool(byte & LAST),
-            seq=(byte >> 3) & 0x07,
-            index=byte & 0x07,
-        )
+        return _DECODED[byte]  # once per frame received: built once, for all 256 values
+
+
+_DECODED = tuple(
+    Header(bool(b & FIRST), bool(b & LAST), (b >> 3) & 0x07, b & 0x07) for b in range(256)
+)
 
 
 def frames_for(packet_len: int, payload_size: int) -> int:

@@ -106,6 +106,7 @@ class Reassembler:
         self.keepalives = 0
         self.frames = 0
         self._partial: dict[int, _Partial] = {}  # by packet number mod 8
+        self._oldest = float("-inf")  # no packet in progress has a frame older than this (expire)
         self._last_number: int | None = None
         self._stale_run: list[int] = []
         self._recent: dict[int, bytes] = {}  # number -> CRC-32 of the last RECENT delivered
@@ -118,8 +119,13 @@ class Reassembler:
 
     def expire(self, now: float) -> None:
         """Drop packets in progress that have waited longer than the timeout."""
+        # Called for every frame: none can have waited longer while the oldest frame time
+        # seen at the last look (a frame time only grows) is within the timeout.
+        if now - self._oldest <= self.timeout:
+            return
         for seq in [s for s, p in self._partial.items() if now - p.last_time > self.timeout]:
             self._abandon(seq, DropReason.TIMEOUT)
+        self._oldest = min((p.last_time for p in self._partial.values()), default=now)
 
     def receive(self, frame: bytes, now: float) -> bytes | None:
         """Feed one frame; returns a whole packet when this frame completes a valid one.
@@ -160,6 +166,8 @@ class Reassembler:
         part.next_index = (part.next_index + 1) % INDEX_MOD
         part.last_frame = frame
         part.last_time = now
+        if now < self._oldest:  # a clock that went back (expire's bound must hold)
+            self._oldest = now
         if len(part.buf) > self.mtu + PACKET_OVERHEAD:
             self._abandon(header.seq, DropReason.OVERSIZE)
             return None
