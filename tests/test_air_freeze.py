@@ -8,11 +8,13 @@ import signal
 import time
 from pathlib import Path
 
-from test_sim_radio import pair
+from test_sim_radio import ADDR, pair, receive_all
 
 from longge.air import native
 from longge.air.server import FREEZE_AFTER_NS, AirServer
 from longge.air.wire import query
+from longge.radio.options import RadioOptions, configure
+from longge.radio.sim import SimRadio
 from longge.radiobench import start_air
 
 
@@ -94,3 +96,44 @@ def test_a_receiving_host_that_stalls_costs_time_not_frames(air_path: str) -> No
     stats = query(air_path)
     assert stats["host_stalls"] >= 1 and stats["host_stalled_ms"] > 10
     assert stats["air"]["radios"]["rx"].get("rx_fifo_full", 0) == 0
+
+
+def test_a_full_rx_fifo_that_no_frame_heads_for_holds_nothing(air_path: str) -> None:
+    """A receiver whose host has stopped reading with its FIFO full (3 frames) holds the air
+    only when a frame is about to land in it: meanwhile a link on another channel runs as it
+    would (no hold, no host given up), and then a fourth frame to the full FIFO is held for
+    and lands once the host reads."""
+
+    def link(channel: int, name: str) -> tuple[SimRadio, SimRadio]:
+        opts = RadioOptions(channel=channel)
+        tx, rx = (
+            SimRadio(air=air_path, name=f"{name}-tx"),
+            SimRadio(air=air_path, name=f"{name}-rx"),
+        )
+        assert tx.begin() and rx.begin()
+        configure(tx, opts)
+        configure(rx, opts)
+        rx.open_rx_pipe(1, ADDR)
+        rx.start_listening()
+        tx.stop_listening(ADDR)
+        return tx, rx
+
+    a_tx, a_rx = link(40, "a")
+    b_tx, b_rx = link(90, "b")
+    time.sleep(0.01)  # RX settles (130 µs) in air time
+    for i in range(3):
+        assert a_tx.write(bytes([i]) * 32)  # a's FIFO full, its host reads nothing yet
+    got = []
+    for i in range(20):  # one frame at a time: b's own FIFO never fills
+        assert b_tx.write(bytes([i]) * 32)
+        got += receive_all(b_rx, 1)
+    assert got == [bytes([i]) * 32 for i in range(20)]
+    stats = query(air_path)
+    assert (stats["host_stalls"], stats["host_gave_up"]) == (0, 0)
+    # a fourth frame for the full FIFO waits for the host's read instead of overflowing
+    assert a_tx.write_fast(b"\x03" * 32)
+    time.sleep(0.02)
+    assert receive_all(a_rx, 4) == [bytes([i]) * 32 for i in range(4)]
+    stats = query(air_path)
+    assert stats["host_stalls"] >= 1
+    assert stats["air"]["radios"]["a-rx"].get("rx_fifo_full", 0) == 0

@@ -416,6 +416,13 @@ enum EventKind {
 
 type Event = Reverse<(i64, u64, EventKind, u32, u64)>;
 
+/// Why a radio does not take a frame in (see `Air::reception`).
+enum Refusal {
+    NotForIt,
+    Late,
+    Format,
+}
+
 pub struct Air {
     pub loss: LossModel,
     pub radios: BTreeMap<u32, Radio>,
@@ -648,6 +655,15 @@ impl Air {
     /// With `holds`: the time of the next event, if it is a frame's end that would land in
     /// the full RX FIFO of a held receiver (`advance` stops just before it).
     pub fn blocking(&self) -> Option<i64> {
+        self.blocked().map(|(t, _)| t)
+    }
+
+    /// The held receivers the `blocking` frame would land in.
+    pub fn blocked_for(&self) -> Vec<u32> {
+        self.blocked().map_or_else(Vec::new, |(_, rids)| rids)
+    }
+
+    fn blocked(&self) -> Option<(i64, Vec<u32>)> {
         if !self.holds {
             return None;
         }
@@ -659,23 +675,30 @@ impl Air {
             .radios
             .get(sid)
             .filter(|r| r.attempt_id() == Some(*aid))?;
-        let tx = sender.attempt.as_ref()?.tx.as_ref()?;
-        if tx.borrow().collided {
+        let attempt = sender.attempt.as_ref()?;
+        let (start, collided) = {
+            let tx = attempt.tx.as_ref()?.borrow();
+            (tx.start, tx.collided)
+        };
+        if collided {
             return None;
         }
-        let s = &sender.regs;
         // whether the frame would be lost is drawn only when it lands: hold either way
-        let lands_in_full = |r: &Radio| {
-            r.rx_fifo >= RX_FIFO_DEPTH
-                && r.id != *sid
-                && r.listening
-                && r.regs.powered
-                && r.regs.channel == s.channel
-                && r.regs.rate == s.rate
-                && !self.not_held.contains(&r.id)
-                && matching_pipe(s, &r.regs).is_some()
-        };
-        self.radios.values().any(lands_in_full).then_some(*t)
+        let rids: Vec<u32> = self
+            .radios
+            .values()
+            .filter(|r| {
+                r.rx_fifo >= RX_FIFO_DEPTH
+                    && r.id != *sid
+                    && !self.not_held.contains(&r.id)
+                    && matches!(
+                        self.reception(*sid, r.id, start, attempt.payload.len()),
+                        Ok(pipe) if !self.is_duplicate(r.id, pipe, attempt.pid, &attempt.payload)
+                    )
+            })
+            .map(|r| r.id)
+            .collect();
+        (!rids.is_empty()).then_some((*t, rids))
     }
 
     /// Run every event due at or before `now` (with `holds`, up to a `blocking` one); return
@@ -926,41 +949,66 @@ impl Air {
     }
 
     /// Does `rx` take the frame in, and answer it with an ACK?
+    /// The pipe on which `rid` would take in a frame of `len` bytes from `sid` that began at
+    /// `start`, before collisions, loss, duplicates and its RX FIFO (`receive`'s order).
+    fn reception(&self, sid: u32, rid: u32, start: i64, len: usize) -> Result<i64, Refusal> {
+        let s = &self.radios.get(&sid).expect("live").regs;
+        let rx = self.radios.get(&rid).expect("live");
+        let r = &rx.regs;
+        let Some(pipe) = matching_pipe(s, r) else {
+            return Err(Refusal::NotForIt);
+        };
+        if !r.powered || !rx.listening || r.channel != s.channel {
+            return Err(Refusal::NotForIt);
+        }
+        if r.rate != s.rate || r.crc_len != s.crc_len {
+            return Err(Refusal::NotForIt);
+        }
+        if rx.rx_since > start || rx.busy_until > start {
+            return Err(Refusal::Late);
+        }
+        if r.dynamic_payloads != s.dynamic_payloads
+            || (!r.dynamic_payloads && len as i64 != r.payload_size)
+        {
+            return Err(Refusal::Format);
+        }
+        Ok(pipe)
+    }
+
+    /// The frame is the one `rid` last took on `pipe` (same PID and payload): its ACK was lost.
+    fn is_duplicate(&self, rid: u32, pipe: i64, pid: i64, payload: &[u8]) -> bool {
+        self.radios[&rid]
+            .last_rx
+            .get(&pipe)
+            .is_some_and(|(p, b)| *p == pid && b.as_slice() == payload)
+    }
+
+    /// Does `rx` take the frame in, and answer it with an ACK?
     fn receive(&mut self, sid: u32, tx: &TxRef, rid: u32) -> bool {
         let (tx_start, tx_collided) = {
             let b = tx.borrow();
             (b.start, b.collided)
         };
         let sender = self.radios.get(&sid).expect("live");
-        let s = &sender.regs;
         let sender_name = sender.name.clone();
         let attempt = sender.attempt.as_ref().expect("live attempt");
         let (pid, payload, no_ack) = (attempt.pid, attempt.payload.clone(), attempt.no_ack);
-        let rx = self.radios.get(&rid).expect("live");
-        let r = &rx.regs;
-        let Some(pipe) = matching_pipe(s, r) else {
-            return false;
-        };
-        if !r.powered || !rx.listening || r.channel != s.channel {
-            return false;
-        }
-        if r.rate != s.rate || r.crc_len != s.crc_len {
-            return false;
-        }
-        let format_ok = r.dynamic_payloads == s.dynamic_payloads
-            && (r.dynamic_payloads || payload.len() as i64 == r.payload_size);
-        let late = rx.rx_since > tx_start || rx.busy_until > tx_start;
-        let rx_name = rx.name.clone();
-        let ack_wanted = r.auto_ack[pipe as usize] && !no_ack;
+        let reception = self.reception(sid, rid, tx_start, payload.len());
         let rx = self.radios.get_mut(&rid).expect("live");
-        if late {
-            rx.count("missed_not_listening", 1);
-            return false;
-        }
-        if !format_ok {
-            rx.count("format_mismatch", 1);
-            return false;
-        }
+        let pipe = match reception {
+            Ok(pipe) => pipe,
+            Err(Refusal::NotForIt) => return false,
+            Err(Refusal::Late) => {
+                rx.count("missed_not_listening", 1);
+                return false;
+            }
+            Err(Refusal::Format) => {
+                rx.count("format_mismatch", 1);
+                return false;
+            }
+        };
+        let rx_name = rx.name.clone();
+        let ack_wanted = rx.regs.auto_ack[pipe as usize] && !no_ack;
         if tx_collided {
             rx.count("lost_collision", 1);
             return false;
@@ -976,12 +1024,9 @@ impl Air {
                 .count("lost_data", 1);
             return false;
         }
+        let duplicate = self.is_duplicate(rid, pipe, pid, &payload);
         let rx = self.radios.get_mut(&rid).expect("live");
-        if rx
-            .last_rx
-            .get(&pipe)
-            .is_some_and(|(p, b)| *p == pid && *b == payload)
-        {
+        if duplicate {
             rx.count("duplicates_dropped", 1);
             return ack_wanted;
         }
@@ -1271,6 +1316,43 @@ mod tests {
         assert_eq!(air.blocking(), None);
         air.advance(fourth_end + 1_000_000);
         assert_eq!(air.radios[&rx].counters.get("rx_fifo_full"), Some(&1));
+    }
+
+    #[test]
+    fn the_air_runs_on_while_a_fifo_is_full_until_a_frame_would_land_in_it() {
+        let (mut air, tx, first_end) = no_ack_frame_sent();
+        air.holds = true;
+        let rx = *air.radios.keys().find(|&&r| r != tx).unwrap();
+        // another sender, on a channel of its own, sends two frames to nobody
+        let other = air.attach("other");
+        let regs = air.radios[&tx].regs.clone();
+        let regs = Registers {
+            channel: regs.channel + 10,
+            ..regs
+        };
+        air.configure(other, regs, first_end - 1).unwrap();
+        for i in 2..=4 {
+            assert!(air.submit(tx, &[i; 32], false, first_end - 1).unwrap());
+        }
+        for _ in 0..2 {
+            assert!(air.submit(other, &[9; 32], false, first_end - 1).unwrap());
+        }
+        // frames 2-4 follow the first back to back; the other's second frame ends a settle
+        // after frame 3, which fills the receiver's FIFO, and before frame 4
+        let fourth_end = first_end + 3 * toa32();
+        let out = air.advance(fourth_end + 1_000_000);
+        let landed = out
+            .iter()
+            .filter(|o| matches!(o, Output::Rx { .. }))
+            .count();
+        let others = out
+            .iter()
+            .filter(|o| matches!(o, Output::Tx { radio, .. } if *radio == other))
+            .count();
+        assert_eq!((landed, others), (2, 2));
+        assert_eq!(air.now(), fourth_end - 1);
+        assert_eq!(air.blocking(), Some(fourth_end));
+        assert_eq!(air.blocked_for(), vec![rx]);
     }
 
     #[test]

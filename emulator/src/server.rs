@@ -400,7 +400,7 @@ impl Server {
                     self.sync_gave_up();
                     let out = self.air.advance(now);
                     self.dispatch(out);
-                    self.hold_for_hosts();
+                    self.hold_for_hosts(now);
                     continue;
                 }
                 if d - now <= LAZY_NS {
@@ -418,15 +418,6 @@ impl Server {
             self.take_messages(now, wait);
         }
         self.close();
-    }
-
-    /// Some listening radio's RX FIFO is full and its host is not taken for one that never
-    /// reads (see hold_for_hosts).
-    fn stalled_receivers(&self) -> bool {
-        self.air
-            .full_receivers()
-            .iter()
-            .any(|r| !self.gave_up.contains(r))
     }
 
     /// A host that reads again is held for again (see hold_for_hosts).
@@ -447,21 +438,18 @@ impl Server {
     /// chip does. The hold ends when the host reads, or after MAX_HOLD_NS: then that radio is
     /// taken for a host that does not read (its frames overflow as on the chip) until it reads
     /// again. Counted as host_stalls / host_stalled_ms / host_gave_up. True if it held.
-    fn hold_for_hosts(&mut self) -> bool {
-        if self.air.blocking().is_none() {
+    fn hold_for_hosts(&mut self, now: i64) -> bool {
+        // (blocking() names the next frame's end however far ahead: hold once it is due)
+        let due = |air: &Air| air.blocking().is_some_and(|b| b <= now);
+        if !due(&self.air) {
             return false;
         }
         let start = monotonic_ns();
         let base = self.frozen_ns;
-        while self.air.blocking().is_some() {
+        while due(&self.air) {
             let held = monotonic_ns() - start;
             if held > MAX_HOLD_NS || STOP.load(Ordering::SeqCst) {
-                let waiting: Vec<u32> = self
-                    .air
-                    .full_receivers()
-                    .into_iter()
-                    .filter(|r| !self.gave_up.contains(r))
-                    .collect();
+                let waiting = self.air.blocked_for();
                 self.host_gave_up += waiting.len() as u64;
                 self.gave_up.extend(waiting);
                 self.air.not_held.clone_from(&self.gave_up);
@@ -541,24 +529,16 @@ impl Server {
         msgs.sort_by_key(|m| m.0);
         for (stamp, fd, msg) in msgs {
             let mut t = stamp.clamp(self.air.now(), now);
-            if !holding && matches!(msg.first(), Some(b'R' | b'X')) {
-                // A host's read (or RX flush) stamped after an event that a full RX FIFO
-                // waits for: had the air woken at that event it would have held there for the
-                // host (hold_for_hosts), so the read counts just before it, not after a frame
-                // the air's own late wake-up would otherwise drop.
-                if let Some(e) = self.air.next_event() {
-                    if e <= t && self.stalled_receivers() {
-                        t = (e - 1).max(self.air.now());
-                    }
-                }
-            }
             let mut held = holding;
             if !holding {
                 let out = self.air.advance(t);
                 self.dispatch(out);
                 if let Some(b) = self.air.blocking().filter(|&b| b <= t) {
-                    // sent after a frame that waits for a host's read: the air would have
-                    // been holding at that frame (hold_for_hosts) when this came
+                    // Sent after a frame that waits for a host's read: had the air woken at
+                    // that frame it would have been holding there (hold_for_hosts) when this
+                    // came, so it applies at the held instant. The host's read itself, stamped
+                    // after the frame's due time because the air woke a little late, counts
+                    // just before the frame, which then lands.
                     t = self.air.now().min(b - 1);
                     held = true;
                 }
