@@ -8,13 +8,11 @@ import signal
 import time
 from pathlib import Path
 
-from test_sim_radio import ADDR, pair, receive_all
+from test_sim_radio import pair, receive_all
 
 from longge.air import native
 from longge.air.server import FREEZE_AFTER_NS, AirServer
 from longge.air.wire import query
-from longge.radio.options import RadioOptions, configure
-from longge.radio.sim import SimRadio
 from longge.radiobench import start_air
 
 
@@ -104,23 +102,8 @@ def test_a_full_rx_fifo_that_no_frame_heads_for_holds_nothing(air_path: str) -> 
     would (no hold, no host given up), and then a fourth frame to the full FIFO is held for
     and lands once the host reads."""
 
-    def link(channel: int, name: str) -> tuple[SimRadio, SimRadio]:
-        opts = RadioOptions(channel=channel)
-        tx, rx = (
-            SimRadio(air=air_path, name=f"{name}-tx"),
-            SimRadio(air=air_path, name=f"{name}-rx"),
-        )
-        assert tx.begin() and rx.begin()
-        configure(tx, opts)
-        configure(rx, opts)
-        rx.open_rx_pipe(1, ADDR)
-        rx.start_listening()
-        tx.stop_listening(ADDR)
-        return tx, rx
-
-    a_tx, a_rx = link(40, "a")
-    b_tx, b_rx = link(90, "b")
-    time.sleep(0.01)  # RX settles (130 µs) in air time
+    a_tx, a_rx = pair(air_path, prefix="a-", channel=40)
+    b_tx, b_rx = pair(air_path, prefix="b-", channel=90)
     for i in range(3):
         assert a_tx.write(bytes([i]) * 32)  # a's FIFO full, its host reads nothing yet
     got = []

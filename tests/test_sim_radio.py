@@ -34,10 +34,13 @@ def air_path(
 
 
 def pair(
-    air_path: str, rx_class: type[SimRadio] = SimRadio, **kw: object
+    air_path: str, rx_class: type[SimRadio] = SimRadio, prefix: str = "", **kw: object
 ) -> tuple[SimRadio, SimRadio]:
+    """A sender and a listening receiver on the air (named ``prefix`` tx / rx), set up with
+    RadioOptions(**kw)."""
     opts = RadioOptions(**kw)  # type: ignore[arg-type]
-    tx, rx = SimRadio(air=air_path, name="tx"), rx_class(air=air_path, name="rx")
+    tx = SimRadio(air=air_path, name=f"{prefix}tx")
+    rx = rx_class(air=air_path, name=f"{prefix}rx")
     assert tx.begin() and rx.begin()
     configure(tx, opts)
     configure(rx, opts)
