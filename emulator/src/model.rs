@@ -948,7 +948,6 @@ impl Air {
         }
     }
 
-    /// Does `rx` take the frame in, and answer it with an ACK?
     /// The pipe on which `rid` would take in a frame of `len` bytes from `sid` that began at
     /// `start`, before collisions, loss, duplicates and its RX FIFO (`receive`'s order).
     fn reception(&self, sid: u32, rid: u32, start: i64, len: usize) -> Result<i64, Refusal> {

@@ -437,12 +437,12 @@ impl Server {
     /// A full FIFO that no frame is about to reach holds nothing: the air runs on, as the
     /// chip does. The hold ends when the host reads, or after MAX_HOLD_NS: then that radio is
     /// taken for a host that does not read (its frames overflow as on the chip) until it reads
-    /// again. Counted as host_stalls / host_stalled_ms / host_gave_up. True if it held.
-    fn hold_for_hosts(&mut self, now: i64) -> bool {
+    /// again. Counted as host_stalls / host_stalled_ms / host_gave_up.
+    fn hold_for_hosts(&mut self, now: i64) {
         // (blocking() names the next frame's end however far ahead: hold once it is due)
         let due = |air: &Air| air.blocking().is_some_and(|b| b <= now);
         if !due(&self.air) {
-            return false;
+            return;
         }
         let start = monotonic_ns();
         let base = self.frozen_ns;
@@ -458,14 +458,13 @@ impl Server {
             // the air's clock stands still meanwhile: messages apply at its time, no event runs
             self.frozen_ns = base + held;
             self.holding = true;
-            self.take_messages(0, (MAX_HOLD_NS - held).clamp(0, 1_000_000));
+            self.take_messages(now, (MAX_HOLD_NS - held).clamp(0, 1_000_000));
             self.holding = false;
         }
         let held = monotonic_ns() - start;
         self.frozen_ns = base + held;
         self.host_stalls += 1;
         self.host_stalled_ns += held;
-        true
     }
 
     /// Wait up to `wait_ns` for messages, then apply every message that has arrived, each at
