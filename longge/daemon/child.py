@@ -173,6 +173,7 @@ class Child:
         self.cfg = cfg
         self.which = which
         self.conn = conn
+        self.conn_fd = conn.fileno()  # for select(): a Connection is asked for it each time
         self.radio: Radio | None = None
         self.running = True
         self.state = "starting"

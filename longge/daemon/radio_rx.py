@@ -70,7 +70,6 @@ def rx_stats(
 def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     child = Child(cfg, "rx", conn)
-    conn_fd = conn.fileno()  # select() would ask the Connection for it every turn
     opener = make_opener(cfg)
     reassembler = make_reassembler(cfg, opener)
     c: dict[str, Any] = dict.fromkeys(("frames_in", "packets_out", "bytes_out", "tun_refused"), 0)
@@ -99,7 +98,7 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
         if child.stats_due(now):
             child.send_stats({**c, **rx_stats(reassembler, opener, last_heard, now)})
         # 5. wait
-        fds: list[Any] = [conn_fd]
+        fds: list[Any] = [child.conn_fd]
         timeout = 0.25
         fd = waitable(radio)
         if radio is not None and fifo.more_waiting(radio):

@@ -84,7 +84,6 @@ def queue_stats(queue: FairQueue, now: float) -> dict[str, Any]:
 def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor decides when we stop
     child = Child(cfg, "tx", conn)
-    conn_fd = conn.fileno()  # select() would ask the Connection for it every turn
     sealer = make_sealer(cfg)
     overhead = secure.OVERHEAD if sealer is not None else 0
     fragmenter = Fragmenter(cfg.radio.payload, cfg.mtu + overhead)
@@ -163,7 +162,7 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
             )
             child.send_stats(stats)
         # 7. wait
-        fds: list[Any] = [conn_fd]
+        fds: list[Any] = [child.conn_fd]
         timeout = 0.25
         work = bool(frames or len(queue))  # a frame to load or a packet queued
         if radio is not None and not on_irq(radio):

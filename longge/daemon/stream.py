@@ -75,7 +75,6 @@ def run_tx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
     )
 
     child = Child(cfg, "tx", conn)
-    conn_fd = conn.fileno()  # select() would ask the Connection for it every turn
     sealer = make_sealer(cfg)
     overhead = secure.OVERHEAD if sealer is not None else 0
     fragmenter = Fragmenter(MAX_INNER, cfg.mtu + overhead)
@@ -171,7 +170,7 @@ def run_tx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
                 offered = True
             if offered:
                 fill(radio, time.monotonic())
-        if look(conn_fd):
+        if look(child.conn_fd):
             child.handle_control()
         if child.stats_due(now):
             stats = {**c, **queue_stats(queue, now)}
@@ -185,7 +184,7 @@ def run_tx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
             )
             child.send_stats(stats)
         # (the TUN is always asked: a read that finds nothing costs more than its place here)
-        fds: list[Any] = [conn_fd, pair, tun]
+        fds: list[Any] = [child.conn_fd, pair, tun]
         timeout = 0.25
         deadline = sender.next_deadline()
         if deadline is not None:
@@ -215,7 +214,6 @@ def run_rx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
     from longge.daemon.radio_rx import deliver, make_opener, make_reassembler, rx_stats
 
     child = Child(cfg, "rx", conn)
-    conn_fd = conn.fileno()  # select() would ask the Connection for it every turn
     opener = make_opener(cfg)
     # The ARQ delivers a packet's frames late rather than never (its timers back off under
     # heavy loss): a packet in progress waits longer than with ESB before it is given up.
@@ -267,7 +265,7 @@ def run_rx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
             stats = {**c, **rx_stats(reassembler, opener, last_heard, now)}
             stats.update(arq=_arq_stats(receiver.stats), mode="stream")
             child.send_stats(stats)
-        fds: list[Any] = [conn_fd]
+        fds: list[Any] = [child.conn_fd]
         timeout = 0.25
         deadline = receiver.next_deadline()
         if deadline is not None:
@@ -279,7 +277,7 @@ def run_rx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
             fds.append(fd)
         elif radio is not None:
             timeout = min(timeout, 0.0002)
-        control_ready = conn_fd in select.select(fds, [], [], timeout)[0]
+        control_ready = child.conn_fd in select.select(fds, [], [], timeout)[0]
     if opener is not None:
         opener.flush()
     child.close_radio()
