@@ -5,7 +5,9 @@
                                                           or {"error": "...", "key": "..."}
 
 A malformed or oversized request gets an ``error`` reply and the connection is closed; it
-never stops the daemon.
+never stops the daemon. Nor does a client that holds the socket: one that does not read its
+replies is dropped as soon as a reply would wait for it, and beyond MAX_CLIENTS connections (or
+when the process has no descriptor left) a new one is refused. Each is counted (``counts()``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from typing import Any
 from longge.errors import LongGeError
 
 MAX_REQUEST = 64 * 1024
+#: Connections served at once; the tools hold one each, for a request or two.
+MAX_CLIENTS = 32
 
 Handler = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -45,6 +49,17 @@ class ControlServer:
         self.clients: dict[socket.socket, bytearray] = {}
         self.bad_requests = 0
         self.handler_errors = 0
+        self.clients_refused = 0  # over MAX_CLIENTS, or no descriptor left to accept with
+        self.clients_dropped = 0  # did not read their replies
+
+    def counts(self) -> dict[str, int]:
+        """What the socket refused since it opened (the daemon's status, ``control``)."""
+        return {
+            "bad_requests": self.bad_requests,
+            "handler_errors": self.handler_errors,
+            "clients_refused": self.clients_refused,
+            "clients_dropped": self.clients_dropped,
+        }
 
     def waitables(self) -> Iterator[socket.socket]:
         yield self.sock
@@ -52,12 +67,25 @@ class ControlServer:
 
     def service(self, ready: list[Any]) -> None:
         if self.sock in ready:
-            with contextlib.suppress(BlockingIOError):
-                conn, _ = self.sock.accept()
-                conn.setblocking(False)
-                self.clients[conn] = bytearray()
+            self._accept()
         for conn in [c for c in self.clients if c in ready]:
             self._read(conn)
+
+    def _accept(self) -> None:
+        try:
+            conn, _ = self.sock.accept()
+        except BlockingIOError:
+            return
+        except OSError:  # EMFILE, ENFILE, ECONNABORTED: this one is lost, the daemon is not
+            self.clients_refused += 1
+            return
+        conn.setblocking(False)
+        if len(self.clients) >= MAX_CLIENTS:
+            self.clients_refused += 1
+            self._reply(conn, {"error": f"too many control connections (at most {MAX_CLIENTS})"})
+            conn.close()
+            return
+        self.clients[conn] = bytearray()
 
     def _read(self, conn: socket.socket) -> None:
         buf = self.clients[conn]
@@ -82,12 +110,16 @@ class ControlServer:
                 req = json.loads(line)
                 if not isinstance(req, dict):
                     raise ValueError("not an object")
-            except (ValueError, UnicodeDecodeError) as exc:
+            except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+                # (RecursionError: JSON nested deeper than the parser goes, "[[[[...")
                 self.bad_requests += 1
                 self._reply(conn, {"error": f"bad request: {exc}"})
                 self._close(conn)
                 return
-            self._reply(conn, self._answer(req))
+            if not self._reply(conn, self._answer(req)):
+                self.clients_dropped += 1
+                self._close(conn)
+                return
 
     def _answer(self, req: dict[str, Any]) -> dict[str, Any]:
         """The handler's reply. A request that makes it raise is a bug of ours, but it must not
@@ -100,12 +132,14 @@ class ControlServer:
             traceback.print_exc(file=sys.stderr)
             return {"error": f"internal error on this request ({type(exc).__name__}: {exc})"}
 
-    def _reply(self, conn: socket.socket, obj: dict[str, Any]) -> None:
-        with contextlib.suppress(OSError):
-            conn.setblocking(True)
-            conn.settimeout(2)
-            conn.sendall(json.dumps(obj).encode() + b"\n")
-            conn.setblocking(False)
+    def _reply(self, conn: socket.socket, obj: dict[str, Any]) -> bool:
+        """Send ``obj`` without waiting: False if it did not go whole (the client has let its
+        earlier replies pile up unread, or has gone)."""
+        data = json.dumps(obj).encode() + b"\n"
+        try:
+            return conn.send(data) == len(data)
+        except OSError:
+            return False
 
     def _close(self, conn: socket.socket) -> None:
         self.clients.pop(conn, None)

@@ -267,6 +267,7 @@ class Supervisor:
             "peer_last_heard_s": heard,
             "radio": self.radio_settings(),
             "mode_changes": self.mode_changes,
+            "control": self._control.counts() if self._control is not None else {},
             "tx": tx,
             "rx": rx,
             "processes": {
