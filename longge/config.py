@@ -109,24 +109,32 @@ class NodeConfig:
         for key, default in zip(("tx_channel", "rx_channel"), mine, strict=True):
             if getattr(self, key) == -1:
                 object.__setattr__(self, key, default)
+        if not isinstance(self.tun, str):
+            raise ConfigError("node.tun", self.tun, "an interface name of 1..15 characters")
         check_ifname(self.tun)
         try:
+            if not isinstance(self.address, str):  # ipaddress takes an int (or true) as one
+                raise ValueError
             iface = ipaddress.ip_interface(self.address)
         except ValueError as exc:
             raise ConfigError("node.address", self.address, "an address/prefix") from exc
         try:
+            if not isinstance(self.peer, str):
+                raise ValueError
             peer = ipaddress.ip_address(self.peer)
         except ValueError as exc:
             raise ConfigError("node.peer", self.peer, "an IP address") from exc
         if peer not in iface.network or peer == iface.ip:
             raise ConfigError("node.peer", self.peer, f"another address in {iface.network}")
+        _in_range("node.mtu", self.mtu, 576, 9000)
         check_mtu(self.mtu)
-        if not 576 <= self.mtu <= 9000:
-            raise ConfigError("node.mtu", self.mtu, "576..9000 bytes")
         _in_range("node.txqueuelen", self.txqueuelen, 1, 10_000)
         _in_range("node.queue_ms", self.queue_ms, 1, 10_000)
         _one_of("node.queue", self.queue, ("fair", "fifo"))
-        if not 0.1 <= self.keepalive_s <= 60:
+        number = isinstance(self.keepalive_s, int | float) and not isinstance(
+            self.keepalive_s, bool
+        )
+        if not number or not 0.1 <= self.keepalive_s <= 60:
             raise ConfigError("node.keepalive_s", self.keepalive_s, "0.1..60 s")
         _one_of("radio.backend", self.backend, BACKENDS)
         _one_of("radio.pa_level", self.pa_level, tuple(PA_LEVELS))
@@ -191,7 +199,7 @@ class NodeConfig:
             _in_range(f"rf24.{name}", getattr(self, name), 0, 27)
         for name in ("tx_csn_pin", "rx_csn_pin"):
             value = getattr(self, name)
-            if value not in CSN_PINS:
+            if isinstance(value, bool) or value not in CSN_PINS:
                 raise ConfigError(f"rf24.{name}", value, "0 or 1 (SPI0 CE0/CE1), 10..12 (SPI1)")
         if self.tx_ce_pin == self.rx_ce_pin:
             raise ConfigError("rf24.rx_ce_pin", self.rx_ce_pin, "a GPIO other than tx_ce_pin")
@@ -252,6 +260,8 @@ def with_live_options(cfg: NodeConfig, options: dict[str, Any]) -> NodeConfig:
     two channels). Raises ConfigError for a value out of range, TypeError for an unknown key."""
     radio = {k: v for k, v in options.items() if k not in CHANNEL_KEYS}
     channels = {k: v for k, v in options.items() if k in CHANNEL_KEYS}
+    for key, ch in channels.items():
+        _in_range(key, ch, 0, 125)  # (-1, the file's "the role's default", is no live channel)
     return replace(cfg, radio=replace(cfg.radio, **radio), **channels)
 
 
@@ -265,7 +275,8 @@ def _one_of(key: str, value: object, allowed: tuple[str, ...]) -> None:
 
 
 def _in_range(key: str, value: int, lo: int, hi: int) -> None:
-    if not isinstance(value, int) or not lo <= value <= hi:
+    """A whole number (not a bool: TOML's true is no GPIO or channel) in lo..hi."""
+    if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
         raise ConfigError(key, value, f"{lo}..{hi}")
 
 
@@ -363,6 +374,8 @@ def from_mapping(data: dict[str, Any], base: NodeConfig | None = None) -> NodeCo
                 if key in ("tx_address", "rx_address"):
                     value = parse_address(name, value)
                 if key == "routes":
+                    if not isinstance(value, list):
+                        raise ConfigError(name, value, 'a list like ["10.99.0.0/24"]')
                     value = tuple(value)
                 if section == "security" and key in _KEY_SOURCES:
                     key, value = _KEY_SOURCES[key], _read_key(name, key, value)
@@ -437,6 +450,8 @@ def load(path: str | Path, overrides: dict[str, Any] | None = None) -> NodeConfi
         data = tomllib.loads(Path(path).read_text())
     except FileNotFoundError as exc:
         raise ConfigError("config", str(path), "an existing TOML file") from exc
+    except (OSError, UnicodeDecodeError) as exc:  # a directory, no permission, not text
+        raise ConfigError("config", str(path), f"a readable TOML file ({exc})") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError("config", str(path), f"valid TOML ({exc})") from exc
     cfg = from_mapping(data)

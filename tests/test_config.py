@@ -175,6 +175,41 @@ def test_each_key_refuses_a_wrong_value_by_name(tmp_path: Path, dotted: str) -> 
     assert err.value.key == named, str(err.value)
 
 
+#: Values of every TOML type: each key takes one as a value of its own type or refuses it by
+#: name (once, "tun = 5" and "routes = 5" crashed, "mtu = 1500.5" and "txqueuelen = true" were
+#: taken, and "rate = [1]" named only its section).
+ODD_VALUES = ("true", "1.5", "-1", '"x"', "[1]", "{ a = 1 }", "1979-05-27")
+
+
+@pytest.mark.parametrize("dotted", sorted(k for k in WRONG if not k.startswith("security.")))
+def test_a_value_of_any_type_is_taken_as_its_keys_type_or_refused_by_name(
+    tmp_path: Path, dotted: str
+) -> None:
+    section, key = dotted.split(".")
+    plain = config.NodeConfig(insecure=True)
+    f = tmp_path / "odd.toml"
+    for value in ODD_VALUES:
+        f.write_text(f"[security]\ninsecure = true\n[{section}]\n{key} = {value}\n")
+        try:
+            cfg = config.load(f)
+        except ConfigError as err:
+            assert err.key in (dotted, key), (value, str(err))
+            continue
+        where, default = (cfg.radio, plain.radio) if hasattr(plain.radio, key) else (cfg, plain)
+        want = type(getattr(default, key))
+        got = getattr(where, key)
+        assert type(got) is want or (want is float and type(got) is int), (value, got)
+
+
+def test_a_config_path_that_is_no_text_file_is_a_config_error(tmp_path: Path) -> None:
+    binary = tmp_path / "longge.toml"
+    binary.write_bytes(bytes(range(256)))
+    for path in (tmp_path, binary):
+        with pytest.raises(ConfigError) as err:
+            config.load(path)
+        assert err.value.key == "config"
+
+
 def test_the_defaults_are_a_mirrored_pair_inside_the_band() -> None:
     """The code's defaults are the shipped configs' channels: in the ISM band (the downlink was
     86 = 2486 MHz once) and the same rule as the testbed and ``daemon --channel``."""

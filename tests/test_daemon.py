@@ -109,6 +109,7 @@ _MALFORMED = [
     ({"cmd": "set", "options": {"ard_us": None}}, "ard_us"),
     ({"cmd": "set", "options": {"auto_ack": 1}}, "auto_ack"),  # an int where a bool belongs
     ({"cmd": "set", "options": {"tx_channel": True}}, "tx_channel"),
+    ({"cmd": "set", "options": {"tx_channel": -1}}, "tx_channel"),  # the file's "default"
     ({"cmd": "set", "options": {"rate": 2}}, "rate"),
     ({"cmd": "set", "options": 5}, "options"),
     ({"cmd": "set", "options": ["arc", 5]}, "options"),

@@ -68,11 +68,11 @@ class RadioOptions:
                 raise ConfigError(key, value, "a whole number")
         if not isinstance(self.auto_ack, bool):
             raise ConfigError("auto_ack", self.auto_ack, "true or false")
-        if self.mode not in MODES:
+        if not isinstance(self.mode, str) or self.mode not in MODES:
             raise ConfigError("mode", self.mode, "esb or stream")
         if self.mode == "stream" and self.payload != MAX_PAYLOAD:
             raise ConfigError("payload", self.payload, f"{MAX_PAYLOAD} in stream mode")
-        if self.rate not in RATE_BPS:
+        if not isinstance(self.rate, str) or self.rate not in RATE_BPS:
             raise ConfigError("rate", self.rate, "one of 250k, 1M, 2M")
         if not ARD_US_MIN <= self.ard_us <= ARD_US_MAX or self.ard_us % ARD_STEP_US:
             raise ConfigError(
