@@ -29,7 +29,9 @@ def _add_sweep_arguments(p: argparse.ArgumentParser, kind: str) -> None:
     from longge.air.loss import add_loss_arguments
     from longge.radio.options import add_radio_arguments
 
-    p.add_argument("--quick", action="store_true", help="a short sweep (about a minute)")
+    p.add_argument(
+        "--quick", action="store_true", help="a short sweep (tTest ~1.5 min, lTest ~2.5 min)"
+    )
     p.add_argument("-t", "--time", type=int, help="seconds per trial (tTest) / per level (lTest)")
     p.add_argument("-l", "--length", type=int, help="UDP datagram size, bytes")
     p.add_argument("--host", help="base station address (default: the testbed)")
@@ -254,7 +256,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=node.cmd_scan)
 
     p = sub.add_parser("experiment", help="the experiment battery: NAME, all, or list")
-    p.add_argument("name", help="tcp-vs-udp, loss, window, parallel, multiplex, cc, all, list")
+    p.add_argument(
+        "name", help="tcp-vs-udp, loss, window, parallel, multiplex, cc, mode, all, list"
+    )
     p.add_argument("--quick", action="store_true", help="fewer points, shorter trials")
     p.add_argument("--out", help="results folder (default results/<time>-experiment)")
     p.add_argument("--host", help="real link: the base station (servers running there)")

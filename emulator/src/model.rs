@@ -12,7 +12,7 @@ use serde_json::{json, Map, Value};
 
 use crate::loss::LossModel;
 
-// nRF24L01+ Product Specification v1.0 (page numbers as in longge/air/datasheet.py).
+// nRF24L01+ Product Specification v1.0 (page numbers as in longge/chip/datasheet.py).
 pub const T_SETTLE_NS: i64 = 130_000; // Tstby2a, p. 22
 /// The longest stay in TX mode with Enhanced ShockBurst off (p. 22, 6.1.5).
 pub const TX_MODE_MAX_NS: i64 = 4_000_000;

@@ -1,7 +1,8 @@
 """One spelling of radio options everywhere (radio-bench, testbed, daemon, tune).
 
     --rate {250k,1M,2M}  --ard-us N (250..4000, step 250)  --arc N (0..15)  --no-ack
-    --payload N (3..32)  --address-width N (3..5)  --crc N (1..2)  --channel N (0..125)
+    --payload N (1..32; a link needs 3)  --address-width N (3..5)  --crc N (1..2)
+    --channel N (0..125)
 
 The link's settings only: the emulated air's losses are ``air.loss.AirLoss`` (``--per``,
 ``--ack-per``, ``--burst``, ``--seed``), radio-bench's duration is its own plan.
