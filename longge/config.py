@@ -29,6 +29,9 @@ CSN_PINS = (0, 1, 10, 11, 12)
 #: BCM GPIOs of SPI0 (CE1, CE0, MISO, MOSI, SCLK): never an IRQ pin.
 SPI_GPIOS = (7, 8, 9, 10, 11)
 BACKENDS = ("sim", "rf24", "serial")
+#: The default pair's addresses: the uplink's (the mobile sends, the base listens) and the
+#: downlink's.
+UPLINK_ADDRESS, DOWNLINK_ADDRESS = b"LGm2b", b"LGb2m"
 PA_LEVELS = {"min": 0, "low": 1, "high": 2, "max": 3}
 
 
@@ -49,11 +52,11 @@ class NodeConfig:
     radio: RadioOptions = field(default_factory=RadioOptions)
     pa_level: str = "low"
     # the mobile's tx = the base's rx = the uplink; in the ISM band (0..83), >= 2 apart.
-    # Unset (-1): the role's side of the default pair, so two default configs talk.
+    # Unset (-1 and b""): the role's side of the default pair, so two default configs talk.
     tx_channel: int = -1
     rx_channel: int = -1
-    tx_address: bytes = b"LGm2b"
-    rx_address: bytes = b"LGb2m"
+    tx_address: bytes = b""
+    rx_address: bytes = b""
     default_route: bool = False
     routes: tuple[str, ...] = ()
     nat: bool = True
@@ -107,8 +110,14 @@ class NodeConfig:
         up, down = UPLINK_CHANNEL, downlink_channel(UPLINK_CHANNEL)
         mine = (up, down) if self.role == "mobile" else (down, up)
         for key, default in zip(("tx_channel", "rx_channel"), mine, strict=True):
-            if getattr(self, key) == -1:
+            value = getattr(self, key)
+            if type(value) is int and value == -1:  # (not -1.0: refused below, by name)
                 object.__setattr__(self, key, default)
+        to_base, to_mobile = UPLINK_ADDRESS, DOWNLINK_ADDRESS
+        mine_a = (to_base, to_mobile) if self.role == "mobile" else (to_mobile, to_base)
+        for key, default_a in zip(("tx_address", "rx_address"), mine_a, strict=True):
+            if getattr(self, key) == b"":
+                object.__setattr__(self, key, default_a)
         if not isinstance(self.tun, str):
             raise ConfigError("node.tun", self.tun, "an interface name of 1..15 characters")
         check_ifname(self.tun)
@@ -210,7 +219,7 @@ class NodeConfig:
         taken.update({p: "the SPI bus" for p in SPI_GPIOS})
         for name in ("tx_irq_pin", "rx_irq_pin"):
             pin = getattr(self, name)
-            if pin == -1:
+            if type(pin) is int and pin == -1:
                 continue
             _in_range(f"rf24.{name}", pin, 0, 27)
             if pin in taken:
@@ -350,6 +359,15 @@ def _read_key(name: str, source: str, value: object) -> bytes:
     return parse_key(value, name)
 
 
+#: A file's radios left unset: resolved for the file's role (NodeConfig.__post_init__).
+_UNSET_RADIOS: dict[str, Any] = {
+    "tx_channel": -1,
+    "rx_channel": -1,
+    "tx_address": b"",
+    "rx_address": b"",
+}
+
+
 def from_mapping(data: dict[str, Any], base: NodeConfig | None = None) -> NodeConfig:
     """Build a config from parsed TOML (sections as above) on top of ``base``."""
     node: dict[str, Any] = {}
@@ -385,6 +403,8 @@ def from_mapping(data: dict[str, Any], base: NodeConfig | None = None) -> NodeCo
     if base is None:
         # A file says how its link is secured; the template below is only a starting point.
         node.setdefault("insecure", False)
+        # and what it leaves unset of its radios is its own role's side of the default pair
+        node.update({k: v for k, v in _UNSET_RADIOS.items() if k not in node})
     cfg = base or NodeConfig(insecure=True)
     try:
         opts = replace(cfg.radio, **radio)

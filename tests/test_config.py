@@ -220,14 +220,40 @@ def test_the_defaults_are_a_mirrored_pair_inside_the_band() -> None:
     assert max(mobile.tx_channel, mobile.rx_channel) <= ISM_MAX_CHANNEL
     assert mobile.rx_channel == downlink_channel(mobile.tx_channel)
     assert mobile.warnings() == []
-    # a base station with no channels set is the mobile's mirror, so two defaults talk
+    # a base station with no channels or addresses set is the mobile's mirror: two defaults talk
     base = config.NodeConfig(role="base", address="10.24.0.1/24", peer="10.24.0.2", insecure=True)
     assert (base.tx_channel, base.rx_channel) == (mobile.rx_channel, mobile.tx_channel)
+    assert (base.tx_address, base.rx_address) == (mobile.rx_address, mobile.tx_address)
     for up in range(0, 126):
         down = downlink_channel(up)
         assert abs(down - up) >= 2 and 0 <= down <= 125
         if up <= ISM_MAX_CHANNEL:
             assert down <= ISM_MAX_CHANNEL, up
+
+
+def test_a_base_file_without_channels_or_addresses_is_the_default_mobiles_mirror(
+    tmp_path: Path,
+) -> None:
+    """Once a base file that named none of its radios got the mobile's channels and addresses
+    (the file was read on top of a default mobile): both nodes sent on one channel."""
+    f = tmp_path / "base.toml"
+    f.write_text(
+        '[node]\nrole = "base"\naddress = "10.24.0.1/24"\npeer = "10.24.0.2"\n'
+        "[security]\ninsecure = true\n"
+    )
+    base = config.load(f)
+    f.write_text("[security]\ninsecure = true\n")
+    mobile = config.load(f)
+    assert (base.tx_channel, base.rx_channel) == (mobile.rx_channel, mobile.tx_channel)
+    assert (base.tx_address, base.rx_address) == (mobile.rx_address, mobile.tx_address)
+    assert mobile.tx_channel != base.tx_channel and mobile.tx_address != base.tx_address
+    # what a file does set stays set
+    f.write_text(
+        '[node]\nrole = "base"\naddress = "10.24.0.1/24"\npeer = "10.24.0.2"\n'
+        '[radio]\ntx_channel = 40\ntx_address = "ABCDE"\n[security]\ninsecure = true\n'
+    )
+    mine = config.load(f)
+    assert (mine.tx_channel, mine.rx_channel, mine.tx_address) == (40, 76, b"ABCDE")
 
 
 def test_what_a_user_must_know_before_it_happens_is_said(tmp_path: Path) -> None:

@@ -5,18 +5,22 @@
                                                           or {"error": "...", "key": "..."}
 
 A malformed or oversized request gets an ``error`` reply and the connection is closed; it
-never stops the daemon. Nor does a client that holds the socket: one that does not read its
-replies is dropped as soon as a reply would wait for it, and beyond MAX_CLIENTS connections (or
-when the process has no descriptor left) a new one is refused. Each is counted (``counts()``).
+never stops the daemon. Nor does a client that holds the socket: one that lets its replies
+pile up unread is dropped once they have waited REPLY_WAIT_S for it, beyond MAX_CLIENTS
+connections a new one is refused, and while the process has no descriptor left to accept with,
+the socket is not watched for PAUSE_S (the connection waits in the backlog). Each is counted
+(``counts()``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import socket
 import sys
+import time
 import traceback
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -26,6 +30,12 @@ from longge.errors import LongGeError
 MAX_REQUEST = 64 * 1024
 #: Connections served at once; the tools hold one each, for a request or two.
 MAX_CLIENTS = 32
+#: The longest the daemon waits, per batch of requests, for a client to read its replies.
+REPLY_WAIT_S = 0.5
+#: How long the socket is not watched after accept() found no descriptor free.
+PAUSE_S = 1.0
+#: What counts() reports (zeros for a daemon whose socket is closed).
+COUNTS = ("bad_requests", "handler_errors", "clients_refused", "clients_dropped", "out_of_fds")
 
 Handler = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -49,20 +59,18 @@ class ControlServer:
         self.clients: dict[socket.socket, bytearray] = {}
         self.bad_requests = 0
         self.handler_errors = 0
-        self.clients_refused = 0  # over MAX_CLIENTS, or no descriptor left to accept with
+        self.clients_refused = 0  # over MAX_CLIENTS
         self.clients_dropped = 0  # did not read their replies
+        self.out_of_fds = 0  # times accept() found no descriptor free
+        self._paused_until = 0.0
 
     def counts(self) -> dict[str, int]:
         """What the socket refused since it opened (the daemon's status, ``control``)."""
-        return {
-            "bad_requests": self.bad_requests,
-            "handler_errors": self.handler_errors,
-            "clients_refused": self.clients_refused,
-            "clients_dropped": self.clients_dropped,
-        }
+        return {name: getattr(self, name) for name in COUNTS}
 
     def waitables(self) -> Iterator[socket.socket]:
-        yield self.sock
+        if time.monotonic() >= self._paused_until:
+            yield self.sock
         yield from self.clients
 
     def service(self, ready: list[Any]) -> None:
@@ -72,20 +80,28 @@ class ControlServer:
             self._read(conn)
 
     def _accept(self) -> None:
-        try:
-            conn, _ = self.sock.accept()
-        except BlockingIOError:
-            return
-        except OSError:  # EMFILE, ENFILE, ECONNABORTED: this one is lost, the daemon is not
-            self.clients_refused += 1
-            return
-        conn.setblocking(False)
-        if len(self.clients) >= MAX_CLIENTS:
-            self.clients_refused += 1
-            self._reply(conn, {"error": f"too many control connections (at most {MAX_CLIENTS})"})
-            conn.close()
-            return
-        self.clients[conn] = bytearray()
+        """Take the connections waiting (a few at most: the listen backlog is 16)."""
+        for _ in range(MAX_CLIENTS):
+            try:
+                conn, _ = self.sock.accept()
+            except BlockingIOError:
+                return
+            except OSError as exc:
+                if exc.errno in (errno.EMFILE, errno.ENFILE):
+                    # The connection stays in the backlog and the socket readable: watched
+                    # on, it would wake the daemon at once, again and again.
+                    self.out_of_fds += 1
+                    self._paused_until = time.monotonic() + PAUSE_S
+                    return
+                continue  # (ECONNABORTED: that client gave up)
+            conn.setblocking(False)
+            if len(self.clients) >= MAX_CLIENTS:
+                self.clients_refused += 1
+                too_many = f"too many control connections (at most {MAX_CLIENTS})"
+                self._reply(conn, {"error": too_many}, time.monotonic())
+                conn.close()
+                continue
+            self.clients[conn] = bytearray()
 
     def _read(self, conn: socket.socket) -> None:
         buf = self.clients[conn]
@@ -100,9 +116,10 @@ class ControlServer:
             return
         buf += data
         if len(buf) > MAX_REQUEST:
-            self._reply(conn, {"error": "request too large"})
+            self._reply(conn, {"error": "request too large"}, time.monotonic())
             self._close(conn)
             return
+        deadline = time.monotonic() + REPLY_WAIT_S
         while b"\n" in buf:
             line, _, rest = bytes(buf).partition(b"\n")
             buf[:] = rest
@@ -113,10 +130,10 @@ class ControlServer:
             except (ValueError, UnicodeDecodeError, RecursionError) as exc:
                 # (RecursionError: JSON nested deeper than the parser goes, "[[[[...")
                 self.bad_requests += 1
-                self._reply(conn, {"error": f"bad request: {exc}"})
+                self._reply(conn, {"error": f"bad request: {exc}"}, deadline)
                 self._close(conn)
                 return
-            if not self._reply(conn, self._answer(req)):
+            if not self._reply(conn, self._answer(req), deadline):
                 self.clients_dropped += 1
                 self._close(conn)
                 return
@@ -132,14 +149,30 @@ class ControlServer:
             traceback.print_exc(file=sys.stderr)
             return {"error": f"internal error on this request ({type(exc).__name__}: {exc})"}
 
-    def _reply(self, conn: socket.socket, obj: dict[str, Any]) -> bool:
-        """Send ``obj`` without waiting: False if it did not go whole (the client has let its
-        earlier replies pile up unread, or has gone)."""
+    def _reply(self, conn: socket.socket, obj: dict[str, Any], deadline: float) -> bool:
+        """Send ``obj``, waiting for room until ``deadline`` at most: False if it did not go
+        whole (the client let its replies pile up unread, or has gone)."""
         data = json.dumps(obj).encode() + b"\n"
         try:
-            return conn.send(data) == len(data)
+            sent = conn.send(data)
+        except BlockingIOError:
+            sent = 0
         except OSError:
             return False
+        if sent == len(data):
+            return True
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        try:
+            conn.settimeout(left)
+            conn.sendall(data[sent:])
+            return True
+        except OSError:  # (TimeoutError too)
+            return False
+        finally:
+            with contextlib.suppress(OSError):
+                conn.setblocking(False)
 
     def _close(self, conn: socket.socket) -> None:
         self.clients.pop(conn, None)

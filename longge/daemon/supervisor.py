@@ -267,7 +267,11 @@ class Supervisor:
             "peer_last_heard_s": heard,
             "radio": self.radio_settings(),
             "mode_changes": self.mode_changes,
-            "control": self._control.counts() if self._control is not None else {},
+            "control": (
+                self._control.counts()
+                if self._control is not None
+                else dict.fromkeys(control.COUNTS, 0)
+            ),
             "tx": tx,
             "rx": rx,
             "processes": {
