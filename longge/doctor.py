@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from longge import config
-from longge.errors import ConfigError, LongGeError
+from longge.errors import ConfigError, HardwareError, LongGeError
 
 DEFAULT_CONFIG = "/etc/longge/longge.toml"
 
@@ -203,7 +203,10 @@ def _radio(which: str, ce: int, csn: int, irq: int, cfg: config.NodeConfig | Non
         return Check(
             FAIL, f"{which} radio", f"{path} cannot be opened: {exc.strerror}", "enable SPI"
         )
-    radio = Rf24Radio(ce, csn, cfg.spi_speed if cfg else 10_000_000, name=which, irq_pin=irq)
+    try:
+        radio = Rf24Radio(ce, csn, cfg.spi_speed if cfg else 10_000_000, name=which, irq_pin=irq)
+    except HardwareError as exc:  # (pyrf24 missing)
+        return Check(FAIL, f"{which} radio", str(exc), "sudo ./run.sh help")
     try:
         radio.begin()
         if cfg is not None:

@@ -181,3 +181,18 @@ def test_a_radio_that_fails_to_answer_is_reported_and_retried(air_path: str) -> 
     assert c.ensure_radio(time.monotonic()) is None
     assert c.state.startswith("radio_error: mobile-tx radio (CE GPIO22, CSN /dev/spidev0.0)")
     assert c.ensure_radio(time.monotonic()) is None and c.radio_attempts == 1  # waits 1 s
+
+
+def test_a_node_without_pyrf24_is_told_so_not_given_a_traceback(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """backend = "rf24" where pyrf24 is not installed: a HardwareError the radio process shows
+    in its state and retries (once a ModuleNotFoundError that killed it, again and again)."""
+    import sys
+
+    from longge.errors import HardwareError
+    from longge.radio.rf24 import Rf24Radio
+
+    monkeypatch.setitem(sys.modules, "pyrf24", None)  # what import finds when it is missing
+    with pytest.raises(HardwareError, match="pyrf24 is not installed"):
+        Rf24Radio(22, 0, 10_000_000, name="tx")

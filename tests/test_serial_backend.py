@@ -175,6 +175,31 @@ def test_wrong_port_and_wrong_device_are_explained(tmp_path: Path) -> None:
         SerialRadio(str(tmp_path / "nothing"), name="tx").begin()
 
 
+def test_a_device_whose_version_reply_is_short_or_absurd_is_no_modem() -> None:
+    """A device on the line that answers V with a well-framed but short reply (once: an
+    unpacking ValueError that killed the radio process) or a queue deeper than any modem's."""
+    import threading
+
+    for answer in (b"v\x01", b"v\x01\x01\x01\x01\xff"):
+        master, slave = os.openpty()
+
+        def answer_once(fd: int = master, reply: bytes = frame(answer)) -> None:
+            got = b""
+            while b"\x00" not in got:  # the V request's frame
+                got += os.read(fd, 256)
+            os.write(fd, reply)
+
+        t = threading.Thread(target=answer_once, daemon=True)
+        t.start()
+        try:
+            with pytest.raises(HardwareError, match="not a LongGe modem"):
+                SerialRadio(os.ttyname(slave), name="tx").begin()
+        finally:
+            t.join(2)
+            os.close(master)
+            os.close(slave)
+
+
 def test_the_daemon_runs_end_to_end_over_the_serial_backend(
     modems: tuple[Modem, Modem], air_path: str, tmp_path: Path
 ) -> None:

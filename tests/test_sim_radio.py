@@ -254,3 +254,16 @@ def test_an_empty_status_after_read_is_confirmed_on_an_irq_pin(air_path: str) ->
     assert not more_to_read(rx)  # now it is empty
     rx.irq_edges = None  # off the pin (the emulated air's socket wakes the process instead)
     assert SimRadio.get_status_flags(rx) >> 1 & 7 == 7
+
+
+def test_malformed_messages_from_the_chips_side_are_counted_and_dropped() -> None:
+    """What the air (or a modem's line) sends is checked before it is taken in: an r without a
+    payload, for pipe 7 or with 33 bytes, a t of the wrong length (once an IndexError or a
+    struct.error in the radio process's hot path)."""
+    radio = SimRadio(air="/nonexistent/air.sock")
+    for msg in (b"r", b"r\x00", b"r\x07abc", b"r\x00" + bytes(33), b"t", b"t" + bytes(20)):
+        radio._on_message(msg)
+    assert radio.bad_messages == 6
+    assert not radio.available()  # nothing was taken for a frame
+    radio._on_message(b"r\x01abc")
+    assert radio.read() == bytearray(b"abc") and radio.bad_messages == 6

@@ -268,6 +268,9 @@ class Child:
         )
         if self.radio is not None:
             stats["radio_failures"] = self.radio.failure_detected
+            bad = getattr(self.radio, "bad_messages", None)  # a backend with a link to its chip
+            if bad is not None:
+                stats["radio_bad_messages"] = bad + getattr(self.radio, "bad_frames", 0)
             # how the process waits for its radio: the IRQ pin, the messages of its link to
             # the chip, or asking the chip every 0.2 ms (waitable() only when not on the IRQ
             # pin: there it takes the pin's edges)

@@ -54,6 +54,8 @@ class ChipMirror(RegisterSettings):
         self.retransmissions = 0
         self.air_errors: list[str] = []
         self._reads_unreported = 0
+        #: Messages from the chip's side of a wrong length or pipe: dropped, counted.
+        self.bad_messages = 0
 
     @property
     def fifo_depth(self) -> int:
@@ -152,8 +154,15 @@ class ChipMirror(RegisterSettings):
     def _on_message(self, msg: bytes) -> None:
         kind = msg[:1]
         if kind == b"r":
-            self._rx.append((msg[1], msg[2:]))
+            # r, the pipe (0..5), the payload (1..32 bytes)
+            if 3 <= len(msg) <= 34 and msg[1] <= 5:
+                self._rx.append((msg[1], msg[2:]))
+            else:
+                self.bad_messages += 1
         elif kind == b"t":
+            if len(msg) != messages.TX_RESULT.size:
+                self.bad_messages += 1
+                return
             ok, arc, fifo, accepted, flushes = messages.parse_tx_result(msg)
             if flushes != self._flushes & 0xFFFFFFFF:
                 return  # about payloads flushed since
@@ -403,7 +412,7 @@ class ChipMirror(RegisterSettings):
         if not self.link.connected:
             return False
         reply = self._request(b"D", b"d", 0.2)
-        if reply is None:
+        if reply is None or len(reply) < 2:
             self.failure_detected += 1
             return False
         return bool(reply[1])

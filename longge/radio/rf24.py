@@ -53,17 +53,25 @@ def _rf24_names() -> frozenset[str]:
     return frozenset(n for n in dir(RF24) if not n.startswith("_"))
 
 
-def _pyrf24_driver() -> Callable[[int, int, int], Any]:
-    from pyrf24 import RF24
+#: What a node without pyrf24 is told (the daemon's status, doctor).
+NO_PYRF24 = "pyrf24 is not installed in this Python: ./run.sh help installs it"
 
+
+def _pyrf24_driver() -> Callable[[int, int, int], Any]:
+    try:
+        from pyrf24 import RF24
+    except ImportError as exc:
+        raise HardwareError(f"{NO_PYRF24} ({exc})") from exc
     return RF24
 
 
 def _pyrf24_enums() -> dict[str, Any]:
     """The RF24 properties pyrf24 types as its own enums (it refuses a plain int there: found
     when the real pyrf24 first ran, on emulated chips), by property name."""
-    import pyrf24
-
+    try:
+        import pyrf24
+    except ImportError as exc:
+        raise HardwareError(f"{NO_PYRF24} ({exc})") from exc
     return {
         "data_rate": pyrf24.rf24_datarate_e,
         "crc_length": pyrf24.rf24_crclength_e,

@@ -30,6 +30,8 @@ from longge.errors import HardwareError
 from longge.radio.mirror import ChipMirror
 
 FIRMWARE_MAJOR = 1
+#: The most payloads a modem may say it holds (chip FIFO + its queue; firmware 1.x: 3 + 16).
+MAX_DEPTH = 64
 DEFAULT_BAUD = 2_000_000
 RATE_CODE = {"1M": 0, "2M": 1, "250k": 2}
 CONFIG_LEN = 29
@@ -122,6 +124,12 @@ class SerialLink:
             raise HardwareError(
                 f"{self.name}: {port} does not answer as a LongGe modem (flashed with "
                 "firmware/? right baud rate? see docs/details.md 'USB radio modem')"
+            )
+        if len(reply) < 6 or reply[5] > MAX_DEPTH:
+            self.close()
+            raise HardwareError(
+                f"{self.name}: {port} answers the version request with {reply!r}: not a "
+                "LongGe modem (firmware/ sends v, major, minor, chip, plus, queue depth)"
             )
         major, minor, chip_ok, plus, depth = reply[1:6]
         self.firmware = (major, minor)
