@@ -47,8 +47,12 @@ def test_failed_trial_keeps_its_error() -> None:
 def test_garbage_json_gives_an_error_not_a_crash() -> None:
     r = parse_result(TrialSpec(host="x", rate_bps=1000), {"error": "the server is busy"})
     assert r.error == "the server is busy"
-    r = parse_result(TrialSpec(host="x", rate_bps=1000), {"end": {"sum_received": {}}})
-    assert r.received_bps == 0 and r.error is None
+    # a result without the received figure is no measurement of a link that carried nothing
+    for raw in ({"end": {"sum_received": {}}}, {"end": {}}, {"intervals": []}):
+        r = parse_result(TrialSpec(host="x", rate_bps=1000), raw)
+        assert r.received_bps == 0 and "no end.sum_received" in str(r.error), raw
+    carried_nothing = {"end": {"sum_received": {"bits_per_second": 0.0}}}
+    assert parse_result(TrialSpec(host="x", rate_bps=1000), carried_nothing).error is None
 
 
 def synthetic_ttest() -> dict:  # type: ignore[type-arg]

@@ -58,7 +58,7 @@ def assert_consistent(s: dict[str, object]) -> None:
     """The report's own rule: C is bracketed by saturation above and no point contradicts it."""
     cap = s["capacity_bps"]
     assert isinstance(cap, float)
-    rows = [p for p in s["points"] if p["received_bps"]]  # type: ignore[attr-defined]
+    rows = list(s["points"])  # type: ignore[call-overload]
     saturated = [
         p for p in rows if p["efficiency"] < 0.97 and (p["lost_packets"] or not p["packets"])
     ]
@@ -123,6 +123,41 @@ def test_repeats_that_keep_disagreeing_give_no_capacity(tmp_path: Path) -> None:
     s = SyntheticLink(tmp_path, {200_000: (0.8, 9)}, times=99).run()
     assert s["capacity_bps"] is None
     assert "200.0 kbit/s saturated below" in str(s["capacity_reason"])
+
+
+def test_a_load_that_got_nothing_through_counts_as_saturated(tmp_path: Path) -> None:
+    """Once such a point (every trial received 0, no error) was left out of the verdict: C was
+    printed beside a row at 0.4 C that carried nothing. Now it contradicts C: measured again,
+    and while it stays at 0 there is no capacity."""
+    s = SyntheticLink(tmp_path, {200_000: (0.0, 50)}, times=99).run()
+    assert s["capacity_bps"] is None
+    assert "200.0 kbit/s saturated below" in str(s["capacity_reason"])
+    s = SyntheticLink(tmp_path / "once", {200_000: (0.0, 50)}).run()
+    assert s["capacity_bps"] == pytest.approx(C, rel=0.03)
+    assert_consistent(s)
+
+
+def test_a_saturated_load_that_carried_more_than_c_contradicts_it() -> None:
+    from longge.measure.analysis import Judged, judge_capacity
+
+    pts = [
+        Judged(20e3, 20e3, False),
+        Judged(40e3, 40e3, False),
+        Judged(80e3, 45e3, True),
+        Judged(120e3, 75e3, True),
+    ]
+    v = judge_capacity(pts)
+    assert v.capacity_bps is None and 120e3 in v.contradicting
+    assert "carried 75.0, above" in str(v.reason)
+
+
+def test_only_saturated_loads_give_no_capacity() -> None:
+    """A first load that saturated twice at 300 bit/s was reported as C = 300 bit/s (and an
+    lTest on it would probe once every half hour): without a load carried whole, no C."""
+    from longge.measure.analysis import Judged, judge_capacity
+
+    v = judge_capacity([Judged(2000, 300, True), Judged(2000, 310, True)])
+    assert v.capacity_bps is None and "every load was saturated" in str(v.reason)
 
 
 def test_tcp_is_judged_by_rate_alone(tmp_path: Path) -> None:

@@ -93,18 +93,27 @@ class CapacityVerdict:
 
 def judge_capacity(points: Sequence[Judged], tol: float = CONTRADICTION_TOL) -> CapacityVerdict:
     """The capacity the points support, or none. C (the hockey fit) stands only if
+    - a load below it was carried (not saturated): else the points give only an upper bound,
     - a clearly saturated point lies above it (received <= CLEAR_SATURATION x offered),
     - no saturated point lies below C (a link of capacity C carries what is below C), and
-    - no unsaturated point received more than C.
+    - no point, saturated or not, received more than C.
     Each by more than ``tol``. Otherwise C is None, with what contradicts it."""
     pts = sorted(points, key=lambda p: p.offered_bps)
     if not pts:
         return CapacityVerdict(None, "no trial succeeded")
+    if all(p.saturated for p in pts):
+        low = pts[0]
+        return CapacityVerdict(
+            None,
+            f"every load was saturated, the lowest ({low.offered_bps / 1e3:.1f} kbit/s) too: "
+            f"the link carried at most {max(p.received_bps for p in pts) / 1e3:.1f} kbit/s, "
+            "no load it carried whole says where its capacity is",
+        )
     c = fit_capacity([Point(p.offered_bps, p.received_bps) for p in pts])
     below = [p for p in pts if p.saturated and p.offered_bps < c * (1 - tol)]
     # carried more than C: received, not offered (a load a little above C is received at C with
     # nothing lost while the queues absorb the excess of a short trial)
-    above = [p for p in pts if not p.saturated and p.received_bps > c * (1 + tol)]
+    above = [p for p in pts if p.received_bps > c * (1 + tol)]
     clear = [
         p
         for p in pts
@@ -113,9 +122,11 @@ def judge_capacity(points: Sequence[Judged], tol: float = CONTRADICTION_TOL) -> 
     contradicting = tuple(p.offered_bps for p in below + above)
     if contradicting:
         what = ", ".join(
-            f"{p.offered_bps / 1e3:.1f} kbit/s "
-            + ("saturated below" if p.saturated else "carried above")
-            for p in below + above
+            [f"{p.offered_bps / 1e3:.1f} kbit/s saturated below" for p in below]
+            + [
+                f"{p.offered_bps / 1e3:.1f} kbit/s carried {p.received_bps / 1e3:.1f}, above"
+                for p in above
+            ]
         )
         return CapacityVerdict(
             None,

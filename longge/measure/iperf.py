@@ -83,6 +83,9 @@ def _direction(spec: TrialSpec, raw: dict[str, Any], suffix: str, forward: bool)
     res = TrialResult(
         offered_bps=float(spec.rate_bps) or sent, sent_bps=sent, received_bps=received
     )
+    if "bits_per_second" not in end.get(f"sum_received{suffix}", {}):
+        # not a link that carried nothing: a result without the figure
+        res.error = f"iperf3's result has no end.sum_received{suffix}"
     # with --bidir, each stream belongs to the direction whose sender the client is or not
     streams = [
         st for st in end.get("streams", []) if not spec.bidir or _client_sends(st) == forward

@@ -92,7 +92,9 @@ class PointResult:
 
     @property
     def ok_trials(self) -> list[TrialResult]:
-        return [t for t in self.trials if t.error is None and t.received_bps > 0]
+        """The trials that measured (no error), also those the link carried nothing in: a
+        load that got nothing through is a saturated point, not a missing one."""
+        return [t for t in self.trials if t.error is None]
 
     @property
     def received_bps(self) -> float:
