@@ -74,6 +74,52 @@ def test_rtt_probes_over_loopback_and_garbage_does_not_stop_the_server(
     assert all(0 < v < 100 for v in run.rtt_ms.values())
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="a raw socket (root) crafts a probe from port 0")
+def test_a_probe_the_server_cannot_answer_does_not_stop_it(servers: tuple[int, int]) -> None:
+    """A valid probe from UDP source port 0: the reply's sendto() fails (EINVAL). Once that
+    ended the echo server, and the iperf3 server with it."""
+    import struct
+
+    _, port = servers
+    payload = rtt.encode_probe(1, 1)
+    udp = struct.pack("!HHHH", 0, port, 8 + len(payload), 0) + payload  # checksum 0: none
+    with socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_UDP) as raw:
+        raw.sendto(udp, ("127.0.0.1", 0))
+    time.sleep(0.2)
+    run = rtt.probe("127.0.0.1", port, count=10, interval_s=0.01)
+    assert run.sent == 10 and run.lost == 0
+
+
+def test_a_second_reply_or_one_held_longer_than_its_round_trip_is_no_rtt() -> None:
+    """A server (or a path) that answers a probe twice, or says it held the probe longer than
+    the whole round trip took (a negative RTT): counted as bad replies, never as RTTs."""
+    import struct
+    import threading
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as srv:
+        srv.bind(("127.0.0.1", 0))
+        srv.settimeout(5)
+        port = srv.getsockname()[1]
+
+        def hostile() -> None:
+            for _ in range(6):
+                data, peer = srv.recvfrom(2048)
+                _, _, _, seq, send_ns = rtt.HEADER.unpack_from(data)
+                head = rtt.HEADER.pack(rtt.MAGIC, rtt.VERSION, 1, seq, send_ns)
+                held = 0 if seq % 2 == 0 else 1 << 62  # odd probes: an impossible hold
+                reply = (head + struct.pack("!Q", held)).ljust(len(data), b"\0")
+                srv.sendto(reply, peer)
+                srv.sendto(reply, peer)  # and every reply twice
+
+        t = threading.Thread(target=hostile, daemon=True)
+        t.start()
+        run = rtt.probe("127.0.0.1", port, count=6, interval_s=0.02, wait_s=1.0)
+        t.join(5)
+    assert sorted(run.rtt_ms) == [0, 2, 4]
+    assert all(v >= 0 for v in run.rtt_ms.values())
+    assert run.bad_replies == 3 + 6  # the impossible three, and the second of each pair
+
+
 def test_back_to_back_iperf3_trials_all_succeed(servers: tuple[int, int]) -> None:
     port, _ = servers
     spec = TrialSpec(host="127.0.0.1", port=port, rate_bps=500_000, duration=1, length=500)

@@ -135,10 +135,17 @@ def serve(
             ready, _, _ = select.select([sock], [], [], 0.5)
             if not ready:
                 continue
-            data, peer, received = recv_stamped(sock)
+            try:
+                data, peer, received = recv_stamped(sock)
+            except OSError:
+                core.counters["receive_failed"] += 1
+                continue
             reply = core.handle(data, peer, time.monotonic())
             if reply is not None:
-                sock.sendto(stamp_processing(reply, received), peer)
+                try:  # a peer it cannot send to (port 0, no route now) costs its reply only
+                    sock.sendto(stamp_processing(reply, received), peer)
+                except OSError:
+                    core.counters["send_failed"] += 1
     return core
 
 
@@ -210,7 +217,13 @@ def probe(
                     continue
                 woke = time.time_ns()
                 dec = decode_reply(data)
-                if dec is None or dec[0] not in run.send_ns or dec[1] != run.send_ns[dec[0]]:
+                if (
+                    dec is None
+                    or dec[0] not in run.send_ns
+                    or dec[1] != run.send_ns[dec[0]]
+                    or dec[0] in run.rtt_ms  # a second reply to one probe
+                    or not 0 <= dec[2] <= got - dec[1]  # the server held it longer than it took
+                ):
                     run.bad_replies += 1
                     continue
                 run.rtt_ms[dec[0]] = (got - dec[1] - dec[2]) / 1e6
