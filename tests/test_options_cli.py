@@ -130,6 +130,17 @@ def test_everyday_commands_refuse_clearly(
     assert "no results folder" in err and "Traceback" not in err
     assert main(["help"]) == 0
     assert "./run.sh test" in capsys.readouterr().out
+    # a sweep's own numbers, before any testbed or server is touched
+    for argv, key in (
+        (["lTest", "--capacity", "nan"], "capacity"),
+        (["lTest", "--capacity", "-5000"], "capacity"),
+        (["lTest", "--capacity", "0"], "capacity"),
+        (["tTest", "-t", "0"], "time"),
+        (["tTest", "-l", "4"], "length"),
+    ):
+        assert main([*argv, "--host", "192.0.2.1"]) == 2, argv
+        err = capsys.readouterr().err
+        assert f"{key} = " in err and "Traceback" not in err, (argv, err)
 
 
 def test_channel_means_the_uplink_on_every_command(capsys: pytest.CaptureFixture[str]) -> None:

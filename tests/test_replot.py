@@ -95,3 +95,23 @@ def test_an_experiment_folder_is_judged_again_from_its_rows(
     assert main(["plot", str(out.path)]) == 0
     assert sorted(out.path.glob("*.png")) == sorted(pngs)
     assert_folder_documented(out.path)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",  # cut short
+        "[1]",  # not an object
+        '{"kind": "tTest", "points": [{"offered_bps": 1000}]}',  # a point without its figures
+        '{"kind": "lTest", "levels": [{"rho": 0.5}]}',
+        '{"kind": "tTest"}',  # nothing to draw
+    ],
+)
+def test_plot_of_a_summary_that_is_not_a_runs_says_so(
+    tmp_path: Path, text: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Once a KeyError, JSONDecodeError or AttributeError traceback, or exit 1 in silence."""
+    (tmp_path / "summary.json").write_text(text)
+    assert main(["plot", str(tmp_path)]) in (1, 2)
+    err = capsys.readouterr().err
+    assert str(tmp_path) in err and "Traceback" not in err, err

@@ -27,8 +27,31 @@ def cmd_servers(ns: argparse.Namespace) -> int:
     return 0
 
 
+def check_sweep_arguments(ns: argparse.Namespace) -> None:
+    """Refuse a sweep's own numbers by name before anything starts (a testbed takes seconds to
+    come up; a NaN capacity once failed only after it had)."""
+    import math
+
+    capacity = getattr(ns, "capacity", None)
+    if capacity is not None and not (math.isfinite(capacity) and capacity > 0):
+        raise ConfigError(
+            "capacity", capacity, "bit/s above 0 (or leave it out: lTest measures it first)"
+        )
+    for key, lo, hi in (
+        ("time", 1, 3600),
+        ("length", 16, 65507),
+        ("repeats", 1, 100),
+        ("parallel", 1, 128),
+    ):
+        value = getattr(ns, key, None)
+        if value is not None and not lo <= value <= hi:
+            raise ConfigError(key, value, f"{lo}..{hi}")
+
+
 def _sweep(ns: argparse.Namespace, kind: str) -> int:
     from dataclasses import replace
+
+    check_sweep_arguments(ns)
 
     # Ctrl-C and SIGTERM stop the sweep cleanly, keeping what was measured (also when the
     # shell started us with SIGINT ignored, as it does for background jobs).
@@ -54,7 +77,7 @@ def _sweep(ns: argparse.Namespace, kind: str) -> int:
     else:
         plan = sweep.QUICK_LTEST if ns.quick else sweep.LTestPlan()
         changes = {}
-        if ns.capacity:
+        if ns.capacity is not None:
             changes["capacity_bps"] = ns.capacity
         if ns.time is not None:
             changes["seconds"] = ns.time
@@ -193,13 +216,27 @@ def cmd_plot(ns: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    made = plot_runs([Path(d) for d in ns.dirs], Path(ns.out) if ns.out else None)
-    for p in made:
-        print(p)
-    for d in ns.dirs:  # verdicts judged again from the saved data, never from memory
-        for name, text, _ in rejudge_experiments(Path(d), draw=False):
-            print(f"{name}: {text}")
-        saved = read_summary(d)
-        if saved.get("kind") == "tune" and saved.get("grid"):
-            print(tune_text(saved))
+    try:
+        made = plot_runs([Path(d) for d in ns.dirs], Path(ns.out) if ns.out else None)
+        for p in made:
+            print(p)
+        for d in ns.dirs:  # verdicts judged again from the saved data, never from memory
+            for name, text, _ in rejudge_experiments(Path(d), draw=False):
+                print(f"{name}: {text}")
+            saved = read_summary(d)
+            if saved.get("kind") == "tune" and saved.get("grid"):
+                print(tune_text(saved))
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
+        # a summary.json edited, cut short or not LongGe's: say which and what, no traceback
+        what = f"missing {exc}" if isinstance(exc, KeyError) else f"{type(exc).__name__}: {exc}"
+        print(
+            f"plot: {', '.join(ns.dirs)}: a summary.json that is not a LongGe run's ({what})",
+            file=sys.stderr,
+        )
+        return 2
+    if not made:
+        print(
+            f"plot: nothing to plot in {', '.join(ns.dirs)} (no points, levels or grid)",
+            file=sys.stderr,
+        )
     return 0 if made else 1
