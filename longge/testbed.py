@@ -54,7 +54,12 @@ class TestbedError(LongGeError):
 
 
 def _run(*cmd: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(list(cmd), capture_output=True, text=True, timeout=30)
+    try:
+        proc = subprocess.run(list(cmd), capture_output=True, text=True, timeout=30)
+    except FileNotFoundError as exc:
+        raise TestbedError(
+            f"{cmd[0]} not found: the testbed needs iproute2 (./run.sh help)"
+        ) from exc
     if check and proc.returncode != 0:
         raise TestbedError(f"{' '.join(cmd)}: {proc.stderr.strip() or proc.returncode}")
     return proc
@@ -282,6 +287,8 @@ def up(spec: TestbedSpec, say: Callable[[str], None] = lambda s: None) -> dict[s
                 env,
             )
         say("starting the measurement servers in lg-base (iperf3, RTT echo)")
+        log = STATE_DIR / "servers.log"
+        since = log.stat().st_size if log.exists() else 0  # (logs are kept across testbeds)
         state["pids"]["servers"] = _spawn(
             [
                 "ip",
@@ -305,12 +312,35 @@ def up(spec: TestbedSpec, say: Callable[[str], None] = lambda s: None) -> dict[s
         for role in ("base", "mobile"):
             sock = p[role]
             _wait_for(
-                partial(_link_up, sock), f"the {role} daemon's link", STATE_DIR / f"{role}.log"
+                partial(_link_up, sock),
+                f"the {role} daemon's link",
+                STATE_DIR / f"{role}.log",
+                state["pids"][role],
             )
-    except Exception:
+        ready = partial(_says, log, "servers: iperf3 server on port", since)
+        _wait_for(ready, "the measurement servers", log, state["pids"]["servers"])
+    except BaseException:  # Ctrl-C and SIGTERM too: nothing made so far is left behind
         down()
         raise
     return status()
+
+
+def _says(log: Path, line: str, since: int = 0) -> bool:
+    """``log`` has ``line`` after its first ``since`` bytes."""
+    if not log.exists():
+        return False
+    with open(log, "rb") as f:
+        f.seek(since)
+        return line.encode() in f.read()
+
+
+def _running(pid: int) -> bool:
+    """Alive (not gone, not a zombie): /proc says, whoever the parent."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
 
 
 def _link_up(path: Path) -> bool:
@@ -320,14 +350,20 @@ def _link_up(path: Path) -> bool:
         return False
 
 
-def _wait_for(ok: Callable[[], bool], what: str, log: Path) -> None:
+def _wait_for(ok: Callable[[], bool], what: str, log: Path, pid: int | None = None) -> None:
+    """Until ``ok()``; a TestbedError with the log's tail after UP_TIMEOUT_S, or at once when
+    the process ``pid`` that should bring it has exited."""
     deadline = time.monotonic() + UP_TIMEOUT_S
+    why = f"did not come up within {UP_TIMEOUT_S:.0f} s"
     while time.monotonic() < deadline:
         if ok():
             return
+        if pid is not None and not _running(pid):
+            why = "exited"
+            break
         time.sleep(0.1)
-    tail = log.read_text()[-1500:] if log.exists() else "(no log)"
-    raise TestbedError(f"{what} did not come up within {UP_TIMEOUT_S:.0f} s; log:\n{tail}")
+    tail = log.read_text(errors="replace")[-1500:] if log.exists() else "(no log)"
+    raise TestbedError(f"{what} {why}; log:\n{tail}")
 
 
 def _testbed_pids() -> set[int]:

@@ -17,9 +17,11 @@ import multiprocessing as mp
 import os
 import signal
 import time
+import traceback
 from collections.abc import Callable
 from typing import Any
 
+from longge.errors import LongGeError
 from longge.measure import rtt
 
 IPERF_PORT = 5201
@@ -27,6 +29,23 @@ IDLE_TIMEOUT_S = 30
 MAX_TEST_S = 600
 _F_SETPIPE_SZ = 1031
 _CTX = mp.get_context("fork")
+
+
+class ServersError(LongGeError):
+    """The measurement servers cannot run here (names what is missing)."""
+
+
+def check_libiperf() -> None:
+    """python-iperf3 finds libiperf (else each forked test would die at once, forever)."""
+    import iperf3
+
+    try:
+        iperf3.Server()
+    except OSError as exc:
+        raise ServersError(
+            f"iperf3's library cannot be loaded ({exc}): apt install iperf3 libiperf0, or "
+            "./run.sh help"
+        ) from exc
 
 
 def _one_iperf_test(port: int, log: str | None) -> None:
@@ -71,6 +90,7 @@ def iperf_server_loop(
             try:
                 _one_iperf_test(port, log)
             except BaseException:
+                traceback.print_exc()  # (the servers' log)
                 code = 1
             os._exit(code)
         started = time.monotonic()
@@ -94,6 +114,7 @@ def run_servers(
     ready: Callable[[str], None] = lambda s: None,
 ) -> dict[str, Any]:
     """Both servers until SIGTERM/SIGINT; returns the echo server's counters."""
+    check_libiperf()
     stop = _CTX.Event()
     log = os.path.join(log_dir, "iperf3-server.jsonl") if log_dir else None
     iperf = _CTX.Process(
