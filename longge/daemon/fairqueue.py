@@ -11,6 +11,10 @@ a DNS query, a TCP ACK) joins the "new" list and is served before the bulk flows
 - time: a packet older than ``max_age`` seconds when its turn comes is dropped.
 
 Both drops are counted. Time is passed in; nothing here reads a clock.
+
+At most MAX_FLOWS flows are kept apart (fq_codel's default count of queues): the packets of
+flows beyond that share one queue (counted, ``shared``), so that neither the table nor the
+overflow's search for the fattest flow grows with a scan or a flood of new flows.
 """
 
 from __future__ import annotations
@@ -51,6 +55,11 @@ class _Flow:
     listed: bool = False
 
 
+#: Flows kept apart at once; more share the queue SHARED_KEY (no packet's own key: those
+#: start with "4", "6" or "?").
+MAX_FLOWS = 1024
+SHARED_KEY = b"*"
+
 #: Upper edges (ms) of the queueing-delay histogram; the last bin is everything above.
 SOJOURN_EDGES_MS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000)
 
@@ -67,6 +76,7 @@ class FairQueue:
         self.bytes = 0
         self.packets = 0
         self.drops: Counter[str] = Counter()
+        self.shared = 0  # packets of flows beyond MAX_FLOWS, queued together
         #: How long the bytes sent waited here (bytes per SOJOURN_EDGES_MS bin): weighted by
         #: bytes, so that a bulk flow's delay is not hidden by many small sparse packets.
         self.sojourn = [0] * (len(SOJOURN_EDGES_MS) + 1)
@@ -86,7 +96,12 @@ class FairQueue:
         key = flow_key(packet) if self.fair else b""
         flow = self._flows.get(key)
         if flow is None:
-            flow = self._flows[key] = _Flow(key)
+            if len(self._flows) >= MAX_FLOWS:
+                key = SHARED_KEY
+                self.shared += 1
+                flow = self._flows.get(key)
+            if flow is None:
+                flow = self._flows[key] = _Flow(key)
         flow.packets.append((packet, now))
         flow.bytes += len(packet)
         self.bytes += len(packet)

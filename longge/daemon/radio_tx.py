@@ -76,6 +76,7 @@ def queue_stats(queue: FairQueue, now: float) -> dict[str, Any]:
         "queue_limit_bytes": queue.limit_bytes,
         "queue_oldest_ms": round(queue.oldest_age(now) * 1000, 1),
         "queue_drops": dict(queue.drops),
+        "queue_shared": queue.shared,
         "queue_delay_hist": list(queue.sojourn),
         "queue_delay_edges_ms": list(SOJOURN_EDGES_MS),
     }
