@@ -5,6 +5,7 @@ need the testbed and minutes each; the suite does not run them (./run.sh experim
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -156,3 +157,44 @@ def test_a_verdict_without_enough_points_says_so() -> None:
     assert text.startswith("not enough points")
     text = verdict(EXPERIMENTS["tcp-vs-udp"], {"rows": [], "quick": True, "bound_bps": {}})
     assert text.startswith("not enough points")
+
+
+def test_the_window_verdict_needs_goodput_and_two_buffer_sizes() -> None:
+    """Once it compared one point with itself ("RTT 5 ms at 2048 bytes, 5 ms at 2048 bytes")
+    or named the best of nothing ("90 % of its best (0 kbit/s)")."""
+    exp = EXPERIMENTS["window"]
+
+    def rows(points: list[tuple[int, float, float]]) -> list[dict[str, object]]:
+        return [
+            {"series": "default", "x": x, "received_bps": bps, "rtt_median_ms": rtt}
+            for x, bps, rtt in points
+        ]
+
+    for pts in ([(2048, 0.0, 5.0), (65536, 0.0, 6.0)], [(2048, 4e5, 5.0), (65536, 5e5, math.nan)]):
+        text = verdict(exp, {"rows": rows(pts), "quick": True, "bound_bps": {}})
+        assert text.startswith("not enough points"), text
+
+
+def test_a_point_still_disturbed_is_plotted_but_not_judged() -> None:
+    exp = EXPERIMENTS["tcp-vs-udp"]
+    rows = [
+        {"series": "default", "x": "udp", "received_bps": 5e5},
+        {"series": "default", "x": "tcp", "received_bps": 4.9e5, "disturbed": "CPU steal 9 %"},
+    ]
+    summary = {"rows": rows, "quick": True, "bound_bps": {"udp_1400": 5.09e5}}
+    assert verdict(exp, summary).startswith("not enough points")  # tcp was not counted
+    rows[1]["disturbed"] = ""
+    assert verdict(exp, summary).startswith("TCP gets 490 kbit/s")
+
+
+def test_an_rtt_quantile_among_the_lost_probes_is_none() -> None:
+    """44 of 45 probes lost: the one that came back is no median (it read 8 ms once)."""
+    from longge.measure.loadprobe import LoadProbe
+
+    def run(rtts: list[float], sent: int) -> LoadProbe:
+        return LoadProbe(None, {"sent": sent, "records": [{"rtt_ms": r} for r in rtts]})
+
+    assert run([8.0], 45).rtt_ms(0.5) is None
+    assert run([8.0] * 43, 45).rtt_ms(0.95) == 8.0  # 2 lost of 45: p95 among the received
+    assert run([8.0] * 42, 45).rtt_ms(0.95) is None  # 3 lost: p95 falls among them
+    assert run([1.0, 3.0], 2).rtt_ms(0.5) == 2.0

@@ -137,8 +137,15 @@ def test_everyday_commands_refuse_clearly(
         (["lTest", "--capacity", "0"], "capacity"),
         (["tTest", "-t", "0"], "time"),
         (["tTest", "-l", "4"], "length"),
+        (["tune", "--ard-list", "250,abc"], "--ard-list"),
+        (["tune", "--arc-list", ""], "--arc-list"),
+        (
+            ["status", "--watch", "--interval", "nan", "--control", "/nonexistent.sock"],
+            "--interval",
+        ),
     ):
-        assert main([*argv, "--host", "192.0.2.1"]) == 2, argv
+        host = [] if argv[0] == "status" else ["--host", "192.0.2.1"]
+        assert main([*argv, *host]) == 2, argv
         err = capsys.readouterr().err
         assert f"{key} = " in err and "Traceback" not in err, (argv, err)
 

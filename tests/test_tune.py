@@ -11,14 +11,17 @@ from pathlib import Path
 
 import pytest
 
+from longge.errors import ConfigError
 from longge.measure.link import Target
 from longge.measure.model import udp_goodput_bps
+from longge.measure.report import tune_text
 from longge.measure.results import ResultsDir
 from longge.measure.tune import (
     GRID_FIELDS,
     Tune,
     TunePlan,
     failure_rate,
+    mode_verdict,
     model_capacity,
     model_rtt_ms,
     packet_service_ms,
@@ -185,3 +188,44 @@ def test_a_lossy_settings_capacity_stands_only_where_its_points_bracket_it() -> 
     stalled = [Point(x, carried(x) * (0.7 if x == loads[1] else 1.0)) for x in loads]
     v = judge_scaled(stalled, a)
     assert v.capacity_bps is None and v.contradicting == (a * loads[1],)
+
+
+def test_a_point_still_spoilt_after_its_repeat_is_never_recommended(tmp_path: Path) -> None:
+    """Once such a point (the machine held it back twice) was recommended like any other."""
+    t = Tune(Target("127.0.0.1"), RadioOptions(), TunePlan(), ResultsDir(tmp_path), 0.1)
+    t.idle_rtt_ms = 4.0
+    spoilt = {**row(250, 2, 480e3, 22.0, 0.0), "disturbed": "CPU steal 12 %: not counted"}
+    t.rows = [spoilt, row(250, 15, 440e3, 27.0, 0.0)]
+    s = t.summary()
+    assert (s["recommendation"]["ard_us"], s["recommendation"]["arc"]) == (250, 15)
+    assert "not counted: CPU steal" in tune_text(s)
+    t.rows = [spoilt]
+    s = t.summary()
+    assert s["recommendation"] is None and "no recommendation" in tune_text(s)
+    t.rows = [{"ard_us": 500, "arc": 3, "error": "RuntimeError: boom"}]
+    assert plot_tune(t.summary(), tmp_path) == []  # (imshow of nothing raised)
+
+
+def test_a_mode_verdict_on_an_unknown_loss_compares_nothing() -> None:
+    best = row(250, 15, 440e3, 27.0, 0.0)
+    stream = {"capacity_bps": 1.3e6, "rtt_p95_09_ms": 12.0, "loss_09": float("nan")}
+    assert str(mode_verdict(best, stream)).startswith("not compared")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "ard_us,arc\n250,2\n",  # not this version's columns
+        "ard_us,arc,capacity_bps,error\n250\n",  # a short row
+        "ard_us,arc,capacity_bps,error\nx,2,1,\n",
+    ],
+)
+def test_a_grid_csv_it_cannot_resume_from_is_named(tmp_path: Path, text: str) -> None:
+    out = ResultsDir(tmp_path)
+    Path(out.path, "grid.csv").write_text(text)
+    with pytest.raises(ConfigError) as err:
+        Tune(Target("127.0.0.1"), RadioOptions(), TunePlan(), out, 0.1)
+    assert err.value.key == "grid.csv" and "move it away" in str(err.value)
+    Path(out.path, "grid.csv").write_bytes(b"\xff\xfe\x00garbage")
+    with pytest.raises(ConfigError):
+        Tune(Target("127.0.0.1"), RadioOptions(), TunePlan(), out, 0.1)

@@ -27,6 +27,17 @@ def cmd_servers(ns: argparse.Namespace) -> int:
     return 0
 
 
+def _int_list(key: str, text: str) -> tuple[int, ...]:
+    """ "250,500,1000" -> (250, 500, 1000): whole numbers, at least one, each once."""
+    try:
+        values = tuple(dict.fromkeys(int(x) for x in text.split(",")))
+    except ValueError:
+        values = ()
+    if not values:
+        raise ConfigError(key, text, "comma-separated whole numbers, e.g. 250,500,1000")
+    return values
+
+
 def check_sweep_arguments(ns: argparse.Namespace) -> None:
     """Refuse a sweep's own numbers by name before anything starts (a testbed takes seconds to
     come up; a NaN capacity once failed only after it had)."""
@@ -122,10 +133,10 @@ def cmd_tune(ns: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, _interrupt)
     signal.signal(signal.SIGTERM, _interrupt)
     plan = tune.QUICK_TUNE if ns.quick else tune.TunePlan()
-    if ns.ard_list:
-        plan = replace(plan, ard_us=tuple(int(x) for x in ns.ard_list.split(",")))
-    if ns.arc_list:
-        plan = replace(plan, arc=tuple(int(x) for x in ns.arc_list.split(",")))
+    if ns.ard_list is not None:
+        plan = replace(plan, ard_us=_int_list("--ard-list", ns.ard_list))
+    if ns.arc_list is not None:
+        plan = replace(plan, arc=_int_list("--arc-list", ns.arc_list))
     plan = replace(plan, vs_stream=ns.vs_stream)
     base = options_from_args(ns)
     if base.mode != "esb":
@@ -152,7 +163,7 @@ def cmd_tune(ns: argparse.Namespace) -> int:
     )
     print(report.tune_text(summary))
     print(f"tune: results, grid.csv, heatmaps in {path}/")
-    return 0
+    return 1 if summary.get("error") else 0  # (as tTest and lTest: interrupted or failed)
 
 
 def cmd_experiment(ns: argparse.Namespace) -> int:

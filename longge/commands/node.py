@@ -134,7 +134,7 @@ def cmd_status(ns: argparse.Namespace) -> int:
     if ns.watch:
         from longge.daemon.watch import watch
 
-        if ns.interval <= 0:
+        if not 0 < ns.interval < 3600:  # (NaN and inf are not)
             raise ConfigError("--interval", ns.interval, "a positive number of seconds")
         paths = _control_paths(ns)
         air = testbed.paths()["air"]

@@ -4,6 +4,7 @@ same functions (docs/results.md)."""
 
 from __future__ import annotations
 
+import math
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
@@ -27,6 +28,17 @@ def _by_series(
 
 
 def verdict(exp: Experiment, summary: dict[str, Any]) -> str:
+    """The experiment's one sentence, from the points the machine did not spoil (a point still
+    disturbed after its repeat is kept in the rows and the plot, and said, not judged)."""
+    counted = [r for r in summary["rows"] if not r.get("disturbed")]
+    text = _verdict(exp, {**summary, "rows": counted})
+    left_out = len(summary["rows"]) - len(counted)
+    if left_out:
+        text += f" ({left_out} of {len(summary['rows'])} points not counted: disturbed)"
+    return text
+
+
+def _verdict(exp: Experiment, summary: dict[str, Any]) -> str:
     rows = summary["rows"]
     s = _by_series(rows)
     kb = 1e3
@@ -54,8 +66,16 @@ def verdict(exp: Experiment, summary: dict[str, Any]) -> str:
         if exp.name == "window":
             d = s["default"]
             top = max(d.values())
+            if not top > 0:
+                raise ValueError("no goodput at any buffer size")
             enough = min(x for x, v in d.items() if v >= 0.9 * top)
-            r = _by_series(rows, "rtt_median_ms")["default"]
+            r = {
+                x: v
+                for x, v in _by_series(rows, "rtt_median_ms")["default"].items()
+                if math.isfinite(v)
+            }
+            if len(r) < 2:
+                raise ValueError("an RTT at fewer than two buffer sizes")
             return (
                 f"goodput reaches 90 % of its best ({top / kb:.0f} kbit/s) from a {enough}-byte "
                 f"buffer; RTT {r[min(r)]:.0f} ms at {min(r)} bytes, {r[max(r)]:.0f} ms at "

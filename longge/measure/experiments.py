@@ -391,6 +391,8 @@ class Runner:
                     **measured,
                     "cpu_steal": round(stolen, 4),
                     "repeated_for_steal": repeated,
+                    # still spoilt after the repeat: in the rows and plots, not in the verdict
+                    "disturbed": disturbed.reason or "",
                 }
                 rows.append(row)
         finally:

@@ -143,8 +143,11 @@ def tune_text(summary: dict[str, Any]) -> str:
             f"  {int(r['ard_us']):6d} {int(r['arc']):3d}  {r['capacity_bps'] / 1e3:7.1f}  "
             f"{r['model_capacity_bps'] / 1e3:7.1f}  {r['q_measured']:7.3f}  "
             f"{r['rtt_p95_05_ms']:9.1f} {r['rtt_p95_09_ms']:6.1f}  {100 * r['loss_09']:7.2f}%"
+            + (f"  not counted: {r['disturbed']}" if r.get("disturbed") else "")
         )
     best = summary.get("recommendation")
+    if best is None and summary["grid"]:
+        lines.append("  no recommendation: no grid point was measured undisturbed and whole")
     lines.append(
         f"  rule: {summary['rule']}" + ("" if summary["rule_met"] else " (no point met it)")
     )

@@ -18,6 +18,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
+from longge.errors import ConfigError
 from longge.measure import analysis
 from longge.measure.disturbance import unspoilt
 from longge.measure.iperf import TrialSpec, parse_result, run_trial
@@ -45,6 +46,7 @@ GRID_FIELDS = [
     "model_residual_loss",
     "curve",
     "cpu_steal",
+    "disturbed",
     "error",
 ]
 PROBE_BYTES = 60
@@ -186,11 +188,23 @@ class Tune:
             with open(self.grid_csv, "w", newline="") as f:
                 csv.DictWriter(f, GRID_FIELDS).writeheader()
             return []
-        with open(self.grid_csv) as f:
-            reader = csv.DictReader(f)
-            rows = [{k: _num(v) for k, v in r.items()} for r in reader]
-            self.fields = list(reader.fieldnames or GRID_FIELDS)  # resuming: keep its columns
-            return rows
+        try:
+            with open(self.grid_csv, newline="") as f:
+                reader = csv.DictReader(f)
+                rows = [{k: _num(v) for k, v in r.items()} for r in reader]
+                self.fields = list(reader.fieldnames or [])  # resuming: keep its columns
+            if not {"ard_us", "arc", "capacity_bps", "error"} <= set(self.fields):
+                raise ValueError(f"columns {self.fields}")
+            for r in rows:
+                if not all(isinstance(r[k], float) for k in ("ard_us", "arc")):
+                    raise ValueError(f"row {r}")
+        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
+            raise ConfigError(
+                "grid.csv",
+                str(self.grid_csv),
+                f"a grid an earlier tune wrote, to resume ({exc}); move it away to start afresh",
+            ) from exc
+        return rows
 
     def _spec(self, rate: float, seconds: int) -> TrialSpec:
         return TrialSpec(
@@ -211,13 +225,16 @@ class Tune:
         load = self._spec(rate, self.plan.probe_s + 3)
         measured = load_and_probe(self.target, load, count, 0.05, PROBE_BYTES)
         self.target.drain()
-        rtts = measured.rtts
-        return analysis.percentile(rtts, 0.5), analysis.percentile(rtts, 0.95)
+        # a quantile among the lost probes is none (NaN: such a point meets no RTT rule)
+        median, p95 = measured.rtt_ms(0.5), measured.rtt_ms(0.95)
+        return (math.nan if median is None else median, math.nan if p95 is None else p95)
 
     def _point_unspoilt(self, ard: int, arc: int) -> dict[str, Any]:
         """A grid point, measured once more if the machine spoilt it (measure.disturbance)."""
         row, disturbed, _ = unspoilt(lambda: self.point(ard, arc), air=self.target.air)
         row["cpu_steal"] = round(disturbed.steal, 4)
+        # still spoilt after the repeat: kept, said, and never recommended
+        row["disturbed"] = disturbed.reason or ""
         return row
 
     def point(self, ard: int, arc: int) -> dict[str, Any]:
@@ -341,7 +358,7 @@ class Tune:
         return self.summary()
 
     def summary(self) -> dict[str, Any]:
-        ok = [r for r in self.rows if not r.get("error")]
+        ok = [r for r in self.rows if not r.get("error") and not r.get("disturbed")]
         limit = self.plan.max_rtt_factor * self.idle_rtt_ms
         good = [
             r
@@ -384,6 +401,11 @@ def mode_verdict(best: dict[str, Any] | None, stream: dict[str, Any] | None) -> 
         return None
     if stream.get("error") or best is None:
         return f"not compared: {stream.get('error') or 'no ESB point measured'}"
+    losses = (stream.get("loss_09"), best.get("loss_09"))
+    if not all(isinstance(x, int | float) and math.isfinite(x) for x in losses):
+        return "not compared: datagram loss at ρ 0.9 unknown (no datagrams counted there)"
+    if not best.get("capacity_bps"):
+        return "not compared: the best ESB point carried nothing"
     ratio = stream["capacity_bps"] / best["capacity_bps"]
     lines = (
         f"stream mode carries {stream['capacity_bps'] / 1e3:.0f} kbit/s = {ratio:.2f}x the best "

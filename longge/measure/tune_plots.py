@@ -120,6 +120,8 @@ def plot_tune(summary: dict[str, Any], out: Path) -> list[Path]:
     import matplotlib.pyplot as plt
 
     rows = [r for r in summary["grid"] if not r.get("error")]
+    if not rows:
+        return []  # no point measured: nothing to draw (the report says why)
     ards = sorted({int(r["ard_us"]) for r in rows})
     arcs = sorted({int(r["arc"]) for r in rows})
     panels = [
