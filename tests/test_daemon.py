@@ -10,6 +10,7 @@ import signal
 import socket
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from daemonlink import Link, ip_packet, make_link
@@ -368,3 +369,70 @@ def test_a_normal_user_is_told_why_status_is_refused(tmp_path: os.PathLike[str])
     srv.close()
     said = ours.recv()
     assert "permission denied" in said and "sudo" in said, said
+
+
+def test_a_daemon_refuses_to_start_on_an_epoch_file_that_is_not_one(tmp_path: Path) -> None:
+    """Before: each radio process died on it at its first packet, and again every second."""
+    from daemonlink import LINK_KEY
+
+    from longge.config import NodeConfig
+    from longge.daemon import radio_tx
+    from longge.protocol.secure import SecurityError
+
+    cfg = NodeConfig(key=LINK_KEY, state_dir=str(tmp_path), control=str(tmp_path / "c.sock"))
+    radio_tx.epoch_file(cfg).write_text("-3\n")
+    sup = Supervisor(cfg, MemoryTun("m9"), network=False)
+    try:
+        with pytest.raises(SecurityError, match="remove it only together with the key"):
+            sup.start()
+    finally:
+        sup.shutdown()
+
+
+def test_the_radio_processes_die_with_a_killed_supervisor(air_path: str, tmp_path: Path) -> None:
+    """SIGKILL (or the OOM killer) on the supervisor: its radio processes must not live on
+    holding the radios and the TUN (once they did, until their stats filled the pipe nobody
+    read, and then hung there)."""
+    import multiprocessing
+
+    from daemonlink import LINK_KEY
+
+    from longge.config import NodeConfig
+
+    cfg = NodeConfig(
+        key=LINK_KEY, state_dir=str(tmp_path), control=str(tmp_path / "c.sock"), air=air_path
+    )
+    ctx = multiprocessing.get_context("fork")
+    pids_out, pids_in = ctx.Pipe(duplex=False)
+
+    def daemon() -> None:
+        sup = Supervisor(cfg, MemoryTun("k0"), network=False)
+        sup.start()
+        pids_in.send([w.proc.pid for w in sup.workers if w.proc is not None])
+        sup.run()
+
+    proc = ctx.Process(target=daemon)
+    proc.start()
+    try:
+        assert pids_out.poll(30)
+        workers = pids_out.recv()
+        assert len(workers) == 2 and all(alive(p) for p in workers)
+        os.kill(proc.pid, signal.SIGKILL)  # type: ignore[arg-type]
+        proc.join(10)
+        deadline = time.monotonic() + 20  # (they go at once; this only bounds a failure)
+        while any(alive(p) for p in workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(alive(p) for p in workers)
+    finally:
+        for p in [proc.pid] + (workers if "workers" in locals() else []):
+            with contextlib.suppress(ProcessLookupError, TypeError):
+                os.kill(p, signal.SIGKILL)  # type: ignore[arg-type]
+
+
+def alive(pid: int) -> bool:
+    """Running: not gone and not a zombie (an orphan's zombie waits for init)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"

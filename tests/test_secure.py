@@ -182,6 +182,22 @@ def test_keys_and_state_dirs_are_checked(tmp_path: Path) -> None:
         EpochStore(tmp_path / "garbled").next()
 
 
+@pytest.mark.parametrize("text", ["", "\n", "-3\n", str(1 << 32) + "\n", "\xff\xfe"])
+def test_an_epoch_or_mark_file_that_is_not_one_never_starts_over(tmp_path: Path, text: str) -> None:
+    """An empty epoch file once read as 0: the next epoch was 1 again, the same nonces under
+    the same key; -3 gave epoch -2 and an OverflowError at the first packet. A missing file is
+    a first start; one that is there must hold a number in range, or nothing starts."""
+    store = EpochStore(tmp_path / "epoch")
+    assert [store.next(), store.next()] == [1, 2]
+    (tmp_path / "epoch").write_text(text)
+    with pytest.raises(SecurityError, match="remove it only together with the key"):
+        store.next()
+    (tmp_path / "mark").write_text(text)
+    if text.strip() != str(1 << 32):  # (a mark may be that large: it is 64 bits)
+        with pytest.raises(SecurityError):
+            Opener([UP], state=tmp_path / "mark")
+
+
 def test_two_daemons_check_one_state_dir_at_once(tmp_path: Path) -> None:
     """The testbed's base and mobile start together and share a state directory: neither may
     take the other's write probe for a failure (one probe name for both failed a start)."""

@@ -29,8 +29,11 @@ def make_opener(cfg: NodeConfig) -> secure.Opener | None:
         return None
     peer = "mobile" if cfg.role == "base" else "base"
     keys = [secure.direction_key(k, peer) for k in (cfg.key, cfg.previous_key) if k is not None]
-    state = Path(cfg.state_dir) / f"{cfg.tun}.{cfg.role}.rx-mark"
-    return secure.Opener(keys, state, clock=time.monotonic)
+    return secure.Opener(keys, mark_file(cfg), clock=time.monotonic)
+
+
+def mark_file(cfg: NodeConfig) -> Path:
+    return Path(cfg.state_dir) / f"{cfg.tun}.{cfg.role}.rx-mark"
 
 
 def make_reassembler(

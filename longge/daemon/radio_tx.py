@@ -36,11 +36,15 @@ def queue_limit_bytes(cfg: NodeConfig) -> int:
     return max(3 * (cfg.mtu + 14), int(rate / 8 * cfg.queue_ms / 1000))
 
 
+def epoch_file(cfg: NodeConfig) -> Path:
+    return Path(cfg.state_dir) / f"{cfg.tun}.{cfg.role}.tx-epoch"
+
+
 def make_sealer(cfg: NodeConfig) -> secure.Sealer | None:
     """This node's sealer (None on an open link); its epoch is recorded before first use."""
     if cfg.key is None:
         return None
-    store = secure.EpochStore(Path(cfg.state_dir) / f"{cfg.tun}.{cfg.role}.tx-epoch")
+    store = secure.EpochStore(epoch_file(cfg))
     return secure.Sealer(secure.direction_key(cfg.key, cfg.role), store.next)
 
 

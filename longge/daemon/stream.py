@@ -59,6 +59,8 @@ TO_TX, FOR_SENDER = b"o", b"i"
 #: and a backlog of a few hundred (the sender's default) kept a ping ~50 ms behind a UDP
 #: stream at saturation.
 SENDER_BACKLOG = 8
+#: Control frames (ACKs, resyncs) from our RX process that wait for the TX radio at most.
+CONTROL_BACKLOG = 16
 
 
 def _arq_stats(s: ArqStats) -> dict[str, int]:
@@ -81,7 +83,9 @@ def run_tx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
     sender = ArqSender(backlog=SENDER_BACKLOG)
     burst = cfg.radio.timing().stream_burst_frames
     in_burst = 0
-    control: deque[bytes] = deque()  # our receiver's ACKs, sent before any data
+    # our receiver's ACKs, sent before any data; bounded, for a TX radio that is away while the
+    # RX radio hears on (each ACK says all its older ones did, and the receiver repeats them)
+    control: deque[bytes] = deque(maxlen=CONTROL_BACKLOG)
     waiting: deque[bytes] = deque()  # frames of the packet being loaded into the sender
     queue = FairQueue(queue_limit_bytes(cfg), cfg.queue_ms / 1000, fair=cfg.queue == "fair")
     c: dict[str, Any] = dict.fromkeys(

@@ -14,6 +14,7 @@ silent shows as link "down" and comes back by itself when its keepalives do.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
 import multiprocessing as mp
 import os
@@ -55,6 +56,33 @@ class _Worker:
         self.last_exit: int | None = None
 
 
+def _radio_process(
+    target: Callable[[NodeConfig, Tun, Connection], None],
+    inherited: list[Any],
+    supervisor: int,
+    cfg: NodeConfig,
+    tun: Tun,
+    conn: Connection,
+) -> None:
+    """A radio process's start: let go of what it inherited of the supervisor's, and die with
+    the supervisor however it ends (killed too: ``daemon=True`` covers only a clean exit).
+    Once a killed supervisor left both radio processes running, holding the radios and the TUN,
+    until their stats filled the pipe nobody read and they hung."""
+    for obj in inherited:
+        with contextlib.suppress(OSError):
+            obj.close()
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # (not the supervisor's handler, forked)
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if os.getppid() != supervisor:  # it was gone before the line above
+        return
+    target(cfg, tun, conn)
+
+
+#: prctl(2): the signal this process gets when its parent dies.
+PR_SET_PDEATHSIG = 1
+
+
 class Supervisor:
     def __init__(self, cfg: NodeConfig, tun: Tun | None = None, network: bool = True) -> None:
         """``tun`` None: create the Linux TUN named in the config. ``network``: configure the
@@ -93,6 +121,9 @@ class Supervisor:
         cfg = self.cfg
         if cfg.key is not None:
             secure.check_state_dir(cfg.state_dir)
+            # before a radio process would die on one, again and again
+            secure.check_state_file(radio_tx.epoch_file(cfg), secure.COUNTER_SPACE)
+            secure.check_state_file(radio_rx.mark_file(cfg), 1 << 64)
         self.tun = self._tun if self._tun is not None else LinuxTun(cfg.tun, cfg.mtu)
         if self._network:
             configure_link(self.tun.name, cfg.address, cfg.mtu, cfg.txqueuelen)
@@ -104,9 +135,14 @@ class Supervisor:
     def _spawn(self, w: _Worker) -> None:
         parent, child = _CTX.Pipe()
         assert self.tun is not None
+        # what the forked process would hold of ours: the supervisor's ends of the pipes (its
+        # own too, or a dead supervisor never reads as EOF there), the control socket
+        inherited: list[Any] = [parent, *(o.conn for o in self.workers if o.conn is not None)]
+        if self._control is not None:
+            inherited += [self._control.sock, *self._control.clients]
         w.proc = _CTX.Process(
-            target=w.target,
-            args=(self.cfg, self.tun, child),
+            target=_radio_process,
+            args=(w.target, inherited, os.getpid(), self.cfg, self.tun, child),
             name=f"longge-{w.which}",
             daemon=True,  # never outlive the supervisor
         )

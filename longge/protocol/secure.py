@@ -110,15 +110,32 @@ def _write_atomic(path: Path, text: str, sync: bool) -> None:
             os.close(dir_fd)
 
 
-def _read_int(path: Path) -> int:
+def _read_int(path: Path, limit: int) -> int:
+    """The number in ``path`` (0 if there is no file), in 0..limit-1. A file that is there but
+    empty, negative or too large is refused: read as 0 it would start the epochs (or the replay
+    mark) over, and reuse nonces under the same key (its writes are atomic: a file cut short by
+    a crash cannot happen)."""
     try:
-        return int(path.read_text().strip() or "0")
+        text = path.read_text().strip()
     except FileNotFoundError:
         return 0
-    except OSError as exc:
-        raise SecurityError(f"cannot read {path}: {exc.strerror}") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SecurityError(f"cannot read {path}: {exc}") from exc
+    try:
+        value = int(text)
+        if not 0 <= value < limit:
+            raise ValueError
     except ValueError as exc:
-        raise SecurityError(f"{path}: not a number; remove it only together with the key") from exc
+        raise SecurityError(
+            f"{path}: {text[:20]!r} is not a number in 0..{limit - 1}; remove it only together "
+            "with the key (make a new one: ./run.sh keygen)"
+        ) from exc
+    return value
+
+
+def check_state_file(path: str | Path, limit: int) -> None:
+    """Refuse to start on an epoch or replay-mark file that is not one (see _read_int)."""
+    _read_int(Path(path), limit)
 
 
 def check_state_dir(path: str | Path) -> None:
@@ -147,7 +164,7 @@ class EpochStore:
         self.path = Path(path)
 
     def next(self) -> int:
-        epoch = _read_int(self.path) + 1
+        epoch = _read_int(self.path, COUNTER_SPACE) + 1
         if epoch >= COUNTER_SPACE:
             raise SecurityError(f"{self.path}: epochs exhausted; generate a new key")
         try:
@@ -202,7 +219,7 @@ class Opener:
         self.opened = 0
         self.state = Path(state) if state is not None else None
         self._clock = clock
-        self._highest = _read_int(self.state) if self.state is not None else 0
+        self._highest = _read_int(self.state, 1 << 64) if self.state is not None else 0
         # Everything at or below a stored mark counts as seen.
         self._bitmap = (1 << WINDOW) - 1 if self._highest else 0
         self._saved = self._highest
