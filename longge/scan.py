@@ -188,21 +188,28 @@ def run(
                 "no radio configured and no emulator running: "
                 "sudo ./run.sh testbed up (then scan again), or --air SOCKET"
             )
-        if wifi:
-            query(air, wire.interferer_message(wifi, duty))
         radio = SimRadio(air=air, name="scanner")
         where = f"emulated radio on {air}"
-        if traffic and testbed.status().get("up"):
-            ping = ["ping", "-q", "-i", "0.01", "-s", "600", "-w", "600", testbed.BASE_IP]
-            proc = subprocess.Popen(
-                ["ip", "netns", "exec", "lg-mobile", *ping],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-            time.sleep(1.0)  # the pings flow both ways before the first sweep (RTT ~20 ms)
-        if not radio.begin():
-            raise LongGeError(f"the emulator at {air} does not answer")
-        configure(radio, RadioOptions(), channel=0)
+        try:  # (what this sets up is undone below, also when it fails half-way)
+            if wifi:
+                query(air, wire.interferer_message(wifi, duty))
+            if traffic and testbed.status().get("up"):
+                ping = ["ping", "-q", "-i", "0.01", "-s", "600", "-w", "600", testbed.BASE_IP]
+                proc = subprocess.Popen(
+                    ["ip", "netns", "exec", "lg-mobile", *ping],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+                time.sleep(1.0)  # the pings flow both ways before the first sweep (RTT ~20 ms)
+            if not radio.begin():
+                raise LongGeError(f"the emulator at {air} does not answer")
+            configure(radio, RadioOptions(), channel=0)
+        except BaseException:
+            if proc is not None:
+                proc.terminate()
+            with contextlib.suppress(OSError, ValueError):
+                query(air, wire.CLEAR_INTERFERERS)
+            raise
     say(f"{sweeps} sweeps of channels 0..125, {dwell_us} µs each, {where}")
     started = time.monotonic()
     try:

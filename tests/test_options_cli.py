@@ -143,8 +143,12 @@ def test_everyday_commands_refuse_clearly(
             ["status", "--watch", "--interval", "nan", "--control", "/nonexistent.sock"],
             "--interval",
         ),
+        (["scan", "--sweeps", "0"], "--sweeps"),
+        (["scan", "--wifi", "14"], "--wifi"),
+        (["scan", "--wifi", "0"], "--wifi"),
+        (["scan", "--wifi", "1", "--duty", "2"], "--duty"),
     ):
-        host = [] if argv[0] == "status" else ["--host", "192.0.2.1"]
+        host = [] if argv[0] in ("status", "scan") else ["--host", "192.0.2.1"]
         assert main([*argv, *host]) == 2, argv
         err = capsys.readouterr().err
         assert f"{key} = " in err and "Traceback" not in err, (argv, err)

@@ -59,3 +59,23 @@ def test_what_was_measured_is_kept_whatever_stops_the_job(
         assert any("iperf3 died" in s for s in said)
     else:
         assert "error" not in summary and "interrupted" not in summary
+
+
+def test_a_results_folder_given_twice_keeps_both_runs_trials(tmp_path: Path) -> None:
+    """Once the second run numbered its trials from 1 again and wrote over trials/001.csv."""
+    first = ResultsDir(tmp_path)
+    first.add_trial({"offered_bps": 1}, [{"t": 1}])
+    first.add_trial({"offered_bps": 2}, [{"t": 2}])
+    again = ResultsDir(tmp_path)
+    assert again.add_trial({"offered_bps": 3}, [{"t": 3}]) == 3
+    assert (tmp_path / "trials" / "001.csv").read_text().splitlines()[1] == "1"
+
+
+def test_a_results_folder_that_cannot_be_one_is_named(tmp_path: Path) -> None:
+    """--out naming a file: once a NotADirectoryError traceback."""
+    from longge.measure.results import ResultsError
+
+    a_file = tmp_path / "afile"
+    a_file.write_text("x")
+    with pytest.raises(ResultsError, match=r"afile.*choose another with --out"):
+        ResultsDir(a_file)

@@ -219,10 +219,19 @@ def cmd_doctor(ns: argparse.Namespace) -> int:
 
 
 def cmd_scan(ns: argparse.Namespace) -> int:
+    import math
     from pathlib import Path
 
     from longge import scan
 
+    for key, value, ok, allowed in (
+        ("--sweeps", ns.sweeps, 1 <= ns.sweeps <= 100_000, "1..100000"),
+        ("--dwell-us", ns.dwell_us, 130 <= ns.dwell_us <= 1_000_000, "130..1000000 µs"),
+        ("--wifi", ns.wifi, ns.wifi is None or 1 <= ns.wifi <= 13, "a Wi-Fi channel, 1..13"),
+        ("--duty", ns.duty, math.isfinite(ns.duty) and 0 < ns.duty <= 1, "0..1 of air time"),
+    ):
+        if not ok:
+            raise ConfigError(key, value, allowed)
     try:
         done = scan.run(
             config_path=ns.config,
@@ -237,7 +246,7 @@ def cmd_scan(ns: argparse.Namespace) -> int:
             say=lambda s: print(f"scan: {s}", flush=True),
             progress=progress_bar("scan"),
         )
-    except LongGeError as exc:
+    except (LongGeError, OSError, ValueError) as exc:  # (the air refused or went away)
         print(f"scan: {exc}", file=sys.stderr)
         return 1
     if sys.stderr.isatty():

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from longge import __version__
+from longge.errors import LongGeError
 
 #: The version of the results' format (docs/results.md): written into every summary.json and
 #: experiment JSON; raised when a field changes meaning or goes away.
@@ -74,15 +75,30 @@ def default_dir(kind: str) -> Path:
     return results_root() / f"{time.strftime('%Y%m%d-%H%M%S')}-{kind}"
 
 
+class ResultsError(LongGeError):
+    """The results folder cannot be made or written (names it and why)."""
+
+
 class ResultsDir:
+    """A run's folder. One that already holds trials (``--out`` given twice, a resumed tune)
+    goes on numbering after them: no trial's file is written over."""
+
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        (self.path / "trials").mkdir(parents=True, exist_ok=True)
-        self._n = 0
         self._csv = self.path / "trials.csv"
-        if not self._csv.exists():
-            with open(self._csv, "w", newline="") as f:
-                csv.DictWriter(f, TRIAL_FIELDS).writeheader()
+        try:
+            (self.path / "trials").mkdir(parents=True, exist_ok=True)
+            if not self._csv.exists():
+                with open(self._csv, "w", newline="") as f:
+                    csv.DictWriter(f, TRIAL_FIELDS).writeheader()
+            with open(self._csv, newline="") as f:
+                self._n = max((_trial_no(r) for r in csv.DictReader(f)), default=0)
+        except (OSError, UnicodeDecodeError) as exc:
+            raise self._error(exc) from exc
+
+    def _error(self, exc: Exception) -> ResultsError:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        return ResultsError(f"results folder {self.path}: {why} (choose another with --out)")
 
     def write_summary(self, summary: dict[str, Any], name: str = "summary.json") -> Path:
         """The findings, stamped with the results' format version (``schema``)."""
@@ -91,21 +107,34 @@ class ResultsDir:
     def write_json(self, name: str, obj: Any) -> Path:
         p = self.path / name
         tmp = p.with_suffix(".tmp")
-        tmp.write_text(json.dumps(obj, indent=2, default=str))
-        os.replace(tmp, p)
+        try:
+            tmp.write_text(json.dumps(obj, indent=2, default=str))
+            os.replace(tmp, p)
+        except OSError as exc:  # a full disk: said, not a traceback
+            raise self._error(exc) from exc
         return p
 
     def add_trial(self, row: dict[str, Any], records: list[dict[str, Any]]) -> int:
         self._n += 1
         row = {"trial": self._n, **row}
-        with open(self._csv, "a", newline="") as f:
-            csv.DictWriter(f, TRIAL_FIELDS, extrasaction="ignore").writerow(row)
-        if records:
-            with open(self.path / "trials" / f"{self._n:03d}.csv", "w", newline="") as f:
-                w = csv.DictWriter(f, list(records[0]))
-                w.writeheader()
-                w.writerows(records)
+        try:
+            with open(self._csv, "a", newline="") as f:
+                csv.DictWriter(f, TRIAL_FIELDS, extrasaction="ignore").writerow(row)
+            if records:
+                with open(self.path / "trials" / f"{self._n:03d}.csv", "w", newline="") as f:
+                    w = csv.DictWriter(f, list(records[0]))
+                    w.writeheader()
+                    w.writerows(records)
+        except OSError as exc:
+            raise self._error(exc) from exc
         return self._n
+
+
+def _trial_no(row: dict[str, Any]) -> int:
+    try:
+        return int(row.get("trial") or 0)
+    except ValueError:
+        return 0
 
 
 def read_summary(path: str | Path) -> dict[str, Any]:
