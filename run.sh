@@ -47,8 +47,11 @@ install_debian_packages() {
         return 1
     fi
     say "installing Debian packages: ${missing[*]}"
-    DEBIAN_FRONTEND=noninteractive apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq || say "apt-get update failed (above)"
+    if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null; then
+        say "could not install: ${missing[*]} (apt-get above); the next run tries again"
+        return 1
+    fi
 }
 
 bootstrap() {
@@ -68,6 +71,11 @@ bootstrap() {
         exit 1
     fi
     py=$(pick_python) || { say "Python >= 3.11 is required"; exit 1; }
+    if [ -x "$venv/bin/python" ] && ! "$venv/bin/python" -m pip --version >/dev/null 2>&1; then
+        # a first run stopped half-way (ensurepip had not run) or a Python that went away
+        say "the venv in .venv is incomplete: making it again"
+        rm -rf "$venv"
+    fi
     if [ ! -x "$venv/bin/python" ]; then
         say "creating virtual environment in .venv ($py)"
         if ! "$py" -m venv "$venv" 2>/dev/null; then
@@ -112,6 +120,16 @@ build_air() {
             return 0
         fi
     fi
+    # Its crates need Rust 1.71 (serde_json), and its Cargo.lock cargo 1.78: older distribution
+    # toolchains (Debian 12's 1.63) cannot build it; say so rather than fail below.
+    local rust_minor
+    rust_minor=$(rustc --version 2>/dev/null | sed -n 's/^rustc 1\.\([0-9]*\).*/\1/p')
+    if [ -n "$rust_minor" ] && [ "$rust_minor" -lt 78 ]; then
+        say "Rust 1.$rust_minor is too old for the compiled air (it needs 1.78 or later, e.g. from"
+        say "rustup); the Python air is used instead (slower: docs/emulator.md)"
+        export LONGGE_AIR_SERVER=python
+        return 0
+    fi
     say "building the air emulator (emulator/, cargo build --release)"
     if ! "$cargo_bin" build --release --quiet --locked --manifest-path "$crate/Cargo.toml"; then
         say "building the air emulator failed (above): the Python air is used instead (slower)"
@@ -146,7 +164,10 @@ run_tests() {
     "$py" -m pytest "$@"
 }
 
+# One bootstrap at a time (two terminals on a fresh clone would share one venv being made).
+if { exec 9>>"$here/.run.lock"; } 2>/dev/null; then flock 9 2>/dev/null || true; fi
 bootstrap
+flock -u 9 2>/dev/null || true
 build_air
 cmd=${1:-help}
 case "$cmd" in
