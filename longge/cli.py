@@ -12,11 +12,22 @@ from longge.commands import measure, node
 from longge.errors import ConfigError, LongGeError
 
 
+def port(text: str) -> int:
+    """A TCP/UDP port, 1..65535 (argparse says which option, exit 2)."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if not 1 <= n <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port (1..65535)")
+    return n
+
+
 def _add_server_arguments(p: argparse.ArgumentParser) -> None:
     """Where the base station's servers listen, and the testbed's queue: the same for every
     command that measures (tTest, lTest, tune, experiment)."""
-    p.add_argument("-p", "--port", type=int, default=5201, help="iperf3 server port (--host)")
-    p.add_argument("--rtt-port", type=int, default=7770, help="RTT echo server port (--host)")
+    p.add_argument("-p", "--port", type=port, default=5201, help="iperf3 server port (--host)")
+    p.add_argument("--rtt-port", type=port, default=7770, help="RTT echo server port (--host)")
     p.add_argument(
         "--queue",
         choices=["fair", "fifo"],
@@ -181,8 +192,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=measure.cmd_tune)
 
     p = sub.add_parser("servers", help="base station: iperf3 server and RTT echo server")
-    p.add_argument("--iperf-port", type=int, default=5201, help="iperf3 server port (tcp+udp)")
-    p.add_argument("--rtt-port", type=int, default=7770, help="RTT echo server port (udp)")
+    p.add_argument("--iperf-port", type=port, default=5201, help="iperf3 server port (tcp+udp)")
+    p.add_argument("--rtt-port", type=port, default=7770, help="RTT echo server port (udp)")
     p.add_argument("--log-dir", help="write a line per iperf3 test here")
     p.set_defaults(func=measure.cmd_servers)
 

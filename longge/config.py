@@ -351,10 +351,9 @@ def _read_key(name: str, source: str, value: object) -> bytes:
     if source.endswith("_file"):
         try:
             text = Path(value).read_text()
-        except OSError as exc:
-            raise ConfigError(
-                name, value, f"a readable file holding the key ({exc.strerror})"
-            ) from exc
+        except (OSError, UnicodeDecodeError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) else "not text"
+            raise ConfigError(name, value, f"a readable file holding the key ({why})") from exc
         return parse_key(text, name)
     return parse_key(value, name)
 

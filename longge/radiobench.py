@@ -51,8 +51,8 @@ class BenchPlan:
     backend: str = "sim"
 
     def __post_init__(self) -> None:
-        if not isinstance(self.seconds, int | float) or not self.seconds > 0:
-            raise ConfigError("seconds", self.seconds, "a duration > 0")
+        if not isinstance(self.seconds, int | float) or not 0 < self.seconds <= 3600:
+            raise ConfigError("seconds", self.seconds, "a duration of 0..3600 s")  # (not inf)
         if self.backend not in ("sim", "rf24"):
             raise ConfigError("backend", self.backend, "sim or rf24")
 

@@ -130,6 +130,9 @@ def test_everyday_commands_refuse_clearly(
     assert "no results folder" in err and "Traceback" not in err
     assert main(["help"]) == 0
     assert "./run.sh test" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as stop:  # argparse's own refusal names the option
+        main(["tTest", "-p", "70000", "--host", "192.0.2.1"])
+    assert stop.value.code == 2 and "--port" in capsys.readouterr().err
     # a sweep's own numbers, before any testbed or server is touched
     for argv, key in (
         (["lTest", "--capacity", "nan"], "capacity"),
@@ -147,8 +150,15 @@ def test_everyday_commands_refuse_clearly(
         (["scan", "--wifi", "14"], "--wifi"),
         (["scan", "--wifi", "0"], "--wifi"),
         (["scan", "--wifi", "1", "--duty", "2"], "--duty"),
+        (["tTest", "--host", ""], "--host"),
+        (["radio-bench", "--seconds", "inf"], "seconds"),
+        (["status", "--watch", "--count", "0", "--control", "/nonexistent.sock"], "--count"),
+        (["keygen", "--out", "/nonexistent/folder/key"], "--out"),
+        (["air", "--socket", __file__], "--socket"),  # a file of ours: never deleted
+        (["servers", "--log-dir", "/nonexistent/folder"], "--log-dir"),
     ):
-        host = [] if argv[0] in ("status", "scan") else ["--host", "192.0.2.1"]
+        own = ("status", "scan", "radio-bench", "keygen", "air", "servers")
+        host = [] if argv[0] in own or "--host" in argv else ["--host", "192.0.2.1"]
         assert main([*argv, *host]) == 2, argv
         err = capsys.readouterr().err
         assert f"{key} = " in err and "Traceback" not in err, (argv, err)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import os
 import signal
 import sys
 from typing import Any
@@ -20,6 +21,9 @@ def _interrupt(*_: object) -> None:
 def cmd_servers(ns: argparse.Namespace) -> int:
     from longge.measure.servers import run_servers
 
+    log_dir = ns.log_dir
+    if log_dir is not None and not (os.path.isdir(log_dir) and os.access(log_dir, os.W_OK)):
+        raise ConfigError("--log-dir", ns.log_dir, "an existing folder it can write in")
     counters = run_servers(
         ns.iperf_port, ns.rtt_port, ns.log_dir, ready=lambda s: print(f"servers: {s}", flush=True)
     )

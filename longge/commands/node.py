@@ -37,12 +37,34 @@ def cmd_modem_bench(ns: argparse.Namespace) -> int:
     return 0 if result["completed"] else 1
 
 
+def check_air_socket(path: str) -> None:
+    """The air binds ``path`` after removing what is there: only ever an old air's socket,
+    never a file of the user's nor a running air's (once: any path, deleted)."""
+    import stat
+
+    from longge.air import native
+
+    if len(os.fsencode(path)) > 107:
+        raise ConfigError("--socket", path, "a path of at most 107 bytes (a Unix socket's)")
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return  # (the air makes its folder)
+    except OSError as exc:
+        raise ConfigError("--socket", path, f"a path the air can bind ({exc.strerror})") from exc
+    if not stat.S_ISSOCK(mode):
+        raise ConfigError("--socket", path, "a new path or an old air's socket, not a file")
+    if native.serving(path):
+        raise ConfigError("--socket", path, "a free path: an air emulator serves there already")
+
+
 def cmd_air(ns: argparse.Namespace) -> int:
     from longge.air import native
     from longge.air.loss import LossModel, loss_from_args
     from longge.air.server import AirServer
 
     loss = loss_from_args(ns)
+    check_air_socket(ns.socket)
     if not native.use_python():  # the compiled server (LONGGE_AIR_SERVER=python: this one)
         args = native.command(ns.socket, loss)
         sys.stdout.flush()
@@ -136,6 +158,8 @@ def cmd_status(ns: argparse.Namespace) -> int:
 
         if not 0 < ns.interval < 3600:  # (NaN and inf are not)
             raise ConfigError("--interval", ns.interval, "a positive number of seconds")
+        if ns.count is not None and ns.count < 1:
+            raise ConfigError("--count", ns.count, "1 or more views")
         paths = _control_paths(ns)
         air = testbed.paths()["air"]
         on_testbed = not ns.control and air.exists()
@@ -272,8 +296,12 @@ def cmd_keygen(ns: argparse.Namespace) -> int:
     try:
         fd = os.open(ns.out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
-        print(f"keygen: {ns.out} exists; not overwriting a key (remove it first)", file=sys.stderr)
+        what = "is a folder" if os.path.isdir(ns.out) else "exists; not overwriting a key"
+        print(f"keygen: {ns.out} {what} (give a new file's path)", file=sys.stderr)
         return 1
+    except OSError as exc:
+        why = f"a new file in a writable folder ({exc.strerror})"
+        raise ConfigError("--out", ns.out, why) from exc
     with os.fdopen(fd, "w") as f:
         f.write(key + "\n")
     print(f"keygen: wrote {ns.out} (mode 0600); copy it to the other node's key_file")

@@ -49,7 +49,8 @@ def resolve_target(
     loss: AirLoss = NO_LOSS,
 ) -> tuple[Target, bool]:
     """The target, and whether we brought the testbed up ourselves."""
-    if host:
+    if host is not None:
+        check_host(host)
         controls = (LOCAL_CONTROL,) if os.path.exists(LOCAL_CONTROL) else ()
         return Target(host, iperf_port, rtt_port, None, controls), False
     p = testbed.paths()
@@ -63,6 +64,20 @@ def resolve_target(
         testbed.up(spec, say=lambda s: say(f"testbed: {s}"))
         started = True
     return testbed_target(), started
+
+
+def check_host(host: str) -> None:
+    """A base station's address that resolves (else every trial would fail on its own)."""
+    import socket
+
+    from longge.errors import ConfigError
+
+    try:
+        socket.getaddrinfo(host, None, type=socket.SOCK_DGRAM)
+        if not host.strip():
+            raise OSError("empty")
+    except (OSError, UnicodeError) as exc:
+        raise ConfigError("--host", host, f"the base station's address or name ({exc})") from exc
 
 
 def testbed_target() -> Target:

@@ -129,6 +129,9 @@ def run_servers(
     ready(f"iperf3 server on port {iperf_port}, RTT echo on UDP port {rtt_port}")
     try:
         core = rtt.serve(port=rtt_port, stop=stop)
+    except OSError as exc:  # the port taken, or not ours to bind
+        why = f"the RTT echo server cannot listen on UDP port {rtt_port}: {exc}"
+        raise ServersError(why) from exc
     finally:
         stop.set()
         iperf.join(3)
