@@ -334,7 +334,7 @@ def _says(log: Path, line: str, since: int = 0) -> bool:
         return line.encode() in f.read()
 
 
-def _running(pid: int) -> bool:
+def running(pid: int) -> bool:
     """Alive (not gone, not a zombie): /proc says, whoever the parent."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
@@ -358,7 +358,7 @@ def _wait_for(ok: Callable[[], bool], what: str, log: Path, pid: int | None = No
     while time.monotonic() < deadline:
         if ok():
             return
-        if pid is not None and not _running(pid):
+        if pid is not None and not running(pid):
             why = "exited"
             break
         time.sleep(0.1)

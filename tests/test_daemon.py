@@ -398,6 +398,7 @@ def test_the_radio_processes_die_with_a_killed_supervisor(air_path: str, tmp_pat
     from daemonlink import LINK_KEY
 
     from longge.config import NodeConfig
+    from longge.testbed import running  # (alive, and not a zombie: an orphan's waits for init)
 
     cfg = NodeConfig(
         key=LINK_KEY, state_dir=str(tmp_path), control=str(tmp_path / "c.sock"), air=air_path
@@ -416,23 +417,14 @@ def test_the_radio_processes_die_with_a_killed_supervisor(air_path: str, tmp_pat
     try:
         assert pids_out.poll(30)
         workers = pids_out.recv()
-        assert len(workers) == 2 and all(alive(p) for p in workers)
+        assert len(workers) == 2 and all(running(p) for p in workers)
         os.kill(proc.pid, signal.SIGKILL)  # type: ignore[arg-type]
         proc.join(10)
         deadline = time.monotonic() + 20  # (they go at once; this only bounds a failure)
-        while any(alive(p) for p in workers) and time.monotonic() < deadline:
+        while any(running(p) for p in workers) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not any(alive(p) for p in workers)
+        assert not any(running(p) for p in workers)
     finally:
         for p in [proc.pid] + (workers if "workers" in locals() else []):
             with contextlib.suppress(ProcessLookupError, TypeError):
                 os.kill(p, signal.SIGKILL)  # type: ignore[arg-type]
-
-
-def alive(pid: int) -> bool:
-    """Running: not gone and not a zombie (an orphan's zombie waits for init)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
