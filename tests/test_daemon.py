@@ -199,6 +199,17 @@ def test_a_radio_process_that_dies_is_restarted(link: Link) -> None:
     assert link.send(link.mtun, pkts, to=link.btun) == pkts
 
 
+def test_sigterm_stops_a_radio_process_as_stop_does(link: Link) -> None:
+    """systemctl stop signals the whole group, and a killed supervisor its radio processes
+    (PR_SET_PDEATHSIG): each ends its loop and lets its radio go (exit 0), not killed where it
+    stands (-15) with the chip left listening, nor deaf to it (the supervisor's handler)."""
+    worker = link.base.workers[0]  # tx
+    assert worker.proc is not None and worker.proc.pid is not None
+    os.kill(worker.proc.pid, signal.SIGTERM)
+    worker.proc.join(10)
+    assert worker.proc.exitcode == 0
+
+
 def test_a_restarted_tx_process_seals_under_a_new_epoch_and_the_peer_takes_it(
     link: Link,
 ) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import struct
 
+import pytest
+
 from longge.daemon.fairqueue import MAX_FLOWS, SOJOURN_EDGES_MS, FairQueue, flow_key
 
 
@@ -143,3 +145,33 @@ def test_a_flood_of_new_flows_keeps_the_table_bounded_and_the_probe_served() -> 
     out = drain(q)
     assert out.count(probe) == 1
     assert q.packets == 0 and q.bytes == 0 and q.flow_count == 0  # all served, all forgotten
+
+
+def test_every_flow_keeps_its_order_when_flows_outnumber_the_queues(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Random pushes and pops over more flows than the queue keeps apart (4 here): each flow's
+    packets leave in the order they came. Once a flow of the shared queue got a queue of its
+    own as a slot freed, and its new packets overtook its older ones (TCP: needless resends)."""
+    import random
+
+    from longge.daemon import fairqueue
+
+    monkeypatch.setattr(fairqueue, "MAX_FLOWS", 4)
+    for seed in range(200):
+        rnd = random.Random(seed)
+        q = FairQueue(limit_bytes=1_000_000, max_age=10)
+        sent: dict[int, int] = {}
+        got: dict[int, list[int]] = {}
+        for _ in range(300):
+            if rnd.random() < 0.55:
+                flow = rnd.randrange(10)
+                sent[flow] = sent.get(flow, 0) + 1
+                q.push(udp(flow + 1, 5000, rnd.choice((100, 1400)), tag=sent[flow]), 0)
+            elif (p := q.pop(0)) is not None:
+                got.setdefault(p[15] - 1, []).append(int.from_bytes(p[4:6], "big"))
+        for p in drain(q):
+            got.setdefault(p[15] - 1, []).append(int.from_bytes(p[4:6], "big"))
+        for flow, tags in got.items():
+            assert tags == sorted(tags), (seed, flow, tags)
+        assert q.flow_count <= 5  # the 4 kept apart and the shared one

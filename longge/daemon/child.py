@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import time
 from collections.abc import Iterator
 from multiprocessing.connection import Connection
@@ -176,6 +177,10 @@ class Child:
         self.conn_fd = conn.fileno()  # for select(): a Connection is asked for it each time
         self.radio: Radio | None = None
         self.running = True
+        if schedule:
+            # SIGTERM (systemctl stop signals the whole group; the supervisor's death, by
+            # PR_SET_PDEATHSIG) ends the loop as "stop" does: the radio is let go of, powered down
+            signal.signal(signal.SIGTERM, lambda *_: setattr(self, "running", False))
         self.state = "starting"
         self.radio_attempts = 0
         self._next_stats = 0.0

@@ -96,7 +96,9 @@ class FairQueue:
         key = flow_key(packet) if self.fair else b""
         flow = self._flows.get(key)
         if flow is None:
-            if len(self._flows) >= MAX_FLOWS:
+            # (while the shared queue lasts, new flows join it: a flow of it given its own
+            # queue again would overtake its own older packets)
+            if len(self._flows) >= MAX_FLOWS or SHARED_KEY in self._flows:
                 key = SHARED_KEY
                 self.shared += 1
                 flow = self._flows.get(key)

@@ -71,7 +71,9 @@ def _radio_process(
     for obj in inherited:
         with contextlib.suppress(OSError):
             obj.close()
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # (not the supervisor's handler, forked)
+    # (not the supervisor's handler, forked: the process's Child sets its own, which stops the
+    # loop and lets the radio go; until then SIGTERM ends it)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
     if os.getppid() != supervisor:  # it was gone before the line above

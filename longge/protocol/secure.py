@@ -95,12 +95,14 @@ def direction_key(psk: bytes, sender_role: str) -> bytes:
 
 
 def _write_atomic(path: Path, text: str, sync: bool) -> None:
+    """``text`` in ``path``, whole or not at all, also across a power cut (the file's data on
+    disk before the rename: a renamed file that came back empty would stop the daemon, see
+    _read_int); ``sync``: the rename itself too, before returning."""
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "w") as f:
         f.write(text)
-        if sync:
-            f.flush()
-            os.fsync(f.fileno())
+        f.flush()
+        os.fsync(f.fileno())
     os.replace(tmp, path)
     if sync:
         dir_fd = os.open(path.parent, os.O_RDONLY)
