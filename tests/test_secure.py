@@ -193,7 +193,9 @@ def test_an_epoch_or_mark_file_that_is_not_one_never_starts_over(tmp_path: Path,
     with pytest.raises(SecurityError, match="remove it only together with the key"):
         store.next()
     (tmp_path / "mark").write_text(text)
-    if text.strip() != str(1 << 32):  # (a mark may be that large: it is 64 bits)
+    if not text.strip():  # the mark, written unsynced once a second, may come back empty
+        assert Opener([UP], state=tmp_path / "mark").highest == 0
+    elif text.strip() != str(1 << 32):  # (a mark may be that large: it is 64 bits)
         with pytest.raises(SecurityError):
             Opener([UP], state=tmp_path / "mark")
 

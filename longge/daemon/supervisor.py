@@ -125,7 +125,7 @@ class Supervisor:
             secure.check_state_dir(cfg.state_dir)
             # before a radio process would die on one, again and again
             secure.check_state_file(radio_tx.epoch_file(cfg), secure.COUNTER_SPACE)
-            secure.check_state_file(radio_rx.mark_file(cfg), 1 << 64)
+            secure.check_state_file(radio_rx.mark_file(cfg), secure.MARK_SPACE, empty_ok=True)
         self.tun = self._tun if self._tun is not None else LinuxTun(cfg.tun, cfg.mtu)
         if self._network:
             configure_link(self.tun.name, cfg.address, cfg.mtu, cfg.txqueuelen)

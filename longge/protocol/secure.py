@@ -54,6 +54,8 @@ OVERHEAD = SEQ_LEN + TAG_LEN
 #: How far below the highest accepted number a late (unseen) packet is still accepted.
 WINDOW = 64
 COUNTER_SPACE = 1 << 32
+#: The replay mark's range: (epoch << 32) | counter.
+MARK_SPACE = 1 << 64
 SAVE_EVERY_S = 1.0
 
 
@@ -95,14 +97,15 @@ def direction_key(psk: bytes, sender_role: str) -> bytes:
 
 
 def _write_atomic(path: Path, text: str, sync: bool) -> None:
-    """``text`` in ``path``, whole or not at all, also across a power cut (the file's data on
-    disk before the rename: a renamed file that came back empty would stop the daemon, see
-    _read_int); ``sync``: the rename itself too, before returning."""
+    """``text`` in ``path``, whole or not at all; ``sync``: on disk before returning, also
+    across a power cut (the epoch). Without it (the replay mark, once a second: an fsync on a
+    Pi's SD card can hold the RX process for tens of ms) a power cut may leave it empty."""
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "w") as f:
         f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
+        if sync:
+            f.flush()
+            os.fsync(f.fileno())
     os.replace(tmp, path)
     if sync:
         dir_fd = os.open(path.parent, os.O_RDONLY)
@@ -112,17 +115,20 @@ def _write_atomic(path: Path, text: str, sync: bool) -> None:
             os.close(dir_fd)
 
 
-def _read_int(path: Path, limit: int) -> int:
+def _read_int(path: Path, limit: int, empty_ok: bool = False) -> int:
     """The number in ``path`` (0 if there is no file), in 0..limit-1. A file that is there but
-    empty, negative or too large is refused: read as 0 it would start the epochs (or the replay
-    mark) over, and reuse nonces under the same key (its writes are atomic: a file cut short by
-    a crash cannot happen)."""
+    empty, negative or too large is refused: the epoch, read as 0, would start over and reuse
+    nonces under the same key (it is written synced: a power cut cannot empty it). ``empty_ok``:
+    an empty file reads as 0 (the replay mark, written unsynced: a power cut may empty it, and
+    then packets older than the last start may be taken once, as before it was kept)."""
     try:
         text = path.read_text().strip()
     except FileNotFoundError:
         return 0
     except (OSError, UnicodeDecodeError) as exc:
         raise SecurityError(f"cannot read {path}: {exc}") from exc
+    if not text and empty_ok:
+        return 0
     try:
         value = int(text)
         if not 0 <= value < limit:
@@ -135,9 +141,9 @@ def _read_int(path: Path, limit: int) -> int:
     return value
 
 
-def check_state_file(path: str | Path, limit: int) -> None:
+def check_state_file(path: str | Path, limit: int, empty_ok: bool = False) -> None:
     """Refuse to start on an epoch or replay-mark file that is not one (see _read_int)."""
-    _read_int(Path(path), limit)
+    _read_int(Path(path), limit, empty_ok)
 
 
 def check_state_dir(path: str | Path) -> None:
@@ -221,7 +227,7 @@ class Opener:
         self.opened = 0
         self.state = Path(state) if state is not None else None
         self._clock = clock
-        self._highest = _read_int(self.state, 1 << 64) if self.state is not None else 0
+        self._highest = _read_int(self.state, MARK_SPACE, empty_ok=True) if self.state else 0
         # Everything at or below a stored mark counts as seen.
         self._bitmap = (1 << WINDOW) - 1 if self._highest else 0
         self._saved = self._highest
