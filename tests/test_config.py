@@ -341,3 +341,14 @@ def test_the_testbed_spec_writes_configs_the_daemons_read_back(
         with pytest.raises(ConfigError) as err:
             testbed.TestbedSpec(**bad)  # type: ignore[arg-type]
         assert key_name in str(err.value.key)
+
+
+def test_a_key_file_that_is_not_text_is_named(tmp_path: Path) -> None:
+    """Once a UnicodeDecodeError out of daemon --config and doctor --config."""
+    key = tmp_path / "key"
+    key.write_bytes(bytes(range(128, 256)))
+    f = tmp_path / "node.toml"
+    f.write_text(f'[security]\nkey_file = "{key}"\n')
+    with pytest.raises(ConfigError) as err:
+        config.load(f)
+    assert err.value.key == "security.key_file" and "not text" in str(err.value)
