@@ -65,11 +65,18 @@ class LinuxTun:
         self.mtu = mtu
 
     def read(self) -> bytes:
-        """One packet, or b"" if none is waiting."""
+        """One packet, or b"" if none is waiting. TunError once the interface is gone (deleted
+        under the daemon: its descriptor reads EBADFD from then on, and select() finds it
+        readable every time)."""
         try:
             return os.read(self.fd, self.mtu + 64)
         except BlockingIOError:
             return b""
+        except OSError as exc:
+            raise TunError(
+                f"the interface {self.name} cannot be read any more ({exc.strerror}): was it "
+                "deleted? The daemon stops; start it again to create the interface"
+            ) from exc
 
     def write(self, packet: bytes) -> int:
         try:

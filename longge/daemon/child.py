@@ -254,6 +254,13 @@ class Child:
                 self.state = f"radio_error: {exc}"
                 self.reinitialise("settings did not stick")
 
+    def fail(self, message: str) -> None:
+        """Something the process cannot go on without (the TUN interface gone): the loop ends,
+        and the supervisor stops the daemon with ``message``."""
+        with contextlib.suppress(BrokenPipeError, OSError):
+            self.conn.send(("fatal", message))
+        self.running = False
+
     def stats_due(self, now: float) -> bool:
         """Time to send the counters (every STATS_EVERY_S)? The loops run once per frame, so
         they build the stats only when this says so."""

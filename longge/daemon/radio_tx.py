@@ -23,7 +23,7 @@ from longge.config import NodeConfig
 from longge.daemon.child import FIFO_FULL, Child, on_irq, take_edges, waitable
 from longge.daemon.fairqueue import SOJOURN_EDGES_MS, FairQueue
 from longge.protocol import Fragmenter, secure
-from longge.tun import Tun
+from longge.tun import Tun, TunError
 
 #: After this many MAX_RT in a row the radio is re-initialised (the interface stays up).
 MAX_RT_STORM = 64
@@ -119,7 +119,11 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
         now = time.monotonic()
         radio = child.ensure_radio(now)
         take_edges(radio)
-        read_tun(tun, cfg, radio is not None, queue, c, now)
+        try:
+            read_tun(tun, cfg, radio is not None, queue, c, now)
+        except TunError as exc:
+            child.fail(str(exc))
+            break
         if radio is not None:
             # 5. max_rt (checked first: it decides what the FIFO holds)
             sent_ok, max_rt, _ = radio.what_happened()

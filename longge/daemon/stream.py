@@ -50,7 +50,7 @@ from longge.protocol.arq import (
     ArqStats,
 )
 from longge.protocol.arq_receiver import ArqReceiver
-from longge.tun import Tun
+from longge.tun import Tun, TunError
 
 REASSEMBLY_TIMEOUT_S = 5.0
 TO_TX, FOR_SENDER = b"o", b"i"
@@ -151,7 +151,11 @@ def run_tx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
         if radio is not None:
             fill(radio, now)
         if look(tun):
-            read_tun(tun, cfg, radio is not None, queue, c, now)
+            try:
+                read_tun(tun, cfg, radio is not None, queue, c, now)
+            except TunError as exc:
+                child.fail(str(exc))
+                break
         # the packets the sender has room for, cut into frames
         offered = False
         while True:

@@ -34,7 +34,7 @@ from longge.errors import ConfigError
 from longge.protocol import secure
 from longge.radio.options import LINK_KEYS
 from longge.roles import Undo, setup_role
-from longge.tun import LinuxTun, Tun, configure_link
+from longge.tun import LinuxTun, Tun, TunError, configure_link
 
 _CTX = mp.get_context("fork")
 RESTART_AFTER_S = 1.0
@@ -97,6 +97,8 @@ class Supervisor:
         self.started = time.monotonic()
         self._undo: list[Undo] = []
         self._stop = False
+        #: why a radio process stopped the daemon (the TUN interface gone), raised by run()
+        self.error: str | None = None
         self._control: control.ControlServer | None = None
         self.mode_changes = 0
 
@@ -154,7 +156,8 @@ class Supervisor:
         w.died_at = None
 
     def run(self) -> None:
-        """Serve until SIGTERM/SIGINT or :meth:`request_stop`."""
+        """Serve until SIGTERM/SIGINT or :meth:`request_stop`; TunError once a radio process
+        found the interface gone."""
         signal.signal(signal.SIGTERM, self.request_stop)
         signal.signal(signal.SIGINT, self.request_stop)
         self.start()
@@ -163,6 +166,8 @@ class Supervisor:
                 self.step(0.5)
         finally:
             self.shutdown()
+        if self.error is not None:
+            raise TunError(self.error)
 
     def step(self, timeout: float) -> None:
         if self._control is None:  # not started, or shut down
@@ -188,6 +193,9 @@ class Supervisor:
                     kind, payload = w.conn.recv()
                     if kind == "stats":
                         w.stats = payload
+                    elif kind == "fatal":  # (Child.fail) the daemon cannot go on
+                        self.error = str(payload)
+                        self._stop = True
         if w.died_at is None and w.proc is not None and not w.proc.is_alive():
             w.proc.join(0)
             w.last_exit = w.proc.exitcode
