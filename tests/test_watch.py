@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import socket
+import threading
+from pathlib import Path
+
 
 def test_the_live_views_history_has_a_full_scale_floor() -> None:
     """A link carrying only keepalives (a few hundred bit/s) draws low bars, not full ones."""
@@ -34,3 +38,69 @@ def test_a_view_shows_each_directions_rate_from_the_counters() -> None:
     assert "250 frames/s" in screen and "drops: checksum 1" in screen
     gone = View().frame(before, {"t": 1.0, "nodes": {"b": {"error": "no daemon"}}}, 1.0)
     assert "b: no daemon" in gone  # a node that does not answer is said, not a crash
+
+
+def _answering(path: str, kind: int, answers: list[bytes]) -> threading.Thread:
+    """A socket at ``path`` answering each connection's first message with the next of
+    ``answers`` (as a daemon or an air of another version, or something else, might)."""
+    srv = socket.socket(socket.AF_UNIX, kind)
+    srv.bind(path)
+    srv.listen(len(answers))
+    srv.settimeout(10)
+
+    def serve() -> None:
+        with srv:
+            for answer in answers:
+                conn, _ = srv.accept()
+                with conn:
+                    conn.recv(4096)
+                    conn.sendall(answer)
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    return t
+
+
+FOREIGN_STATUS = [
+    (b"[1, 2]\n", "answered badly"),
+    (b"not json\n", "answered badly"),
+    (b'{"node": "base"}\n', "node is not an object"),
+    (b'{"node": {"role": ["base"]}}\n', "node.role"),
+    (b'{"peer_last_heard_s": "soon"}\n', "status.peer_last_heard_s"),
+    (b'{"radio": "2M"}\n', "status.radio"),
+    (b'{"tx": {"frames_sent": "many"}}\n', "tx.frames_sent"),
+    (b'{"tx": {"max_rt": true}}\n', "tx.max_rt"),
+    (b'{"tx": {"queue_drops": {"overflow": "3"}}}\n', "tx.queue_drops"),
+    (b'{"rx": {"bytes_out": null}}\n', "rx.bytes_out"),
+    (b'{"rx": {"drops": [1]}}\n', "rx.drops"),
+]
+
+
+def test_a_status_of_another_shape_is_named_in_the_live_view_not_a_crash(tmp_path: Path) -> None:
+    """Each answer once crashed ``status --watch`` (or ``status``) with a traceback: the view
+    read whatever came as counters. Now it names the field and goes on."""
+    from longge.daemon.watch import View, sample
+
+    path = str(tmp_path / "c.sock")
+    answers = [a for a, _ in FOREIGN_STATUS]
+    server = _answering(path, socket.SOCK_STREAM, [a for a in answers for _ in (1, 2)])
+    view = View()
+    for _, said in FOREIGN_STATUS:
+        prev = sample({"base": path})
+        cur = sample({"base": path})
+        assert said in cur["nodes"]["base"]["error"]
+        assert said in view.frame(prev, cur, 1.0)
+    server.join(10)
+
+
+def test_an_air_answering_in_another_shape_is_named_in_the_live_view(tmp_path: Path) -> None:
+    from longge.daemon.watch import View, sample
+
+    path = str(tmp_path / "air.sock")
+    answers = [b"snot json", b"s[1]", b's{"lag": 5}', b"eunknown request"]
+    server = _answering(path, socket.SOCK_SEQPACKET, answers)
+    for _ in answers:
+        cur = sample({}, air=path)
+        assert "error" in cur["air"]
+        assert "air: " in View().frame(cur, cur, 1.0)
+    server.join(10)

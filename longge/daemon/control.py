@@ -209,7 +209,9 @@ def request(path: str, req: dict[str, Any], timeout: float = 5.0) -> dict[str, A
     except OSError as exc:
         raise ControlError(f"control socket {path}: {exc}") from exc
     try:
-        reply: dict[str, Any] = json.loads(buf)
-    except ValueError as exc:
-        raise ControlError(f"control socket {path} answered badly: {buf[:80]!r}") from exc
+        reply = json.loads(buf)
+    except ValueError:
+        reply = None
+    if not isinstance(reply, dict):
+        raise ControlError(f"control socket {path} answered badly: {buf[:80]!r}")
     return reply

@@ -7,19 +7,51 @@ came, for ``status --json`` and the text views."""
 
 from __future__ import annotations
 
+import types
 from dataclasses import dataclass, field, fields
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints
 
-from longge.daemon.control import request
+from longge.daemon.control import ControlError, request
 
 T = TypeVar("T")
 
 
-def _take(cls: type[T], data: Any) -> T:
+def _fits(value: Any, hint: Any) -> bool:
+    """Is ``value`` (parsed JSON) of the annotated type ``hint``?"""
+    origin = get_origin(hint)
+    if origin in (Union, types.UnionType):
+        return any(_fits(value, a) for a in get_args(hint))
+    if hint is Any:
+        return True
+    if hint is type(None):
+        return value is None
+    if hint in (int, float):  # (JSON's true is no count; a whole number is a float's value)
+        wanted = int if hint is int else (int, float)
+        return isinstance(value, wanted) and not isinstance(value, bool)
+    if origin is dict:
+        return isinstance(value, dict) and all(_fits(v, get_args(hint)[1]) for v in value.values())
+    if origin is list:
+        return isinstance(value, list) and all(_fits(v, get_args(hint)[0]) for v in value)
+    return isinstance(value, hint)
+
+
+def _take(cls: type[T], data: Any, part: str) -> T:
     """``cls`` from the keys of ``data`` it knows (a newer daemon's extra keys are ignored,
-    a missing one keeps its default)."""
-    data = data if isinstance(data, dict) else {}
+    a missing one keeps its default); ControlError naming ``part.key`` for a value of another
+    type (a daemon of another version, or something else on the socket), before a view trips
+    on it."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ControlError(f"the status's {part} is not an object: {data!r:.60}")
+    hints = get_type_hints(cls)
     known = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+    for k in known & data.keys():
+        if not _fits(data[k], hints[k]):
+            raise ControlError(
+                f"the status's {part}.{k} = {data[k]!r:.60} is not of the type this LongGe "
+                "reads: a daemon of another version?"
+            )
     return cls(**{k: v for k, v in data.items() if k in known})
 
 
@@ -78,6 +110,15 @@ class RxStatus:
 
 
 @dataclass(frozen=True)
+class _Top:
+    """The status's own scalar fields, as NodeStatus reads them."""
+
+    link: str = "down"
+    peer_last_heard_s: float | None = None
+    radio: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class NodeStatus:
     node: NodeInfo
     link: str  # "up" or "down"
@@ -88,14 +129,18 @@ class NodeStatus:
     raw: dict[str, Any]
 
     @classmethod
-    def of(cls, data: dict[str, Any]) -> NodeStatus:
+    def of(cls, data: Any) -> NodeStatus:
+        """ControlError for an answer of another shape (see _take)."""
+        if not isinstance(data, dict):
+            raise ControlError(f"the status is not an object: {data!r:.60}")
+        top = _take(_Top, data, "status")
         return cls(
-            node=_take(NodeInfo, data.get("node")),
-            link=str(data.get("link", "down")),
-            peer_last_heard_s=data.get("peer_last_heard_s"),
-            radio=dict(data.get("radio") or {}),
-            tx=_take(TxStatus, data.get("tx")),
-            rx=_take(RxStatus, data.get("rx")),
+            node=_take(NodeInfo, data.get("node"), "node"),
+            link=top.link,
+            peer_last_heard_s=top.peer_last_heard_s,
+            radio=top.radio,
+            tx=_take(TxStatus, data.get("tx"), "tx"),
+            rx=_take(RxStatus, data.get("rx"), "rx"),
             raw=data,
         )
 

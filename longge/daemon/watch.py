@@ -40,8 +40,13 @@ def sample(paths: dict[str, str], air: str | None = None) -> dict[str, Any]:
 
         try:
             out["air"] = query(air)
-        except OSError as exc:
+        except (OSError, ValueError) as exc:  # (ValueError: an error or garbage for an answer)
             out["air"] = {"error": str(exc)}
+        else:
+            if not isinstance(out["air"], dict) or not isinstance(out["air"].get("lag", {}), dict):
+                out["air"] = {
+                    "error": f"the air at {air} answered in a shape this view does not read"
+                }
     return out
 
 
