@@ -229,3 +229,25 @@ def test_a_grid_csv_it_cannot_resume_from_is_named(tmp_path: Path, text: str) ->
     Path(out.path, "grid.csv").write_bytes(b"\xff\xfe\x00garbage")
     with pytest.raises(ConfigError):
         Tune(Target("127.0.0.1"), RadioOptions(), TunePlan(), out, 0.1)
+
+
+def test_a_folder_is_resumed_only_with_the_link_its_grid_was_measured_on(tmp_path: Path) -> None:
+    """Once a tune resumed at 1 Mbit/s onto a grid measured at 2 Mbit/s (or secured onto an
+    open link's) judged and drew both as one grid."""
+    out = ResultsDir(tmp_path)
+    Tune(Target("127.0.0.1"), RadioOptions(), TunePlan(), out, 0.1, overhead=28)
+    # the same link: resumed, whatever ARD/ARC it was started with
+    Tune(Target("127.0.0.1"), RadioOptions(ard_us=500, arc=5), TunePlan(), out, 0.1, overhead=28)
+    for opts, overhead, q, named in [
+        (RadioOptions(rate="1M"), 28, 0.1, "rate '2M' there, '1M' here"),
+        (RadioOptions(payload=16), 28, 0.1, "payload"),
+        (RadioOptions(), 0, 0.1, "security_overhead"),
+        (RadioOptions(), 28, 0.3, "q_hint"),
+    ]:
+        with pytest.raises(ConfigError) as err:
+            Tune(Target("127.0.0.1"), opts, TunePlan(), out, q, overhead=overhead)
+        assert err.value.key == "--out" and named in str(err.value)
+    Path(out.path, "tune_link.json").write_text("[1")
+    with pytest.raises(ConfigError) as err:
+        Tune(Target("127.0.0.1"), RadioOptions(), TunePlan(), out, 0.1, overhead=28)
+    assert err.value.key == "tune_link.json"

@@ -15,7 +15,7 @@ import csv
 import itertools
 import json
 import math
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from longge.errors import ConfigError
@@ -175,12 +175,47 @@ class Tune:
         self.overhead = overhead  # security bytes per packet on this link (for the model)
         self.progress = progress
         self.grid_csv = out.path / "grid.csv"
+        self._check_link()
         self.rows = self._load()
         self.idle_rtt_ms = math.nan
         self.stream: dict[str, Any] | None = None  # stream mode's point (--vs-stream)
         stream_json = out.path / "stream.json"
         if stream_json.exists():  # resuming: measured already
             self.stream = json.loads(stream_json.read_text())
+
+    def _link(self) -> dict[str, Any]:
+        """What the grid's points depend on besides ARD and ARC (each row has its own)."""
+        link = {k: v for k, v in asdict(self.base).items() if k not in ("ard_us", "arc")}
+        return {**link, "security_overhead": self.overhead, "q_hint": round(self.q_hint, 6)}
+
+    def _check_link(self) -> None:
+        """A folder resumed must hold a tune of the same link: points measured at another
+        rate, payload, mode, security or loss would be judged and drawn as one grid."""
+        path = self.out.path / "tune_link.json"
+        link = self._link()
+        if self.grid_csv.exists() and path.exists():
+            try:
+                had = json.loads(path.read_text())
+                if not isinstance(had, dict):
+                    raise ValueError("not an object")
+            except (OSError, UnicodeDecodeError, ValueError) as exc:
+                raise ConfigError(
+                    "tune_link.json", str(path), f"what an earlier tune wrote ({exc})"
+                ) from exc
+            differ = [
+                f"{k} {had.get(k)!r} there, {v!r} here" for k, v in link.items() if had.get(k) != v
+            ]
+            if differ:
+                raise ConfigError(
+                    "--out",
+                    str(self.out.path),
+                    "a folder to resume with the same link as its grid ("
+                    + "; ".join(differ)
+                    + "): choose another --out",
+                )
+        elif self.grid_csv.exists():
+            return  # a grid from before this file: resumed as it was
+        self.out.write_json("tune_link.json", link)
 
     def _load(self) -> list[dict[str, Any]]:
         self.fields = GRID_FIELDS
