@@ -123,13 +123,27 @@ def stamp_processing(reply: bytes, received_ns: int) -> bytes:
     return reply[: HEADER.size] + struct.pack("!Q", took) + reply[HEADER.size + 8 :]
 
 
-def serve(
-    host: str = "0.0.0.0", port: int = DEFAULT_PORT, core: EchoCore | None = None, stop: Any = None
-) -> EchoCore:
-    """Echo until ``stop`` (an Event-like object) is set."""
-    core = core or EchoCore()
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+def bind_echo(host: str = "0.0.0.0", port: int = DEFAULT_PORT) -> socket.socket:
+    """The echo server's socket (OSError: the port taken, or not ours to bind)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
         sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def serve(
+    host: str = "0.0.0.0",
+    port: int = DEFAULT_PORT,
+    core: EchoCore | None = None,
+    stop: Any = None,
+    bound: socket.socket | None = None,
+) -> EchoCore:
+    """Echo until ``stop`` (an Event-like object) is set; on ``bound`` (bind_echo) if given."""
+    core = core or EchoCore()
+    with bound or bind_echo(host, port) as sock:
         enable_rx_timestamps(sock)
         while stop is None or not stop.is_set():
             ready, _, _ = select.select([sock], [], [], 0.5)

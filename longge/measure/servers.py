@@ -16,6 +16,7 @@ import json
 import multiprocessing as mp
 import os
 import signal
+import socket
 import time
 import traceback
 from collections.abc import Callable
@@ -113,8 +114,20 @@ def run_servers(
     log_dir: str | None = None,
     ready: Callable[[str], None] = lambda s: None,
 ) -> dict[str, Any]:
-    """Both servers until SIGTERM/SIGINT; returns the echo server's counters."""
+    """Both servers until SIGTERM/SIGINT; returns the echo server's counters. ServersError
+    for a port that is taken, before ``ready`` is said (and with no server left running)."""
     check_libiperf()
+    # Each iperf3 test is a fresh libiperf server: on a taken port each would fail at once,
+    # the next too, without end (a burnt core, and "ready" said). So both ports are asked first.
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # (TIME_WAIT is no owner)
+        try:
+            probe.bind(("0.0.0.0", iperf_port))
+        except OSError as exc:
+            raise ServersError(
+                f"the iperf3 server cannot listen on TCP port {iperf_port}: {exc.strerror} "
+                "(another iperf3 server? choose another with --iperf-port)"
+            ) from exc
     stop = _CTX.Event()
     log = os.path.join(log_dir, "iperf3-server.jsonl") if log_dir else None
     iperf = _CTX.Process(
@@ -124,14 +137,18 @@ def run_servers(
         name="longge-iperf3-server",
     )
     iperf.start()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
-    ready(f"iperf3 server on port {iperf_port}, RTT echo on UDP port {rtt_port}")
     try:
-        core = rtt.serve(port=rtt_port, stop=stop)
-    except OSError as exc:  # the port taken, or not ours to bind
-        why = f"the RTT echo server cannot listen on UDP port {rtt_port}: {exc}"
-        raise ServersError(why) from exc
+        try:
+            echo = rtt.bind_echo(port=rtt_port)
+        except OSError as exc:
+            raise ServersError(
+                f"the RTT echo server cannot listen on UDP port {rtt_port}: {exc.strerror} "
+                "(choose another with --rtt-port)"
+            ) from exc
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        signal.signal(signal.SIGINT, lambda *_: stop.set())
+        ready(f"iperf3 server on port {iperf_port}, RTT echo on UDP port {rtt_port}")
+        core = rtt.serve(stop=stop, bound=echo)
     finally:
         stop.set()
         iperf.join(3)
