@@ -192,6 +192,12 @@ def test_iperf_client_module_reports_bad_specs() -> None:
     os.unlink(out)
 
 
+def _free_port(kind: int) -> int:
+    with socket.socket(socket.AF_INET, kind) as s:
+        s.bind(("0.0.0.0", 0))
+        return int(s.getsockname()[1])
+
+
 @pytest.mark.parametrize("kind", ["tcp", "udp"])
 def test_a_taken_port_is_named_before_the_servers_say_they_are_ready(kind: str) -> None:
     """A taken iperf3 port once made every iperf3 test fail at once and the next start, without
@@ -206,7 +212,8 @@ def test_a_taken_port_is_named_before_the_servers_say_they_are_ready(kind: str) 
         if kind == "tcp":
             squatter.listen()
         taken = squatter.getsockname()[1]
-        ports = (taken, 7399) if kind == "tcp" else (5399, taken)
+        free = _free_port(socket.SOCK_DGRAM if kind == "tcp" else socket.SOCK_STREAM)
+        ports = (taken, free) if kind == "tcp" else (free, taken)
         started = time.monotonic()
         with pytest.raises(ServersError) as err:
             run_servers(*ports, ready=said.append)

@@ -235,9 +235,17 @@ def test_a_folder_is_resumed_only_with_the_link_its_grid_was_measured_on(tmp_pat
     """Once a tune resumed at 1 Mbit/s onto a grid measured at 2 Mbit/s (or secured onto an
     open link's) judged and drew both as one grid."""
     out = ResultsDir(tmp_path)
-    Tune(Target("127.0.0.1"), RadioOptions(), TunePlan(), out, 0.1, overhead=28)
-    # the same link: resumed, whatever ARD/ARC it was started with
+    first = Tune(Target("127.0.0.1"), RadioOptions(), TunePlan(), out, 0.1, overhead=0)
+    # a folder with no point measured yet is anybody's
+    first = Tune(Target("127.0.0.1"), RadioOptions(), TunePlan(), out, 0.1, overhead=28)
+    r = row(250, 2, 450e3, 22.0, 0.05)
+    r["curve"] = json.dumps(r["curve"])
+    with open(first.grid_csv, "a", newline="") as f:
+        csv.DictWriter(f, GRID_FIELDS, extrasaction="ignore").writerow(r)
+    # the same link: resumed, whatever ARD/ARC it was started with; an overhead not known
+    # (the mobile daemon did not answer) is no difference, and does not wipe the one known
     Tune(Target("127.0.0.1"), RadioOptions(ard_us=500, arc=5), TunePlan(), out, 0.1, overhead=28)
+    Tune(Target("127.0.0.1"), RadioOptions(), TunePlan(), out, 0.1, overhead=None)
     for opts, overhead, q, named in [
         (RadioOptions(rate="1M"), 28, 0.1, "rate '2M' there, '1M' here"),
         (RadioOptions(payload=16), 28, 0.1, "payload"),

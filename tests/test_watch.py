@@ -6,6 +6,8 @@ import socket
 import threading
 from pathlib import Path
 
+import pytest
+
 
 def test_the_live_views_history_has_a_full_scale_floor() -> None:
     """A link carrying only keepalives (a few hundred bit/s) draws low bars, not full ones."""
@@ -65,6 +67,8 @@ FOREIGN_STATUS = [
     (b"[1, 2]\n", "answered badly"),
     (b"not json\n", "answered badly"),
     (b'{"node": "base"}\n', "node is not an object"),
+    (b'{"node": null}\n', "node is not an object"),
+    (b'{"tx": null}\n', "tx is not an object"),
     (b'{"node": {"role": ["base"]}}\n', "node.role"),
     (b'{"peer_last_heard_s": "soon"}\n', "status.peer_last_heard_s"),
     (b'{"radio": "2M"}\n', "status.radio"),
@@ -104,3 +108,23 @@ def test_an_air_answering_in_another_shape_is_named_in_the_live_view(tmp_path: P
         assert "error" in cur["air"]
         assert "air: " in View().frame(cur, cur, 1.0)
     server.join(10)
+
+
+@pytest.mark.parametrize(
+    "status",
+    [
+        {},
+        {"link": "up"},
+        {"uptime_s": "long", "peer_last_heard_s": 0.5, "processes": {"tx": 5, "rx": {}}},
+        {"radio": {"mode": "esb"}, "node": {"role": "base"}},
+    ],
+)
+def test_plain_status_text_says_what_a_status_lacks_as_a_question_mark(
+    status: dict[str, object],
+) -> None:
+    """``./run.sh status`` once indexed the answer directly: a status that passed the type
+    check but lacked a key (another version's) ended in a KeyError."""
+    from longge.daemon.statusview import node_text
+
+    text = node_text(status)
+    assert "?" in text and "link" in text

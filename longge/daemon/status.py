@@ -40,9 +40,7 @@ def _take(cls: type[T], data: Any, part: str) -> T:
     a missing one keeps its default); ControlError naming ``part.key`` for a value of another
     type (a daemon of another version, or something else on the socket), before a view trips
     on it."""
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
+    if not isinstance(data, dict):  # (null too: a view would read it as an object)
         raise ControlError(f"the status's {part} is not an object: {data!r:.60}")
     hints = get_type_hints(cls)
     known = {f.name for f in fields(cls)}  # type: ignore[arg-type]
@@ -135,12 +133,12 @@ class NodeStatus:
             raise ControlError(f"the status is not an object: {data!r:.60}")
         top = _take(_Top, data, "status")
         return cls(
-            node=_take(NodeInfo, data.get("node"), "node"),
+            node=_take(NodeInfo, data.get("node", {}), "node"),
             link=top.link,
             peer_last_heard_s=top.peer_last_heard_s,
             radio=top.radio,
-            tx=_take(TxStatus, data.get("tx"), "tx"),
-            rx=_take(RxStatus, data.get("rx"), "rx"),
+            tx=_take(TxStatus, data.get("tx", {}), "tx"),
+            rx=_take(RxStatus, data.get("rx", {}), "rx"),
             raw=data,
         )
 

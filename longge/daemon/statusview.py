@@ -16,26 +16,45 @@ def ack_text(settings: dict[str, Any]) -> str:
     words (status, radio set)."""
     if settings.get("mode") == "stream":
         return "stream (ARQ)"
-    return "auto-ack" if settings["auto_ack"] else "no-ack"
+    ack = settings.get("auto_ack")
+    return "?" if ack is None else "auto-ack" if ack else "no-ack"
+
+
+def _part(st: dict[str, Any], key: str) -> dict[str, Any]:
+    """An object of the status, or {} (a daemon of another version may lack it: said as ?)."""
+    v = st.get(key)
+    return v if isinstance(v, dict) else {}
+
+
+def _number(v: Any, spec: str) -> str:
+    return format(v, spec) if isinstance(v, int | float) and not isinstance(v, bool) else "?"
 
 
 def node_text(st: dict[str, Any]) -> str:
     if "error" in st:
         return f"  {st['error']}"
-    n, r, tx, rx = st["node"], st["radio"], st.get("tx", {}), st.get("rx", {})
+    n, r, tx, rx = (_part(st, k) for k in ("node", "radio", "tx", "rx"))
     heard = st.get("peer_last_heard_s")
-    heard_s = "never" if heard is None else f"{heard:.1f} s ago"
+    heard_s = "never" if heard is None else f"{_number(heard, '.1f')} s ago"
     procs = ", ".join(
-        f"{k} {'alive' if v['alive'] else 'DEAD'} ({v['restarts']} restarts)"
-        for k, v in st.get("processes", {}).items()
+        f"{k} {'alive' if v.get('alive') else 'DEAD'} ({v.get('restarts', '?')} restarts)"
+        for k, v in _part(st, "processes").items()
+        if isinstance(v, dict)
     )
     ack = ack_text(r)
+    n = {k: n.get(k, "?") for k in ("role", "tun", "address", "peer")}
+    r = {
+        **dict.fromkeys(("backend", "rate", "ard_us", "arc", "tx_channel", "rx_channel"), "?"),
+        **r,
+    }
     return "\n".join(
         [
             f"  {n['role']} {n['tun']} {n['address']} -> peer {n['peer']}: "
-            f"link {st['link'].upper()} (peer last heard {heard_s}), up {st['uptime_s']:.0f} s",
+            f"link {str(st.get('link', '?')).upper()} (peer last heard {heard_s}), "
+            f"up {_number(st.get('uptime_s'), '.0f')} s",
             f"  radio  {r['backend']} {r['rate']} {ack} ARD {r['ard_us']} µs ARC {r['arc']}, "
-            f"payload {r['payload']} B, channels tx {r['tx_channel']} / rx {r['rx_channel']}",
+            f"payload {r.get('payload', '?')} B, channels tx {r['tx_channel']} / rx "
+            f"{r['rx_channel']}",
             f"  tx     {tx.get('packets_in', 0)} packets in, {tx.get('packets_sent', 0)} sent in "
             f"{tx.get('frames_sent', 0)} frames; {tx.get('retransmissions') or 0} retransmissions, "
             f"{tx.get('max_rt', 0)} MAX_RT, {tx.get('packets_aborted', 0)} packets aborted; "

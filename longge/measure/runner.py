@@ -94,9 +94,7 @@ def testbed_target() -> Target:
     )
 
 
-def write_context(
-    results: ResultsDir, target: Target, length: int, both_ways: bool = False
-) -> dict[str, Any]:
+def make_context(target: Target, length: int, both_ways: bool = False) -> dict[str, Any]:
     """context.json: the machine, the link (its daemons, the model's capacity for
     ``length``-byte datagrams, each direction's if ``both_ways`` are loaded) and, on the
     testbed, what the testbed was built from."""
@@ -104,7 +102,6 @@ def write_context(
     spec = testbed.recorded_spec() if target.air else None
     if spec is not None:
         context["testbed"] = spec
-    results.write_json("context.json", context)
     return context
 
 
@@ -137,9 +134,12 @@ def _measure(
     try:
         results = ResultsDir(out or default_dir(kind))
         say(f"results in {results.path}")
-        context = write_context(results, target, length, both_ways)
+        context = make_context(target, length, both_ways)
         t0 = time.time()
         job = start(results, context)
+        # (after the job accepted the folder: a tune refused a folder of another link's grid,
+        # whose context stays as it was)
+        results.write_json("context.json", context)
         summary: dict[str, Any]
         try:
             summary = job.run()
@@ -225,7 +225,8 @@ def run_tune(
 
     def start(results: ResultsDir, context: dict[str, Any]) -> Job:
         say(f"(an interrupted tune resumes with --out {results.path})")
-        overhead = context.get("security_overhead", 0)
+        # (None: the mobile daemon did not say; the model then counts no security bytes)
+        overhead = context.get("security_overhead")
         return Tune(target, opts, plan, results, q_hint, progress, overhead)
 
     results, summary = _measure("tune", target, started, keep_testbed, out, say, start)

@@ -108,6 +108,13 @@ def iperf_server_loop(
         time.sleep(0.05)  # "server is busy" otherwise: let the port settle
 
 
+def _iperf_process(
+    echo: socket.socket, port: int, log: str | None, stop: Callable[[], bool]
+) -> None:
+    echo.close()  # (the echo server's, inherited: not this process's to hold)
+    iperf_server_loop(port, log, stop)
+
+
 def run_servers(
     iperf_port: int = IPERF_PORT,
     rtt_port: int = rtt.DEFAULT_PORT,
@@ -128,30 +135,32 @@ def run_servers(
                 f"the iperf3 server cannot listen on TCP port {iperf_port}: {exc.strerror} "
                 "(another iperf3 server? choose another with --iperf-port)"
             ) from exc
-    stop = _CTX.Event()
-    log = os.path.join(log_dir, "iperf3-server.jsonl") if log_dir else None
-    iperf = _CTX.Process(
-        target=iperf_server_loop,
-        args=(iperf_port, log, stop.is_set),
-        daemon=False,
-        name="longge-iperf3-server",
-    )
-    iperf.start()
     try:
+        echo = rtt.bind_echo(port=rtt_port)
+    except OSError as exc:
+        raise ServersError(
+            f"the RTT echo server cannot listen on UDP port {rtt_port}: {exc.strerror} "
+            "(choose another with --rtt-port)"
+        ) from exc
+    with echo:
+        stop = _CTX.Event()
+        log = os.path.join(log_dir, "iperf3-server.jsonl") if log_dir else None
+        iperf = _CTX.Process(
+            target=_iperf_process,
+            args=(echo, iperf_port, log, stop.is_set),
+            daemon=False,
+            name="longge-iperf3-server",
+        )
+        iperf.start()
         try:
-            echo = rtt.bind_echo(port=rtt_port)
-        except OSError as exc:
-            raise ServersError(
-                f"the RTT echo server cannot listen on UDP port {rtt_port}: {exc.strerror} "
-                "(choose another with --rtt-port)"
-            ) from exc
-        signal.signal(signal.SIGTERM, lambda *_: stop.set())
-        signal.signal(signal.SIGINT, lambda *_: stop.set())
-        ready(f"iperf3 server on port {iperf_port}, RTT echo on UDP port {rtt_port}")
-        core = rtt.serve(stop=stop, bound=echo)
-    finally:
-        stop.set()
-        iperf.join(3)
-        if iperf.is_alive():
-            iperf.terminate()
+            signal.signal(signal.SIGTERM, lambda *_: stop.set())
+            signal.signal(signal.SIGINT, lambda *_: stop.set())
+            ready(f"iperf3 server on port {iperf_port}, RTT echo on UDP port {rtt_port}")
+            core = rtt.serve(stop=stop, bound=echo)
+        finally:
+            stop.set()
+            iperf.join(3)
+            if iperf.is_alive():
+                iperf.terminate()
+                iperf.join(3)
     return dict(core.counters)

@@ -165,18 +165,20 @@ class Tune:
         out: ResultsDir,
         q_hint: float,
         progress: Progress = lambda m, f: None,
-        overhead: int = 0,
+        overhead: int | None = 0,
     ) -> None:
         self.target = target
         self.base = base
         self.plan = plan
         self.out = out
         self.q_hint = q_hint
-        self.overhead = overhead  # security bytes per packet on this link (for the model)
+        # security bytes per packet on this link (for the model; None: not known)
+        self.overhead = overhead or 0
+        self._overhead_known = overhead
         self.progress = progress
         self.grid_csv = out.path / "grid.csv"
-        self._check_link()
         self.rows = self._load()
+        self._check_link()
         self.idle_rtt_ms = math.nan
         self.stream: dict[str, Any] | None = None  # stream mode's point (--vs-stream)
         stream_json = out.path / "stream.json"
@@ -186,14 +188,21 @@ class Tune:
     def _link(self) -> dict[str, Any]:
         """What the grid's points depend on besides ARD and ARC (each row has its own)."""
         link = {k: v for k, v in asdict(self.base).items() if k not in ("ard_us", "arc")}
-        return {**link, "security_overhead": self.overhead, "q_hint": round(self.q_hint, 6)}
+        return {
+            **link,
+            "security_overhead": self._overhead_known,
+            "q_hint": round(self.q_hint, 6),
+        }
 
     def _check_link(self) -> None:
         """A folder resumed must hold a tune of the same link: points measured at another
-        rate, payload, mode, security or loss would be judged and drawn as one grid."""
+        rate, payload, mode, security or loss would be judged and drawn as one grid. (Called
+        once the grid is read: a folder whose grid has no row yet is anybody's.)"""
         path = self.out.path / "tune_link.json"
         link = self._link()
-        if self.grid_csv.exists() and path.exists():
+        if self.rows and not path.exists():
+            return  # a grid from before this file: resumed as it was
+        if self.rows:
             try:
                 had = json.loads(path.read_text())
                 if not isinstance(had, dict):
@@ -202,8 +211,11 @@ class Tune:
                 raise ConfigError(
                     "tune_link.json", str(path), f"what an earlier tune wrote ({exc})"
                 ) from exc
+            # (None, either side: not known then or now, e.g. a daemon that did not answer)
             differ = [
-                f"{k} {had.get(k)!r} there, {v!r} here" for k, v in link.items() if had.get(k) != v
+                f"{k} {had[k]!r} there, {v!r} here"
+                for k, v in link.items()
+                if v is not None and had.get(k) is not None and had[k] != v
             ]
             if differ:
                 raise ConfigError(
@@ -213,8 +225,7 @@ class Tune:
                     + "; ".join(differ)
                     + "): choose another --out",
                 )
-        elif self.grid_csv.exists():
-            return  # a grid from before this file: resumed as it was
+            link = {k: had.get(k) if v is None else v for k, v in link.items()}
         self.out.write_json("tune_link.json", link)
 
     def _load(self) -> list[dict[str, Any]]:
