@@ -250,3 +250,74 @@ def test_tune_and_the_experiments_refuse_stream_mode_by_name() -> None:
     for argv in (["tune", "--mode", "stream"], ["experiment", "loss", "--mode", "stream"]):
         r = run_cli(*argv)
         assert r.returncode == 2 and "mode = 'stream'" in r.stderr, (argv, r.stderr)
+
+
+def _status_server(path: str, status: dict[str, Any], answers: int) -> Any:
+    """A control socket at ``path`` answering ``answers`` status requests with ``status``."""
+    import socket
+    import threading
+
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(path)
+    srv.listen(answers)
+    srv.settimeout(10)
+
+    def serve() -> None:
+        with srv:
+            for _ in range(answers):
+                conn, _ = srv.accept()
+                with conn:
+                    conn.recv(4096)
+                    conn.sendall(json.dumps(status).encode() + b"\n")
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    return t
+
+
+def test_options_that_set_up_a_testbed_must_match_a_link_already_running(tmp_path: Any) -> None:
+    """``tTest --rate 1M`` with a testbed up at 2M (or on a node, or with --host) once measured
+    the 2M link and said nothing: the options only set up a testbed the run brings up."""
+    from longge.measure.runner import check_asked
+
+    running = {
+        "node": {"role": "mobile", "queue": "fair"},
+        "radio": {
+            "rate": "2M",
+            "ard_us": 500,
+            "arc": 2,
+            "auto_ack": True,
+            "payload": 32,
+            "address_width": 5,
+            "crc": 2,
+            "mode": "esb",
+            "tx_channel": 76,
+        },
+    }
+    path = str(tmp_path / "m.sock")
+    server = _status_server(path, running, 5)
+    loss = AirLoss(per=0.1)
+    spec = {"loss": loss.as_dict()}
+    with pytest.raises(ConfigError) as err:
+        check_asked(RadioOptions(rate="1M"), AirLoss(), "fair", path, spec)
+    assert err.value.key == "--rate" and "rate = '2M'" in str(err.value)
+    assert "radio set" in str(err.value)
+    check_asked(RadioOptions(ard_us=500), loss, "fair", path, spec)  # what it runs: measured
+    with pytest.raises(ConfigError) as err:
+        check_asked(RadioOptions(), AirLoss(), "fifo", path, spec)
+    assert err.value.key == "--queue" and "'fair'" in str(err.value)
+    with pytest.raises(ConfigError) as err:
+        check_asked(RadioOptions(mode="stream"), AirLoss(), "fair", path, spec)
+    assert err.value.key == "--mode"
+    with pytest.raises(ConfigError) as err:
+        check_asked(RadioOptions(), AirLoss(per=0.3), "fair", path, spec)
+    assert err.value.key.startswith("--per")
+    server.join(10)
+    # --host with no daemon here: nothing to set them on
+    check_asked(RadioOptions(), AirLoss(), "fair", None, None)
+    with pytest.raises(ConfigError) as err:
+        check_asked(RadioOptions(arc=5), AirLoss(), "fair", None, None)
+    assert err.value.key == "--arc" and "no daemon here" in str(err.value)
+    with pytest.raises(ConfigError) as err:
+        check_asked(RadioOptions(), AirLoss(per=0.1), "fair", None, None)
+    assert "a real link" in str(err.value)

@@ -52,18 +52,80 @@ def resolve_target(
     if host is not None:
         check_host(host)
         controls = (LOCAL_CONTROL,) if os.path.exists(LOCAL_CONTROL) else ()
+        check_asked(opts, loss, queue, controls[0] if controls else None, None)
         return Target(host, iperf_port, rtt_port, None, controls), False
     p = testbed.paths()
-    started = False
-    if not (p["state"].exists() and testbed.status().get("up")):
-        if os.path.exists(LOCAL_CONTROL):
-            peer = DaemonClient(LOCAL_CONTROL).status().node.peer
-            return Target(peer, iperf_port, rtt_port, None, (LOCAL_CONTROL,)), False
-        say("no radio configured: bringing up the emulated testbed (./run.sh testbed up)")
-        spec = testbed.TestbedSpec(opts, loss, queue)
-        testbed.up(spec, say=lambda s: say(f"testbed: {s}"))
-        started = True
-    return testbed_target(), started
+    if p["state"].exists() and testbed.status().get("up"):
+        check_asked(opts, loss, queue, str(p["mobile"]), testbed.recorded_spec() or {})
+        return testbed_target(), False
+    if os.path.exists(LOCAL_CONTROL):
+        check_asked(opts, loss, queue, LOCAL_CONTROL, None)
+        peer = DaemonClient(LOCAL_CONTROL).status().node.peer
+        return Target(peer, iperf_port, rtt_port, None, (LOCAL_CONTROL,)), False
+    say("no radio configured: bringing up the emulated testbed (./run.sh testbed up)")
+    spec = testbed.TestbedSpec(opts, loss, queue)
+    testbed.up(spec, say=lambda s: say(f"testbed: {s}"))
+    return testbed_target(), True
+
+
+#: The radio options' flags, and the key of the running mobile node's settings each must match.
+_ASKED = {
+    "rate": ("--rate", "rate"),
+    "ard_us": ("--ard-us", "ard_us"),
+    "arc": ("--arc", "arc"),
+    "auto_ack": ("--no-ack", "auto_ack"),
+    "payload": ("--payload", "payload"),
+    "address_width": ("--address-width", "address_width"),
+    "crc": ("--crc", "crc"),
+    "channel": ("--channel", "tx_channel"),  # (the mobile sends on the uplink channel)
+    "mode": ("--mode", "mode"),
+}
+
+
+def check_asked(
+    opts: RadioOptions,
+    loss: AirLoss,
+    queue: str,
+    control: str | None,
+    testbed_spec: dict[str, Any] | None,
+) -> None:
+    """Radio, loss and queue options set up a testbed the run brings up. A link that already
+    runs (a testbed up, a node's daemon, ``--host``) is measured as it is: an option that asks
+    for something else is refused, naming what the link runs and how to change it. (They were
+    ignored, and another link was measured than the one asked for.) ``control``: the mobile
+    node's control socket (None: none here); ``testbed_spec``: the running testbed's
+    (None: not a testbed)."""
+    default = RadioOptions()
+    running = DaemonClient(control).status() if control is not None else None
+    how = (
+        "./run.sh radio set OPTIONS (on the testbed it changes both nodes; on a real link run it "
+        "on each node), or ./run.sh testbed down and run again"
+    )
+    for field_name, (flag, key) in _ASKED.items():
+        want = getattr(opts, field_name)
+        if want == getattr(default, field_name):
+            continue
+        have = None if running is None else running.radio.get(key)
+        if have != want:
+            where = (
+                "there is no daemon here to ask (--host)"
+                if running is None
+                else f"the running link has {key} = {have!r}"
+            )
+            raise ConfigError(
+                flag, want, f"it sets up a testbed this run brings up; {where}: {how}"
+            )
+    if queue != "fair" and (running is None or running.node.queue != queue):
+        have_q = "?" if running is None else running.node.queue
+        raise ConfigError("--queue", queue, f"the running link's queue is {have_q!r}: {how}")
+    if loss != NO_LOSS and (testbed_spec or {}).get("loss") != loss.as_dict():
+        had = "none (a real link)" if testbed_spec is None else testbed_spec.get("loss")
+        raise ConfigError(
+            "--per/--ack-per/--burst/--seed",
+            loss.as_dict(),
+            f"the emulated air's losses are set when the testbed comes up; the running one's: "
+            f"{had} (./run.sh testbed down, then run again)",
+        )
 
 
 def check_host(host: str) -> None:
