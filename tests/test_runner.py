@@ -79,3 +79,35 @@ def test_a_results_folder_that_cannot_be_one_is_named(tmp_path: Path) -> None:
     a_file.write_text("x")
     with pytest.raises(ResultsError, match=r"afile.*choose another with --out"):
         ResultsDir(a_file)
+
+
+def test_a_folder_the_job_refuses_keeps_its_context(tmp_path: Path) -> None:
+    """A tune resumed onto another link's grid is refused; the folder's context.json must
+    still describe that grid's link, not the refused run's."""
+    from longge.errors import ConfigError
+    from longge.measure.tune import check_resume, tune_link
+    from longge.radio.options import RadioOptions
+
+    out = ResultsDir(tmp_path / "out")
+    (out.path / "context.json").write_text('{"mine": true}')
+    (out.path / "grid.csv").write_text("ard_us,arc,capacity_bps,error\n250,2,450000,\n")
+    out.write_json("tune_link.json", tune_link(RadioOptions(), 0.1, 28))
+
+    def check(results: ResultsDir, context: dict[str, Any]) -> None:
+        check_resume(results, RadioOptions(rate="1M"), 0.1, 28)
+
+    def start(results: ResultsDir, context: dict[str, Any]) -> _Job:
+        raise AssertionError("started on a refused folder")
+
+    with pytest.raises(ConfigError, match="rate '2M' there, '1M' here"):
+        runner._measure(
+            "tune",
+            Target("192.0.2.1"),
+            False,
+            False,
+            str(out.path),
+            lambda s: None,
+            start,
+            check=check,
+        )
+    assert json.loads((out.path / "context.json").read_text()) == {"mine": True}

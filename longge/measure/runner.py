@@ -189,6 +189,7 @@ def _measure(
     start: Callable[[ResultsDir, dict[str, Any]], Job],
     length: int = 1400,
     both_ways: bool = False,
+    check: Callable[[ResultsDir, dict[str, Any]], None] | None = None,
 ) -> tuple[ResultsDir, dict[str, Any]]:
     """The skeleton every measurement runs in: a results folder with its context, the job,
     and whatever happens (Ctrl-C, an error) the part measured kept and a testbed this run
@@ -197,11 +198,11 @@ def _measure(
         results = ResultsDir(out or default_dir(kind))
         say(f"results in {results.path}")
         context = make_context(target, length, both_ways)
+        if check is not None:  # (before context.json: a folder refused keeps its own)
+            check(results, context)
+        results.write_json("context.json", context)
         t0 = time.time()
         job = start(results, context)
-        # (after the job accepted the folder: a tune refused a folder of another link's grid,
-        # whose context stays as it was)
-        results.write_json("context.json", context)
         summary: dict[str, Any]
         try:
             summary = job.run()
@@ -268,7 +269,7 @@ def run_tune(
     link (``host`` = the base station's address; ``controls`` = the daemons' control sockets,
     both nodes: a setting applied to one radio only would break the link)."""
     from longge.chip.datasheet import per_attempt_failure
-    from longge.measure.tune import Tune
+    from longge.measure.tune import Tune, check_resume
     from longge.measure.tune_plots import plot_tune, plot_tune_curves
 
     target, started = resolve_target(host, *ports, opts, say, queue, loss)
@@ -291,7 +292,10 @@ def run_tune(
         overhead = context.get("security_overhead")
         return Tune(target, opts, plan, results, q_hint, progress, overhead)
 
-    results, summary = _measure("tune", target, started, keep_testbed, out, say, start)
+    def check(results: ResultsDir, context: dict[str, Any]) -> None:
+        check_resume(results, opts, q_hint, context.get("security_overhead"))
+
+    results, summary = _measure("tune", target, started, keep_testbed, out, say, start, check=check)
     results.write_summary(summary)
     plot_tune(summary, results.path)
     plot_tune_curves(summary, opts, results.path)

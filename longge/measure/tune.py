@@ -156,6 +156,62 @@ def failure_rate(frames: int, retrans: int, max_rt: int) -> float:
     return (retrans + max_rt) / attempts
 
 
+def tune_link(base: RadioOptions, q_hint: float, overhead: int | None) -> dict[str, Any]:
+    """What a grid's points depend on besides ARD and ARC (each row has its own)."""
+    link = {k: v for k, v in asdict(base).items() if k not in ("ard_us", "arc")}
+    return {**link, "security_overhead": overhead, "q_hint": round(q_hint, 6)}
+
+
+def check_resume(
+    out: ResultsDir,
+    base: RadioOptions,
+    q_hint: float,
+    overhead: int | None,
+    rows: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """A folder resumed must hold a tune of the same link: points measured at another rate,
+    payload, mode, security or loss would be judged and drawn as one grid. ConfigError naming
+    what differs; else the link to record (what is not known now, e.g. the security of a daemon
+    that did not answer, taken from the folder). ``rows``: the grid's (None: read here; a folder
+    whose grid has no row yet is anybody's). Called before the run writes its context.json too,
+    so that a refused folder keeps its own."""
+    link = tune_link(base, q_hint, overhead)
+    path = out.path / "tune_link.json"
+    if rows is None:
+        try:
+            with open(out.path / "grid.csv", newline="") as f:
+                rows = list(csv.DictReader(f))
+        except (OSError, UnicodeDecodeError, csv.Error):
+            rows = []  # (none, or not readable: Tune's own reading names it)
+    if not rows:
+        return link
+    if not path.exists():
+        return link  # a grid from before this file: resumed as it was
+    try:
+        had = json.loads(path.read_text())
+        if not isinstance(had, dict):
+            raise ValueError("not an object")
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise ConfigError(
+            "tune_link.json", str(path), f"what an earlier tune wrote ({exc})"
+        ) from exc
+    # (None, either side: not known then or now, e.g. a daemon that did not answer)
+    differ = [
+        f"{k} {had[k]!r} there, {v!r} here"
+        for k, v in link.items()
+        if v is not None and had.get(k) is not None and had[k] != v
+    ]
+    if differ:
+        raise ConfigError(
+            "--out",
+            str(out.path),
+            "a folder to resume with the same link as its grid ("
+            + "; ".join(differ)
+            + "): choose another --out",
+        )
+    return {k: had.get(k) if v is None else v for k, v in link.items()}
+
+
 class Tune:
     def __init__(
         self,
@@ -185,47 +241,9 @@ class Tune:
         if stream_json.exists():  # resuming: measured already
             self.stream = json.loads(stream_json.read_text())
 
-    def _link(self) -> dict[str, Any]:
-        """What the grid's points depend on besides ARD and ARC (each row has its own)."""
-        link = {k: v for k, v in asdict(self.base).items() if k not in ("ard_us", "arc")}
-        return {
-            **link,
-            "security_overhead": self._overhead_known,
-            "q_hint": round(self.q_hint, 6),
-        }
-
     def _check_link(self) -> None:
-        """A folder resumed must hold a tune of the same link: points measured at another
-        rate, payload, mode, security or loss would be judged and drawn as one grid. (Called
-        once the grid is read: a folder whose grid has no row yet is anybody's.)"""
-        path = self.out.path / "tune_link.json"
-        link = self._link()
-        if self.rows and not path.exists():
-            return  # a grid from before this file: resumed as it was
-        if self.rows:
-            try:
-                had = json.loads(path.read_text())
-                if not isinstance(had, dict):
-                    raise ValueError("not an object")
-            except (OSError, UnicodeDecodeError, ValueError) as exc:
-                raise ConfigError(
-                    "tune_link.json", str(path), f"what an earlier tune wrote ({exc})"
-                ) from exc
-            # (None, either side: not known then or now, e.g. a daemon that did not answer)
-            differ = [
-                f"{k} {had[k]!r} there, {v!r} here"
-                for k, v in link.items()
-                if v is not None and had.get(k) is not None and had[k] != v
-            ]
-            if differ:
-                raise ConfigError(
-                    "--out",
-                    str(self.out.path),
-                    "a folder to resume with the same link as its grid ("
-                    + "; ".join(differ)
-                    + "): choose another --out",
-                )
-            link = {k: had.get(k) if v is None else v for k, v in link.items()}
+        """The folder's grid is of this link (check_resume); tune_link.json says which."""
+        link = check_resume(self.out, self.base, self.q_hint, self._overhead_known, self.rows)
         self.out.write_json("tune_link.json", link)
 
     def _load(self) -> list[dict[str, Any]]:
