@@ -15,8 +15,8 @@ stamp="$venv/.longge-installed"
 say() { printf 'run.sh: %s\n' "$*" >&2; }
 
 # rustup's cargo lives in ~/.cargo/bin, which a non-login shell (CI, sudo) may not have on PATH
-if ! command -v cargo >/dev/null 2>&1 && [ -x "${CARGO_HOME:-$HOME/.cargo}/bin/cargo" ]; then
-    export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
+if ! command -v cargo >/dev/null 2>&1 && [ -x "${CARGO_HOME:-${HOME:-/root}/.cargo}/bin/cargo" ]; then
+    export PATH="${CARGO_HOME:-${HOME:-/root}/.cargo}/bin:$PATH"
 fi
 
 pick_python() {

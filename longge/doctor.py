@@ -183,6 +183,34 @@ def _radios(cfg: config.NodeConfig | None) -> list[Check]:
     ]
 
 
+def _radios_of_daemon(cfg: config.NodeConfig | None) -> list[Check] | None:
+    """A running daemon holds the radios: RF24 takes their CE lines, and a second open of a line
+    is refused as busy (a probe of our own would fail both radios, blaming the wiring). Their
+    states come from the daemon's status instead; None when no daemon answers here."""
+    if cfg is None or not os.path.exists(cfg.control):
+        return None
+    from longge.daemon.control import ControlError
+    from longge.daemon.status import DaemonClient
+
+    try:
+        st = DaemonClient(cfg.control).status()
+    except ControlError:
+        return None
+    out = []
+    for which, state in (("tx", st.tx.state), ("rx", st.rx.state)):
+        status = PASS if state == "up" else WARN if state in ("starting", "?") else FAIL
+        out.append(
+            Check(
+                status,
+                f"{which} radio",
+                f"held by the running daemon: {state}",
+                "sudo journalctl -u longge; to probe it here instead: sudo systemctl stop "
+                "longge, then sudo ./run.sh doctor",
+            )
+        )
+    return out
+
+
 def _radio(which: str, ce: int, csn: int, irq: int, cfg: config.NodeConfig | None) -> Check | None:
     """One radio: None if its spidev does not exist, else what it answered."""
     from longge.radio.rf24 import Rf24Radio, spidev
@@ -378,7 +406,7 @@ def run(config_path: str | None = None) -> list[Check]:
         checks.extend(step())
     cfg_checks, cfg = _config(config_path)
     checks.extend(cfg_checks)
-    checks.extend(_radios(cfg))
+    checks.extend(_radios_of_daemon(cfg) or _radios(cfg))
     checks.extend(_routing(cfg))
     checks.extend(_daemon(cfg))
     return checks

@@ -439,3 +439,53 @@ def test_the_radio_processes_die_with_a_killed_supervisor(air_path: str, tmp_pat
         for p in [proc.pid] + (workers if "workers" in locals() else []):
             with contextlib.suppress(ProcessLookupError, TypeError):
                 os.kill(p, signal.SIGKILL)  # type: ignore[arg-type]
+
+
+def test_a_start_that_fails_half_way_leaves_no_radio_process(air_path: str, tmp_path: Path) -> None:
+    """The control socket cannot be made (its folder is a file) after the radio processes and
+    the role are set up: run() raises, and what start() did is undone (once the radio
+    processes lived on holding the radios and the TUN, and the base's NAT rule stayed)."""
+    from daemonlink import LINK_KEY
+
+    from longge.config import NodeConfig
+
+    (tmp_path / "not-a-dir").write_text("")
+    cfg = NodeConfig(
+        key=LINK_KEY,
+        state_dir=str(tmp_path),
+        control=str(tmp_path / "not-a-dir" / "c.sock"),
+        air=air_path,
+    )
+    sup = Supervisor(cfg, MemoryTun("h0"), network=False)
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        with pytest.raises(OSError):
+            sup.run()
+    finally:
+        for sig, handler in handlers.items():  # (run() installs its own)
+            signal.signal(sig, handler)
+    procs = [w.proc for w in sup.workers if w.proc is not None]
+    assert procs and not any(p.is_alive() for p in procs)
+
+
+def test_a_sim_backend_without_the_emulated_air_says_so(tmp_path: Path) -> None:
+    """The example configs come with backend = "sim": a Pi's daemon started on one unedited
+    reported only radio_not_answering, which reads as a wiring fault."""
+    from longge.config import NodeConfig
+
+    cfg = NodeConfig(
+        insecure=True,
+        state_dir=str(tmp_path),
+        control=str(tmp_path / "c.sock"),
+        air=str(tmp_path / "no-air.sock"),
+    )
+    sup = Supervisor(cfg, MemoryTun("s0"), network=False)
+    sup.start()
+    try:
+        deadline = time.monotonic() + 20  # (a second; this bounds a failure)
+        while time.monotonic() < deadline and "backend" not in str(sup.status()["tx"]):
+            sup.step(0.1)
+        state = sup.status()["tx"]["state"]
+        assert state.startswith("radio_not_answering") and 'backend = "rf24"' in state, state
+    finally:
+        sup.shutdown()

@@ -59,3 +59,51 @@ def test_a_wrong_config_value_is_a_problem_named_by_its_key(tmp_path: Path) -> N
     s = statuses(doctor.run(str(f)))
     assert s["link security"] == doctor.PASS
     assert s["security.key_file permissions"] == doctor.WARN
+
+
+def test_with_the_daemon_running_the_radios_are_reported_from_it(
+    air_path: str, tmp_path: Path
+) -> None:
+    """The daemon holds the radios (on a Pi, RF24 holds their CE lines and a second open is
+    refused as busy): doctor once probed them anyway and failed both, blaming the wiring. It
+    reports them from the running daemon's status now."""
+    import contextlib
+    import multiprocessing
+    import time
+
+    from daemonlink import LINK_KEY
+
+    from longge.config import NodeConfig
+    from longge.daemon.control import ControlError
+    from longge.daemon.status import DaemonClient
+    from longge.daemon.supervisor import Supervisor
+    from longge.tun import MemoryTun
+
+    control = str(tmp_path / "c.sock")
+    cfg = NodeConfig(key=LINK_KEY, state_dir=str(tmp_path), control=control, air=air_path)
+    proc = multiprocessing.get_context("fork").Process(
+        target=lambda: Supervisor(cfg, MemoryTun("d0"), network=False).run()
+    )
+    proc.start()
+    try:
+        deadline = time.monotonic() + 30  # (it is up in a second; this bounds a failure)
+        state = None
+        while time.monotonic() < deadline and state != ("up", "up"):
+            with contextlib.suppress(ControlError):
+                st = DaemonClient(control).status()
+                state = (st.tx.state, st.rx.state)
+            time.sleep(0.1)
+        assert state == ("up", "up")
+        f = tmp_path / "node.toml"
+        f.write_text(
+            f'[radio]\nbackend = "rf24"\n[node]\ncontrol = "{control}"\n'
+            "[security]\ninsecure = true\n"
+        )
+        checks = doctor.run(str(f))
+        s = statuses(checks)
+        assert s["tx radio"] == s["rx radio"] == doctor.PASS, doctor.render(checks)
+        assert "held by the running daemon: up" in doctor.render(checks)
+        assert "SPI devices" not in s
+    finally:
+        proc.terminate()
+        proc.join(10)

@@ -210,13 +210,24 @@ class Child:
             before = self.state
             try:
                 self.radio = bring_up(self.cfg, self.which)
-                self.state = "up" if self.radio is not None else "radio_not_answering"
+                self.state = "up" if self.radio is not None else self._not_answering()
             except HardwareError as exc:
                 self.radio = None
                 self.state = f"radio_error: {exc}"
             if self.state != before:
                 self._next_stats = 0.0  # the status shows it now, not up to a second later
         return self.radio
+
+    def _not_answering(self) -> str:
+        """The state of a radio that did not answer, with the likely cause where one is plain:
+        ``backend = "sim"`` (the example configs' value) on a node without the emulated air is
+        a config left as it came, not a radio fault."""
+        if self.cfg.backend == "sim" and not os.path.exists(self.cfg.air):
+            return (
+                f'radio_not_answering: backend = "sim" and no emulated air at {self.cfg.air} '
+                '(real radios: backend = "rf24" in [radio])'
+            )
+        return "radio_not_answering"
 
     def close_radio(self) -> None:
         """At the end of the process: let the radio go."""

@@ -160,8 +160,10 @@ class Supervisor:
         found the interface gone."""
         signal.signal(signal.SIGTERM, self.request_stop)
         signal.signal(signal.SIGINT, self.request_stop)
-        self.start()
         try:
+            # (inside: a start that fails half-way, e.g. on a control socket it cannot make,
+            # undoes what it did: the role's NAT rule, the radio processes)
+            self.start()
             while not self._stop:
                 self.step(0.5)
         finally:
