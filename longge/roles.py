@@ -32,11 +32,23 @@ def _nat_rule(cfg: NodeConfig) -> list[str]:
     return ["POSTROUTING", "-s", net, *out, "-j", "MASQUERADE"]
 
 
+IP_FORWARD = "/proc/sys/net/ipv4/ip_forward"
+
+
 def setup_base(cfg: NodeConfig) -> list[Undo]:
     """IP forwarding, and NAT from the radio network to the uplink (if ``base.nat``)."""
     undo: list[Undo] = []
-    with open("/proc/sys/net/ipv4/ip_forward", "w") as f:
+    with open(IP_FORWARD) as f:
+        was = f.read().strip()
+    with open(IP_FORWARD, "w") as f:
         f.write("1\n")
+    if was != "1":  # the base was no router before: it is none after the daemon either
+
+        def restore_forward() -> None:
+            with open(IP_FORWARD, "w") as f:
+                f.write(was + "\n")
+
+        undo.append(restore_forward)
     if cfg.nat:
         rule = _nat_rule(cfg)
         if not _iptables("-t", "nat", "-C", *rule, check=False):

@@ -67,3 +67,32 @@ def test_a_deleted_interface_stops_the_daemon_with_its_name(
         if proc.is_alive():
             proc.kill()
             proc.join(10)
+
+
+def test_the_base_role_is_undone_forwarding_as_it_was(tmp_path: Path) -> None:
+    """The base turns IP forwarding on; it stayed on after the daemon stopped (a router with no
+    daemon). In a network namespace of its own, with forwarding off: on while set up, off after."""
+    from longge.roles import IP_FORWARD, setup_base
+
+    cfg = NodeConfig(role="base", insecure=True, state_dir=str(tmp_path), nat=False)
+    ctx = multiprocessing.get_context("fork")
+    said, say = ctx.Pipe(duplex=False)
+
+    def base() -> None:
+        if ctypes.CDLL(None, use_errno=True).unshare(CLONE_NEWNET) != 0:
+            say.send(["unshare failed"])
+            return
+        Path(IP_FORWARD).write_text("0\n")
+        undo = setup_base(cfg)
+        seen = [Path(IP_FORWARD).read_text().strip()]
+        for u in reversed(undo):
+            u()
+        say.send([*seen, Path(IP_FORWARD).read_text().strip()])
+
+    proc = ctx.Process(target=base)
+    proc.start()
+    try:
+        assert said.poll(30)
+        assert said.recv() == ["1", "0"]
+    finally:
+        proc.join(10)
