@@ -193,9 +193,19 @@ def _radios_of_daemon(cfg: config.NodeConfig | None) -> list[Check] | None:
     from longge.daemon.status import DaemonClient
 
     try:
-        st = DaemonClient(cfg.control).status()
-    except ControlError:
-        return None
+        st = DaemonClient(cfg.control, timeout=5).status()
+    except ControlError as exc:
+        # (not root, a daemon too busy to answer, or a socket a crash left): a probe of our
+        # own would fail on lines a daemon holds, blaming the wiring
+        return [
+            Check(
+                WARN,
+                "radios",
+                f"not probed: a daemon's control socket is here but did not answer ({exc})",
+                f"sudo ./run.sh doctor; if no daemon runs (a socket left by a crash): sudo rm "
+                f"{cfg.control}",
+            )
+        ]
     out = []
     for which, state in (("tx", st.tx.state), ("rx", st.rx.state)):
         status = PASS if state == "up" else WARN if state in ("starting", "?") else FAIL

@@ -6,6 +6,7 @@ leaves no rule behind.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import subprocess
 from collections.abc import Callable
@@ -49,15 +50,19 @@ def setup_base(cfg: NodeConfig) -> list[Undo]:
                 f.write(was + "\n")
 
         undo.append(restore_forward)
-    if cfg.nat:
-        rule = _nat_rule(cfg)
-        if not _iptables("-t", "nat", "-C", *rule, check=False):
-            _iptables("-t", "nat", "-A", *rule)
+    try:
+        if cfg.nat:
+            rule = _nat_rule(cfg)
+            if not _iptables("-t", "nat", "-C", *rule, check=False):
+                _iptables("-t", "nat", "-A", *rule)
 
-            def remove_nat() -> None:
-                _iptables("-t", "nat", "-D", *rule, check=False)
+                def remove_nat() -> None:
+                    _iptables("-t", "nat", "-D", *rule, check=False)
 
-            undo.append(remove_nat)
+                undo.append(remove_nat)
+    except BaseException:  # (iptables missing or refusing: forwarding back as it was)
+        _undoing(undo)
+        raise
     return undo
 
 
@@ -73,3 +78,10 @@ def setup_mobile(cfg: NodeConfig) -> list[Undo]:
 
 def setup_role(cfg: NodeConfig) -> list[Undo]:
     return setup_base(cfg) if cfg.role == "base" else setup_mobile(cfg)
+
+
+def _undoing(undo: list[Undo]) -> None:
+    """What a set-up that failed half-way had done, undone (its error goes on)."""
+    for u in reversed(undo):
+        with contextlib.suppress(Exception):
+            u()

@@ -96,3 +96,6 @@ def test_the_base_role_is_undone_forwarding_as_it_was(tmp_path: Path) -> None:
         assert said.recv() == ["1", "0"]
     finally:
         proc.join(10)
+        if proc.is_alive():
+            proc.kill()
+            proc.join(10)

@@ -107,3 +107,26 @@ def test_with_the_daemon_running_the_radios_are_reported_from_it(
     finally:
         proc.terminate()
         proc.join(10)
+        if proc.is_alive():
+            proc.kill()
+            proc.join(10)
+
+
+def test_a_control_socket_that_does_not_answer_keeps_doctor_off_the_radios(
+    tmp_path: Path,
+) -> None:
+    """Not root, a busy daemon, or a socket a crash left: doctor cannot tell which, and a probe
+    of its own would fail on lines a daemon may hold, blaming the wiring. It says so instead."""
+    import socket
+
+    control = tmp_path / "c.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.bind(str(control))  # (never listening: a connection is refused)
+    f = tmp_path / "node.toml"
+    f.write_text(
+        f'[radio]\nbackend = "rf24"\n[node]\ncontrol = "{control}"\n[security]\ninsecure = true\n'
+    )
+    checks = doctor.run(str(f))
+    s = statuses(checks)
+    assert s["radios"] == doctor.WARN and "SPI devices" not in s, doctor.render(checks)
+    assert f"sudo rm {control}" in doctor.render(checks)

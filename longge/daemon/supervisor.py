@@ -144,13 +144,14 @@ class Supervisor:
         inherited: list[Any] = [parent, *(o.conn for o in self.workers if o.conn is not None)]
         if self._control is not None:
             inherited += [self._control.sock, *self._control.clients]
-        w.proc = _CTX.Process(
+        proc = _CTX.Process(
             target=_radio_process,
             args=(w.target, inherited, os.getpid(), self.cfg, self.tun, child),
             name=f"longge-{w.which}",
             daemon=True,  # never outlive the supervisor
         )
-        w.proc.start()
+        proc.start()  # (kept only once started: a failed fork leaves nothing to join)
+        w.proc = proc
         child.close()
         w.conn = parent
         w.died_at = None
@@ -162,8 +163,10 @@ class Supervisor:
         signal.signal(signal.SIGINT, self.request_stop)
         try:
             # (inside: a start that fails half-way, e.g. on a control socket it cannot make,
-            # undoes what it did: the role's NAT rule, the radio processes)
-            self.start()
+            # undoes what it did: the role's NAT rule, the radio processes; a caller may have
+            # started it already)
+            if self._control is None:
+                self.start()
             while not self._stop:
                 self.step(0.5)
         finally:
@@ -218,6 +221,9 @@ class Supervisor:
                 if w.proc.is_alive():
                     w.proc.terminate()
                     w.proc.join(2)
+                if w.proc.is_alive():
+                    w.proc.kill()
+                    w.proc.join(2)
 
     def _switch_mode(self, cfg: NodeConfig) -> None:
         """A new link mode: the radio processes and their frame format change with it, so the
@@ -237,7 +243,8 @@ class Supervisor:
         if self._control is not None:
             self._control.close()
             self._control = None
-        for undo in reversed(self._undo):
+        undos, self._undo = self._undo, []  # (once: a second shutdown undoes nothing again)
+        for undo in reversed(undos):
             with contextlib.suppress(Exception):
                 undo()
         if self.tun is not None:
