@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from longge import config
+from longge.daemon.control import ControlError
+from longge.daemon.status import DaemonClient, NodeStatus
 from longge.errors import ConfigError, HardwareError, LongGeError
 
 DEFAULT_CONFIG = "/etc/longge/longge.toml"
@@ -183,27 +185,34 @@ def _radios(cfg: config.NodeConfig | None) -> list[Check]:
     ]
 
 
-def _radios_of_daemon(cfg: config.NodeConfig | None) -> list[Check] | None:
-    """A running daemon holds the radios: RF24 takes their CE lines, and a second open of a line
-    is refused as busy (a probe of our own would fail both radios, blaming the wiring). Their
-    states come from the daemon's status instead; None when no daemon answers here."""
+def _ask_daemon(cfg: config.NodeConfig | None) -> NodeStatus | ControlError | None:
+    """The running daemon's status, asked once for the checks that read it: None when no
+    control socket is here, the error when one is but does not answer."""
     if cfg is None or not os.path.exists(cfg.control):
         return None
-    from longge.daemon.control import ControlError
-    from longge.daemon.status import DaemonClient
-
     try:
-        st = DaemonClient(cfg.control, timeout=5).status()
+        return DaemonClient(cfg.control, timeout=5).status()
     except ControlError as exc:
+        return exc
+
+
+def _radios_of_daemon(st: NodeStatus | ControlError | None, control: str) -> list[Check] | None:
+    """A running daemon holds the radios: RF24 takes their CE lines, and a second open of a line
+    is refused as busy (a probe of our own would fail both radios, blaming the wiring). Their
+    states come from the daemon's status (``st``, _ask_daemon) instead; None when no daemon
+    control socket is here."""
+    if st is None:
+        return None
+    if isinstance(st, ControlError):
         # (not root, a daemon too busy to answer, or a socket a crash left): a probe of our
         # own would fail on lines a daemon holds, blaming the wiring
         return [
             Check(
                 WARN,
                 "radios",
-                f"not probed: a daemon's control socket is here but did not answer ({exc})",
+                f"not probed: a daemon's control socket is here but did not answer ({st})",
                 f"sudo ./run.sh doctor; if no daemon runs (a socket left by a crash): sudo rm "
-                f"{cfg.control}",
+                f"{control}",
             )
         ]
     out = []
@@ -353,21 +362,17 @@ def _routing(cfg: config.NodeConfig | None) -> list[Check]:
     return out
 
 
-def _daemon(cfg: config.NodeConfig | None) -> list[Check]:
+def _daemon(cfg: config.NodeConfig | None, st: NodeStatus | ControlError | None) -> list[Check]:
+    """The daemon, from its status as _ask_daemon found it."""
     if cfg is None:
         return []
-    from longge.daemon.control import ControlError
-    from longge.daemon.status import DaemonClient
-
-    if not os.path.exists(cfg.control):
+    if st is None:
         return [Check(INFO, "daemon", "not running", "systemctl start longge")]
-    try:
-        st = DaemonClient(cfg.control).status().raw
-    except ControlError as exc:
+    if isinstance(st, ControlError):
         return [
-            Check(FAIL, "daemon", f"control socket does not answer: {exc}", "journalctl -u longge")
+            Check(FAIL, "daemon", f"control socket does not answer: {st}", "journalctl -u longge")
         ]
-    link = st.get("link", "?")
+    link = st.raw.get("link", "?")
     return [
         Check(
             PASS if link == "up" else WARN,
@@ -416,9 +421,10 @@ def run(config_path: str | None = None) -> list[Check]:
         checks.extend(step())
     cfg_checks, cfg = _config(config_path)
     checks.extend(cfg_checks)
-    checks.extend(_radios_of_daemon(cfg) or _radios(cfg))
+    daemon = _ask_daemon(cfg)
+    checks.extend(_radios_of_daemon(daemon, cfg.control if cfg else "") or _radios(cfg))
     checks.extend(_routing(cfg))
-    checks.extend(_daemon(cfg))
+    checks.extend(_daemon(cfg, daemon))
     return checks
 
 

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from longge import testbed
 from longge.air.loss import NO_LOSS, AirLoss
-from longge.daemon.status import DaemonClient
+from longge.daemon.status import DaemonClient, NodeStatus
 from longge.errors import ConfigError
 from longge.measure import plots
 from longge.measure.link import Target
@@ -52,16 +52,20 @@ def resolve_target(
     if host is not None:
         check_host(host)
         controls = (LOCAL_CONTROL,) if os.path.exists(LOCAL_CONTROL) else ()
-        check_asked(opts, loss, queue, controls[0] if controls else None, None)
+        local = (lambda: DaemonClient(LOCAL_CONTROL).status()) if controls else None
+        check_asked(opts, loss, queue, local, None)
         return Target(host, iperf_port, rtt_port, None, controls), False
     p = testbed.paths()
     if p["state"].exists() and testbed.status().get("up"):
-        check_asked(opts, loss, queue, str(p["mobile"]), testbed.recorded_spec() or {})
+        mobile = str(p["mobile"])
+        check_asked(
+            opts, loss, queue, lambda: DaemonClient(mobile).status(), testbed.recorded_spec() or {}
+        )
         return testbed_target(), False
     if os.path.exists(LOCAL_CONTROL):
-        check_asked(opts, loss, queue, LOCAL_CONTROL, None)
-        peer = DaemonClient(LOCAL_CONTROL).status().node.peer
-        return Target(peer, iperf_port, rtt_port, None, (LOCAL_CONTROL,)), False
+        st = DaemonClient(LOCAL_CONTROL).status()  # (asked once: its peer, its settings)
+        check_asked(opts, loss, queue, lambda: st, None)
+        return Target(st.node.peer, iperf_port, rtt_port, None, (LOCAL_CONTROL,)), False
     say("no radio configured: bringing up the emulated testbed (./run.sh testbed up)")
     spec = testbed.TestbedSpec(opts, loss, queue)
     testbed.up(spec, say=lambda s: say(f"testbed: {s}"))
@@ -86,25 +90,27 @@ def check_asked(
     opts: RadioOptions,
     loss: AirLoss,
     queue: str,
-    control: str | None,
+    status: Callable[[], NodeStatus] | None,
     testbed_spec: dict[str, Any] | None,
 ) -> None:
     """Radio, loss and queue options set up a testbed the run brings up. A link that already
     runs (a testbed up, a node's daemon, ``--host``) is measured as it is: an option that asks
     for something else is refused, naming what the link runs and how to change it. (They were
-    ignored, and another link was measured than the one asked for.) ``control``: the mobile
-    node's control socket (None: none here); ``testbed_spec``: the running testbed's
-    (None: not a testbed)."""
+    ignored, and another link was measured than the one asked for.) ``status``: the mobile
+    node's status, asked only when an option was given (None: no daemon here);
+    ``testbed_spec``: the running testbed's (None: not a testbed)."""
     default = RadioOptions()
-    running = DaemonClient(control).status() if control is not None else None
+    asked = [f for f in _ASKED if getattr(opts, f) != getattr(default, f)]
+    if not asked and queue == "fair" and loss == NO_LOSS:
+        return  # (nothing asked: nothing to ask the daemon)
+    running = status() if status is not None else None
     how = (
         "./run.sh radio set OPTIONS (on the testbed it changes both nodes; on a real link run it "
         "on each node), or ./run.sh testbed down and run again"
     )
-    for field_name, (flag, key) in _ASKED.items():
+    for field_name in asked:
+        flag, key = _ASKED[field_name]
         want = getattr(opts, field_name)
-        if want == getattr(default, field_name):
-            continue
         have = None if running is None else running.radio.get(key)
         if have != want:
             where = (
@@ -131,8 +137,6 @@ def check_asked(
 def check_host(host: str) -> None:
     """A base station's address that resolves (else every trial would fail on its own)."""
     import socket
-
-    from longge.errors import ConfigError
 
     try:
         socket.getaddrinfo(host, None, type=socket.SOCK_DGRAM)
