@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from typing import Any
 
 import pytest
+from answering import answering
 from fielddoc import assert_documented
 
 from longge.air.loss import AirLoss
@@ -252,29 +254,6 @@ def test_tune_and_the_experiments_refuse_stream_mode_by_name() -> None:
         assert r.returncode == 2 and "mode = 'stream'" in r.stderr, (argv, r.stderr)
 
 
-def _status_server(path: str, status: dict[str, Any], answers: int) -> Any:
-    """A control socket at ``path`` answering ``answers`` status requests with ``status``."""
-    import socket
-    import threading
-
-    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    srv.bind(path)
-    srv.listen(answers)
-    srv.settimeout(10)
-
-    def serve() -> None:
-        with srv:
-            for _ in range(answers):
-                conn, _ = srv.accept()
-                with conn:
-                    conn.recv(4096)
-                    conn.sendall(json.dumps(status).encode() + b"\n")
-
-    t = threading.Thread(target=serve, daemon=True)
-    t.start()
-    return t
-
-
 def test_options_that_set_up_a_testbed_must_match_a_link_already_running(tmp_path: Any) -> None:
     """``tTest --rate 1M`` with a testbed up at 2M (or on a node, or with --host) once measured
     the 2M link and said nothing: the options only set up a testbed the run brings up."""
@@ -295,22 +274,28 @@ def test_options_that_set_up_a_testbed_must_match_a_link_already_running(tmp_pat
         },
     }
     path = str(tmp_path / "m.sock")
-    server = _status_server(path, running, 5)
+    server = answering(path, socket.SOCK_STREAM, [json.dumps(running).encode() + b"\n"] * 5)
+
+    def ask() -> Any:
+        from longge.daemon.status import DaemonClient
+
+        return DaemonClient(path).status()
+
     loss = AirLoss(per=0.1)
     spec = {"loss": loss.as_dict()}
     with pytest.raises(ConfigError) as err:
-        check_asked(RadioOptions(rate="1M"), AirLoss(), "fair", path, spec)
+        check_asked(RadioOptions(rate="1M"), AirLoss(), "fair", ask, spec)
     assert err.value.key == "--rate" and "rate = '2M'" in str(err.value)
     assert "radio set" in str(err.value)
-    check_asked(RadioOptions(ard_us=500), loss, "fair", path, spec)  # what it runs: measured
+    check_asked(RadioOptions(ard_us=500), loss, "fair", ask, spec)  # what it runs: measured
     with pytest.raises(ConfigError) as err:
-        check_asked(RadioOptions(), AirLoss(), "fifo", path, spec)
+        check_asked(RadioOptions(), AirLoss(), "fifo", ask, spec)
     assert err.value.key == "--queue" and "'fair'" in str(err.value)
     with pytest.raises(ConfigError) as err:
-        check_asked(RadioOptions(mode="stream"), AirLoss(), "fair", path, spec)
+        check_asked(RadioOptions(mode="stream"), AirLoss(), "fair", ask, spec)
     assert err.value.key == "--mode"
     with pytest.raises(ConfigError) as err:
-        check_asked(RadioOptions(), AirLoss(per=0.3), "fair", path, spec)
+        check_asked(RadioOptions(), AirLoss(per=0.3), "fair", ask, spec)
     assert err.value.key.startswith("--per")
     server.join(10)
     # --host with no daemon here: nothing to set them on

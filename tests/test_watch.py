@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import socket
-import threading
 from pathlib import Path
 
 import pytest
+from answering import answering
 
 
 def test_the_live_views_history_has_a_full_scale_floor() -> None:
@@ -42,27 +42,6 @@ def test_a_view_shows_each_directions_rate_from_the_counters() -> None:
     assert "b: no daemon" in gone  # a node that does not answer is said, not a crash
 
 
-def _answering(path: str, kind: int, answers: list[bytes]) -> threading.Thread:
-    """A socket at ``path`` answering each connection's first message with the next of
-    ``answers`` (as a daemon or an air of another version, or something else, might)."""
-    srv = socket.socket(socket.AF_UNIX, kind)
-    srv.bind(path)
-    srv.listen(len(answers))
-    srv.settimeout(10)
-
-    def serve() -> None:
-        with srv:
-            for answer in answers:
-                conn, _ = srv.accept()
-                with conn:
-                    conn.recv(4096)
-                    conn.sendall(answer)
-
-    t = threading.Thread(target=serve, daemon=True)
-    t.start()
-    return t
-
-
 FOREIGN_STATUS = [
     (b"[1, 2]\n", "answered badly"),
     (b"not json\n", "answered badly"),
@@ -87,7 +66,7 @@ def test_a_status_of_another_shape_is_named_in_the_live_view_not_a_crash(tmp_pat
 
     path = str(tmp_path / "c.sock")
     answers = [a for a, _ in FOREIGN_STATUS]
-    server = _answering(path, socket.SOCK_STREAM, [a for a in answers for _ in (1, 2)])
+    server = answering(path, socket.SOCK_STREAM, [a for a in answers for _ in (1, 2)])
     view = View()
     for _, said in FOREIGN_STATUS:
         prev = sample({"base": path})
@@ -102,7 +81,7 @@ def test_an_air_answering_in_another_shape_is_named_in_the_live_view(tmp_path: P
 
     path = str(tmp_path / "air.sock")
     answers = [b"snot json", b"s[1]", b's{"lag": 5}', b"eunknown request"]
-    server = _answering(path, socket.SOCK_SEQPACKET, answers)
+    server = answering(path, socket.SOCK_SEQPACKET, answers)
     for _ in answers:
         cur = sample({}, air=path)
         assert "error" in cur["air"]
