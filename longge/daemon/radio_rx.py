@@ -78,6 +78,7 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
     c: dict[str, Any] = dict.fromkeys(("frames_in", "packets_out", "bytes_out", "tun_refused"), 0)
     last_heard: float | None = None
     fifo = RxFifo()
+    control_ready = True  # the supervisor's pipe: looked at when select() found it readable
     while child.running:
         now = time.monotonic()
         radio = child.ensure_radio(now)
@@ -97,7 +98,8 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
         reassembler.expire(now)
         if opener is not None:
             opener.tick()
-        child.handle_control()
+        if control_ready:
+            child.handle_control()
         if child.stats_due(now):
             child.send_stats({**c, **rx_stats(reassembler, opener, last_heard, now)})
         # 5. wait
@@ -110,7 +112,7 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
             fds.append(fd)
         elif radio is not None:
             timeout = 0.0002  # a backend without a descriptor is polled
-        select.select(fds, [], [], timeout)
+        control_ready = child.conn_fd in select.select(fds, [], [], timeout)[0]
     if opener is not None:
         opener.flush()
     child.close_radio()

@@ -115,6 +115,7 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
     last_sent = time.monotonic()
     storm = 0  # MAX_RT in a row, without a frame acknowledged in between
     pending_max_rt = False  # seen just before sleeping (what_happened may clear the flag)
+    control_ready = True  # the supervisor's pipe: looked at when select() found it readable
     while child.running:
         now = time.monotonic()
         radio = child.ensure_radio(now)
@@ -161,7 +162,8 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
                     radio.write_fast(frame)
                 c["keepalives_sent"] += 1
                 last_sent = now
-        child.handle_control()
+        if control_ready:
+            child.handle_control()
         if child.stats_due(now):
             stats = {**c, **queue_stats(queue, now)}
             stats.update(
@@ -203,5 +205,5 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
             timeout = 0.0002
         if not frames:
             fds.append(tun)
-        select.select(fds, [], [], timeout)
+        control_ready = child.conn_fd in select.select(fds, [], [], timeout)[0]
     child.close_radio()

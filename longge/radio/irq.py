@@ -33,6 +33,7 @@ _CONSUMER_AT, _FLAGS_AT, _NUM_LINES_AT, _FD_AT = 256, 288, 560, 588
 _GET_LINE_IOCTL = 0xC250B407  # _IOWR(0xB4, 0x07, struct gpio_v2_line_request)
 _FLAG_INPUT, _FLAG_EDGE_FALLING, _FLAG_BIAS_PULL_UP = 1 << 2, 1 << 5, 1 << 8
 _EVENT_SIZE = 48  # struct gpio_v2_line_event
+_READ_SIZE = _EVENT_SIZE * 16
 
 
 class IrqLine:
@@ -71,16 +72,18 @@ class IrqLine:
         return self._fd
 
     def clear(self) -> int:
-        """Read the edges waiting on the descriptor (none: 0); their count is added up."""
+        """Read the edges waiting on the descriptor (none: 0); their count is added up. Read
+        again only after a full buffer (a radio process calls this once a frame: an empty
+        descriptor's BlockingIOError cost it more than the read)."""
         n = 0
         while True:
             try:
-                got = os.read(self._fd, _EVENT_SIZE * 16)
+                got = os.read(self._fd, _READ_SIZE)
             except BlockingIOError:
                 break
-            if not got:
-                break
             n += len(got) // _EVENT_SIZE
+            if len(got) < _READ_SIZE:
+                break
         self.edges += n
         return n
 
