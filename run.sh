@@ -31,14 +31,16 @@ pick_python() {
     return 1
 }
 
-# Debian packages the tool needs (run time, and the modem firmware's builds: AVR and host-side);
-# installed only when root and missing.
-debian_packages=(iproute2 iptables iperf3 libiperf0 irtt iputils-ping curl procps kmod make gcc libc6-dev gcc-avr avr-libc binutils-avr simavr libsimavr-dev tmux)
+# Debian packages: what every node needs (the link, its measurements), and what only the
+# emulator needs (the modem firmware's AVR and host builds, simavr, the rf24 chips' preload).
+# Installed only when root and missing; a Pi running its daemon never gets the second set.
+debian_packages=(iproute2 iptables iperf3 libiperf0 irtt iputils-ping curl procps kmod tmux)
+emulator_packages=(make gcc libc6-dev gcc-avr avr-libc binutils-avr simavr libsimavr-dev)
 
 install_debian_packages() {
     local missing=() pkg
     command -v dpkg-query >/dev/null 2>&1 || return 0
-    for pkg in "${debian_packages[@]}"; do
+    for pkg in "$@"; do
         dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
     done
     [ ${#missing[@]} -eq 0 ] && return 0
@@ -54,13 +56,41 @@ install_debian_packages() {
     fi
 }
 
-bootstrap() {
-    local py want debs_want debs_stamp="$venv/.longge-debs"
-    # The Debian packages have their own stamp, written only once all are there: a first run
-    # as a normal user (which cannot install them) does not stop a later root run from doing so.
-    debs_want=$(printf '%s\n' "${debian_packages[*]}" | sha256sum | cut -d' ' -f1)
-    if [ "$(cat "$debs_stamp" 2>/dev/null)" != "$debs_want" ] && install_debian_packages; then
+# The packages of one set, once: its stamp (in the venv) is written only once all are there,
+# so a first run as a normal user (which cannot install them) does not stop a later root run.
+ensure_packages() {
+    local debs_stamp="$venv/$1" debs_want
+    shift
+    debs_want=$(printf '%s\n' "$*" | sha256sum | cut -d' ' -f1)
+    if [ "$(cat "$debs_stamp" 2>/dev/null)" != "$debs_want" ] && install_debian_packages "$@"; then
         mkdir -p "$venv" 2>/dev/null && echo "$debs_want" >"$debs_stamp" 2>/dev/null || true
+    fi
+}
+
+# Does this command use the emulator (the air, emulated chips, the simulated modem)? A node's
+# own commands do not: its daemon and units, status, doctor, keys, plots; nor a measurement of
+# the link that runs here (a daemon's control socket) or of a base named with --host.
+needs_emulator() {
+    case "${1:-help}" in
+        daemon | status | radio | servers | doctor | keygen | plot | help | -h | --help | --version)
+            return 1
+            ;;
+        tTest | lTest | tune)
+            [ -S /run/longge/longge0.sock ] && return 1
+            local arg
+            for arg in "$@"; do
+                case "$arg" in --host | --host=*) return 1 ;; esac
+            done
+            ;;
+    esac
+    return 0
+}
+
+bootstrap() {
+    local py want
+    ensure_packages .longge-debs "${debian_packages[@]}"
+    if [ "$emulator" = 1 ]; then
+        ensure_packages .longge-debs-emulator "${emulator_packages[@]}"
     fi
     want=$(sha256sum "$here/pyproject.toml" | cut -d' ' -f1)
     if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
@@ -165,10 +195,12 @@ run_tests() {
 }
 
 # One bootstrap at a time (two terminals on a fresh clone would share one venv being made).
+emulator=1
+if ! needs_emulator "$@"; then emulator=0; fi
 if { exec 9>>"$here/.run.lock"; } 2>/dev/null; then flock 9 2>/dev/null || true; fi
 bootstrap
 flock -u 9 2>/dev/null || true
-build_air
+if [ "$emulator" = 1 ]; then build_air; fi
 cmd=${1:-help}
 case "$cmd" in
     test)
