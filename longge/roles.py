@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import json
 import subprocess
 from collections.abc import Callable
 
@@ -66,14 +67,51 @@ def setup_base(cfg: NodeConfig) -> list[Undo]:
     return undo
 
 
+def _routes_replaced(dst: str, tun: str) -> list[list[str]]:
+    """The main table's routes to exactly ``dst`` that ``ip route replace DST ... dev TUN``
+    would take the place of (metric 0, on another device), as ``ip route`` arguments that put
+    them back: a mobile's own default route of metric 0 (a static one; DHCP's have higher
+    metrics and stay) was gone for good once the daemon stopped."""
+    shown = ip("-j", "route", "show", "exact", dst, check=False)
+    try:
+        routes = json.loads(shown.stdout or "[]")
+    except ValueError:
+        return []
+    back = []
+    for r in routes if isinstance(routes, list) else []:
+        if not isinstance(r, dict) or r.get("metric", 0) != 0 or r.get("dev") in (None, tun):
+            continue
+        if r.get("type", "unicast") != "unicast":
+            continue
+        args = [dst]
+        for key, word in (("gateway", "via"), ("dev", "dev"), ("protocol", "proto")):
+            if isinstance(r.get(key), str):
+                args += [word, r[key]]
+        if isinstance(r.get("prefsrc"), str):
+            args += ["src", r["prefsrc"]]
+        back.append(args)
+    return back
+
+
 def setup_mobile(cfg: NodeConfig) -> list[Undo]:
-    """Routes through the radio link: the listed networks, and the default route if asked."""
+    """Routes through the radio link: the listed networks, and the default route if asked.
+    They vanish with the interface; a route of the same prefix and metric they replaced comes
+    back at shutdown."""
     undo: list[Undo] = []
-    for net in cfg.routes:
-        ip("route", "replace", net, "via", cfg.peer, "dev", cfg.tun)
-    if cfg.default_route:
-        ip("route", "replace", "default", "via", cfg.peer, "dev", cfg.tun)
-    return undo  # routes vanish with the interface
+    dests = [*cfg.routes, *(["default"] if cfg.default_route else [])]
+    try:
+        for dst in dests:
+            for args in _routes_replaced(dst, cfg.tun):
+
+                def put_back(args: list[str] = args) -> None:
+                    ip("route", "replace", *args, check=False)
+
+                undo.append(put_back)
+            ip("route", "replace", dst, "via", cfg.peer, "dev", cfg.tun)
+    except BaseException:
+        _undoing(undo)
+        raise
+    return undo
 
 
 def setup_role(cfg: NodeConfig) -> list[Undo]:

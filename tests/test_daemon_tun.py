@@ -99,3 +99,72 @@ def test_the_base_role_is_undone_forwarding_as_it_was(tmp_path: Path) -> None:
         if proc.is_alive():
             proc.kill()
             proc.join(10)
+
+
+def test_the_mobile_role_gives_back_the_routes_it_replaced(tmp_path: Path) -> None:
+    """The mobile's default route through the link replaces one of metric 0 (a static default
+    route); once the daemon stopped the node had none. In a network namespace of its own: the
+    link's route while set up; the replaced one back after, a DHCP-like one (metric 100)
+    untouched throughout."""
+    from longge.roles import setup_mobile
+
+    cfg = NodeConfig(
+        role="mobile",
+        insecure=True,
+        state_dir=str(tmp_path),
+        tun="lgroute0",
+        address="10.24.0.2/24",
+        peer="10.24.0.1",
+        default_route=True,
+        routes=("192.0.2.0/24",),
+    )
+    ctx = multiprocessing.get_context("fork")
+    said, say = ctx.Pipe(duplex=False)
+
+    def routes(dst: str) -> list[str]:
+        shown = subprocess.run(
+            ["ip", "route", "show", "exact", dst], capture_output=True, text=True
+        )
+        return sorted(line.strip() for line in shown.stdout.splitlines())
+
+    def mobile() -> None:
+        if ctypes.CDLL(None, use_errno=True).unshare(CLONE_NEWNET) != 0:
+            say.send(["unshare failed"])
+            return
+        for cmd in (
+            "link add lgeth0 type veth peer name lgeth1",
+            "addr add 10.9.0.2/24 dev lgeth0",
+            "link set lgeth1 up",
+            "link set lgeth0 up",
+            "route add default via 10.9.0.1 dev lgeth0",
+            "route add default via 10.9.0.254 dev lgeth0 metric 100",
+            "route add 192.0.2.0/24 via 10.9.0.1 dev lgeth0",
+            f"tuntap add dev {cfg.tun} mode tun",
+            f"addr add {cfg.address} dev {cfg.tun}",
+            f"link set {cfg.tun} up",
+        ):
+            subprocess.run(["ip", *cmd.split()], check=True)
+        before = routes("default") + routes("192.0.2.0/24")
+        undo = setup_mobile(cfg)
+        during = routes("default") + routes("192.0.2.0/24")
+        subprocess.run(["ip", "link", "del", cfg.tun], check=True)  # the daemon's TUN goes
+        for u in reversed(undo):
+            u()
+        say.send([before, during, routes("default") + routes("192.0.2.0/24")])
+
+    proc = ctx.Process(target=mobile)
+    proc.start()
+    try:
+        assert said.poll(30)
+        before, during, after = said.recv()
+        # (a TUN without its daemon has no carrier: "linkdown")
+        assert any(r.startswith("default via 10.24.0.1 dev lgroute0") for r in during)
+        assert any(r.startswith("192.0.2.0/24 via 10.24.0.1 dev lgroute0") for r in during)
+        assert not any("10.9.0.1" in r for r in during)
+        assert any("metric 100" in r for r in during)
+        assert after == before, (before, after)
+    finally:
+        proc.join(10)
+        if proc.is_alive():
+            proc.kill()
+            proc.join(10)
