@@ -253,7 +253,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sweeps", type=int, default=30, help="passes over channels 0..125")
     p.add_argument("--dwell-us", type=int, default=200, help="listening time per channel")
     p.add_argument("--out", help="chart/data path without extension (default results/...)")
-    p.add_argument("--config", help="node config: scan with its rx radio (rf24 backend)")
+    p.add_argument(
+        "--config",
+        help="node config: scan with its rx radio (rf24; default /etc/longge/longge.toml if any)",
+    )
     p.add_argument(
         "--backend",
         choices=["sim", "rf24"],

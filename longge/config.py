@@ -24,6 +24,8 @@ from longge.protocol.secure import KEY_LEN, parse_key
 from longge.radio.options import LINK_KEYS, UPLINK_CHANNEL, RadioOptions, downlink_channel
 from longge.tun import check_ifname
 
+#: Where a node's config is installed (README: doctor, scan and the units read it).
+DEFAULT_PATH = "/etc/longge/longge.toml"
 ROLES = ("base", "mobile")
 CSN_PINS = (0, 1, 10, 11, 12)
 #: BCM GPIOs of SPI0 (CE1, CE0, MISO, MOSI, SCLK): never an IRQ pin.

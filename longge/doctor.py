@@ -21,7 +21,7 @@ from longge.daemon.control import ControlError
 from longge.daemon.status import DaemonClient, NodeStatus
 from longge.errors import ConfigError, HardwareError, LongGeError
 
-DEFAULT_CONFIG = "/etc/longge/longge.toml"
+DEFAULT_CONFIG = config.DEFAULT_PATH
 
 PASS, FAIL, WARN, INFO = "PASS", "FAIL", "WARN", "INFO"
 

@@ -9,6 +9,7 @@ what may be used in most countries).
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -136,6 +137,25 @@ class Done:
     data: Path
 
 
+def _daemon_listening(control: str) -> bool:
+    """Does a daemon listen on this control socket? One a crashed daemon left refuses the
+    connection, and blocked the scan for good; anything else (a permission, a full backlog)
+    counts as a daemon."""
+    import socket
+
+    if not os.path.exists(control):
+        return False
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(2)
+        try:
+            sock.connect(control)
+        except (ConnectionRefusedError, FileNotFoundError):
+            return False
+        except OSError:
+            return True
+    return True
+
+
 def run(
     config_path: str | None,
     backend: str,
@@ -155,7 +175,6 @@ def run(
     (``out``, else the results folder). Raises LongGeError with what to do."""
     import contextlib
     import json
-    import os
     import subprocess
 
     from longge import testbed
@@ -171,8 +190,12 @@ def run(
         from longge import config
         from longge.radio.rf24 import Rf24Radio
 
+        # this node's config has its pins: the one given, else the installed one if any
+        if not config_path and os.path.exists(config.DEFAULT_PATH):
+            config_path = config.DEFAULT_PATH
+            say(f"the RX radio's pins from {config_path} (--config for another)")
         cfg = config.load(config_path) if config_path else config.NodeConfig(insecure=True)
-        if os.path.exists(cfg.control):
+        if _daemon_listening(cfg.control):
             raise LongGeError(
                 f"the daemon is using the radios ({cfg.control}): systemctl stop longge first"
             )

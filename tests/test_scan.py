@@ -4,11 +4,16 @@ covers its 22 MHz, and the suggestion picks quiet, separated channels inside the
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
+import pytest
+
+from longge import config, scan
 from longge.air.interferer import RPD_MIN_NS, Interferer
 from longge.air.model import Air, RadioRegisters
 from longge.air.wire import wifi_centre
+from longge.errors import LongGeError
 from longge.scan import Survey, plot, render, suggest
 
 
@@ -80,3 +85,49 @@ def test_suggestion_avoids_busy_channels_and_stays_in_the_ism_band(tmp_path: Pat
     assert text.count("^") == 2 and "█" in text
     made = plot(survey, tmp_path / "scan", marks=(a, b))
     assert all(p.stat().st_size > 1000 for p in made)
+
+
+def node_toml(tmp_path: Path) -> Path:
+    """An installed node's config: RX radio on CE GPIO5, /dev/spidev1.2 (not the defaults)."""
+    f = tmp_path / "longge.toml"
+    f.write_text(
+        f'[node]\ncontrol = "{tmp_path / "c.sock"}"\n[security]\ninsecure = true\n'
+        '[radio]\nbackend = "rf24"\n[rf24]\nrx_ce_pin = 5\nrx_csn_pin = 12\n'
+    )
+    return f
+
+
+def scan_rf24(config_path: str | None) -> str:
+    """scan --backend rf24 on this machine (no SPI: pyrf24 cannot open the radio): the error,
+    which names the radio it tried."""
+    pytest.importorskip("pyrf24")
+    with pytest.raises(LongGeError) as err:
+        scan.run(config_path, "rf24", None, sweeps=1, dwell_us=200)
+    return str(err.value)
+
+
+def test_scan_rf24_takes_the_installed_configs_pins(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without --config, scan --backend rf24 used the default pins even on a node whose
+    /etc/longge/longge.toml says otherwise; it scans with that file's RX radio now."""
+    monkeypatch.setattr(config, "DEFAULT_PATH", str(node_toml(tmp_path)))
+    said = scan_rf24(None)
+    assert "CE GPIO5" in said and "/dev/spidev1.2" in said, said
+
+
+def test_scan_rf24_is_not_blocked_by_a_dead_daemons_socket(tmp_path: Path) -> None:
+    """A control socket a crashed daemon left (nobody listens) blocked every scan ("the daemon
+    is using the radios"); a listening one still does."""
+    cfg = str(node_toml(tmp_path))
+    left = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    left.bind(str(tmp_path / "c.sock"))
+    left.close()  # the file stays, nobody listens
+    said = scan_rf24(cfg)
+    assert "daemon is using" not in said and "CE GPIO5" in said, said
+    (tmp_path / "c.sock").unlink()
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as live:
+        live.bind(str(tmp_path / "c.sock"))
+        live.listen(1)
+        said = scan_rf24(cfg)
+    assert "the daemon is using the radios" in said, said
