@@ -68,16 +68,22 @@ ensure_packages() {
 }
 
 # Does this command use the emulator (the air, emulated chips, the simulated modem)? A node's
-# own commands do not: its daemon and units, status, doctor, keys, plots; nor a measurement of
-# the link that runs here (a daemon's control socket) or of a base named with --host.
+# own commands do not: its daemon and units, status, doctor, keys, plots, a scan with its radio
+# (--backend rf24 or --config); nor a measurement of the link that runs here (a daemon's
+# control socket) or of a base named with --host.
 needs_emulator() {
+    local arg
     case "${1:-help}" in
         daemon | status | radio | servers | doctor | keygen | plot | help | -h | --help | --version)
             return 1
             ;;
-        tTest | lTest | tune)
+        scan)
+            for arg in "$@"; do
+                case "$arg" in --backend=rf24 | rf24 | --config | --config=*) return 1 ;; esac
+            done
+            ;;
+        tTest | lTest | tune | experiment)
             [ -S /run/longge/longge0.sock ] && return 1
-            local arg
             for arg in "$@"; do
                 case "$arg" in --host | --host=*) return 1 ;; esac
             done
@@ -88,9 +94,10 @@ needs_emulator() {
 
 bootstrap() {
     local py want
-    ensure_packages .longge-debs "${debian_packages[@]}"
-    if [ "$emulator" = 1 ]; then
-        ensure_packages .longge-debs-emulator "${emulator_packages[@]}"
+    if [ "$emulator" = 1 ]; then # (both sets at once: one apt-get)
+        ensure_packages .longge-debs-emulator "${debian_packages[@]}" "${emulator_packages[@]}"
+    else
+        ensure_packages .longge-debs "${debian_packages[@]}"
     fi
     want=$(sha256sum "$here/pyproject.toml" | cut -d' ' -f1)
     if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
