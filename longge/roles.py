@@ -11,6 +11,7 @@ import ipaddress
 import json
 import subprocess
 from collections.abc import Callable
+from typing import Any
 
 from longge.config import NodeConfig
 from longge.tun import TunError, ip
@@ -67,29 +68,62 @@ def setup_base(cfg: NodeConfig) -> list[Undo]:
     return undo
 
 
+def _hop(h: dict[str, Any]) -> list[str]:
+    """``ip route`` words of one next hop as ``ip -j route`` shows it."""
+    args: list[str] = []
+    via = h.get("gateway")
+    if isinstance(via, str):
+        args += ["via", via]
+    elif isinstance(h.get("via"), dict):  # a gateway of the other family
+        args += ["via", str(h["via"].get("family", "inet")), str(h["via"].get("host"))]
+    if isinstance(h.get("dev"), str):
+        args += ["dev", h["dev"]]
+    if isinstance(h.get("weight"), int):
+        args += ["weight", str(h["weight"])]
+    if "onlink" in (h.get("flags") or []):
+        args.append("onlink")
+    return args
+
+
+def _route_args(dst: str, r: dict[str, Any]) -> list[str]:
+    """``ip route`` arguments that make route ``r`` (``ip -j -d route`` output) again."""
+    args = [dst]
+    for key, word in (("protocol", "proto"), ("scope", "scope"), ("prefsrc", "src")):
+        if isinstance(r.get(key), str):
+            args += [word, r[key]]
+    for metric in r.get("metrics") or []:  # mtu, advmss, ...: [{"mtu": 1400}]
+        if isinstance(metric, dict):
+            args += [w for k, v in metric.items() if isinstance(v, int) for w in (k, str(v))]
+    # the next hops last (ip route reads everything after "nexthop" as the hop's)
+    if isinstance(r.get("nhid"), int):
+        args += ["nhid", str(r["nhid"])]
+    elif isinstance(r.get("nexthops"), list):
+        for h in r["nexthops"]:
+            args += ["nexthop", *_hop(h if isinstance(h, dict) else {})]
+    else:
+        args += _hop(r)
+    return args
+
+
 def _routes_replaced(dst: str, tun: str) -> list[list[str]]:
     """The main table's routes to exactly ``dst`` that ``ip route replace DST ... dev TUN``
-    would take the place of (metric 0, on another device), as ``ip route`` arguments that put
-    them back: a mobile's own default route of metric 0 (a static one; DHCP's have higher
-    metrics and stay) was gone for good once the daemon stopped."""
-    shown = ip("-j", "route", "show", "exact", dst, check=False)
+    would take the place of (unicast, metric 0, not the link's own), as ``ip route`` arguments
+    that put them back: a mobile's default route of metric 0 (a static one, or some DHCP
+    clients') was gone for good once the daemon stopped."""
+    shown = ip("-j", "-d", "route", "show", "exact", dst, check=False)
     try:
         routes = json.loads(shown.stdout or "[]")
     except ValueError:
         return []
     back = []
     for r in routes if isinstance(routes, list) else []:
-        if not isinstance(r, dict) or r.get("metric", 0) != 0 or r.get("dev") in (None, tun):
+        if not isinstance(r, dict) or r.get("metric", 0) != 0:
             continue
-        if r.get("type", "unicast") != "unicast":
+        hops = r.get("nexthops") if isinstance(r.get("nexthops"), list) else [r]
+        devs = [h.get("dev") for h in hops if isinstance(h, dict)]
+        if r.get("type", "unicast") != "unicast" or tun in devs:
             continue
-        args = [dst]
-        for key, word in (("gateway", "via"), ("dev", "dev"), ("protocol", "proto")):
-            if isinstance(r.get(key), str):
-                args += [word, r[key]]
-        if isinstance(r.get("prefsrc"), str):
-            args += ["src", r["prefsrc"]]
-        back.append(args)
+        back.append(_route_args(dst, r))
     return back
 
 

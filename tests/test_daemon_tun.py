@@ -102,12 +102,14 @@ def test_the_base_role_is_undone_forwarding_as_it_was(tmp_path: Path) -> None:
 
 
 def test_the_mobile_role_gives_back_the_routes_it_replaced(tmp_path: Path) -> None:
-    """The mobile's default route through the link replaces one of metric 0 (a static default
-    route); once the daemon stopped the node had none. In a network namespace of its own: the
-    link's route while set up; the replaced one back after, a DHCP-like one (metric 100)
-    untouched throughout."""
+    """The mobile's routes through the link replace those of the same prefix and metric 0 (a
+    static default route); once the daemon stopped the node had none. In a network namespace
+    of its own: the link's routes while set up; after the undo steps (run while the link's
+    routes are there, as the daemon runs them), the replaced ones back as they were (a gateway
+    on-link, a path MTU, a multipath route), a DHCP-like one (metric 100) untouched."""
     from longge.roles import setup_mobile
 
+    nets = ("192.0.2.0/24", "198.51.100.0/24")
     cfg = NodeConfig(
         role="mobile",
         insecure=True,
@@ -116,51 +118,60 @@ def test_the_mobile_role_gives_back_the_routes_it_replaced(tmp_path: Path) -> No
         address="10.24.0.2/24",
         peer="10.24.0.1",
         default_route=True,
-        routes=("192.0.2.0/24",),
+        routes=nets,
     )
     ctx = multiprocessing.get_context("fork")
     said, say = ctx.Pipe(duplex=False)
 
-    def routes(dst: str) -> list[str]:
-        shown = subprocess.run(
-            ["ip", "route", "show", "exact", dst], capture_output=True, text=True
-        )
-        return sorted(line.strip() for line in shown.stdout.splitlines())
+    def routes() -> list[str]:
+        out = []
+        for dst in ("default", *nets):
+            shown = subprocess.run(
+                ["ip", "route", "show", "exact", dst], capture_output=True, text=True
+            )
+            out += [" ".join(line.split()) for line in shown.stdout.splitlines()]
+        return sorted(out)
 
     def mobile() -> None:
-        if ctypes.CDLL(None, use_errno=True).unshare(CLONE_NEWNET) != 0:
-            say.send(["unshare failed"])
-            return
-        for cmd in (
-            "link add lgeth0 type veth peer name lgeth1",
-            "addr add 10.9.0.2/24 dev lgeth0",
-            "link set lgeth1 up",
-            "link set lgeth0 up",
-            "route add default via 10.9.0.1 dev lgeth0",
-            "route add default via 10.9.0.254 dev lgeth0 metric 100",
-            "route add 192.0.2.0/24 via 10.9.0.1 dev lgeth0",
-            f"tuntap add dev {cfg.tun} mode tun",
-            f"addr add {cfg.address} dev {cfg.tun}",
-            f"link set {cfg.tun} up",
-        ):
-            subprocess.run(["ip", *cmd.split()], check=True)
-        before = routes("default") + routes("192.0.2.0/24")
-        undo = setup_mobile(cfg)
-        during = routes("default") + routes("192.0.2.0/24")
-        subprocess.run(["ip", "link", "del", cfg.tun], check=True)  # the daemon's TUN goes
-        for u in reversed(undo):
-            u()
-        say.send([before, during, routes("default") + routes("192.0.2.0/24")])
+        try:
+            if ctypes.CDLL(None, use_errno=True).unshare(CLONE_NEWNET) != 0:
+                raise OSError(ctypes.get_errno(), "unshare")
+            for cmd in (
+                "link add lgeth0 type veth peer name lgeth1",
+                "addr add 10.9.0.2/24 dev lgeth0",
+                "link set lgeth1 up",
+                "link set lgeth0 up",
+                "route add default via 10.9.0.1 dev lgeth0 proto static",
+                "route add default via 10.9.0.254 dev lgeth0 metric 100",
+                "route add 192.0.2.0/24 nexthop via 10.9.0.1 dev lgeth0 weight 1 "
+                "nexthop via 10.9.0.3 dev lgeth0 weight 2",
+                "route add 198.51.100.0/24 via 172.16.9.9 dev lgeth0 onlink mtu 1400",
+                f"tuntap add dev {cfg.tun} mode tun",
+                f"addr add {cfg.address} dev {cfg.tun}",
+                f"link set {cfg.tun} up",
+            ):
+                subprocess.run(["ip", *cmd.split()], check=True, capture_output=True)
+            before = routes()
+            undo = setup_mobile(cfg)
+            during = routes()
+            for u in reversed(undo):  # the daemon's order: undo, then the TUN goes
+                u()
+            subprocess.run(["ip", "link", "del", cfg.tun], check=True)
+            say.send((before, during, routes()))
+        except Exception as exc:  # (the test says what, instead of waiting for nothing)
+            say.send(repr(exc))
 
     proc = ctx.Process(target=mobile)
     proc.start()
     try:
         assert said.poll(30)
-        before, during, after = said.recv()
+        got = said.recv()
+        assert isinstance(got, tuple), got
+        before, during, after = got
         # (a TUN without its daemon has no carrier: "linkdown")
-        assert any(r.startswith("default via 10.24.0.1 dev lgroute0") for r in during)
-        assert any(r.startswith("192.0.2.0/24 via 10.24.0.1 dev lgroute0") for r in during)
-        assert not any("10.9.0.1" in r for r in during)
+        for dst in ("default", *nets):
+            assert any(r.startswith(f"{dst} via 10.24.0.1 dev lgroute0") for r in during), during
+        assert not any("10.9.0.1" in r or "172.16.9.9" in r for r in during), during
         assert any("metric 100" in r for r in during)
         assert after == before, (before, after)
     finally:
