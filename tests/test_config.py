@@ -61,6 +61,7 @@ def test_overrides_win(tmp_path: Path) -> None:
         ('[node]\nqueue = "lifo"', "node.queue"),
         ('[node]\ntun = "a-very-long-interface-name"', "tun"),
         ('[mobile]\nroutes = ["10.99.0.0/33"]', "mobile.routes"),
+        ('[mobile]\nroutes = ["2001:db8::/32"]', "mobile.routes"),  # the peer is IPv4
         ("[wifi]\nssid = 1", "wifi"),
         ("[radio\n", "config"),
         # security: on unless refused explicitly; keys checked
