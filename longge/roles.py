@@ -119,7 +119,8 @@ def _routes_replaced(dst: str, tun: str) -> list[list[str]]:
     for r in routes if isinstance(routes, list) else []:
         if not isinstance(r, dict) or r.get("metric", 0) != 0:
             continue
-        hops = r.get("nexthops") if isinstance(r.get("nexthops"), list) else [r]
+        nexthops = r.get("nexthops")
+        hops: list[Any] = nexthops if isinstance(nexthops, list) else [r]
         devs = [h.get("dev") for h in hops if isinstance(h, dict)]
         if r.get("type", "unicast") != "unicast" or tun in devs:
             continue

@@ -137,10 +137,10 @@ class Done:
     data: Path
 
 
-def _daemon_listening(control: str) -> bool:
+def _daemon_listening(control: str) -> bool | str:
     """Does a daemon listen on this control socket? One a crashed daemon left refuses the
-    connection, and blocked the scan for good; anything else (a permission, a full backlog)
-    counts as a daemon."""
+    connection, and blocked the scan for good (False). A socket that cannot be tried (not
+    root: the daemon's are root's) counts as a daemon: the reason, as a string."""
     import socket
 
     if not os.path.exists(control):
@@ -151,8 +151,8 @@ def _daemon_listening(control: str) -> bool:
             sock.connect(control)
         except (ConnectionRefusedError, FileNotFoundError):
             return False
-        except OSError:
-            return True
+        except OSError as exc:
+            return exc.strerror or str(exc)
     return True
 
 
@@ -180,7 +180,7 @@ def run(
     from longge import testbed
     from longge.air import wire
     from longge.air.wire import query
-    from longge.errors import LongGeError
+    from longge.errors import ConfigError, LongGeError
     from longge.measure.results import results_root
 
     radio: Any
@@ -190,14 +190,22 @@ def run(
         from longge import config
         from longge.radio.rf24 import Rf24Radio
 
-        # this node's config has its pins: the one given, else the installed one if any
-        if not config_path and os.path.exists(config.DEFAULT_PATH):
-            config_path = config.DEFAULT_PATH
-            say(f"the RX radio's pins from {config_path} (--config for another)")
-        cfg = config.load(config_path) if config_path else config.NodeConfig(insecure=True)
-        if _daemon_listening(cfg.control):
+        cfg = config.NodeConfig(insecure=True)
+        if config_path:
+            cfg = config.load(config_path)
+        elif os.path.exists(config.DEFAULT_PATH):
+            # this node's installed config has its pins; one it cannot load (its key not
+            # there yet, a wrong key) leaves the scan with the wiring table's
+            try:
+                cfg = config.load(config.DEFAULT_PATH)
+                say(f"the RX radio's pins from {config.DEFAULT_PATH} (--config for another)")
+            except (ConfigError, OSError) as exc:
+                say(f"{config.DEFAULT_PATH} not used ({exc}): the default pins")
+        listening = _daemon_listening(cfg.control)
+        if listening:
+            why = "" if listening is True else f" (cannot tell: {listening})"
             raise LongGeError(
-                f"the daemon is using the radios ({cfg.control}): systemctl stop longge first"
+                f"the daemon is using the radios ({cfg.control}{why}): systemctl stop longge first"
             )
         radio = Rf24Radio(cfg.rx_ce_pin, cfg.rx_csn_pin, cfg.spi_speed, name="scan")
         where = radio.where

@@ -131,3 +131,20 @@ def test_scan_rf24_is_not_blocked_by_a_dead_daemons_socket(tmp_path: Path) -> No
         live.listen(1)
         said = scan_rf24(cfg)
     assert "the daemon is using the radios" in said, said
+
+
+def test_scan_rf24_goes_on_with_the_default_pins_past_a_broken_installed_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An installed config scan cannot load (its key file not copied yet) does not stop a scan
+    that needs only pins: it says so and scans with the wiring table's (CE GPIO25,
+    /dev/spidev0.1)."""
+    broken = tmp_path / "longge.toml"
+    broken.write_text('[security]\nkey_file = "/nonexistent/key"\n')
+    monkeypatch.setattr(config, "DEFAULT_PATH", str(broken))
+    heard: list[str] = []
+    pytest.importorskip("pyrf24")
+    with pytest.raises(LongGeError) as err:
+        scan.run(None, "rf24", None, sweeps=1, dwell_us=200, say=heard.append)
+    assert any("not used" in h and "key" in h for h in heard), heard
+    assert "CE GPIO25" in str(err.value), err.value
