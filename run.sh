@@ -62,9 +62,9 @@ ensure_packages() {
     local debs_stamp="$venv/$1" debs_want
     shift
     debs_want=$(printf '%s\n' "$*" | sha256sum | cut -d' ' -f1)
-    if [ "$(cat "$debs_stamp" 2>/dev/null)" != "$debs_want" ] && install_debian_packages "$@"; then
-        mkdir -p "$venv" 2>/dev/null && echo "$debs_want" >"$debs_stamp" 2>/dev/null || true
-    fi
+    [ "$(cat "$debs_stamp" 2>/dev/null)" = "$debs_want" ] && return 0
+    install_debian_packages "$@" || return 1
+    mkdir -p "$venv" 2>/dev/null && echo "$debs_want" >"$debs_stamp" 2>/dev/null || true
 }
 
 # Does this command use the emulator (the air, emulated chips, the simulated modem)? A node's
@@ -83,6 +83,7 @@ needs_emulator() {
             done
             ;;
         tTest | lTest | tune | experiment)
+            [ "${1:-}" = experiment ] && [ "${2:-}" = list ] && return 1
             [ -S /run/longge/longge0.sock ] && return 1
             for arg in "$@"; do
                 case "$arg" in --host | --host=*) return 1 ;; esac
@@ -94,10 +95,13 @@ needs_emulator() {
 
 bootstrap() {
     local py want
-    if [ "$emulator" = 1 ]; then # (both sets at once: one apt-get)
-        ensure_packages .longge-debs-emulator "${debian_packages[@]}" "${emulator_packages[@]}"
-    else
-        ensure_packages .longge-debs "${debian_packages[@]}"
+    # (both sets in one apt-get; when that fails, e.g. an emulator package this release does
+    # not have, the node's own set still goes in)
+    if [ "$emulator" = 0 ]; then
+        ensure_packages .longge-debs "${debian_packages[@]}" || true
+    elif ! ensure_packages .longge-debs-emulator "${debian_packages[@]}" "${emulator_packages[@]}" &&
+        [ "$(id -u)" -eq 0 ]; then
+        ensure_packages .longge-debs "${debian_packages[@]}" || true
     fi
     want=$(sha256sum "$here/pyproject.toml" | cut -d' ' -f1)
     if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
@@ -144,18 +148,18 @@ build_air() {
     fi
     local cargo_bin
     cargo_bin=$(command -v cargo || true)
+    if [ -z "$cargo_bin" ] && [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+        say "installing a Rust toolchain (Debian packages cargo, rustc) for the air emulator"
+        DEBIAN_FRONTEND=noninteractive apt-get update -qq || say "apt-get update failed (above)"
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq cargo rustc >/dev/null ||
+            say "could not install cargo and rustc (apt-get above)"
+        cargo_bin=$(command -v cargo || true)
+    fi
     if [ -z "$cargo_bin" ]; then
-        if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
-            say "installing a Rust toolchain (Debian packages cargo, rustc) for the air emulator"
-            DEBIAN_FRONTEND=noninteractive apt-get update -qq
-            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq cargo rustc >/dev/null
-            cargo_bin=$(command -v cargo)
-        else
-            say "cargo is missing: the compiled air cannot be built (run as root once, or install Rust);"
-            say "the Python air is used instead (LONGGE_AIR_SERVER=python)"
-            export LONGGE_AIR_SERVER=python
-            return 0
-        fi
+        say "cargo is missing: the compiled air cannot be built (run as root once, or install Rust);"
+        say "the Python air is used instead (LONGGE_AIR_SERVER=python)"
+        export LONGGE_AIR_SERVER=python
+        return 0
     fi
     # Its crates need Rust 1.71 (serde_json), and its Cargo.lock cargo 1.78: older distribution
     # toolchains (Debian 12's 1.63) cannot build it; say so rather than fail below.

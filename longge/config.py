@@ -186,11 +186,13 @@ class NodeConfig:
             raise ConfigError("mobile.routes", self.routes, 'a list like ["10.99.0.0/24"]')
         for route in self.routes:
             try:
-                ipaddress.IPv4Network(route)  # (through the peer, an IPv4 address)
+                net = ipaddress.IPv4Network(route)  # (through the peer, an IPv4 address)
             except ValueError as exc:
                 raise ConfigError(
                     "mobile.routes", route, "IPv4 networks like 10.99.0.0/24"
                 ) from exc
+            if "/" in route and route.split("/")[1] != str(net.prefixlen):  # a mask: ip refuses
+                raise ConfigError("mobile.routes", route, f"a prefix length: {net}")
         if not isinstance(self.insecure, bool):
             raise ConfigError("security.insecure", self.insecure, "true or false")
         if self.key is None and not self.insecure:

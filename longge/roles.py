@@ -85,15 +85,31 @@ def _hop(h: dict[str, Any]) -> list[str]:
     return args
 
 
+#: Route metrics ``ip -j route`` shows in milliseconds, which ``ip route`` reads so only with
+#: the unit; and the metrics shown under another name than ``ip route`` takes.
+_METRIC_MS = ("rtt", "rttvar", "rto_min")
+_METRIC_WORD = {"congestion": "congctl"}
+#: Route types put back (the link's replace takes their place too: an ``unreachable
+#: default`` kill switch, say); others, and routes with what is not rebuilt, are left alone.
+_ROUTE_TYPES = ("unicast", "unreachable", "blackhole", "prohibit")
+_NOT_REBUILT = ("tos", "encap", "flow_from", "flow_to", "table")
+
+
 def _route_args(dst: str, r: dict[str, Any]) -> list[str]:
     """``ip route`` arguments that make route ``r`` (``ip -j -d route`` output) again."""
-    args = [dst]
+    kind = r.get("type", "unicast")
+    args = [dst] if kind == "unicast" else [kind, dst]
     for key, word in (("protocol", "proto"), ("scope", "scope"), ("prefsrc", "src")):
         if isinstance(r.get(key), str):
             args += [word, r[key]]
-    for metric in r.get("metrics") or []:  # mtu, advmss, ...: [{"mtu": 1400}]
-        if isinstance(metric, dict):
-            args += [w for k, v in metric.items() if isinstance(v, int) for w in (k, str(v))]
+    for metric in r.get("metrics") or []:  # [{"mtu": 1400}, {"rtt": 100}, {"ecn": null}]
+        for k, v in metric.items() if isinstance(metric, dict) else ():
+            if k == "ecn":
+                args += ["features", "ecn"]
+            elif isinstance(v, int):
+                args += [k, f"{v}ms" if k in _METRIC_MS else str(v)]
+            elif isinstance(v, str) and k in _METRIC_WORD:
+                args += [_METRIC_WORD[k], v]
     # the next hops last (ip route reads everything after "nexthop" as the hop's)
     if isinstance(r.get("nhid"), int):
         args += ["nhid", str(r["nhid"])]
@@ -105,41 +121,55 @@ def _route_args(dst: str, r: dict[str, Any]) -> list[str]:
     return args
 
 
-def _routes_replaced(dst: str, tun: str) -> list[list[str]]:
-    """The main table's routes to exactly ``dst`` that ``ip route replace DST ... dev TUN``
-    would take the place of (unicast, metric 0, not the link's own), as ``ip route`` arguments
-    that put them back: a mobile's default route of metric 0 (a static one, or some DHCP
-    clients') was gone for good once the daemon stopped."""
+def _routes(dst: str) -> list[dict[str, Any]]:
+    """The main table's routes to exactly ``dst`` of metric 0 (``ip -j -d route``)."""
     shown = ip("-j", "-d", "route", "show", "exact", dst, check=False)
     try:
         routes = json.loads(shown.stdout or "[]")
     except ValueError:
         return []
-    back = []
-    for r in routes if isinstance(routes, list) else []:
-        if not isinstance(r, dict) or r.get("metric", 0) != 0:
-            continue
-        nexthops = r.get("nexthops")
-        hops: list[Any] = nexthops if isinstance(nexthops, list) else [r]
-        devs = [h.get("dev") for h in hops if isinstance(h, dict)]
-        if r.get("type", "unicast") != "unicast" or tun in devs:
-            continue
-        back.append(_route_args(dst, r))
-    return back
+    if not isinstance(routes, list):
+        return []
+    return [r for r in routes if isinstance(r, dict) and r.get("metric", 0) == 0]
+
+
+def _via(r: dict[str, Any], tun: str) -> bool:
+    """Does route ``r`` go through ``tun`` (one of its next hops)?"""
+    nexthops = r.get("nexthops")
+    hops: list[Any] = nexthops if isinstance(nexthops, list) else [r]
+    return tun in [h.get("dev") for h in hops if isinstance(h, dict)]
+
+
+def _routes_replaced(dst: str, tun: str) -> list[list[str]]:
+    """The routes to exactly ``dst`` that ``ip route replace DST ... dev TUN`` takes the place
+    of (metric 0, not the link's own), as ``ip route`` arguments that put them back: a mobile's
+    default route of metric 0 (a static one, or some DHCP clients') was gone for good once the
+    daemon stopped."""
+    return [
+        _route_args(dst, r)
+        for r in _routes(dst)
+        if r.get("type", "unicast") in _ROUTE_TYPES
+        and not any(k in r for k in _NOT_REBUILT)
+        and not _via(r, tun)
+    ]
 
 
 def setup_mobile(cfg: NodeConfig) -> list[Undo]:
     """Routes through the radio link: the listed networks, and the default route if asked.
     They vanish with the interface; a route of the same prefix and metric they replaced comes
-    back at shutdown."""
+    back at shutdown, unless something else has taken the link's place meanwhile (a newer
+    route stays)."""
     undo: list[Undo] = []
     dests = [*cfg.routes, *(["default"] if cfg.default_route else [])]
     try:
         for dst in dests:
-            for args in _routes_replaced(dst, cfg.tun):
+            replaced = _routes_replaced(dst, cfg.tun)
+            if replaced:
 
-                def put_back(args: list[str] = args) -> None:
-                    ip("route", "replace", *args, check=False)
+                def put_back(dst: str = dst, replaced: list[list[str]] = replaced) -> None:
+                    if all(_via(r, cfg.tun) for r in _routes(dst)):
+                        for i, args in enumerate(replaced):  # (others: appended to the first)
+                            ip("route", "append" if i else "replace", *args, check=False)
 
                 undo.append(put_back)
             ip("route", "replace", dst, "via", cfg.peer, "dev", cfg.tun)

@@ -62,6 +62,7 @@ def test_overrides_win(tmp_path: Path) -> None:
         ('[node]\ntun = "a-very-long-interface-name"', "tun"),
         ('[mobile]\nroutes = ["10.99.0.0/33"]', "mobile.routes"),
         ('[mobile]\nroutes = ["2001:db8::/32"]', "mobile.routes"),  # the peer is IPv4
+        ('[mobile]\nroutes = ["10.0.0.0/255.255.255.0"]', "mobile.routes"),  # ip wants /24
         ("[wifi]\nssid = 1", "wifi"),
         ("[radio\n", "config"),
         # security: on unless refused explicitly; keys checked

@@ -106,10 +106,11 @@ def test_the_mobile_role_gives_back_the_routes_it_replaced(tmp_path: Path) -> No
     static default route); once the daemon stopped the node had none. In a network namespace
     of its own: the link's routes while set up; after the undo steps (run while the link's
     routes are there, as the daemon runs them), the replaced ones back as they were (a gateway
-    on-link, a path MTU, a multipath route), a DHCP-like one (metric 100) untouched."""
+    on-link, a path MTU and RTT, a multipath route, an unreachable route), a DHCP-like one
+    (metric 100) untouched. A route that took the link's place meanwhile stays."""
     from longge.roles import setup_mobile
 
-    nets = ("192.0.2.0/24", "198.51.100.0/24")
+    nets = ("192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24")
     cfg = NodeConfig(
         role="mobile",
         insecure=True,
@@ -145,7 +146,8 @@ def test_the_mobile_role_gives_back_the_routes_it_replaced(tmp_path: Path) -> No
                 "route add default via 10.9.0.254 dev lgeth0 metric 100",
                 "route add 192.0.2.0/24 nexthop via 10.9.0.1 dev lgeth0 weight 1 "
                 "nexthop via 10.9.0.3 dev lgeth0 weight 2",
-                "route add 198.51.100.0/24 via 172.16.9.9 dev lgeth0 onlink mtu 1400",
+                "route add 198.51.100.0/24 via 172.16.9.9 dev lgeth0 onlink mtu 1400 rtt 100ms",
+                "route add unreachable 203.0.113.0/24",  # a kill switch
                 f"tuntap add dev {cfg.tun} mode tun",
                 f"addr add {cfg.address} dev {cfg.tun}",
                 f"link set {cfg.tun} up",
@@ -156,8 +158,15 @@ def test_the_mobile_role_gives_back_the_routes_it_replaced(tmp_path: Path) -> No
             during = routes()
             for u in reversed(undo):  # the daemon's order: undo, then the TUN goes
                 u()
+            after = routes()
+            # again, and something else takes the link's default route meanwhile: it stays
+            undo = setup_mobile(cfg)
+            subprocess.run(["ip", "route", "replace", "default", "via", "10.9.0.77"], check=True)
+            for u in reversed(undo):
+                u()
+            newer = routes()
             subprocess.run(["ip", "link", "del", cfg.tun], check=True)
-            say.send((before, during, routes()))
+            say.send((before, during, after, newer))
         except Exception as exc:  # (the test says what, instead of waiting for nothing)
             say.send(repr(exc))
 
@@ -167,13 +176,15 @@ def test_the_mobile_role_gives_back_the_routes_it_replaced(tmp_path: Path) -> No
         assert said.poll(30)
         got = said.recv()
         assert isinstance(got, tuple), got
-        before, during, after = got
+        before, during, after, newer = got
         # (a TUN without its daemon has no carrier: "linkdown")
         for dst in ("default", *nets):
             assert any(r.startswith(f"{dst} via 10.24.0.1 dev lgroute0") for r in during), during
         assert not any("10.9.0.1" in r or "172.16.9.9" in r for r in during), during
         assert any("metric 100" in r for r in during)
         assert after == before, (before, after)
+        assert "default via 10.9.0.77 dev lgeth0" in newer, newer
+        assert "default via 10.9.0.1 dev lgeth0 proto static" not in newer, newer
     finally:
         proc.join(10)
         if proc.is_alive():

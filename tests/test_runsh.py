@@ -7,6 +7,7 @@ venv whose ``python`` prints what it was asked to run."""
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-TOOLS = ("dirname", "sha256sum", "cut", "cat", "id", "stat", "flock", "mkdir", "sed", "rm")
+TOOLS = ("dirname", "sha256sum", "cut", "cat", "id", "stat", "flock", "mkdir", "sed", "rm", "grep")
 
 
 @pytest.fixture
@@ -63,6 +64,7 @@ def run(root: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProc
         ("tTest", "--host", "10.24.0.1", "--quick"),
         ("lTest", "--host=10.24.0.1"),
         ("experiment", "mode", "--host", "10.24.0.1"),
+        ("experiment", "list"),
         ("scan", "--backend", "rf24"),
         ("scan", "--config", "/etc/longge/longge.toml"),
     ],
@@ -92,3 +94,31 @@ def test_emulator_commands_set_it_up(copy: tuple[Path, dict[str, str]], args: tu
     # build_air ran: without cargo it falls back to the Python air, and says so
     assert "cargo is missing" in done.stderr, done.stderr
     assert (root / ".venv" / ".longge-debs-emulator").exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="run.sh installs packages only as root")
+def test_a_missing_emulator_package_does_not_keep_the_nodes_out(
+    copy: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    """One apt-get installs both package sets; when it fails (a release without simavr, say),
+    the node's own set still goes in. Here dpkg-query finds nothing installed and apt-get
+    (both stand-ins on PATH, logging their calls) refuses any list with simavr in it. A Rust
+    toolchain that did not come leaves the Python air (run.sh once stopped there, set -e)."""
+    root, env = copy
+    log = tmp_path / "apt.log"
+    bin_dir = Path(env["PATH"])
+    (bin_dir / "dpkg-query").write_text("#!/bin/sh\nexit 1\n")
+    (bin_dir / "apt-get").write_text(
+        f'#!/bin/sh\necho "$*" >>{log}\ncase "$*" in *simavr*) exit 100;; esac\nexit 0\n'
+    )
+    for tool in ("dpkg-query", "apt-get"):
+        (bin_dir / tool).chmod(0o755)
+    done = run(root, env, "testbed", "up")
+    assert done.returncode == 0, done.stderr
+    installs = [line for line in log.read_text().splitlines() if line.startswith("install")]
+    assert len(installs) == 3 and "simavr" in installs[0], installs
+    assert "iperf3" in installs[1] and "simavr" not in installs[1], installs
+    # then Rust for the air, which (a stand-in apt-get) brings no cargo: the Python air, said
+    assert installs[2].endswith("cargo rustc") and "Python air is used" in done.stderr
+    assert (root / ".venv" / ".longge-debs").exists()
+    assert not (root / ".venv" / ".longge-debs-emulator").exists()
