@@ -151,3 +151,25 @@ def test_scan_rf24_goes_on_with_the_default_pins_past_a_broken_installed_config(
     said = scan_rf24(None, tmp_path, heard)
     assert any("not used" in h for h in heard), heard
     assert "CE GPIO25" in said, said
+
+
+def test_a_scan_that_fails_half_way_takes_its_wifi_interferer_away(
+    air_path: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """scan --wifi puts an interferer on the emulated air for the scan; a scan that fails
+    (here its sweep, made to raise) must take it away again, or every later scan and every
+    link on that air would see a Wi-Fi network that is not there. The next scan of the same
+    air finds it quiet."""
+    with monkeypatch.context() as m:
+
+        def broken(*args: object) -> None:
+            raise RuntimeError("the sweep failed")
+
+        m.setattr(scan, "sweep", broken)
+        with pytest.raises(RuntimeError):
+            scan.run(None, "sim", air_path, 2, 200, wifi=6, duty=0.9, out=tmp_path / "a")
+    done = scan.run(None, "sim", air_path, 4, 200, out=tmp_path / "b")
+    assert done.busy == [], done.survey.occupancy
+    # (and the interferer was there: a scan with it finds its channels busy)
+    done = scan.run(None, "sim", air_path, 4, 200, wifi=6, duty=0.9, out=tmp_path / "c")
+    assert any(29 <= ch <= 45 for ch in done.busy), done.busy
