@@ -205,9 +205,9 @@ run_tests() {
     "$py" -m pytest "$@"
 }
 
-# One bootstrap at a time (two terminals on a fresh clone would share one venv being made).
 emulator=1
 if ! needs_emulator "$@"; then emulator=0; fi
+# One bootstrap at a time (two terminals on a fresh clone would share one venv being made).
 if { exec 9>>"$here/.run.lock"; } 2>/dev/null; then flock 9 2>/dev/null || true; fi
 bootstrap
 flock -u 9 2>/dev/null || true

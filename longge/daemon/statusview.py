@@ -44,7 +44,9 @@ def node_text(st: dict[str, Any]) -> str:
     ack = ack_text(r)
     n = {k: n.get(k, "?") for k in ("role", "tun", "address", "peer")}
     r = {
-        **dict.fromkeys(("backend", "rate", "ard_us", "arc", "tx_channel", "rx_channel"), "?"),
+        **dict.fromkeys(
+            ("backend", "rate", "ard_us", "arc", "payload", "tx_channel", "rx_channel"), "?"
+        ),
         **r,
     }
     return "\n".join(
@@ -53,8 +55,7 @@ def node_text(st: dict[str, Any]) -> str:
             f"link {str(st.get('link', '?')).upper()} (peer last heard {heard_s}), "
             f"up {_number(st.get('uptime_s'), '.0f')} s",
             f"  radio  {r['backend']} {r['rate']} {ack} ARD {r['ard_us']} µs ARC {r['arc']}, "
-            f"payload {r.get('payload', '?')} B, channels tx {r['tx_channel']} / rx "
-            f"{r['rx_channel']}",
+            f"payload {r['payload']} B, channels tx {r['tx_channel']} / rx {r['rx_channel']}",
             f"  tx     {tx.get('packets_in', 0)} packets in, {tx.get('packets_sent', 0)} sent in "
             f"{tx.get('frames_sent', 0)} frames; {tx.get('retransmissions') or 0} retransmissions, "
             f"{tx.get('max_rt', 0)} MAX_RT, {tx.get('packets_aborted', 0)} packets aborted; "
