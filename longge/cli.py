@@ -53,6 +53,11 @@ def _add_sweep_arguments(p: argparse.ArgumentParser, kind: str) -> None:
     p.add_argument(
         "--keep-testbed", action="store_true", help="leave a testbed brought up for this run"
     )
+    p.add_argument(
+        "--pdr-loss",
+        type=float,
+        help="datagram loss the partial drop rate (PDR) allows, a share (default 0.005: 0.5 %%)",
+    )
     if kind == "tTest":
         p.add_argument("--tcp", action="store_true", help="TCP instead of UDP")
         p.add_argument("-P", "--parallel", type=int, default=1, help="parallel streams")

@@ -171,23 +171,42 @@ def test_model_counts_only_the_frames_sent_before_a_packet_is_abandoned() -> Non
 
 
 def test_a_lossy_settings_capacity_stands_only_where_its_points_bracket_it() -> None:
-    """A setting that delivers 80 % below saturation and carries at most C = 400 kbit/s: its
-    loads, scaled by that share, bracket C. A point that saturated well below C (a stall) makes
-    the verdict refuse C and name the point, so tune measures it again."""
-    from longge.measure.analysis import Point
-    from longge.measure.tune import judge_scaled
+    """A setting that delivers 80 % below saturation and carries at most C = 400 kbit/s (tune's
+    loads: 0.6, 0.9, 1.05, 1.3 of C over that share): judged on the loss floor, its loads
+    bracket C. A point that saturated well below C (a stall) makes the verdict refuse C and
+    name the load, so tune measures it again."""
+    from longge.measure.floor import Sample, judge_lossy
 
-    a, c = 0.8, 400e3
+    a, c, frames = 0.8, 400e3, 48
 
-    def carried(offered: float) -> float:
-        return min(a * offered, c)
+    def sample(offered: float, stall: float = 1.0) -> Sample:
+        sent = round(offered * 3 / 8 / 1400)
+        got = min(a * sent, c * 3 / 8 / 1400) * stall
+        return Sample(offered, got * 1400 * 8 / 3, sent, sent - round(got), frames)
 
     loads = [0.6 * c / a, 0.9 * c / a, 1.05 * c / a, 1.3 * c / a]
-    v = judge_scaled([Point(x, carried(x)) for x in loads], a)
-    assert v.capacity_bps is not None and abs(v.capacity_bps - c) < 0.01 * c
-    stalled = [Point(x, carried(x) * (0.7 if x == loads[1] else 1.0)) for x in loads]
-    v = judge_scaled(stalled, a)
-    assert v.capacity_bps is None and v.contradicting == (a * loads[1],)
+    v = judge_lossy([sample(x) for x in loads])
+    assert v.verdict.capacity_bps == pytest.approx(c, rel=0.01)
+    assert v.loss_floor == pytest.approx(1 - a, abs=0.05)
+    v = judge_lossy([sample(x, 0.7 if x == loads[1] else 1.0) for x in loads])
+    assert v.verdict.capacity_bps is None and v.verdict.contradicting == (loads[1],)
+
+
+def test_a_setting_that_loses_packets_at_every_load_is_never_recommended(tmp_path: Path) -> None:
+    """ARD 250 µs ARC 2 at 10 % frame error: the highest C but 28 % of its datagrams lost at
+    every load. Recommended: the best setting with its floor below the PDR loss; without one,
+    the lowest floor, and the line says why."""
+    t = Tune(Target("127.0.0.1"), RadioOptions(), TunePlan(), ResultsDir(tmp_path), 0.19)
+    t.idle_rtt_ms = 4.0
+    lossy = {**row(250, 2, 480e3, 12.0, 0.28), "loss_floor": 0.28}
+    t.rows = [lossy, {**row(250, 15, 420e3, 30.0, 0.0), "loss_floor": 0.0}]
+    s = t.summary()
+    assert (s["recommendation"]["ard_us"], s["recommendation"]["arc"]) == (250, 15)
+    assert "at most 0.5%" in s["why"] and "1 setting(s) left out" in s["why"]
+    t.rows = [lossy, {**row(2500, 2, 180e3, 30.0, 0.30), "loss_floor": 0.30}]
+    s = t.summary()
+    assert (s["recommendation"]["ard_us"], s["recommendation"]["arc"]) == (250, 2)
+    assert "every setting loses more" in s["why"]
 
 
 def test_a_point_still_spoilt_after_its_repeat_is_never_recommended(tmp_path: Path) -> None:

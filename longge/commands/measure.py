@@ -99,6 +99,8 @@ def _sweep(ns: argparse.Namespace, kind: str) -> int:
         if ns.length is not None:
             changes["length"] = ns.length
         plan = replace(plan, **changes)
+    if ns.pdr_loss is not None:
+        plan = replace(plan, pdr_loss=ns.pdr_loss)
     plan = replace(plan, direction="both" if ns.bidir else "down" if ns.reverse else "up")
     path, summary = runner.run(
         kind,

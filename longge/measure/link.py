@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,7 +16,12 @@ from longge.daemon.control import ControlError
 from longge.daemon.status import DaemonClient, NodeStatus
 from longge.errors import ConfigError
 from longge.measure.iperf import TrialSpec
-from longge.measure.model import udp_goodput_both_ways_bps, udp_goodput_bps
+from longge.measure.model import (
+    datagram_frames,
+    lossy_model,
+    udp_goodput_both_ways_bps,
+    udp_goodput_bps,
+)
 from longge.protocol import secure
 from longge.radio.options import RadioOptions
 
@@ -190,17 +196,17 @@ class Target:
                 ctx["emulator"] = {"error": str(exc)}
             if ctx.get("radio"):
                 overhead = ctx.get("security_overhead", 0)
-                ctx.update(model_context(ctx["radio"], length, overhead, both_ways))
+                loss = (ctx["emulator"] or {}).get("loss")
+                ctx.update(model_context(ctx["radio"], length, overhead, both_ways, loss))
         return ctx
 
 
-def model_context(
-    radio: dict[str, Any], length: int, overhead: int, both_ways: bool = False
-) -> dict[str, Any]:
-    """The bound a run's figures are compared with (context.json's ``model_capacity_bps`` and
-    ``model_note``): the UDP payload rate the air allows for ``length``-byte datagrams on the
-    link the daemon's ``radio`` status describes, each direction's when ``both_ways``."""
-    opts = RadioOptions(
+def radio_options(radio: dict[str, Any] | None) -> RadioOptions:
+    """The link's options as a daemon's ``radio`` status gives them (the defaults where it
+    gives none: a link measured with ``--host`` and no daemon to ask)."""
+    if not radio:
+        return RadioOptions()
+    return RadioOptions(
         rate=radio["rate"],
         ard_us=radio["ard_us"],
         arc=radio["arc"],
@@ -210,11 +216,50 @@ def model_context(
         crc=radio["crc"],
         mode=radio.get("mode", "esb"),
     )
+
+
+def frames_of(context: dict[str, Any]) -> Callable[[int], int]:
+    """Radio frames per UDP datagram of a given size on the link a context.json describes."""
+    opts = radio_options(context.get("radio"))
+    overhead = context.get("security_overhead") or 0
+    return lambda length: datagram_frames(opts, length, overhead)
+
+
+def model_context(
+    radio: dict[str, Any],
+    length: int,
+    overhead: int,
+    both_ways: bool = False,
+    loss: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The bound a run's figures are compared with (context.json's ``model_capacity_bps``,
+    ``model_loss_floor`` and ``model_note``): the UDP payload rate the air allows for
+    ``length``-byte datagrams on the link the daemon's ``radio`` status describes, each
+    direction's when ``both_ways``; with the emulated air's ``loss`` (its per, ack_per, burst),
+    the lossy model's rate and loss floor (measure/model.py, shared with tune)."""
+    opts = radio_options(radio)
     model = udp_goodput_both_ways_bps if both_ways else udp_goodput_bps
+    capacity, floor = model(opts, length, overhead), 0.0
+    per = float((loss or {}).get("per") or 0.0)
+    ack = (loss or {}).get("ack_per")
+    ack_per = per if ack is None else float(ack)
+    burst = float((loss or {}).get("burst") or 1.0)
+    lossy = per > 0 or ack_per > 0
+    if lossy:
+        one_way, floor = lossy_model(opts, per, ack_per, burst, length, overhead)
+        # (both ways in stream mode: the ACKs' share of the air, as without loss)
+        capacity = one_way * capacity / udp_goodput_bps(opts, length, overhead)
     return {
-        "model_capacity_bps": model(opts, length, overhead),
+        "model_capacity_bps": capacity,
+        "model_loss_floor": floor,
         "model_note": f"UDP payload rate the air allows for {length}-byte datagrams "
         + ("in each direction, both loaded at once, " if both_ways else "")
-        + "with no loss and no host overhead"
+        + (
+            f"with the emulated air's losses (per {per:g}, ack_per {ack_per:g}, burst {burst:g}: "
+            f"{100 * floor:.2f} % of them lost at every load)"
+            if lossy
+            else "with no loss"
+        )
+        + " and no host overhead"
         + (f", {overhead} bytes of security per packet" if overhead else ""),
     }

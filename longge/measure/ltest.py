@@ -5,6 +5,7 @@ interrupted."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import asdict, replace
 from typing import Any
 
@@ -36,9 +37,11 @@ class LTest(_Sweep):
         plan: LTestPlan,
         out: ResultsDir,
         progress: Progress = lambda m, f: None,
+        frames: Callable[[int], int] = lambda length: 1,
     ) -> None:
         super().__init__(target, out, progress)
         self.plan = plan
+        self.frames = frames  # radio frames per datagram of a size (link.frames_of)
         self.levels: list[dict[str, Any]] = []
         self.capacity_source = "given"
         self.ttest: dict[str, Any] | None = None
@@ -49,9 +52,10 @@ class LTest(_Sweep):
         self.capacity_source = "measured by a quick tTest first"
         t = TTest(
             self.target,
-            replace(QUICK_TTEST, direction=self.plan.direction),
+            replace(QUICK_TTEST, direction=self.plan.direction, pdr_loss=self.plan.pdr_loss),
             self.out,
             lambda m, f: self.progress(f"capacity: {m}", 0.4 * f),
+            frames=self.frames,
         )
         self.ttest = t.run()
         # --bidir: the direction that carries less sets the loads of both

@@ -9,6 +9,30 @@ def _k(bps: float | None) -> str:
     return "-" if bps is None else f"{bps / 1e3:.1f} kbit/s"
 
 
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.2f} %"
+
+
+def _floor_lines(t: dict[str, Any], ctx: dict[str, Any]) -> list[str]:
+    """The loss floor, NDR and PDR of one direction (measure/floor.py)."""
+    if t.get("loss_floor") is None:
+        return []
+    lo, hi = t.get("loss_floor_ci95") or (None, None)
+    model = ctx.get("model_loss_floor")
+    line = (
+        f"  loss floor p0 = {_pct(t['loss_floor'])} [{_pct(lo)}, {_pct(hi)}] of "
+        f"{t.get('loss_floor_datagram_bytes')}-byte datagrams, lost at every load"
+    )
+    if model is not None:
+        line += f" (emulator's model {_pct(model)})"
+    lines = [line]
+    for name, key in (("NDR", "ndr"), (f"PDR (loss <= {_pct(t.get('pdr_loss'))})", "pdr")):
+        rate = t.get(f"{key}_bps")
+        why = t.get(f"{key}_reason") or ""
+        lines.append(f"  {name}: {_k(rate)}" if rate is not None else f"  {why}")
+    return lines
+
+
 def _ttest_lines(t: dict[str, Any], model: float | None) -> list[str]:
     lines = ["  offered        received       efficiency  ρ      loss (95% CI)"]
     for p in t.get("points", []):
@@ -56,6 +80,7 @@ def summary_text(s: dict[str, Any]) -> str:
         for label, way in ways:
             lines.append(f"  {label}:")
             lines += _ttest_lines(way, model)
+            lines += _floor_lines(way, ctx)
     if s.get("kind") == "lTest":
         lines.append(f"  load {s.get('direction_label', 'mobile -> base')}")
         lines.append(
@@ -128,12 +153,20 @@ def _steal_lines(s: dict[str, Any]) -> list[str]:
     return out
 
 
+def _grid_floor(r: dict[str, Any]) -> str:
+    """A grid row's loss floor with its interval (rows from before it was measured: none)."""
+    p0, lo, hi = (r.get(k) for k in ("loss_floor", "loss_floor_low", "loss_floor_high"))
+    if not all(isinstance(x, int | float) for x in (p0, lo, hi)):
+        return ""
+    return f"  {_pct(p0)} [{_pct(lo)}, {_pct(hi)}]"
+
+
 def tune_text(summary: dict[str, Any]) -> str:
     """A tune summary as the terminal shows it: the grid, the rule, the recommendation."""
     lines = [
         f"  idle RTT {summary['idle_rtt_ms']:.1f} ms; q from the emulator's settings "
         f"{summary['q_hint']:.3f}",
-        "  ARD µs ARC  capacity  model     q meas  RTT p95 ρ.5  ρ.9   loss ρ.9",
+        "  ARD µs ARC  capacity  model     q meas  RTT p95 ρ.5  ρ.9   loss ρ.9  loss floor",
     ]
     for r in summary["grid"]:
         if r.get("error"):
@@ -143,6 +176,7 @@ def tune_text(summary: dict[str, Any]) -> str:
             f"  {int(r['ard_us']):6d} {int(r['arc']):3d}  {r['capacity_bps'] / 1e3:7.1f}  "
             f"{r['model_capacity_bps'] / 1e3:7.1f}  {r['q_measured']:7.3f}  "
             f"{r['rtt_p95_05_ms']:9.1f} {r['rtt_p95_09_ms']:6.1f}  {100 * r['loss_09']:7.2f}%"
+            + _grid_floor(r)
             + (f"  not counted: {r['disturbed']}" if r.get("disturbed") else "")
         )
     best = summary.get("recommendation")
@@ -152,6 +186,8 @@ def tune_text(summary: dict[str, Any]) -> str:
         f"  rule: {summary['rule']}" + ("" if summary["rule_met"] else " (no point met it)")
     )
     if best:
+        if summary.get("why"):
+            lines.append(f"  why: {summary['why']}")
         lines.append(
             f"  recommended: ARD {int(best['ard_us'])} µs, ARC {int(best['arc'])} -> "
             f"{summary['apply']}"

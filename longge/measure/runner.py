@@ -20,7 +20,7 @@ from longge.air.loss import NO_LOSS, AirLoss
 from longge.daemon.status import DaemonClient, NodeStatus
 from longge.errors import ConfigError
 from longge.measure import plots
-from longge.measure.link import Target
+from longge.measure.link import Target, frames_of
 from longge.measure.ltest import LTest
 from longge.measure.results import ResultsDir, default_dir, system_context
 from longge.measure.sweep import LTestPlan, Progress, TTestPlan
@@ -242,9 +242,10 @@ def run(
     target, started = resolve_target(host, iperf_port, rtt_port, opts, say, queue, loss)
 
     def start(results: ResultsDir, context: dict[str, Any]) -> Job:
+        frames = frames_of(context)
         if isinstance(plan, TTestPlan):
-            return TTest(target, plan, results, progress)
-        return LTest(target, plan, results, progress)
+            return TTest(target, plan, results, progress, frames=frames)
+        return LTest(target, plan, results, progress, frames=frames)
 
     length = plan.length or 1400
     both = plan.direction == "both"
@@ -294,7 +295,8 @@ def run_tune(
         say(f"(an interrupted tune resumes with --out {results.path})")
         # (None: the mobile daemon did not say; the model then counts no security bytes)
         overhead = context.get("security_overhead")
-        return Tune(target, opts, plan, results, q_hint, progress, overhead)
+        air = (spec.data_per, spec.ack_per, spec.burst)
+        return Tune(target, opts, plan, results, q_hint, progress, overhead, air)
 
     def check(results: ResultsDir, context: dict[str, Any]) -> None:
         check_resume(results, opts, q_hint, context.get("security_overhead"))

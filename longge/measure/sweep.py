@@ -18,7 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from longge.measure import analysis
+from longge.errors import ConfigError
+from longge.measure import analysis, floor
 from longge.measure.iperf import TrialResult, TrialSpec
 from longge.measure.link import Target
 from longge.measure.results import ResultsDir
@@ -29,6 +30,11 @@ IP_UDP_HEADERS = 28
 MIN_PACKETS = 50
 #: The daemons that send each direction's load (their queues are the ones that fill).
 SENDERS = {"up": ("mobile",), "down": ("base",), "both": ("mobile", "base")}
+
+
+def _check_pdr_loss(value: object) -> None:
+    if not isinstance(value, int | float) or isinstance(value, bool) or not 0.0 <= value < 1.0:
+        raise ConfigError("--pdr-loss", value, "a share of datagrams in 0..1 (0.005: 0.5 %)")
 
 
 @dataclass(frozen=True)
@@ -45,6 +51,11 @@ class TTestPlan:
     #: rounds of re-measuring what contradicts C before the run gives no capacity
     verdict_rounds: int = 3
     direction: str = "up"  # DIRECTIONS: up (mobile -> base), down (-R), both (--bidir)
+    #: the partial drop rate's loss (PDR: highest load losing at most this share)
+    pdr_loss: float = floor.PDR_LOSS
+
+    def __post_init__(self) -> None:
+        _check_pdr_loss(self.pdr_loss)
 
     def datagram(self, rate_bps: float) -> int:
         if self.length:
@@ -80,6 +91,10 @@ class LTestPlan:
     capacity_bps: float | None = None  # None: measure it first (quick tTest)
     probe_bytes: int = 60  # UDP payload of a probe: irtt's smallest packet, for comparison
     direction: str = "up"  # of the load (DIRECTIONS); probes go both ways anyway
+    pdr_loss: float = floor.PDR_LOSS  # (of the tTest that measures C first)
+
+    def __post_init__(self) -> None:
+        _check_pdr_loss(self.pdr_loss)
 
 
 QUICK_LTEST = LTestPlan(rhos=(0.0, 0.5, 0.8, 0.9, 1.0, 1.1, 1.3), seconds=4)

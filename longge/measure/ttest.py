@@ -1,8 +1,10 @@
 """tTest: a few log-spaced loads, then doubling until the link stops carrying what it is
 offered (received/offered < 0.97), then bisection on a log scale between the last good and
 the first bad load; each load repeated; the queues drained between trials. Capacity C is
-judged from all points (analysis.judge_capacity), ρ = offered / C. Keeps what it measured
-when interrupted."""
+judged from all points on the link's loss floor (measure/floor.py: a link that loses packets
+at every load is saturated only where it carries clearly less than what its floor lets
+through), ρ = offered / C; beside it the loss floor, NDR and PDR. Keeps what it measured when
+interrupted."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
-from longge.measure import analysis
+from longge.measure import analysis, floor
 from longge.measure.cpu import STEAL_LIMIT, StealMeter
 from longge.measure.disturbance import Disturbance, unspoilt
 from longge.measure.emulator import FROZEN_LIMIT, health, still_share
@@ -36,11 +38,16 @@ class TTest(_Sweep):
         out: ResultsDir,
         progress: Progress = lambda m, f: None,
         steal_meter: Callable[[], StealMeter] = StealMeter,
+        frames: Callable[[int], int] = lambda length: 1,
     ) -> None:
         super().__init__(target, out, progress)
         self.plan = plan
         self.points: dict[float, PointResult] = {}
         self.steal_meter = steal_meter
+        # radio frames per datagram of a size (link.frames_of): the floor's model needs them
+        self.frames = frames
+        self._steps = 0  # trials' loads measured, for the progress
+        self._expected = 6 + plan.bisect_steps
 
     def measure(self, offered: float) -> PointResult:
         plan = self.plan
@@ -87,26 +94,33 @@ class TTest(_Sweep):
             keep(done, disturbance)
         return point
 
-    def saturated(self, p: PointResult) -> bool:
-        """Received less than ``efficiency_knee`` of the offered load. For UDP only if datagrams
-        were lost, too: a load that lost none was carried, whatever rate the server computed
-        over its own clock (a 3-s trial of 54 datagrams read 8 % low with none lost, and the
-        search took 200 kbit/s for the link's capacity)."""
-        if p.efficiency >= self.plan.efficiency_knee:
-            return False
-        return p.packets == 0 or p.lost_packets > 0
+    def sample(self, p: PointResult) -> floor.Sample:
+        return floor.Sample(
+            p.offered_bps,
+            p.received_bps,
+            p.packets,
+            p.lost_packets,
+            self.frames(self.plan.datagram(p.offered_bps)),
+        )
+
+    def judged(self, points: dict[float, PointResult]) -> tuple[list[float], floor.LossyVerdict]:
+        """One direction's loads that measured, and the lossy verdict on them."""
+        pts = [p for p in sorted(points.values(), key=lambda p: p.offered_bps) if p.ok_trials]
+        judged = floor.judge_lossy([self.sample(p) for p in pts], knee=self.plan.efficiency_knee)
+        return [p.offered_bps for p in pts], judged
+
+    def saturated_loads(self, points: dict[float, PointResult]) -> set[float]:
+        """The loads judged saturated: received less than ``efficiency_knee`` of what the
+        link's loss floor lets through and, for UDP, datagrams lost clearly above the floor (a
+        load that lost none was carried, whatever rate the server computed over its own clock:
+        a 3-s trial of 54 datagrams read 8 % low with none lost, and the search took 200 kbit/s
+        for the link's capacity)."""
+        loads, judged = self.judged(points)
+        return {o for o, sat in zip(loads, judged.saturated, strict=True) if sat}
 
     def run(self) -> dict[str, Any]:
         plan = self.plan
-        expected = 6 + plan.bisect_steps
-        done = 0
-
-        def step(offered: float) -> PointResult:
-            nonlocal done
-            self.progress(f"offered {offered / 1e3:.1f} kbit/s", done / expected)
-            p = self.measure(offered)
-            done += 1
-            return p
+        step = self.step
 
         load = plan.start_bps
         for attempt in range(2):
@@ -144,6 +158,15 @@ class TTest(_Sweep):
         self.progress("done", 1.0)
         return self.summary()
 
+    def step(self, offered: float) -> PointResult:
+        """Measure one load, with the progress: a load measured again or added extends the
+        total instead of counting past it."""
+        self._expected = max(self._expected, self._steps + 1)
+        self.progress(f"offered {offered / 1e3:.1f} kbit/s", self._steps / self._expected)
+        p = self.measure(offered)
+        self._steps += 1
+        return p
+
     def ways(self) -> dict[str, dict[float, PointResult]]:
         """The points as each measured direction saw them (one, or two with --bidir)."""
         if self.plan.direction != "both":
@@ -152,15 +175,10 @@ class TTest(_Sweep):
 
     def overloaded(self, p: PointResult) -> bool:
         """Saturated in a direction the sweep measures (the search stops at the first)."""
-        if self.saturated(p):
-            return True
-        return self.plan.direction == "both" and self.saturated(reverse_view(p))
+        return any(p.offered_bps in self.saturated_loads(pts) for pts in self.ways().values())
 
     def verdict(self, points: dict[float, PointResult] | None = None) -> analysis.CapacityVerdict:
-        pts = [p for p in (self.points if points is None else points).values() if p.ok_trials]
-        return analysis.judge_capacity(
-            [analysis.Judged(p.offered_bps, p.received_bps, self.saturated(p)) for p in pts]
-        )
+        return self.judged(self.points if points is None else points)[1].verdict
 
     def settle(self, step: Callable[[float], PointResult]) -> None:
         """Measure again what contradicts C (a point disturbed by the machine reads like a
@@ -172,12 +190,14 @@ class TTest(_Sweep):
             if all(v.capacity_bps is not None for v in verdicts):
                 return
             again = sorted({o for v in verdicts for o in v.contradicting})
+            above = any(v.needs_load_above for v in verdicts)
+            self._expected = self._steps + len(again) + int(above)
             for offered in again:
                 why = "; ".join(v.reason or "" for v in verdicts if offered in v.contradicting)
                 for t in self.points[offered].ok_trials:
                     t.error = f"measured again: {why}"
                 step(offered)
-            if any(v.needs_load_above for v in verdicts):
+            if above:
                 top = max(self.points) * 1.5
                 if top > self.plan.max_bps:
                     return
@@ -227,9 +247,11 @@ class TTest(_Sweep):
     def _way_summary(self, points: dict[float, PointResult]) -> dict[str, Any]:
         """Capacity, saturation and per-load rows of one direction."""
         pts = [p for p in sorted(points.values(), key=lambda p: p.offered_bps) if p.ok_trials]
-        verdict = self.verdict(points)
+        _, judged = self.judged(points)
+        verdict = judged.verdict
         capacity = verdict.capacity_bps
-        first_bad = next((p for p in pts if self.saturated(p)), None)
+        sat_loads = {p.offered_bps for p, sat in zip(pts, judged.saturated, strict=True) if sat}
+        first_bad = next((p for p in pts if p.offered_bps in sat_loads), None)
         rows = []
         # The loads that saturated set C. Where the emulated air stood still through them (its
         # holds for radio processes the machine ran late, see measure/emulator.py), C is in
@@ -238,7 +260,7 @@ class TTest(_Sweep):
         for p in sorted(points.values(), key=lambda p: p.offered_bps):
             ok = p.ok_trials
             still = self._still_share(ok)
-            if still is not None and self.saturated(p):
+            if still is not None and p.offered_bps in sat_loads:
                 saturated_still.append(still)
             packets = sum(t.packets for t in ok)
             lost = sum(t.lost_packets for t in ok)
@@ -264,17 +286,43 @@ class TTest(_Sweep):
                     "retransmits": sum(t.retransmits for t in ok),
                     "jain_index": analysis.jain_index(streams[0]) if streams else None,
                     "datagram_bytes": self.plan.datagram(p.offered_bps),
+                    "frames_per_datagram": self.frames(self.plan.datagram(p.offered_bps)),
+                    "saturated": p.offered_bps in sat_loads,
+                    # what the floor lets through at this load's datagram size
+                    "floor_share": judged.floor.share(self.sample(p).frames),
                     "cpu_steal_max": max((t.cpu_steal for t in p.trials), default=0.0),
                     "air_still_share": still,
                 }
             )
         share = analysis.percentile(saturated_still, 0.5) if saturated_still else None
+        samples = [self.sample(p) for p in pts]
+        ndr = floor.drop_rate(judged, samples, 0.0, "NDR")
+        pdr = floor.drop_rate(judged, samples, self.plan.pdr_loss, "PDR")
+        largest = max((self.plan.datagram(p.offered_bps) for p in pts if p.packets), default=None)
         return {
             # None when the points do not support one (capacity_reason says why)
             "capacity_bps": capacity,
             "capacity_reason": verdict.reason,
             "capacity_lower_bound_bps": verdict.lower_bound_bps,
             "capacity_reached": capacity is not None,
+            # the datagrams a load below saturation loses for good (the run's largest), the
+            # per-frame residual loss behind it, and what it was estimated from (floor.py)
+            "loss_floor": judged.loss_floor if largest else None,
+            "loss_floor_ci95": list(judged.loss_floor_ci95) if largest else None,
+            "loss_floor_datagram_bytes": largest,
+            "loss_floor_frames": judged.frames if largest else None,
+            "frame_residual_loss": judged.floor.r if largest else None,
+            "frame_residual_loss_ci95": list(judged.floor.r_ci95) if largest else None,
+            "loss_floor_from": {
+                "points": judged.floor.points,
+                "datagrams": judged.floor.datagrams,
+                "lost": judged.floor.lost,
+            },
+            "ndr_bps": ndr.rate_bps,
+            "ndr_reason": ndr.reason,
+            "pdr_bps": pdr.rate_bps,
+            "pdr_loss": self.plan.pdr_loss,
+            "pdr_reason": pdr.reason,
             "capacity_air_still_share": share,
             "capacity_running_bps": capacity / (1 - share)
             if capacity and share is not None and share > FROZEN_LIMIT
@@ -284,8 +332,8 @@ class TTest(_Sweep):
             else {
                 "offered_bps": first_bad.offered_bps,
                 "rho": first_bad.offered_bps / capacity,
-                "rule": f"first load with received/offered < {self.plan.efficiency_knee} "
-                "(UDP: and datagrams lost)",
+                "rule": f"first load with received < {self.plan.efficiency_knee} x (1 - loss "
+                "floor) x offered (UDP: and datagrams lost clearly above the floor)",
             },
             "points": rows,
         }

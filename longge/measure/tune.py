@@ -19,12 +19,13 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from longge.errors import ConfigError
-from longge.measure import analysis
+from longge.measure import analysis, floor
 from longge.measure.disturbance import unspoilt
+from longge.measure.floor import PDR_LOSS
 from longge.measure.iperf import TrialSpec, parse_result, run_trial
 from longge.measure.link import Target
 from longge.measure.loadprobe import load_and_probe, probe_in
-from longge.measure.model import IP_UDP_HEADERS, udp_goodput_bps
+from longge.measure.model import IP_UDP_HEADERS, datagram_frames, lossy_model, udp_goodput_bps
 from longge.measure.results import ResultsDir
 from longge.measure.sweep import Progress
 from longge.protocol.frame import frames_for
@@ -44,6 +45,10 @@ GRID_FIELDS = [
     "rtt_median_09_ms",
     "loss_09",
     "model_residual_loss",
+    "loss_floor",
+    "loss_floor_low",
+    "loss_floor_high",
+    "model_loss_floor",
     "curve",
     "cpu_steal",
     "disturbed",
@@ -60,6 +65,9 @@ class TunePlan:
     probe_s: int = 5
     max_loss: float = 0.001
     max_rtt_factor: float = 2.0
+    #: a setting whose loss floor (datagrams lost at every load) is above this is recommended
+    #: only when no setting has one below it
+    pdr_loss: float = PDR_LOSS
     vs_stream: bool = False  # then measure stream mode too (docs/design.md §4)
 
 
@@ -67,29 +75,16 @@ QUICK_TUNE = TunePlan(ard_us=(250, 2500), arc=(2, 15), trial_s=3, probe_s=3)
 
 
 def model_capacity(opts: RadioOptions, q: float, length: int = 1400, overhead: int = 0) -> float:
-    """UDP payload rate the model expects at per-attempt failure q: a packet is delivered when
-    all its F frames get through (each is lost with r = q^(ARC+1) after ARC+1 attempts); the
-    daemon abandons a packet at its first lost frame, so a packet costs the air only the frames
-    up to that one: (1 − (1−r)^F) / r of them on average instead of F."""
-    t = opts.timing()
-    no_loss = udp_goodput_bps(opts, length, overhead)
-    frames = _frames(length + overhead, opts)
-    slow = t.expected_service_ns(q) / t.expected_service_ns(0.0)
-    r = t.residual_loss(q)
-    if r >= 1:
-        return 0.0
-    log_ok = frames * math.log1p(-r)  # log of (1-r)^F, exact also for r ~ 1e-16
-    delivered = math.exp(log_ok)
-    sent = frames if r <= 0 else -math.expm1(log_ok) / r  # frames on air per packet, on average
-    return no_loss / slow * delivered * frames / sent
+    """UDP payload rate the model expects at per-attempt failure q (measure/model.py's lossy
+    model, shared with tTest and lTest: a packet is delivered when all its F frames get through,
+    each lost with r = q^(ARC+1); the daemon abandons a packet at its first lost frame)."""
+    return lossy_model(replace(opts, mode="esb"), q, 0.0, 1.0, length, overhead)[0]
 
 
 def mode_capacity(opts: RadioOptions, q: float, overhead: int = 0) -> float:
     """model_capacity in ESB mode; in stream mode the ARQ sends each lost frame again (and
     only it), so the loss-free rate shrinks by the share of frames that get through."""
-    if opts.mode == "stream":
-        return udp_goodput_bps(opts, 1400, overhead) * (1 - q)
-    return model_capacity(opts, q, 1400, overhead)
+    return lossy_model(opts, q, 0.0, 1.0, 1400, overhead)[0]
 
 
 def _frames(udp_payload: int, opts: RadioOptions) -> int:
@@ -129,23 +124,6 @@ def model_rtt_ms(
     if rho <= 1 - pct:
         return idle
     return idle + packet_service_ms(opts, q, 1400, overhead) * (1 - (1 - pct) / min(rho, 1.0))
-
-
-def judge_scaled(points: list[analysis.Point], share: float) -> analysis.CapacityVerdict:
-    """judge_capacity on a lossy setting's points: offered loads scaled by the share that gets
-    through below saturation (on a link that loses packets at every load, the plain rule would
-    read the loss as saturation), a point saturated when it carried less than EFFICIENCY_KNEE
-    of that. The verdict's loads are the scaled ones."""
-    return analysis.judge_capacity(
-        [
-            analysis.Judged(
-                share * p.offered_bps,
-                p.received_bps,
-                p.received_bps < analysis.EFFICIENCY_KNEE * share * p.offered_bps,
-            )
-            for p in points
-        ]
-    )
 
 
 def failure_rate(frames: int, retrans: int, max_rt: int) -> float:
@@ -222,8 +200,11 @@ class Tune:
         q_hint: float,
         progress: Progress = lambda m, f: None,
         overhead: int | None = 0,
+        loss: tuple[float, float, float] = (0.0, 0.0, 1.0),
     ) -> None:
         self.target = target
+        # the emulated air's (per, ack_per, burst): what the model predicts each point from
+        self.loss = loss
         self.base = base
         self.plan = plan
         self.out = out
@@ -321,41 +302,47 @@ class Tune:
     def _model(self, opts: RadioOptions, q: float) -> float:
         return mode_capacity(opts, q, self.overhead)
 
+    def _predict(self, opts: RadioOptions) -> tuple[float, float]:
+        """(C, loss floor of 1400-byte datagrams) the lossy model gives this setting on the
+        emulated air's losses (none known: a loss-free link)."""
+        per, ack_per, burst = self.loss
+        return lossy_model(opts, per, ack_per, burst, 1400, self.overhead)
+
     def _measure(self, opts: RadioOptions) -> dict[str, Any]:
+        """Capacity on the loss floor's model (measure/floor.py, as tTest): loads at 0.6, 0.9,
+        1.05 and 1.3 of the predicted C, each divided by the share the predicted floor lets
+        through (a setting that loses packets at every load saturates only there); what
+        contradicts C measured once more, or a load above, as tTest does."""
         self.target.drain()
-        predicted = self._model(opts, self.q_hint)
+        predicted, p0 = self._predict(opts)
+        share = max(0.05, 1.0 - p0)
+        frames = datagram_frames(opts, 1400, self.overhead)
         f0, r0, m0 = self.target.tx_counters()
-        pts: dict[float, analysis.Point] = {}
+        pts: dict[float, floor.Sample] = {}
         loss = math.nan
-        share = 1.0  # what gets through below saturation (measured at the lowest load)
 
         def measure(rate: float) -> Any:
             res = self._trial(rate, self.plan.trial_s)
             self.target.drain()
-            pts[rate] = analysis.Point(rate, res.received_bps)
+            pts[rate] = floor.Sample(rate, res.received_bps, res.packets, res.lost_packets, frames)
             return res
 
         for factor in (0.6, 0.9, 1.05, 1.3):
-            # A setting that loses packets at every load saturates only when the offered load
-            # exceeds its goodput divided by that share: scale the higher loads to reach it.
-            rate = factor * predicted / share
-            res = measure(rate)
-            if factor == 0.6 and rate > 0:
-                share = max(0.05, min(1.0, res.received_bps / rate))
+            res = measure(factor * predicted / share)
             if factor == 0.9:
                 loss = res.lost_packets / res.packets if res.packets else math.nan
-        verdict = judge_scaled(list(pts.values()), share)
-        if verdict.capacity_bps is None:  # measure what contradicts C once more, or go higher
-            for scaled in verdict.contradicting:
-                measure(min(pts, key=lambda r: abs(share * r - scaled)))
-            if verdict.needs_load_above:
-                measure(1.8 * predicted / share)
-            verdict = judge_scaled(list(pts.values()), share)
+        judged = floor.judge_lossy(list(pts.values()))
+        if judged.verdict.capacity_bps is None:  # measure what contradicts C once more, or higher
+            for rate in judged.verdict.contradicting:
+                measure(rate)
+            if judged.verdict.needs_load_above:
+                measure(1.8 * max(pts) / 1.3)
+            judged = floor.judge_lossy(list(pts.values()))
         f1, r1, m1 = self.target.tx_counters()
         q = failure_rate(f1 - f0, r1 - r0, m1 - m0)
-        if verdict.capacity_bps is None:
-            raise RuntimeError(f"no capacity: {verdict.reason}")
-        capacity = verdict.capacity_bps
+        if judged.verdict.capacity_bps is None:
+            raise RuntimeError(f"no capacity: {judged.verdict.reason}")
+        capacity = judged.verdict.capacity_bps
         med05, p95_05 = self._rtt(0.5 * capacity)
         med09, p95_09 = self._rtt(0.9 * capacity)
         curve = {
@@ -365,6 +352,7 @@ class Tune:
             ],
             "rtt": [[0.5, med05, p95_05], [0.9, med09, p95_09]],
         }
+        lo, hi = judged.loss_floor_ci95
         return {
             "capacity_bps": capacity,
             "model_capacity_bps": self._model(opts, q),
@@ -377,6 +365,10 @@ class Tune:
             "rtt_median_09_ms": med09,
             "loss_09": loss,
             "model_residual_loss": 0.0 if opts.mode == "stream" else opts.timing().residual_loss(q),
+            "loss_floor": judged.loss_floor,
+            "loss_floor_low": lo,
+            "loss_floor_high": hi,
+            "model_loss_floor": lossy_model(opts, q, 0.0, 1.0, 1400, self.overhead)[1],
             "curve": json.dumps(curve),
             "error": "",
         }
@@ -423,17 +415,13 @@ class Tune:
 
     def summary(self) -> dict[str, Any]:
         ok = [r for r in self.rows if not r.get("error") and not r.get("disturbed")]
-        limit = self.plan.max_rtt_factor * self.idle_rtt_ms
-        good = [
-            r
-            for r in ok
-            if (r["loss_09"] or 0) <= self.plan.max_loss
-            and r["rtt_p95_09_ms"] <= max(limit, self.idle_rtt_ms + 25)
-        ]
-        best = max(good or ok, key=lambda r: r["capacity_bps"], default=None)
+        best, why, good = recommend(ok, self.plan, self.idle_rtt_ms)
         rule = (
-            f"highest capacity with datagram loss at ρ 0.9 <= {self.plan.max_loss:.1%} and "
-            f"RTT p95 at ρ 0.9 <= max({self.plan.max_rtt_factor:g} × idle, idle + 25 ms)"
+            f"among the settings whose loss floor is at most {self.plan.pdr_loss:.1%} (datagrams "
+            "lost at every load; if none, the lowest floor), the highest capacity with datagram "
+            f"loss at ρ 0.9 <= {self.plan.max_loss:.1%} and RTT p95 at ρ 0.9 <= "
+            f"max({self.plan.max_rtt_factor:g} × idle, idle + 25 ms) (if none meets those, the "
+            "highest capacity)"
         )
         return {
             "kind": "tune",
@@ -448,6 +436,7 @@ class Tune:
             "recommendation": best,
             "rule": rule,
             "rule_met": bool(good),
+            "why": why,
             "apply": None
             if best is None
             else (
@@ -457,6 +446,53 @@ class Tune:
                 "of both nodes' longge.toml"
             ),
         }
+
+
+def _floor(r: dict[str, Any]) -> float:
+    """A grid row's loss floor (rows from before the floor was measured: their loss at ρ 0.9,
+    which holds the floor and more)."""
+    for key in ("loss_floor", "loss_09"):
+        v = r.get(key)
+        if isinstance(v, int | float) and math.isfinite(v):
+            return float(v)
+    return math.inf
+
+
+def recommend(
+    ok: list[dict[str, Any]], plan: TunePlan, idle_ms: float
+) -> tuple[dict[str, Any] | None, str, bool]:
+    """(the recommended row, why in one line, whether it met the loss and RTT rule). A setting
+    that loses more than ``plan.pdr_loss`` of its packets at every load is never chosen while
+    another keeps its floor below that, whatever its capacity."""
+    if not ok:
+        return None, "no setting was measured", False
+    floor_ok = [r for r in ok if _floor(r) <= plan.pdr_loss]
+    pool = floor_ok or [min(ok, key=_floor)]
+    limit = max(plan.max_rtt_factor * idle_ms, idle_ms + 25)
+    good = [r for r in pool if (r["loss_09"] or 0) <= plan.max_loss and r["rtt_p95_09_ms"] <= limit]
+    best = max(good or pool, key=lambda r: r["capacity_bps"])
+    name = f"ARD {int(best['ard_us'])} µs, ARC {int(best['arc'])}"
+    cap = f"{best['capacity_bps'] / 1e3:.0f} kbit/s"
+    if not floor_ok:
+        why = (
+            f"{name}: every setting loses more than {plan.pdr_loss:.1%} of its datagrams at "
+            f"every load; this one the least ({_floor(best):.2%}, C {cap}): more retries (ARC) "
+            "would lose less"
+        )
+    else:
+        dropped = len(ok) - len(floor_ok)
+        lossy = f"; {dropped} setting(s) left out for losing more at every load" if dropped else ""
+        met = (
+            f"datagram loss at ρ 0.9 {best['loss_09']:.2%} and RTT p95 {best['rtt_p95_09_ms']:.1f} "
+            "ms within the limits"
+            if good
+            else "no setting met the loss and RTT limits at ρ 0.9"
+        )
+        why = (
+            f"{name}: the highest capacity ({cap}) of the {len(floor_ok)} setting(s) whose loss "
+            f"floor is at most {plan.pdr_loss:.1%} (this one {_floor(best):.2%}){lossy}; {met}"
+        )
+    return best, why, bool(good)
 
 
 def mode_verdict(best: dict[str, Any] | None, stream: dict[str, Any] | None) -> str | None:

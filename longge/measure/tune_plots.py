@@ -129,11 +129,15 @@ def plot_tune(summary: dict[str, Any], out: Path) -> list[Path]:
         ("rtt_p95_09_ms", "RTT p95 at ρ 0.9 (ms)", 1),
         ("loss_09", "datagram loss at ρ 0.9 (%)", 100),
     ]
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    if any(isinstance(r.get("loss_floor"), int | float) for r in rows):
+        panels.append(("loss_floor", "loss floor p0: lost at every load (%)", 100))
+    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4.2))
     for ax, (key, title, scale) in zip(axes, panels, strict=True):
         grid = [[math.nan] * len(ards) for _ in arcs]
         for r in rows:
-            grid[arcs.index(int(r["arc"]))][ards.index(int(r["ard_us"]))] = float(r[key]) * scale
+            v = r.get(key)
+            cell = float(v) * scale if isinstance(v, int | float) else math.nan
+            grid[arcs.index(int(r["arc"]))][ards.index(int(r["ard_us"]))] = cell
         im = ax.imshow(grid, origin="lower", aspect="auto", cmap="viridis")
         ax.set_xticks(range(len(ards)), [str(a) for a in ards])
         ax.set_yticks(range(len(arcs)), [str(a) for a in arcs])
