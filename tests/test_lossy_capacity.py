@@ -75,7 +75,7 @@ def test_a_link_with_a_loss_floor_gets_its_capacity_and_floor(tmp_path: Path, se
     s = t.run()
     assert s["capacity_bps"] == pytest.approx(C5, rel=0.03), s["capacity_reason"]
     lo, hi = s["loss_floor_ci95"]
-    assert lo < s["loss_floor"] < hi and 0.0 < lo
+    assert lo < s["loss_floor"] < hi and lo > 0.0
     assert s["loss_floor"] == pytest.approx(FLOOR5, abs=3 * (hi - lo))
     assert s["ndr_bps"] is None and "loses" in s["ndr_reason"] and "every load" in s["ndr_reason"]
     assert s["pdr_bps"] is None and "PDR: none" in s["pdr_reason"]

@@ -328,8 +328,14 @@ class Air:
             ):
                 other.collided = True
                 tx.collided = True
-        self._on_air.append(tx)
         ch = self.channels.setdefault(tx.channel, Counter())
+        # a Wi-Fi interferer on the air while it is: destroyed as by a collision (air/interferer.py)
+        if tx.end and any(
+            w.covers(tx.channel) and w.active(tx.start, tx.end) for w in self.interferers
+        ):
+            tx.collided = True
+            ch["jammed"] += 1
+        self._on_air.append(tx)
         ch["transmissions"] += 1
         ch["airtime_ns"] += tx.end - tx.start
 

@@ -76,6 +76,9 @@ class Judged:
     offered_bps: float
     received_bps: float
     saturated: bool
+    #: relative standard deviation of ``received_bps`` from the link's own randomness (a lossy
+    #: link's loss floor over few datagrams): widens the tolerance to twice it
+    noise: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -97,7 +100,8 @@ def judge_capacity(points: Sequence[Judged], tol: float = CONTRADICTION_TOL) -> 
     - a clearly saturated point lies above it (received <= CLEAR_SATURATION x offered),
     - no saturated point lies below C (a link of capacity C carries what is below C), and
     - no point, saturated or not, received more than C.
-    Each by more than ``tol``. Otherwise C is None, with what contradicts it."""
+    Each by more than ``tol``, or twice a point's ``noise`` if more. Otherwise C is None,
+    with what contradicts it."""
     pts = sorted(points, key=lambda p: p.offered_bps)
     if not pts:
         return CapacityVerdict(None, "no trial succeeded")
@@ -110,10 +114,14 @@ def judge_capacity(points: Sequence[Judged], tol: float = CONTRADICTION_TOL) -> 
             "no load it carried whole says where its capacity is",
         )
     c = fit_capacity([Point(p.offered_bps, p.received_bps) for p in pts])
-    below = [p for p in pts if p.saturated and p.offered_bps < c * (1 - tol)]
+
+    def margin(p: Judged) -> float:
+        return max(tol, 2 * p.noise)
+
+    below = [p for p in pts if p.saturated and p.offered_bps < c * (1 - margin(p))]
     # carried more than C: received, not offered (a load a little above C is received at C with
     # nothing lost while the queues absorb the excess of a short trial)
-    above = [p for p in pts if p.received_bps > c * (1 + tol)]
+    above = [p for p in pts if p.received_bps > c * (1 + margin(p))]
     clear = [
         p
         for p in pts

@@ -220,7 +220,34 @@ class LTest(_Sweep):
             "ttest": self.ttest,
         }
 
+    def probe_floor(self) -> tuple[float, float] | None:
+        """The share of probes the link's loss floor loses at every load (its request and its
+        reply: F frames each way), with its 95 % interval, from the tTest that measured C (None:
+        C was given, or no floor was measured)."""
+        t = self.ttest or {}
+        r, ci = t.get("frame_residual_loss"), t.get("frame_residual_loss_ci95")
+        if r is None or ci is None:
+            return None
+        frames = self.frames(self.plan.probe_bytes)
+
+        def both_ways(x: float) -> float:
+            return 1 - (1 - x) ** (2 * frames)
+
+        return both_ways(r), both_ways(ci[1])
+
+    def _count_against_floor(self) -> None:
+        """Each level's probes lost, against what the floor alone loses: ``probes_lost_beyond
+        _floor`` when the lower end of their 95 % interval lies above the floor's upper end."""
+        floor = self.probe_floor()
+        for lv in self.levels:
+            lv["probe_loss_floor"] = None if floor is None else floor[0]
+            ci = lv.get("probe_loss_ci95")
+            lv["probes_lost_beyond_floor"] = (
+                None if floor is None or ci is None else bool(ci[0] > floor[1])
+            )
+
     def summary(self, cap: float, interval: float) -> dict[str, Any]:
+        self._count_against_floor()
         idle = [lv for lv in self.levels if lv["rho"] == 0.0]
         baseline = (
             idle[0]["rtt_median_ms"]
@@ -268,6 +295,10 @@ class LTest(_Sweep):
             "baseline + 10 ms)",
             "levels": self.levels,
             "ttest": self.ttest,
+            # the link's loss floor as its tTest measured it (null when C was given)
+            "loss_floor": (self.ttest or {}).get("loss_floor"),
+            "loss_floor_ci95": (self.ttest or {}).get("loss_floor_ci95"),
+            "probe_loss_floor": (self.probe_floor() or (None, None))[0],
             "emulator": self._emulator_health(),
             "cpu_steal": {
                 "limit": STEAL_LIMIT,

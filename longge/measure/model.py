@@ -93,15 +93,68 @@ def _ge_step(per: float, burst: float) -> tuple[float, float]:
     return per * p_bg / (1.0 - per), 1.0 - p_bg
 
 
+_States = list[tuple[int, int]]
+#: the two chains' last outcomes (data lost, ACK lost): 0 good, 1 lost
+_CHAIN_STATES: _States = [(d, a) for d in (0, 1) for a in (0, 1)]
+
+
+def _frame_transfer(
+    opts: RadioOptions, data_per: float, ack_per: float, burst: float
+) -> tuple[list[list[float]], list[list[float]], list[list[float]]]:
+    """One ESB frame from each chain state: (P(sent, ends in state j), P(MAX_RT, ends in j),
+    [failed attempts, successful ones] expected), as 4×4, 4×4 and 4×2 tables. Each attempt
+    steps the data chain; the ACK chain steps only when the data frame arrived (the air
+    draws an ACK's fate only for a frame it delivered)."""
+    n = opts.arc + 1 if opts.acked else 1
+    ack = ack_per if opts.acked else 0.0
+    d_step, a_step = _ge_step(data_per, burst), _ge_step(ack, burst)
+    idx = {s: i for i, s in enumerate(_CHAIN_STATES)}
+    ok = [[0.0] * 4 for _ in range(4)]
+    fail = [[0.0] * 4 for _ in range(4)]
+    counts = [[0.0, 0.0] for _ in range(4)]
+    for i0, _ in enumerate(_CHAIN_STATES):
+        vec = [0.0] * 4
+        vec[i0] = 1.0
+        for _k in range(n):
+            nxt = [0.0] * 4
+            for i, (d, a) in enumerate(_CHAIN_STATES):
+                w = vec[i]
+                if not w:
+                    continue
+                p_d, p_a = d_step[d], a_step[a]
+                nxt[idx[(1, a)]] += w * p_d  # data lost: the ACK chain stays
+                nxt[idx[(0, 1)]] += w * (1 - p_d) * p_a  # data through, ACK lost
+                good = w * (1 - p_d) * (1 - p_a)
+                ok[i0][idx[(0, 0)]] += good
+                counts[i0][0] += w - good
+                counts[i0][1] += good
+            vec = nxt
+        for j in range(4):
+            fail[i0][j] += vec[j]
+    return ok, fail, counts
+
+
+def _mul(v: list[float], m: list[list[float]]) -> list[float]:
+    return [sum(v[i] * m[i][j] for i in range(len(v))) for j in range(len(m[0]))]
+
+
+def _stationary(m: list[list[float]]) -> list[float]:
+    """The stationary distribution of a 4×4 stochastic matrix (power iteration)."""
+    v = [0.25] * 4
+    for _ in range(100_000):
+        nxt = _mul(v, m)
+        if sum(abs(x - y) for x, y in zip(nxt, v, strict=True)) < 1e-15:
+            return nxt
+        v = nxt
+    return v
+
+
 def esb_frame_stats(
     opts: RadioOptions, data_per: float, ack_per: float, burst: float = 1.0
 ) -> tuple[float, float]:
-    """(r, attempts that fail per frame, attempts that succeed per frame) for one ESB frame.
-
-    Independent losses: closed form (attempt failure q = 1 − (1 − data)(1 − ack), r = q^N).
-    Bursty ones: the stationary distribution of the chain (data state, ACK state, attempt
-    number): each attempt steps the data chain; the ACK chain steps only when the data frame
-    arrived (the air draws an ACK's fate only for a frame it delivered)."""
+    """(r, failed attempts per frame) of an ESB frame: r the share of frames lost for good
+    (MAX_RT). Independent losses: closed form (attempt failure q = 1 − (1 − data)(1 − ack),
+    r = q^N); bursty ones: the frames' chain (_frame_transfer) in its stationary state."""
     n = opts.arc + 1 if opts.acked else 1
     ack = ack_per if opts.acked else 0.0
     if burst <= 1.0:
@@ -109,39 +162,40 @@ def esb_frame_stats(
         r = q**n
         attempts = float(n) if q >= 1 else (1 - q**n) / (1 - q)
         return r, attempts - (1 - r)
-    d_step, a_step = _ge_step(data_per, burst), _ge_step(ack, burst)
-    # state: (data lost last, ack lost last, attempt k in 0..n-1) -> probability
-    states = [(d, a, k) for d in (0, 1) for a in (0, 1) for k in range(n)]
-    pi = {s: 1.0 / len(states) for s in states}
-    fails = 0.0
-    for _ in range(5000):
-        nxt = dict.fromkeys(states, 0.0)
-        fails = maxrt = starts = 0.0
-        for (d, a, k), w in pi.items():
-            if not w:
-                continue
-            if k == 0:
-                starts += w
-            p_d = d_step[d]
-            p_a = a_step[a]
-            # data lost: the ACK chain stays
-            lost, later = w * p_d, (k + 1) % n
-            nxt[(1, a, later)] += lost
-            # data through, ACK lost
-            nxt[(0, 1, later)] += w * (1 - p_d) * p_a
-            # both through: the next frame starts
-            nxt[(0, 0, 0)] += w * (1 - p_d) * (1 - p_a)
-            failed = lost + w * (1 - p_d) * p_a
-            fails += failed
-            if k == n - 1:
-                maxrt += failed
-        delta = sum(abs(nxt[s] - pi[s]) for s in states)
-        pi = nxt
-        if delta < 1e-13:
-            break
-    frames = sum(w for (_, _, k), w in pi.items() if k == 0)
-    r = maxrt / frames
-    return r, fails / frames
+    ok, fail, counts = _frame_transfer(opts, data_per, ack_per, burst)
+    step = [[ok[i][j] + fail[i][j] for j in range(4)] for i in range(4)]
+    pi = _stationary(step)
+    r = sum(pi[i] * sum(fail[i]) for i in range(4))
+    return r, sum(pi[i] * counts[i][0] for i in range(4))
+
+
+def _bursty_packets(
+    opts: RadioOptions, data_per: float, ack_per: float, burst: float, frames: int
+) -> tuple[float, float]:
+    """(share of datagrams delivered, expected failed and successful attempts per datagram
+    in units of ack cycles) on bursty losses: the datagram's frames one after the other from
+    the chains' state, stopped at the first MAX_RT, in the datagrams' stationary state (the
+    chains go on from one datagram to the next: losses cluster, and a datagram begun in a
+    burst is lost after few frames)."""
+    ok, fail, counts = _frame_transfer(opts, data_per, ack_per, burst)
+    t = opts.timing()
+    retry = t.retry_ns / t.ack_cycle_ns
+    cost = [counts[i][0] * retry + counts[i][1] for i in range(4)]
+
+    def run(v: list[float]) -> tuple[list[float], float, float]:
+        """End state (whatever the outcome), P(delivered), expected cost, from ``v``."""
+        end = [0.0] * 4
+        spent = 0.0
+        for _ in range(frames):
+            spent += sum(v[i] * cost[i] for i in range(4))
+            lost = _mul(v, fail)
+            end = [e + x for e, x in zip(end, lost, strict=True)]
+            v = _mul(v, ok)
+        return [e + x for e, x in zip(end, v, strict=True)], sum(v), spent
+
+    transfer = [run([1.0 if j == i else 0.0 for j in range(4)])[0] for i in range(4)]
+    _, delivered, spent = run(_stationary(transfer))
+    return delivered, spent
 
 
 def datagram_frames(opts: RadioOptions, length: int, overhead: int = 0) -> int:
@@ -170,6 +224,10 @@ def lossy_model(
     if opts.mode == "stream":
         return no_loss * (1 - data_per), 0.0
     frames = datagram_frames(opts, length, overhead)
+    if burst > 1.0 and opts.acked and (data_per or ack_per):
+        delivered, spent = _bursty_packets(opts, data_per, ack_per, burst, frames)
+        # (the loss-free datagram costs ``frames`` ack cycles)
+        return no_loss * delivered * frames / spent, 1 - delivered
     r, failed = esb_frame_stats(opts, data_per, ack_per, burst)
     if r >= 1:
         return 0.0, 1.0

@@ -100,6 +100,13 @@ def summary_text(s: dict[str, Any]) -> str:
                 f"{lv['probes_lost']:5d}/{lv['probes_sent']}{queue}"
             )
 
+        if s.get("probe_loss_floor") is not None:
+            beyond = [lv["rho"] for lv in s.get("levels", []) if lv.get("probes_lost_beyond_floor")]
+            lines.append(
+                f"  the link's loss floor loses {_pct(s['probe_loss_floor'])} of probes (request "
+                f"and reply) at every load; probes lost beyond it at ρ = "
+                + (", ".join(f"{r:.2f}" for r in beyond) if beyond else "none")
+            )
         lines.append(f"  latency knee: {_rho(s.get('knee_rho'))} ({s.get('knee_rule', '')})")
         if "probe_knee_rho" in s:
             lines.append(f"  probe RTT leaves its baseline: {_rho(s.get('probe_knee_rho'))}")
