@@ -174,6 +174,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ard-list", help="ARD values, µs, comma separated (default 250,500,1000,2500)")
     p.add_argument("--arc-list", help="ARC values, comma separated (default 0,1,2,3,5,10,15)")
     p.add_argument(
+        "--pdr-loss",
+        type=float,
+        help="a setting losing more than this share of its datagrams at every load is not "
+        "recommended while another loses less (default 0.005: 0.5 %%)",
+    )
+    p.add_argument(
         "--vs-stream",
         action="store_true",
         help="then measure stream mode too (both daemons switched live, and back) and say "

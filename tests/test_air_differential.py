@@ -194,6 +194,24 @@ def test_collisions_interferers_rpd_and_detach_agree() -> None:
     assert_same(script)
 
 
+@pytest.mark.parametrize(("centre", "no_ack"), [(77, False), (77, True), (40, False)])
+def test_a_wifi_interferer_destroys_the_frames_it_overlaps_alike(centre: int, no_ack: bool) -> None:
+    """Wi-Fi on channel 6 (nRF 37..) or 14 (nRF 66..88) busy 30 % of its 1-ms slots: the frames
+    and ACKs it overlaps are destroyed in both airs, frame by frame; off its band, none."""
+    script = _stream(300, per=0.0, ack_per=0.0, burst=1.0, no_ack=no_ack, seed=5)
+    script.insert(
+        3, {"op": "interferer", "centre": centre, "width": 22, "duty": 0.3, "burst_ns": 10**6}
+    )
+    assert_same(script)
+    stats = run_python(script)[-1]["stats"]
+    jammed = stats["channels"]["76"].get("jammed", 0)
+    sent = stats["channels"]["76"]["transmissions"]
+    if centre == 40:
+        assert jammed == 0
+    else:  # a share near what the busy slots cover, frames and ACKs together
+        assert 0.15 * sent < jammed < 0.6 * sent
+
+
 # -- hypothesis: arbitrary event sequences --------------------------------------------------
 
 _addresses = st.sampled_from(["4c47626e63", "4c47626e64", "0102030405"])

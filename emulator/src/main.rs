@@ -1,6 +1,7 @@
 //! `longge-air`: LongGe's emulated nRF24L01+ air.
 //!
 //!     longge-air serve --socket PATH [--per P] [--ack-per P] [--burst B] [--seed S]
+//!                      [--wifi CHANNEL --wifi-duty D]   (a Wi-Fi interferer from the start)
 //!     longge-air replay     < script.jsonl   (virtual clock: one JSON result per line)
 //!
 //! `serve` is what `./run.sh air`, the testbed and radio-bench run; `replay` drives the same
@@ -17,7 +18,8 @@ use std::process::ExitCode;
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: longge-air serve --socket PATH [--per P] [--ack-per P] [--burst B] [--seed S]\n\
+        "usage: longge-air serve --socket PATH [--per P] [--ack-per P] [--burst B] [--seed S] \
+         [--wifi CHANNEL --wifi-duty D]\n\
          \x20      longge-air replay < script.jsonl"
     );
     ExitCode::from(2)
@@ -34,6 +36,7 @@ fn main() -> ExitCode {
 
 fn serve(args: &[String]) -> ExitCode {
     let (mut socket, mut per, mut ack_per, mut burst, mut seed) = (None, 0.0, None, 1.0, 1i64);
+    let (mut wifi, mut duty): (Option<i64>, f64) = (None, 0.3);
     let mut it = args.iter();
     while let Some(flag) = it.next() {
         let Some(value) = it.next() else {
@@ -55,6 +58,11 @@ fn serve(args: &[String]) -> ExitCode {
                 .parse()
                 .map(|v| seed = v)
                 .map_err(|_| format!("error: seed = {value:?}")),
+            "--wifi" => value
+                .parse()
+                .map(|v| wifi = Some(v))
+                .map_err(|_| format!("error: wifi = {value:?}")),
+            "--wifi-duty" => num(value).map(|v| duty = v),
             _ => return usage(),
         };
         if let Err(e) = r {
@@ -77,6 +85,12 @@ fn serve(args: &[String]) -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    if let Some(channel) = wifi {
+        if let Err(e) = server.interfere(&serde_json::json!({"wifi": channel, "duty": duty})) {
+            eprintln!("error: --wifi {channel} --wifi-duty {duty}: {e}");
+            return ExitCode::from(2);
+        }
+    }
     println!("air emulator listening on {socket} (compiled)");
     server.serve_forever();
     ExitCode::SUCCESS

@@ -316,7 +316,8 @@ struct Attempt {
     ack_tx: Option<TxRef>,
 }
 
-/// A Wi-Fi-like transmitter for the channel scan (see `Interferer` in model.py).
+/// A Wi-Fi transmitter: the RPD hears it, and it destroys the frames it overlaps (see
+/// `Interferer` in air/interferer.py).
 #[derive(Clone, Debug)]
 pub struct Interferer {
     pub centre: i64,
@@ -878,6 +879,25 @@ impl Air {
                 o.collided = true;
                 t.collided = true;
             }
+        }
+        // a Wi-Fi interferer on the air while it is: destroyed as by a collision (model.py)
+        let jammed = {
+            let t = tx.borrow();
+            t.end != 0
+                && self
+                    .interferers
+                    .iter()
+                    .any(|w| w.covers(t.channel) && w.active(t.start, t.end))
+        };
+        if jammed {
+            tx.borrow_mut().collided = true;
+            let channel = tx.borrow().channel;
+            *self
+                .channels
+                .entry(channel)
+                .or_default()
+                .entry("jammed")
+                .or_insert(0) += 1;
         }
         self.on_air.push(tx.clone());
         let t = tx.borrow();

@@ -745,6 +745,11 @@ impl Server {
         Ok(())
     }
 
+    /// Add a Wi-Fi interferer (`{"wifi": 1..13, "duty": 0..1}`), as the `W` message does.
+    pub fn interfere(&mut self, spec: &Value) -> Result<(), String> {
+        self.set_interferer(spec)
+    }
+
     fn set_interferer(&mut self, spec: &Value) -> Result<(), String> {
         if spec.get("clear").and_then(Value::as_bool).unwrap_or(false) {
             self.air.interferers.clear();

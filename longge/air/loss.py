@@ -15,6 +15,7 @@ import random
 import zlib
 from dataclasses import dataclass, field
 
+from longge.air.interferer import parse_interferer
 from longge.errors import ConfigError
 
 
@@ -43,12 +44,15 @@ class LossSpec:
 @dataclass(frozen=True)
 class AirLoss:
     """The emulated air's losses as the user gives them (``--per``, ``--ack-per``, ``--burst``,
-    ``--seed``): the emulator's own settings, apart from the link's (radio.options)."""
+    ``--seed``, ``--interferer``): the emulator's own settings, apart from the link's
+    (radio.options)."""
 
     per: float = 0.0
     ack_per: float | None = None  # None: same as per
     burst: float = 1.0
     seed: int = 1
+    #: a Wi-Fi interferer that destroys the frames it overlaps: "wifi:CHANNEL[:DUTY]"
+    interferer: str | None = None
 
     def __post_init__(self) -> None:
         for key in ("per", "ack_per", "burst"):
@@ -60,6 +64,12 @@ class AirLoss:
         if not isinstance(self.seed, int) or isinstance(self.seed, bool):
             raise ConfigError("seed", self.seed, "a whole number")
         self.spec()  # checks per, ack_per, burst
+        if self.interferer is not None:
+            parse_interferer(self.interferer)
+
+    def wifi(self) -> tuple[int, float] | None:
+        """The interferer's (Wi-Fi channel, busy share), or None."""
+        return None if self.interferer is None else parse_interferer(self.interferer)
 
     def spec(self) -> LossSpec:
         return LossSpec(
@@ -69,7 +79,15 @@ class AirLoss:
         )
 
     def as_dict(self) -> dict[str, object]:
-        return {"per": self.per, "ack_per": self.ack_per, "burst": self.burst, "seed": self.seed}
+        out: dict[str, object] = {
+            "per": self.per,
+            "ack_per": self.ack_per,
+            "burst": self.burst,
+            "seed": self.seed,
+        }
+        if self.interferer is not None:  # (absent without one: testbeds recorded before match)
+            out["interferer"] = self.interferer
+        return out
 
 
 #: The air destroys nothing (the default everywhere).
@@ -84,10 +102,22 @@ def add_loss_arguments(parser: argparse.ArgumentParser) -> None:
     e.add_argument("--ack-per", type=float, default=None, help="ACK error rate (=--per)")
     e.add_argument("--burst", type=float, default=d.burst, help="mean loss burst, frames")
     e.add_argument("--seed", type=int, default=d.seed, help="seed of the losses")
+    e.add_argument(
+        "--interferer",
+        metavar="wifi:CHANNEL[:DUTY]",
+        help="a Wi-Fi transmitter on that 2.4 GHz channel (1-13), busy DUTY of the time "
+        "(default 0.3), destroying the frames it overlaps",
+    )
 
 
 def loss_from_args(ns: argparse.Namespace) -> AirLoss:
-    return AirLoss(per=ns.per, ack_per=ns.ack_per, burst=ns.burst, seed=ns.seed)
+    return AirLoss(
+        per=ns.per,
+        ack_per=ns.ack_per,
+        burst=ns.burst,
+        seed=ns.seed,
+        interferer=getattr(ns, "interferer", None),
+    )
 
 
 class _Process:

@@ -81,6 +81,13 @@ def command(socket: str, loss: AirLoss = NO_LOSS) -> list[str]:
         args = [str(build()), "serve", "--socket", socket, "--per", per]
     if loss.ack_per is not None:
         args += ["--ack-per", str(loss.ack_per)]
+    wifi = loss.wifi()
+    if wifi is not None:
+        args += (
+            ["--interferer", str(loss.interferer)]
+            if use_python()
+            else ["--wifi", str(wifi[0]), "--wifi-duty", repr(wifi[1])]
+        )
     return [*args, "--burst", str(loss.burst), "--seed", str(loss.seed)]
 
 

@@ -144,6 +144,8 @@ def cmd_tune(ns: argparse.Namespace) -> int:
     if ns.arc_list is not None:
         plan = replace(plan, arc=_int_list("--arc-list", ns.arc_list))
     plan = replace(plan, vs_stream=ns.vs_stream)
+    if ns.pdr_loss is not None:
+        plan = replace(plan, pdr_loss=ns.pdr_loss)
     base = options_from_args(ns)
     if base.mode != "esb":
         raise ConfigError(

@@ -70,6 +70,9 @@ def cmd_air(ns: argparse.Namespace) -> int:
         sys.stdout.flush()
         os.execv(args[0], args)
     server = AirServer(ns.socket, LossModel(loss.spec(), seed=loss.seed))
+    wifi = loss.wifi()
+    if wifi is not None:
+        server.set_interferer({"wifi": wifi[0], "duty": wifi[1]})
     signal.signal(signal.SIGTERM, lambda *_: server.stop())
     signal.signal(signal.SIGINT, lambda *_: server.stop())
     server.bind()

@@ -24,6 +24,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from longge.errors import ConfigError
 from longge.measure import analysis
 
 #: Half the 95 % quantile of χ²(1): the likelihood-ratio interval's drop in log-likelihood.
@@ -34,6 +35,12 @@ NDR_FLOOR = 1e-3
 PDR_LOSS = 0.005
 #: At most this many rounds of floor ⇄ capacity before the judgment takes what it has.
 _ROUNDS = 12
+
+
+def check_pdr_loss(value: object) -> None:
+    """``--pdr-loss``: a share of datagrams in [0, 1)."""
+    if not isinstance(value, int | float) or isinstance(value, bool) or not 0.0 <= value < 1.0:
+        raise ConfigError("--pdr-loss", value, "a share of datagrams in 0..1 (0.005: 0.5 %)")
 
 
 @dataclass(frozen=True)

@@ -191,13 +191,23 @@ class Target:
         if self.air:
             try:
                 stats = wire.query(self.air)
-                ctx["emulator"] = {"loss": stats.get("loss"), "seed": stats.get("seed")}
+                ctx["emulator"] = {
+                    "loss": stats.get("loss"),
+                    "seed": stats.get("seed"),
+                    # Wi-Fi interferers destroying frames (--interferer): not in the model
+                    "interferers": stats.get("interferers") or [],
+                }
             except OSError as exc:
                 ctx["emulator"] = {"error": str(exc)}
             if ctx.get("radio"):
                 overhead = ctx.get("security_overhead", 0)
                 loss = (ctx["emulator"] or {}).get("loss")
                 ctx.update(model_context(ctx["radio"], length, overhead, both_ways, loss))
+                if ctx["emulator"]["interferers"]:
+                    ctx["model_note"] += (
+                        "; not counting the Wi-Fi interferer on the air (it destroys the frames "
+                        "it overlaps: the measured figures are below this bound)"
+                    )
         return ctx
 
 

@@ -33,7 +33,13 @@ def _floor_lines(t: dict[str, Any], ctx: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _ttest_lines(t: dict[str, Any], model: float | None) -> list[str]:
+def _beside(ctx: dict[str, Any]) -> str:
+    """What the model leaves out of a run (its context's interferers)."""
+    wifi = (ctx.get("emulator") or {}).get("interferers")
+    return "; the model leaves out the Wi-Fi interferer" if wifi else ""
+
+
+def _ttest_lines(t: dict[str, Any], model: float | None, note: str = "") -> list[str]:
     lines = ["  offered        received       efficiency  ρ      loss (95% CI)"]
     for p in t.get("points", []):
         ci = p.get("loss_ci95")
@@ -52,7 +58,7 @@ def _ttest_lines(t: dict[str, Any], model: float | None) -> list[str]:
     if cap is None:
         line = f"  no capacity: {t.get('capacity_reason') or 'no trial succeeded'}"
     if model and cap:
-        line += f"  (emulator's model {_k(model)}: ratio {cap / model:.3f})"
+        line += f"  (emulator's model {_k(model)}: ratio {cap / model:.3f}{note})"
     lines.append(line)
     sat = t.get("saturation")
     if sat:
@@ -79,7 +85,7 @@ def summary_text(s: dict[str, Any]) -> str:
             ways = [("mobile -> base", t), ("base -> mobile", t["reverse"])]
         for label, way in ways:
             lines.append(f"  {label}:")
-            lines += _ttest_lines(way, model)
+            lines += _ttest_lines(way, model, _beside(ctx))
             lines += _floor_lines(way, ctx)
     if s.get("kind") == "lTest":
         lines.append(f"  load {s.get('direction_label', 'mobile -> base')}")

@@ -18,7 +18,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from longge.errors import ConfigError
 from longge.measure import analysis, floor
 from longge.measure.iperf import TrialResult, TrialSpec
 from longge.measure.link import Target
@@ -30,11 +29,6 @@ IP_UDP_HEADERS = 28
 MIN_PACKETS = 50
 #: The daemons that send each direction's load (their queues are the ones that fill).
 SENDERS = {"up": ("mobile",), "down": ("base",), "both": ("mobile", "base")}
-
-
-def _check_pdr_loss(value: object) -> None:
-    if not isinstance(value, int | float) or isinstance(value, bool) or not 0.0 <= value < 1.0:
-        raise ConfigError("--pdr-loss", value, "a share of datagrams in 0..1 (0.005: 0.5 %)")
 
 
 @dataclass(frozen=True)
@@ -55,7 +49,7 @@ class TTestPlan:
     pdr_loss: float = floor.PDR_LOSS
 
     def __post_init__(self) -> None:
-        _check_pdr_loss(self.pdr_loss)
+        floor.check_pdr_loss(self.pdr_loss)
 
     def datagram(self, rate_bps: float) -> int:
         if self.length:
@@ -94,7 +88,7 @@ class LTestPlan:
     pdr_loss: float = floor.PDR_LOSS  # (of the tTest that measures C first)
 
     def __post_init__(self) -> None:
-        _check_pdr_loss(self.pdr_loss)
+        floor.check_pdr_loss(self.pdr_loss)
 
 
 QUICK_LTEST = LTestPlan(rhos=(0.0, 0.5, 0.8, 0.9, 1.0, 1.1, 1.3), seconds=4)

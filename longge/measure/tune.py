@@ -21,7 +21,7 @@ from typing import Any
 from longge.errors import ConfigError
 from longge.measure import analysis, floor
 from longge.measure.disturbance import unspoilt
-from longge.measure.floor import PDR_LOSS
+from longge.measure.floor import PDR_LOSS, check_pdr_loss
 from longge.measure.iperf import TrialSpec, parse_result, run_trial
 from longge.measure.link import Target
 from longge.measure.loadprobe import load_and_probe, probe_in
@@ -69,6 +69,9 @@ class TunePlan:
     #: only when no setting has one below it
     pdr_loss: float = PDR_LOSS
     vs_stream: bool = False  # then measure stream mode too (docs/design.md §4)
+
+    def __post_init__(self) -> None:
+        check_pdr_loss(self.pdr_loss)
 
 
 QUICK_TUNE = TunePlan(ard_us=(250, 2500), arc=(2, 15), trial_s=3, probe_s=3)
