@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +71,7 @@ def plot_ttest(runs: list[tuple[Path, dict[str, Any]]], out: Path) -> list[Path]
         ly = [100 * p["loss"] for p in run["points"] if p["loss"] is not None]
         ax2.plot(lx, ly, marker="o", color=color, label=label)
         top = max([top, *x])
+        _draw_floor(ax, ax2, run, color)
     ax.plot([1, top], [1, top], color="grey", linewidth=1, label="received = offered")
     ax.set(
         xscale="log",
@@ -87,7 +89,42 @@ def plot_ttest(runs: list[tuple[Path, dict[str, Any]]], out: Path) -> list[Path]
         title=f"tTest: loss, {' and '.join(directions)}",
     )
     ax2.grid(True, which="both", alpha=0.3)
+    if ax2.get_legend_handles_labels()[0]:
+        ax2.legend(fontsize=8)
     return _save(fig, out, "ttest")
+
+
+def _draw_floor(ax: Any, ax2: Any, run: dict[str, Any], color: str) -> None:
+    """A lossy link's floor (measure/floor.py): on the loss plot, the share of the largest
+    datagrams lost at every load (its 95 % interval shaded); on the throughput plot, what the
+    floor lets through, (1 − p₀)·offered, up to C."""
+    p0, ci = run.get("loss_floor"), run.get("loss_floor_ci95")
+    if not p0 or not ci:
+        return
+    xs = [p["offered_bps"] / 1e3 for p in run["points"]]
+    if not xs:
+        return
+    lo_x, hi_x = min(xs), max(xs)
+    size = run.get("loss_floor_datagram_bytes")
+    ax2.axhline(
+        100 * p0,
+        color=color,
+        linestyle="--",
+        linewidth=1,
+        label=f"loss floor p0 = {100 * p0:.2f} % ({size}-byte datagrams)",
+    )
+    ax2.axhspan(100 * ci[0], 100 * ci[1], color=color, alpha=0.12, label="p0's 95 % interval")
+    cap = run.get("capacity_bps") or math.inf
+    grid = [lo_x * (hi_x / lo_x) ** (i / 60) for i in range(61)] if hi_x > lo_x else [lo_x]
+    ax.plot(
+        grid,
+        [min((1 - p0) * x, cap / 1e3) for x in grid],
+        color=color,
+        linestyle="-.",
+        linewidth=1,
+        alpha=0.8,
+        label="min((1 - p0) x offered, C)",
+    )
 
 
 def plot_ltest(runs: list[tuple[Path, dict[str, Any]]], out: Path) -> list[Path]:

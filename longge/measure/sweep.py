@@ -120,7 +120,12 @@ class PointResult:
 
     @property
     def lost_packets(self) -> int:
-        return sum(t.lost_packets for t in self.ok_trials)
+        """Datagrams lost, summed over the counted trials; a trial whose receiver got nothing
+        lost every datagram sent (iperf3's server then counts none lost: it saw none)."""
+        return sum(
+            t.packets if t.packets and not t.received_bps else t.lost_packets
+            for t in self.ok_trials
+        )
 
 
 def reverse_view(p: PointResult) -> PointResult:

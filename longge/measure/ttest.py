@@ -262,8 +262,8 @@ class TTest(_Sweep):
             still = self._still_share(ok)
             if still is not None and p.offered_bps in sat_loads:
                 saturated_still.append(still)
-            packets = sum(t.packets for t in ok)
-            lost = sum(t.lost_packets for t in ok)
+            packets = p.packets
+            lost = p.lost_packets
             streams = [t.stream_received_bps for t in ok if len(t.stream_received_bps) > 1]
             rows.append(
                 {
