@@ -206,6 +206,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--iperf-port", type=port, default=5201, help="iperf3 server port (tcp+udp)")
     p.add_argument("--rtt-port", type=port, default=7770, help="RTT echo server port (udp)")
     p.add_argument("--log-dir", help="write a line per iperf3 test here")
+    p.add_argument(
+        "--bind",
+        help="the address to listen on: the base's link address (default: [node] address of "
+        "/etc/longge/longge.toml); 0.0.0.0 listens on every interface",
+    )
+    p.add_argument(
+        "--user", help="give up root for this user once the sockets and the log are open"
+    )
     p.set_defaults(func=measure.cmd_servers)
 
     p = sub.add_parser("plot", help="re-plot (and overlay) saved results: plot DIR [DIR ...]")

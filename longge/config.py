@@ -8,6 +8,7 @@ See ``basestation/longge.toml`` and ``mobile/longge.toml`` for annotated example
 from __future__ import annotations
 
 import ipaddress
+import os
 import re
 import tomllib
 from dataclasses import dataclass, field, replace
@@ -479,5 +480,37 @@ def load(path: str | Path, overrides: dict[str, Any] | None = None) -> NodeConfi
         raise ConfigError("config", str(path), f"a readable TOML file ({exc})") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError("config", str(path), f"valid TOML ({exc})") from exc
+    _check_secrets(Path(path), data.get("security"))
     cfg = from_mapping(data)
     return from_mapping(overrides, cfg) if overrides else cfg
+
+
+def _check_secrets(path: Path, security: object) -> None:
+    """A link key is its owner's alone: a key file readable by others, or a key written into a
+    config file others can read, is refused by name (doctor only warned; a loaded config took
+    it silently)."""
+    if not isinstance(security, dict):
+        return
+    for key in ("key_file", "previous_key_file"):
+        name = security.get(key)
+        if isinstance(name, str):
+            try:
+                mode = os.stat(name).st_mode & 0o777
+            except OSError:
+                continue  # (reading it names what is wrong)
+            if mode & 0o077:
+                raise ConfigError(
+                    f"security.{key}",
+                    name,
+                    f"a file only its owner can read: it is {mode:03o} (chmod 600 {name})",
+                )
+    for key in ("key", "previous_key"):
+        if key in security:
+            mode = path.stat().st_mode & 0o777
+            if mode & 0o077:
+                raise ConfigError(
+                    f"security.{key}",
+                    "<hidden>",
+                    f"in a config file only its owner can read: {path} is {mode:03o} "
+                    f"(chmod 600 {path}), or in a key_file",
+                )

@@ -29,32 +29,109 @@ def _iptables(*args: str, check: bool = True) -> bool:
     return proc.returncode == 0
 
 
-def _nat_rule(cfg: NodeConfig) -> list[str]:
-    net = str(ipaddress.ip_interface(cfg.address).network)
-    out = ["-o", cfg.uplink] if cfg.uplink else ["!", "-o", cfg.tun]
-    return ["POSTROUTING", "-s", net, *out, "-j", "MASQUERADE"]
-
-
 IP_FORWARD = "/proc/sys/net/ipv4/ip_forward"
+#: What each base set up here (by TUN name), for its status: "forwarding" below.
+FORWARDING: dict[str, dict[str, Any]] = {}
+
+
+def default_uplink() -> str | None:
+    """The interface of the default route (IPv4), if there is one."""
+    try:
+        out = subprocess.run(
+            ["ip", "-j", "route", "show", "default"], capture_output=True, text=True, timeout=10
+        ).stdout
+        routes = json.loads(out or "[]")
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return None
+    for r in routes if isinstance(routes, list) else []:
+        dev = r.get("dev") if isinstance(r, dict) else None
+        if isinstance(dev, str):
+            return dev
+    return None
+
+
+def forward_chain(tun: str) -> str:
+    """The base's own FORWARD chain (iptables names: at most 28 characters)."""
+    return f"LONGGE-{tun}"[:28]
+
+
+def input_chain(tun: str) -> str:
+    """The base's own INPUT chain: its link address reached only over the link."""
+    return f"LONGGE-IN-{tun}"[:28]
+
+
+def input_rules(tun: str, address: str) -> list[list[str]]:
+    """The base's address on the link answers the link (and the base itself) only: a host
+    upstream that routes the link's subnet through the base reaches neither the mobiles nor
+    the servers on that address (Linux takes a packet for any of its addresses on any
+    interface)."""
+    own = str(ipaddress.ip_interface(address).ip)
+    return [["-i", tun, "-j", "RETURN"], ["-i", "lo", "-j", "RETURN"], ["-d", own, "-j", "DROP"]]
+
+
+def _chain(chain: str, hook: str, rules: list[list[str]], undo: list[Undo]) -> None:
+    """``chain`` made anew with ``rules``, jumped to first from ``hook``; its undo step."""
+    _iptables("-N", chain, check=False)  # (left by a daemon killed hard: flushed here)
+    _iptables("-F", chain)
+
+    def remove_chain() -> None:
+        while _iptables("-D", hook, "-j", chain, check=False):
+            pass
+        _iptables("-F", chain, check=False)
+        _iptables("-X", chain, check=False)
+
+    undo.append(remove_chain)
+    for rule in rules:
+        _iptables("-A", chain, *rule)
+    if not _iptables("-C", hook, "-j", chain, check=False):
+        _iptables("-I", hook, "1", "-j", chain)
+
+
+def forward_rules(tun: str, uplink: str | None) -> list[list[str]]:
+    """The base forwards the link's traffic to the uplink and what comes back on those
+    connections; nothing else to or from the link (hosts upstream do not reach the link's
+    subnet, link clients reach no other interface: management, VPN, another LAN)."""
+    rules: list[list[str]] = []
+    if uplink:
+        back = ["-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED"]
+        rules += [
+            ["-i", tun, "-o", uplink, "-j", "ACCEPT"],
+            ["-i", uplink, "-o", tun, *back, "-j", "ACCEPT"],
+        ]
+    return [*rules, ["-i", tun, "-j", "DROP"], ["-o", tun, "-j", "DROP"]]
+
+
+def _nat_rule(cfg: NodeConfig, uplink: str) -> list[str]:
+    net = str(ipaddress.ip_interface(cfg.address).network)
+    return ["POSTROUTING", "-s", net, "-o", uplink, "-j", "MASQUERADE"]
 
 
 def setup_base(cfg: NodeConfig) -> list[Undo]:
-    """IP forwarding, and NAT from the radio network to the uplink (if ``base.nat``)."""
+    """IP forwarding locked to the link: from it to the uplink (``base.uplink``, or the
+    default route's interface) and back on the same connections, nothing else (its own FORWARD
+    chain, jumped to first); NAT to the uplink only (if ``base.nat``)."""
     undo: list[Undo] = []
+    uplink = cfg.uplink or default_uplink()
+    chain = forward_chain(cfg.tun)
     with open(IP_FORWARD) as f:
         was = f.read().strip()
-    with open(IP_FORWARD, "w") as f:
-        f.write("1\n")
-    if was != "1":  # the base was no router before: it is none after the daemon either
-
-        def restore_forward() -> None:
-            with open(IP_FORWARD, "w") as f:
-                f.write(was + "\n")
-
-        undo.append(restore_forward)
     try:
-        if cfg.nat:
-            rule = _nat_rule(cfg)
+        # the rules first: forwarding is never on without them
+        _chain(chain, "FORWARD", forward_rules(cfg.tun, uplink), undo)
+        _chain(input_chain(cfg.tun), "INPUT", input_rules(cfg.tun, cfg.address), undo)
+        with open(IP_FORWARD, "w") as f:
+            f.write("1\n")
+        if was != "1":  # the base was no router before: it is none after the daemon either
+
+            def restore_forward() -> None:
+                with open(IP_FORWARD, "w") as f:
+                    f.write(was + "\n")
+
+            undo.append(restore_forward)
+        nat = bool(cfg.nat and uplink)
+        if nat:
+            assert uplink is not None
+            rule = _nat_rule(cfg, uplink)
             if not _iptables("-t", "nat", "-C", *rule, check=False):
                 _iptables("-t", "nat", "-A", *rule)
 
@@ -65,6 +142,26 @@ def setup_base(cfg: NodeConfig) -> list[Undo]:
     except BaseException:  # (iptables missing or refusing: forwarding back as it was)
         _undoing(undo)
         raise
+    FORWARDING[cfg.tun] = {
+        "uplink": uplink,
+        "uplink_from": "base.uplink" if cfg.uplink else "the default route" if uplink else None,
+        "nat": nat,
+        "chain": chain,
+        "rule": (
+            f"{cfg.tun} -> {uplink}"
+            + (" (NAT)" if nat else "")
+            + f" and replies back; everything else to or from {cfg.tun}, and to "
+            f"{ipaddress.ip_interface(cfg.address).ip} from elsewhere, dropped"
+            if uplink
+            else f"nothing forwarded: no uplink (base.uplink unset, no default route); "
+            f"everything to or from {cfg.tun} dropped"
+        ),
+    }
+
+    def forget() -> None:
+        FORWARDING.pop(cfg.tun, None)
+
+    undo.append(forget)
     return undo
 
 

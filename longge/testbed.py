@@ -305,6 +305,11 @@ def up(spec: TestbedSpec, say: Callable[[str], None] = lambda s: None) -> dict[s
                 str(RTT_PORT),
                 "--log-dir",
                 str(STATE_DIR),
+                # the link's address only, and not as root (docs/design.md, "Exposure")
+                "--bind",
+                BASE_IP,
+                "--user",
+                "nobody",
             ],
             STATE_DIR / "servers.log",
         )

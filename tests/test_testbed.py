@@ -109,6 +109,41 @@ def test_large_ping_through_nat_to_the_internet_host(bed: None) -> None:
     assert "10.24.0.0" not in routes
 
 
+def test_nothing_beyond_the_link_reaches_in(bed: None) -> None:
+    """Issue 39: the measurement servers listen on the base's link address only and not as
+    root; the base forwards the link to its uplink and the replies back, nothing else (a host
+    upstream that routes the link's subnet through the base reaches no mobile); the air's
+    socket is root's and its group's."""
+    listening, deadline = "", time.monotonic() + 20
+    while ":5201 " not in listening and time.monotonic() < deadline:  # (a test may hold it)
+        listening = in_ns("lg-base", "ss", "-Hlntup").stdout
+        time.sleep(0.2)
+    ours = [ln for ln in listening.splitlines() if ":5201 " in ln or ":7770 " in ln]
+    assert len(ours) == 2 and all("10.24.0.1:" in ln for ln in ours), listening
+    for pid in {ln.split("pid=")[1].split(",")[0] for ln in ours}:
+        uid = next(x for x in Path(f"/proc/{pid}/status").read_text().splitlines() if "Uid" in x)
+        assert "\t0\t" not in uid + "\t", uid
+    fwd = in_ns("lg-base", "iptables", "-S", "FORWARD").stdout.splitlines()
+    assert fwd[1] == "-A FORWARD -j LONGGE-longge0", fwd
+    chain = in_ns("lg-base", "iptables", "-S", "LONGGE-longge0").stdout.splitlines()
+    assert chain[-2:] == [
+        "-A LONGGE-longge0 -i longge0 -j DROP",
+        "-A LONGGE-longge0 -o longge0 -j DROP",
+    ]
+    st = json.loads(cli("status", "--json").stdout)
+    assert st["nodes"]["base"]["forwarding"]["uplink"] == "up0"
+    added = in_ns("lg-inet", "ip", "route", "add", "10.24.0.0/24", "via", testbed.UPLINK_IP)
+    assert added.returncode == 0, added.stderr
+    try:
+        r = in_ns("lg-inet", "ping", "-c", "3", "-i", "0.2", "-W", "1", testbed.MOBILE_IP)
+        assert r.returncode != 0 and " 0 received" in r.stdout, r.stdout
+        r = in_ns("lg-inet", "ping", "-c", "2", "-i", "0.2", "-W", "1", testbed.BASE_IP)
+        assert r.returncode != 0, r.stdout  # (the base's link address: not forwarded either)
+    finally:
+        in_ns("lg-inet", "ip", "route", "del", "10.24.0.0/24")
+    assert (testbed.paths()["air"].stat().st_mode & 0o777) == 0o660
+
+
 def test_tcp_with_stock_iperf3_both_ways(bed: None) -> None:
     server = subprocess.Popen(
         ["ip", "netns", "exec", "lg-inet", "iperf3", "-s", "-p", "5301"],

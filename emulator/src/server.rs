@@ -318,15 +318,22 @@ impl Server {
                 addr.sun_path[i] = *b as libc::c_char;
             }
             let len = std::mem::size_of::<libc::sa_family_t>() + bytes.len() + 1;
-            cvt(libc::bind(
+            // root's and its group's only: made 0660 by the umask while it binds (a chmod
+            // after it would follow a symlink put in its place)
+            let old = libc::umask(0o117);
+            let bound = cvt(libc::bind(
                 fd,
                 &addr as *const _ as *const libc::sockaddr,
                 len as libc::socklen_t,
-            ))?;
+            ));
+            libc::umask(old);
+            if let Err(e) = bound {
+                libc::close(fd);
+                return Err(e);
+            }
             cvt(libc::listen(fd, 64))?;
             fd
         };
-        std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o666))?;
         Ok(Server {
             path: path.to_string(),
             air: Air::new(loss).holding_for_hosts(),

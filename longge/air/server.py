@@ -34,6 +34,7 @@ from longge.air.loss import LossModel, LossSpec
 from longge.air.model import Air, Outcome, RxFrame, TxResult
 from longge.air.wire import DEFAULT_SOCKET
 from longge.chip.registers import registers_from_json
+from longge.daemon.control import make_unix_socket
 
 _MAX_WAIT_S = 0.2
 #: Lateness beyond which the air stops its clock instead of catching up (see the module doc):
@@ -122,11 +123,8 @@ class AirServer:
 
     def bind(self) -> None:
         os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.path)
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        sock.bind(self.path)
-        os.chmod(self.path, 0o666)
+        # root's and its group's only (0660, made so: no chmod a symlink could redirect)
+        sock = make_unix_socket(self.path, socket.SOCK_SEQPACKET, 0o660)
         sock.listen(64)
         sock.setblocking(False)
         self._listener = sock

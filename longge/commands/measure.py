@@ -25,10 +25,43 @@ def cmd_servers(ns: argparse.Namespace) -> int:
     if log_dir is not None and not (os.path.isdir(log_dir) and os.access(log_dir, os.W_OK)):
         raise ConfigError("--log-dir", ns.log_dir, "an existing folder it can write in")
     counters = run_servers(
-        ns.iperf_port, ns.rtt_port, ns.log_dir, ready=lambda s: print(f"servers: {s}", flush=True)
+        ns.iperf_port,
+        ns.rtt_port,
+        ns.log_dir,
+        ready=lambda s: print(f"servers: {s}", flush=True),
+        host=servers_address(ns.bind),
+        user=ns.user,
     )
     print(f"servers: stopped; RTT echo counters {counters}", flush=True)
     return 0
+
+
+def servers_address(bind: str | None, path: str | None = None) -> str:
+    """Where the servers listen: ``--bind``, else the installed node's own address on the link
+    (``[node] address`` of /etc/longge/longge.toml, read without its [security]: the key may not
+    be readable here); an IPv4 address, or ConfigError naming --bind."""
+    import ipaddress
+    import tomllib
+
+    from longge.config import DEFAULT_PATH
+
+    if bind is None:
+        source = path or DEFAULT_PATH
+        try:
+            with open(source, "rb") as f:
+                node = tomllib.load(f).get("node", {})
+            bind = str(ipaddress.ip_interface(node.get("address", "10.24.0.1/24")).ip)
+        except (OSError, tomllib.TOMLDecodeError, ValueError, AttributeError) as exc:
+            raise ConfigError(
+                "--bind",
+                None,
+                f"the base's link address to listen on (none given, and {source} gave none: "
+                f"{exc}); 0.0.0.0 listens on every interface, reachable from anywhere",
+            ) from exc
+    try:
+        return str(ipaddress.IPv4Address(bind))
+    except ValueError:
+        raise ConfigError("--bind", bind, "an IPv4 address of this machine (the link's)") from None
 
 
 def _int_list(key: str, text: str) -> tuple[int, ...]:

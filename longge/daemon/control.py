@@ -8,7 +8,11 @@ A malformed or oversized request gets an ``error`` reply and the connection is c
 never stops the daemon. Nor does a client that holds the socket: one that lets its replies
 pile up unread is dropped once they have waited REPLY_WAIT_S for it, beyond MAX_CLIENTS
 connections a new one is refused, and while the process has no descriptor left to accept with,
-the socket is not watched for PAUSE_S (the connection waits in the backlog). Each is counted
+the socket is not watched for PAUSE_S (the connection waits in the backlog). A connection
+that says nothing for IDLE_S is closed, and when all MAX_CLIENTS are taken the one idle the
+longest makes room (32 silent connections once locked ``status`` out). Only root, the daemon's
+own user or the socket's group may talk to it (SO_PEERCRED, besides its mode 0660); the socket
+is made with that mode (umask), no chmod that a symlink could redirect. Each is counted
 (``counts()``).
 """
 
@@ -19,6 +23,7 @@ import errno
 import json
 import os
 import socket
+import struct
 import sys
 import time
 import traceback
@@ -34,8 +39,43 @@ MAX_CLIENTS = 32
 REPLY_WAIT_S = 0.5
 #: How long the socket is not watched after accept() found no descriptor free.
 PAUSE_S = 1.0
+#: A connection silent this long is closed (the tools send their request at once).
+IDLE_S = 10.0
 #: What counts() reports (zeros for a daemon whose socket is closed).
-COUNTS = ("bad_requests", "handler_errors", "clients_refused", "clients_dropped", "out_of_fds")
+COUNTS = (
+    "bad_requests",
+    "handler_errors",
+    "clients_refused",
+    "clients_dropped",
+    "out_of_fds",
+    "clients_idle",
+    "peers_refused",
+)
+_UCRED = struct.Struct("3i")  # pid, uid, gid (SO_PEERCRED)
+
+
+def peer_credentials(conn: socket.socket) -> tuple[int, int, int]:
+    """(pid, uid, gid) of the process at the other end of a Unix socket."""
+    return _UCRED.unpack(conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size))
+
+
+def make_unix_socket(path: str, kind: int, mode: int = 0o660) -> socket.socket:
+    """A Unix socket bound at ``path`` with ``mode`` from the start (umask while it binds: a
+    chmod after it would follow a symlink put there in a world-writable folder). A file
+    already at ``path`` is replaced; a symlink there is removed, never followed."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    sock = socket.socket(socket.AF_UNIX, kind)
+    old = os.umask(0o777 & ~mode)
+    try:
+        sock.bind(path)
+    except OSError:
+        sock.close()
+        raise
+    finally:
+        os.umask(old)
+    return sock
+
 
 Handler = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -49,15 +89,15 @@ class ControlServer:
         self.path = path
         self.handler = handler
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.bind(path)
-        os.chmod(path, 0o660)
+        self.sock = make_unix_socket(path, socket.SOCK_STREAM, 0o660)
+        self.group = os.stat(path).st_gid
         self.sock.listen(16)
         self.sock.setblocking(False)
         self.clients: dict[socket.socket, bytearray] = {}
+        self.last_heard: dict[socket.socket, float] = {}
         self.bad_requests = 0
+        self.clients_idle = 0  # said nothing for IDLE_S, or made room
+        self.peers_refused = 0  # neither root, nor the daemon's user, nor the socket's group
         self.handler_errors = 0
         self.clients_refused = 0  # over MAX_CLIENTS
         self.clients_dropped = 0  # did not read their replies
@@ -78,6 +118,21 @@ class ControlServer:
             self._accept()
         for conn in [c for c in self.clients if c in ready]:
             self._read(conn)
+        self._expire(time.monotonic())
+
+    def _expire(self, now: float) -> None:
+        """Close the connections silent for IDLE_S."""
+        for conn in [c for c, t in self.last_heard.items() if now - t > IDLE_S]:
+            self.clients_idle += 1
+            self._close(conn)
+
+    def _allowed(self, conn: socket.socket) -> bool:
+        """Root, the daemon's own user, or a member (by its primary group) of the socket's."""
+        try:
+            _, uid, gid = peer_credentials(conn)
+        except OSError:
+            return False
+        return uid in (0, os.geteuid()) or gid == self.group
 
     def _accept(self) -> None:
         """Take the connections waiting (a few at most: the listen backlog is 16)."""
@@ -95,6 +150,14 @@ class ControlServer:
                     return
                 continue  # (ECONNABORTED: that client gave up)
             conn.setblocking(False)
+            if not self._allowed(conn):
+                self.peers_refused += 1
+                refused = "not allowed: the control socket is root's and its group's"
+                self._reply(conn, {"error": refused}, time.monotonic())
+                conn.close()
+                continue
+            if len(self.clients) >= MAX_CLIENTS:
+                self._make_room()
             if len(self.clients) >= MAX_CLIENTS:
                 self.clients_refused += 1
                 too_many = f"too many control connections (at most {MAX_CLIENTS})"
@@ -102,6 +165,14 @@ class ControlServer:
                 conn.close()
                 continue
             self.clients[conn] = bytearray()
+            self.last_heard[conn] = time.monotonic()
+
+    def _make_room(self) -> None:
+        """Close the connection idle the longest that holds no part of a request."""
+        quiet = [c for c in self.clients if not self.clients[c]]
+        if quiet:
+            self.clients_idle += 1
+            self._close(min(quiet, key=lambda c: self.last_heard[c]))
 
     def _read(self, conn: socket.socket) -> None:
         buf = self.clients[conn]
@@ -114,6 +185,7 @@ class ControlServer:
         if not data:
             self._close(conn)
             return
+        self.last_heard[conn] = time.monotonic()
         buf += data
         if len(buf) > MAX_REQUEST:
             self._reply(conn, {"error": "request too large"}, time.monotonic())
@@ -176,6 +248,7 @@ class ControlServer:
 
     def _close(self, conn: socket.socket) -> None:
         self.clients.pop(conn, None)
+        self.last_heard.pop(conn, None)
         conn.close()
 
     def close(self) -> None:

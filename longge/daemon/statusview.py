@@ -69,8 +69,16 @@ def node_text(st: dict[str, Any]) -> str:
             _security_line(tx, rx),
             f"  procs  {procs}; radios waited on: tx {tx.get('waits_on', '?')}, "
             f"rx {rx.get('waits_on', '?')}",
+            *_forwarding_lines(st.get("forwarding")),
         ]
     )
+
+
+def _forwarding_lines(fwd: object) -> list[str]:
+    """A base's forwarding (roles.py), in one line; nothing on a mobile."""
+    if not isinstance(fwd, dict):
+        return []
+    return [f"  fwd    {fwd.get('rule', '?')} (iptables chain {fwd.get('chain', '?')})"]
 
 
 def _security_line(tx: dict[str, Any], rx: dict[str, Any]) -> str:

@@ -21,6 +21,7 @@ import os
 import select
 import signal
 import socket
+import sys
 import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection
@@ -33,7 +34,7 @@ from longge.daemon import control, radio_rx, radio_tx, stream
 from longge.errors import ConfigError
 from longge.protocol import secure
 from longge.radio.options import LINK_KEYS
-from longge.roles import Undo, setup_role
+from longge.roles import FORWARDING, Undo, setup_role
 from longge.tun import LinuxTun, Tun, TunError, configure_link
 
 _CTX = mp.get_context("fork")
@@ -123,6 +124,14 @@ class Supervisor:
 
     def start(self) -> None:
         cfg = self.cfg
+        if cfg.key is None:  # at every start: an open link is a choice to be reminded of
+            print(
+                "longge: WARNING: insecure = true: the link is open; any nRF24 radio on its "
+                "channel and address can inject packets"
+                + (" and reach the uplink through this base" if cfg.role == "base" else ""),
+                file=sys.stderr,
+                flush=True,
+            )
         if cfg.key is not None:
             secure.check_state_dir(cfg.state_dir)
             # before a radio process would die on one, again and again
@@ -318,6 +327,8 @@ class Supervisor:
                 "queue_ms": self.cfg.queue_ms,
                 "queue": self.cfg.queue,
             },
+            # the base's forwarding, as set up (roles.py); null on a mobile or without network
+            "forwarding": FORWARDING.get(self.cfg.tun) if self.cfg.role == "base" else None,
             "link": link,
             "peer_last_heard_s": heard,
             "radio": self.radio_settings(),

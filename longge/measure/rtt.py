@@ -32,6 +32,7 @@ VERSION = 1
 HEADER = struct.Struct("!4sBBxxIQ")
 PROBE_LEN = HEADER.size + 8  # 32 bytes
 DEFAULT_PORT = 7770
+IP_FREEBIND = getattr(socket, "IP_FREEBIND", 15)
 MAX_REPLY = 1472  # one unfragmented datagram on a 1500-byte MTU
 
 
@@ -85,8 +86,9 @@ class EchoCore:
     def _allow(self, client: Any, now: float) -> bool:
         b = self._buckets.get(client)
         if b is None:
-            if len(self._buckets) >= self.max_clients:
-                self._buckets.pop(next(iter(self._buckets)))  # forget the oldest client
+            if len(self._buckets) >= self.max_clients and not self._forget_a_full_bucket(now):
+                self.counters["clients_full"] += 1  # (counted apart from rate_limited too)
+                return False
             b = self._buckets[client] = _Bucket(self.burst, now)
         b.tokens = min(self.burst, b.tokens + (now - b.last) * self.rate_pps)
         b.last = now
@@ -94,6 +96,17 @@ class EchoCore:
             return False
         b.tokens -= 1
         return True
+
+    def _forget_a_full_bucket(self, now: float) -> bool:
+        """Make room by forgetting a client whose bucket has refilled to the full burst: it
+        would start again exactly there, so forgetting it gives it nothing. A client being
+        limited is never forgotten (once the oldest was: 1024 spoofed sources reset any
+        victim's limit, a reflector again). False: every client is being limited."""
+        for key, b in self._buckets.items():
+            if b.tokens + (now - b.last) * self.rate_pps >= self.burst:
+                del self._buckets[key]
+                return True
+        return False
 
 
 # Kernel receive timestamps (Linux SO_TIMESTAMPNS, CLOCK_REALTIME): they leave the time a busy
@@ -124,9 +137,12 @@ def stamp_processing(reply: bytes, received_ns: int) -> bytes:
 
 
 def bind_echo(host: str = "0.0.0.0", port: int = DEFAULT_PORT) -> socket.socket:
-    """The echo server's socket (OSError: the port taken, or not ours to bind)."""
+    """The echo server's socket (OSError: the port taken, or not ours to bind). On the link's
+    address it binds before that address exists (IP_FREEBIND: the TUN may come up later)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     try:
+        if host != "0.0.0.0":
+            sock.setsockopt(socket.IPPROTO_IP, IP_FREEBIND, 1)
         sock.bind((host, port))
     except OSError:
         sock.close()
