@@ -480,8 +480,8 @@ def load(path: str | Path, overrides: dict[str, Any] | None = None) -> NodeConfi
         raise ConfigError("config", str(path), f"a readable TOML file ({exc})") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError("config", str(path), f"valid TOML ({exc})") from exc
-    _check_secrets(Path(path), data.get("security"))
     cfg = from_mapping(data)
+    _check_secrets(Path(path), data.get("security"))  # (after what is wrong in the values)
     return from_mapping(overrides, cfg) if overrides else cfg
 
 

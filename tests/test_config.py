@@ -19,6 +19,7 @@ def example(name: str, tmp_path: Path) -> Path:
     """A shipped example config, its key_file pointed at a key made for the test."""
     key = tmp_path / "key"
     key.write_text(KEY + "\n")
+    key.chmod(0o600)  # (as keygen makes it: a key others can read is refused)
     text = (ROOT / name / "longge.toml").read_text()
     assert 'key_file = "/etc/longge/key"' in text
     out = tmp_path / f"{name}.toml"
@@ -96,6 +97,7 @@ def test_an_open_link_must_be_asked_for(tmp_path: Path) -> None:
     cfg = config.load(f)
     assert cfg.key is None and not cfg.secured
     f.write_text('[security]\nkey = "' + KEY + '"\n')
+    f.chmod(0o600)  # (a key written into a config others can read is refused)
     cfg = config.load(f)
     assert cfg.secured and KEY not in repr(cfg)  # the key stays out of logs and status
 
@@ -315,6 +317,7 @@ def test_the_testbed_spec_writes_configs_the_daemons_read_back(
     monkeypatch.setattr(testbed, "STATE_DIR", tmp_path)
     text = generate_key()
     testbed.paths()["key"].write_text(text + "\n")
+    testbed.paths()["key"].chmod(0o600)  # (as the testbed makes it)
     key = parse_key(text, "key")
     spec = testbed.TestbedSpec(
         RadioOptions(ard_us=500, arc=5, channel=70),

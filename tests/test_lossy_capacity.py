@@ -82,6 +82,7 @@ def test_a_link_with_a_loss_floor_gets_its_capacity_and_floor(tmp_path: Path, se
     text = summary_text(s)
     assert "loss floor p0 = " in text and "NDR: none" in text
     assert all(0.0 <= x <= 1.0 for x in t.shown)  # once 111 %, 122 %, 133 %, 144 %
+    assert t.shown == sorted(t.shown) and t.shown[-1] == 1.0  # and never back
     assert_documented(s, "tTest summary.json")
 
 

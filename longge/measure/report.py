@@ -24,7 +24,7 @@ def _floor_lines(t: dict[str, Any], ctx: dict[str, Any]) -> list[str]:
         f"{t.get('loss_floor_datagram_bytes')}-byte datagrams, lost at every load"
     )
     if model is not None:
-        line += f" (emulator's model {_pct(model)})"
+        line += f" (emulator's model {_pct(model)}{_beside(ctx)})"
     lines = [line]
     for name, key in (("NDR", "ndr"), (f"PDR (loss <= {_pct(t.get('pdr_loss'))})", "pdr")):
         rate = t.get(f"{key}_bps")

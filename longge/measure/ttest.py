@@ -48,6 +48,7 @@ class TTest(_Sweep):
         self.frames = frames
         self._steps = 0  # trials' loads measured, for the progress
         self._expected = 6 + plan.bisect_steps
+        self._shown = 0.0
 
     def measure(self, offered: float) -> PointResult:
         plan = self.plan
@@ -162,7 +163,9 @@ class TTest(_Sweep):
         """Measure one load, with the progress: a load measured again or added extends the
         total instead of counting past it."""
         self._expected = max(self._expected, self._steps + 1)
-        self.progress(f"offered {offered / 1e3:.1f} kbit/s", self._steps / self._expected)
+        # (never back either: a total extended by points measured again slows the bar down)
+        self._shown = min(0.99, max(self._shown, self._steps / self._expected))
+        self.progress(f"offered {offered / 1e3:.1f} kbit/s", self._shown)
         p = self.measure(offered)
         self._steps += 1
         return p
