@@ -225,6 +225,16 @@ def judge_lossy(
     top = max(s.received_bps for s in samples)
     below = [s for s in samples if s.offered_bps <= top]
     floor = estimate_floor(below)
+    # Then upwards, load by load, while each loses no more than the floor so far explains: a
+    # link that loses most of its packets at every load carries far less than C at any load
+    # measured, and its loads above the most it carried lie below C all the same.
+    for s in sorted(samples, key=lambda s: s.offered_bps):
+        if s in below:
+            continue
+        if not s.packets or clearly_above(s, floor):
+            break
+        below.append(s)
+        floor = estimate_floor(below)
     seen: set[tuple[int, ...]] = set()
     for _ in range(_ROUNDS):
         scaled = [
