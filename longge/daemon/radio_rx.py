@@ -88,9 +88,10 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
             # 1. radio_rx
             for frame in fifo.frames(radio, radio.available()):
                 c["frames_in"] += 1
-                last_heard = now
                 # 2. reassembler
                 packet = reassembler.receive(frame, now)
+                if packet is not None:  # (a whole packet that passed its checks and, on a
+                    last_heard = now  # secured link, the AEAD: a stranger's frames move nothing)
                 # 3. tun_writer
                 if packet:
                     deliver(tun, packet, c)

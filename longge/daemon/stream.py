@@ -252,13 +252,14 @@ def run_rx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
             # (not a chip that reads 0xFF: is_fifo 3)
             for frame in fifo.frames(radio, state in (FIFO_OCCUPIED, FIFO_FULL)):
                 c["frames_in"] += 1
-                last_heard = now
                 if frame and frame[0] & CONTROL and frame[0] != RESET:
                     c["acks_in"] += 1
                     to_tx(FOR_SENDER, frame)
                     continue
                 for inner in receiver.on_frame(frame, now):
                     packet = reassembler.receive(inner, now)
+                    if packet is not None:  # heard: a packet that passed its checks (and the
+                        last_heard = now  # AEAD), not any frame (nor an ARQ ACK) on the air
                     if packet:
                         deliver(tun, packet, c)
         ack = receiver.control(now)

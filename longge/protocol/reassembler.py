@@ -141,15 +141,17 @@ class Reassembler:
         header = Header.decode(frame[0])
         part = self._partial.get(header.seq)
         if header.first:
-            if part is not None:
-                if frame == part.last_frame:
-                    self.drops[DropReason.DUPLICATE_FRAME] += 1
-                    return None
-                self._abandon(header.seq, DropReason.INTERRUPTED)
+            if part is not None and frame == part.last_frame:
+                self.drops[DropReason.DUPLICATE_FRAME] += 1
+                return None
+            # checked before it costs the packet in progress anything: one malformed frame
+            # per packet (anyone's radio can send it) once dropped every genuine packet
             data = frame[1:]
             if len(data) < NUMBER_LEN or data[1] % SEQ_MOD != header.seq or header.index != 0:
                 self.drops[DropReason.BAD_FIRST] += 1
                 return None
+            if part is not None:
+                self._abandon(header.seq, DropReason.INTERRUPTED)
             part = self._partial[header.seq] = _Partial(bytearray(), 0, b"", now)
         elif part is None or header.index != part.next_index:
             if part is not None and frame == part.last_frame:
