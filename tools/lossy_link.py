@@ -137,12 +137,18 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--only", default=",".join(CHECKS), help="checks, comma separated")
+    p.add_argument(
+        "--vary-seed",
+        action="store_true",
+        help="round N runs with --seed N (the air's losses drawn anew: without it every round "
+        "meets the same frame fates, as a user rerunning the same command does)",
+    )
     ns = p.parse_args()
     for name in ns.only.split(","):
         args, judge = CHECKS[name]
         ratios = []
         for i in range(ns.rounds):
-            s = run(args)
+            s = run([*args, "--seed", str(i + 1)] if ns.vary_seed else args)
             line = {"error": s["error"]} if "error" in s and "kind" not in s else judge(s)
             line.update(round=i + 1, seconds=s.get("_seconds"), folder=s.get("_folder"))
             print(f"{name} {json.dumps(line)}", flush=True)
@@ -152,7 +158,7 @@ def main() -> int:
             print(
                 f"{name} ratio median {statistics.median(ratios):.3f} "
                 f"[{min(ratios):.3f}, {max(ratios):.3f}] over {len(ratios)} runs "
-                f"({' '.join(args)})",
+                f"({' '.join(args)}{', --seed 1..N' if ns.vary_seed else ''})",
                 flush=True,
             )
     return 0

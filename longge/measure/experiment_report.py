@@ -53,11 +53,20 @@ def _verdict(exp: Experiment, summary: dict[str, Any]) -> str:
             )
         if exp.name == "loss":
             worst = max(exp.quick_values if summary["quick"] else exp.values)
-            parts = [
-                f"{label}: {v[worst] / v[0.0]:.0%}"
-                for label, v in s.items()
-                if 0.0 in v and worst in v and v[0.0]
-            ]
+            model = {
+                (r["series"], r["x"]): r["model_goodput_bps"]
+                for r in rows
+                if r.get("model_goodput_bps")
+            }
+
+            def kept(label: str, v: dict[Any, float]) -> str:
+                """Its share, and the lossy model's (UDP) beside it."""
+                m0, m = model.get((label, 0.0)), model.get((label, worst))
+                return f"{label}: {v[worst] / v[0.0]:.0%}" + (
+                    f" (the lossy model: {m / m0:.0%})" if m and m0 else ""
+                )
+
+            parts = [kept(label, v) for label, v in s.items() if 0.0 in v and worst in v and v[0.0]]
             if not parts:
                 raise ValueError("no series with both ends of the loss range")
             return f"at {worst:.0%} frame error, share of loss-free goodput kept: " + "; ".join(

@@ -33,7 +33,7 @@ from longge.measure.disturbance import unspoilt
 from longge.measure.iperf import TrialSpec, parse_result, run_trial
 from longge.measure.link import Target
 from longge.measure.loadprobe import LoadProbe, load_and_probe
-from longge.measure.model import udp_goodput_bps
+from longge.measure.model import lossy_model, udp_goodput_bps
 from longge.measure.results import ResultsDir
 from longge.measure.sweep import Progress
 from longge.radio.options import RadioOptions
@@ -344,6 +344,10 @@ class Runner:
             packets=res.packets,
             error=res.error or "",
         )
+        if cond["protocol"] == "udp":  # the lossy model tTest, lTest and tune print (model.py)
+            opts = replace(self._opts(cond), ard_us=cond["ard_us"], arc=cond["arc"])
+            model, floor = lossy_model(opts, cond["per"], cond["per"], 1.0, 1400, self.overhead)
+            row.update(model_goodput_bps=model, model_loss_floor=floor)
         if exp.measure == "flows":
             flows = res.stream_received_bps
             row.update(
