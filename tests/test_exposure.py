@@ -181,6 +181,18 @@ def test_a_key_written_into_a_config_others_can_read_is_refused(tmp_path: Path) 
 # -- the base's forwarding -------------------------------------------------------------------------
 
 
+def _base(tmp_path: Path) -> NodeConfig:
+    """A base on TUN lgfwd0 (which need not exist: the rules name it)."""
+    return NodeConfig(
+        role="base",
+        tun="lgfwd0",
+        address="10.24.0.1/24",
+        peer="10.24.0.2",
+        insecure=True,
+        state_dir=str(tmp_path),
+    )
+
+
 def _iptables_s(chain: str, table: str = "filter") -> list[str]:
     out = subprocess.run(
         ["iptables", "-t", table, "-S", chain], capture_output=True, text=True, check=True
@@ -194,14 +206,7 @@ def test_the_base_forwards_the_link_to_its_uplink_and_nothing_else(tmp_path: Pat
     first in FORWARD and lets out only the link's traffic to the default route's interface and
     what comes back on those connections; all else to or from the TUN is dropped. NAT only to
     that interface. The undo steps leave no rule behind."""
-    cfg = NodeConfig(
-        role="base",
-        tun="lgfwd0",
-        address="10.24.0.1/24",
-        peer="10.24.0.2",
-        insecure=True,
-        state_dir=str(tmp_path),
-    )
+    cfg = _base(tmp_path)
 
     def base() -> dict[str, Any]:
         from longge.roles import FORWARDING, setup_base
@@ -254,14 +259,7 @@ def test_the_base_forwards_the_link_to_its_uplink_and_nothing_else(tmp_path: Pat
 
 @root
 def test_a_base_without_an_uplink_forwards_nothing(tmp_path: Path) -> None:
-    cfg = NodeConfig(
-        role="base",
-        tun="lgfwd0",
-        address="10.24.0.1/24",
-        peer="10.24.0.2",
-        insecure=True,
-        state_dir=str(tmp_path),
-    )
+    cfg = _base(tmp_path)
 
     def base() -> list[str]:
         from longge.roles import setup_base

@@ -31,8 +31,11 @@ def test_ltest_quick_from_nothing(tmp_path: Path) -> None:
     assert s["kind"] == "lTest" and not s.get("error")
     t = s["ttest"]
     model = s["context"]["model_capacity_bps"]
-    # Plausibility, not a timing target (tools/ has those): the pipeline found a knee.
-    assert 0.5 * model < t["capacity_bps"] < 1.5 * model
+    # Within 5 % of the model (issue 39: once anything within ±50 % passed). Per second the
+    # emulated air ran, where the machine held it back through the saturated trials (tTest's
+    # own figure for that, measure/emulator.py): the link's, not this machine's CPU.
+    capacity = t["capacity_running_bps"] or t["capacity_bps"]
+    assert 0.95 * model <= capacity <= 1.05 * model, (capacity, model)
     assert s["baseline_rtt_ms"] > 0
     assert s["levels"][0]["rho"] == 0.0
     assert all(lv["probes_sent"] > 0 for lv in s["levels"])
