@@ -99,7 +99,7 @@ def _draw_floor(ax: Any, ax2: Any, run: dict[str, Any], color: str) -> None:
     datagrams lost at every load (its 95 % interval shaded); on the throughput plot, what the
     floor lets through, (1 − p₀)·offered, up to C."""
     p0, ci = run.get("loss_floor"), run.get("loss_floor_ci95")
-    if not p0 or not ci:
+    if p0 is None or not ci:  # (TCP: no datagrams counted)
         return
     xs = [p["offered_bps"] / 1e3 for p in run["points"]]
     if not xs:
