@@ -130,7 +130,7 @@ def test_nothing_beyond_the_link_reaches_in(bed: None) -> None:
         "-A LONGGE-longge0 -i longge0 -j DROP",
         "-A LONGGE-longge0 -o longge0 -j DROP",
     ]
-    st = json.loads(cli("status", "--json").stdout)
+    st = json.loads(cli("testbed", "status", "--json").stdout)
     assert st["nodes"]["base"]["forwarding"]["uplink"] == "up0"
     added = in_ns("lg-inet", "ip", "route", "add", "10.24.0.0/24", "via", testbed.UPLINK_IP)
     assert added.returncode == 0, added.stderr
