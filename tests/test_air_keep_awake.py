@@ -4,6 +4,7 @@ something, releases it when the link has been idle, and a killed air leaves noth
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import struct
@@ -19,15 +20,37 @@ from longge.radiobench import start_air
 
 QOS = "/dev/cpu_dma_latency"
 
-pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0 or not os.path.exists(QOS), reason="PM QoS needs root"
-)
+
+def _skip_reason() -> str | None:
+    if os.geteuid() != 0:
+        return "PM QoS needs root"
+    if not os.path.exists(QOS):
+        return f"no {QOS}: a kernel without PM QoS"
+    return None
+
+
+reason = _skip_reason()
+if reason and os.environ.get("CI"):
+    pytest.fail(f"the keep-awake tests must run on CI: {reason}", pytrace=False)
+pytestmark = pytest.mark.skipif(reason is not None, reason=reason or "")
 
 
 def latency_limit_us() -> int:
     """The kernel's current CPU latency limit (the strictest request of all processes)."""
     with open(QOS, "rb") as f:
         return int(struct.unpack("i", f.read(4))[0])
+
+
+def qos_holders() -> list[str]:
+    """The processes that hold a PM QoS request open (pid and command), for the message."""
+    out = []
+    for fd in Path("/proc").glob("[0-9]*/fd/*"):
+        with contextlib.suppress(OSError):
+            if os.readlink(fd) == QOS:
+                pid = fd.parent.parent.name
+                cmd = (fd.parent.parent / "cmdline").read_bytes().replace(b"\0", b" ")
+                out.append(f"{pid} {cmd.decode(errors='replace').strip()[:80]}")
+    return out or ["none found"]
 
 
 def until(cond, seconds: float = 5.0) -> bool:  # type: ignore[no-untyped-def]
@@ -41,7 +64,10 @@ def until(cond, seconds: float = 5.0) -> bool:  # type: ignore[no-untyped-def]
 
 def test_held_while_frames_fly_released_when_idle_and_on_a_crash(tmp_path: Path) -> None:
     if latency_limit_us() == 0:
-        pytest.skip("another process holds the CPUs awake: nothing to observe")
+        held = "another process holds the CPUs awake: nothing to observe"
+        if os.environ.get("CI"):
+            pytest.fail(f"{held} (on CI: {', '.join(qos_holders())})", pytrace=False)
+        pytest.skip(held)
     path = str(tmp_path / "air.sock")
     proc = start_air(path)
     try:

@@ -4,22 +4,17 @@ hypervisor spoilt is repeated (within a budget) instead of counted."""
 from __future__ import annotations
 
 import csv
-import multiprocessing as mp
-import os
-import signal
-import time
 from pathlib import Path
+
+from measureservers import measure_servers
 
 from longge.measure import report
 from longge.measure.cpu import STEAL_LIMIT, StealMeter
 from longge.measure.disturbance import unspoilt
 from longge.measure.link import Target
 from longge.measure.results import ResultsDir
-from longge.measure.servers import run_servers
 from longge.measure.sweep import TTestPlan
 from longge.measure.ttest import TTest
-
-_CTX = mp.get_context("fork")
 
 
 def _stat(path: Path, user: int, idle: int, steal: int) -> None:
@@ -66,20 +61,14 @@ class _Stolen(StealMeter):
 
 
 def _ttest(tmp_path: Path, stolen: int) -> tuple[dict[str, object], list[dict[str, str]]]:
-    servers = _CTX.Process(target=run_servers, args=(5331, 7331), daemon=False)
-    servers.start()
     _Stolen.left = stolen
-    try:
-        time.sleep(0.5)
+    with measure_servers() as (iperf_port, rtt_port):
         out = ResultsDir(tmp_path / f"run{stolen}")
         plan = TTestPlan(duration=1, repeats=2, start_bps=50_000, max_bps=50_000)
-        summary = TTest(Target("127.0.0.1", 5331, 7331), plan, out, steal_meter=_Stolen).run()
+        target = Target("127.0.0.1", iperf_port, rtt_port)
+        summary = TTest(target, plan, out, steal_meter=_Stolen).run()
         with open(out.path / "trials.csv") as f:
             rows = list(csv.DictReader(f))
-    finally:
-        assert servers.pid is not None
-        os.kill(servers.pid, signal.SIGTERM)
-        servers.join(10)
     return summary, rows
 
 

@@ -350,34 +350,57 @@ def test_tune_puts_back_what_each_node_had_even_when_interrupted(
     assert (base["ard_us"], base["arc"]) == (1000, 15)  # make_link's, not tune's 250/2
 
 
-def test_a_normal_user_is_told_why_status_is_refused(tmp_path: os.PathLike[str]) -> None:
-    """The control socket is root's (mode 0600): a normal user's request gets a hint, not a
-    bare "Permission denied". The request runs in a child that drops to nobody."""
+def test_a_normal_user_is_told_why_status_is_refused(air_path: str) -> None:
+    """The control socket a daemon makes is root's and its group's (mode 0660): a normal user's
+    request gets a hint, not a bare "Permission denied". The socket is the daemon's own, in a
+    folder anyone may enter (pytest's are root's alone: they would refuse whatever the mode),
+    and the request runs in a child that drops to nobody, without root's groups; the daemon
+    serves meanwhile, so a socket made too open would answer instead."""
     import multiprocessing
+    import shutil
+    import stat
+    import tempfile
+
+    from daemonlink import LINK_KEY
+
+    from longge.config import NodeConfig
 
     if os.geteuid() != 0:
-        pytest.skip("needs root to make a root-only socket and drop to another user")
-    path = os.path.join(str(tmp_path), "c.sock")
-    os.chmod(str(tmp_path), 0o755)
-    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    srv.bind(path)
-    os.chmod(path, 0o600)
-    srv.listen(1)
+        pytest.skip("needs root to run the daemon's root-only socket and drop to another user")
+    folder = tempfile.mkdtemp(prefix="longge-control-")
+    os.chmod(folder, 0o755)
+    path = os.path.join(folder, "c.sock")
+    cfg = NodeConfig(
+        key=LINK_KEY, state_dir=os.path.join(folder, "state"), control=path, air=air_path
+    )
+    sup = Supervisor(cfg, MemoryTun("m8"), network=False)
     ours, theirs = multiprocessing.Pipe()
 
     def as_nobody() -> None:
+        os.setgroups([])
         os.setgid(65534)
         os.setuid(65534)
         try:
+            os.stat(path)  # the folders let nobody through: only the socket's mode refuses
             request(path, {"cmd": "status"}, timeout=2)
             theirs.send("no error")
-        except ControlError as exc:
+        except (OSError, ControlError) as exc:
             theirs.send(str(exc))
 
-    child = multiprocessing.get_context("fork").Process(target=as_nobody)
-    child.start()
-    child.join(10)
-    srv.close()
+    try:
+        sup.start()
+        mode = os.stat(path).st_mode
+        assert stat.S_ISSOCK(mode) and stat.S_IMODE(mode) == 0o660, oct(mode)
+        child = multiprocessing.get_context("fork").Process(target=as_nobody)
+        child.start()
+        deadline = time.monotonic() + 10
+        while child.is_alive() and time.monotonic() < deadline:
+            sup.step(0.05)
+        child.join(1)
+    finally:
+        sup.shutdown()
+        shutil.rmtree(folder, ignore_errors=True)
+    assert ours.poll(1), "the child said nothing"
     said = ours.recv()
     assert "permission denied" in said and "sudo" in said, said
 

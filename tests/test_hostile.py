@@ -177,25 +177,28 @@ def test_nothing_the_hostile_radio_sends_reaches_the_tun(
             during_sent += 1
             during_got += len(got) - n
     assert eve.error is None, eve.error
-    # After the attack: the link works as before, every packet through.
+    # After the attack: the link works as before, every packet through; in stream mode after
+    # the first 96 frames, which what the attack left behind may spoil (below): two packets
+    # of 48 frames (1400 bytes, sealed, 30 bytes a frame) carry them.
+    first = [ip_packet(1400, 40_000 + i) for i in range(2)]
     after = [ip_packet(300, 50_000 + i) for i in range(20)]
-    for p in after:
+    for p in first + after:
         genuine[p] = -1
-    n_before_after = len(got)
-    for p in after:
         link.mtun.peer.send(p)
     deadline = time.monotonic() + 5
-    while len(got) < n_before_after + len(after) and time.monotonic() < deadline:
+    while not set(after) <= set(got) and time.monotonic() < deadline:
         collect(time.monotonic() + 0.05)
     collect(time.monotonic() + 1.2)  # let the RX process report its counters
     rx = link.base.status()["rx"]
     rss_after = rss_kib(rx_pid)
     injected = sum(eve.injected.values())
+    through = f"{len(set(first) & set(got))}/2, then {len(set(after) & set(got))}/20"
     with capsys.disabled():
         print(
             f"\nhostile radio: recorded {len(eve.recorded)} frames; injected {injected} "
             f"({dict(eve.injected)}); genuine during the attack {during_got}/{during_sent} "
-            f"delivered; base RX drops {rx['drops']}, security {rx['security']}; "
+            f"delivered; after it {through}; "
+            f"base RX drops {rx['drops']}, security {rx['security']}; "
             f"RX process RSS {rss_before} -> {rss_after} KiB"
         )
     # 1. nothing forged, replayed or plain reached the TUN; nothing genuine twice
@@ -218,14 +221,18 @@ def test_nothing_the_hostile_radio_sends_reaches_the_tun(
     # 3. the link kept working during and after the attack
     assert during_got > 0
     if mode == "esb":
-        assert got[n_before_after:][-len(after) :] == after or set(after) <= set(got)
-    else:
-        # The ARQ's sequence numbers are not authenticated: frames the attacker injected can
-        # be taken for the sender's and leave the two ends out of step when it stops (seen:
-        # the first packet after the attack lost while the session is rebuilt, 2 runs in 5).
-        # The rest arrive, in order.
-        assert set(after[5:]) <= set(got)
-        assert [p for p in got if p in after] == [p for p in after if p in got]
+        assert set(first) <= set(got)  # (no ARQ: nothing the attacker sent is left to spoil)
+    # In stream mode the ARQ's sequence numbers are not authenticated: frames the attacker
+    # injected are taken for the sender's, and what is left of them when it stops spoils at
+    # most the first 96 frames sent after it. (1) Injected frames the receiver delivered left
+    # it d places ahead of the sender: the sender's next min(d, 48) frames count as delivered,
+    # or are given up when it skips ahead (at most its window in flight: 48); pushed more
+    # than 64 places ahead, the sender's timeouts begin a new session instead, which loses
+    # nothing. (2) Injected frames the receiver holds in its window (the 47 places after the
+    # one it expects) are delivered instead of the genuine frames there: within the next 48.
+    # (Seen, before the two packets went first: the second and third 300-byte packets after
+    # the attack lost, 3 runs in 4.) Every packet after those 96 frames arrives, in order.
+    assert [p for p in got if p in after] == after
     # 4. bounded memory (one packet buffer, a 64-bit replay window)
     assert rss_after - rss_before < 8 * 1024, "RX process grew by more than 8 MiB"
     assert os.path.exists(link.base.cfg.state_dir)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -12,12 +11,11 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from measureservers import measure_servers
 
 from longge.measure import rtt
 from longge.measure.iperf import TrialSpec, parse_result, run_trial
 from longge.measure.servers import run_servers
-
-_CTX = mp.get_context("fork")
 
 
 def test_echo_core_replies_small_and_drops_junk() -> None:
@@ -48,18 +46,8 @@ def test_echo_core_limits_each_clients_rate() -> None:
 
 @pytest.fixture
 def servers() -> Iterator[tuple[int, int]]:
-    iperf_port, rtt_port = 5311, 7311
-    proc = _CTX.Process(target=run_servers, args=(iperf_port, rtt_port), daemon=False)
-    proc.start()
-    time.sleep(0.5)
-    try:
-        yield iperf_port, rtt_port
-    finally:
-        assert proc.pid is not None
-        os.kill(proc.pid, signal.SIGTERM)
-        proc.join(10)
-        if proc.is_alive():
-            proc.kill()
+    with measure_servers() as ports:
+        yield ports
 
 
 def test_rtt_probes_over_loopback_and_garbage_does_not_stop_the_server(

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import csv
 import json
-import multiprocessing as mp
-import os
 import signal
 import subprocess
 import sys
@@ -15,10 +13,7 @@ from pathlib import Path
 
 import pytest
 from fielddoc import assert_folder_documented
-
-from longge.measure.servers import run_servers
-
-_CTX = mp.get_context("fork")
+from measureservers import measure_servers
 
 
 def _offered_loads(trials_csv: Path) -> set[str]:
@@ -31,11 +26,8 @@ def _offered_loads(trials_csv: Path) -> set[str]:
 
 
 def test_interrupted_ttest_keeps_its_trials(tmp_path: Path) -> None:
-    servers = _CTX.Process(target=run_servers, args=(5321, 7321), daemon=False)
-    servers.start()
     out = tmp_path / "run"
-    try:
-        time.sleep(0.5)
+    with measure_servers() as (iperf_port, rtt_port):
         proc = subprocess.Popen(
             [
                 sys.executable,
@@ -45,9 +37,9 @@ def test_interrupted_ttest_keeps_its_trials(tmp_path: Path) -> None:
                 "--host",
                 "127.0.0.1",
                 "-p",
-                "5321",
+                str(iperf_port),
                 "--rtt-port",
-                "7321",
+                str(rtt_port),
                 "-t",
                 "1",
                 "--repeats",
@@ -66,10 +58,6 @@ def test_interrupted_ttest_keeps_its_trials(tmp_path: Path) -> None:
             time.sleep(0.2)
         proc.send_signal(signal.SIGINT)
         stdout, _ = proc.communicate(timeout=60)
-    finally:
-        assert servers.pid is not None
-        os.kill(servers.pid, signal.SIGTERM)
-        servers.join(10)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["interrupted"] is True
     assert "interrupted" in stdout
@@ -92,16 +80,13 @@ def test_each_direction_is_measured_and_named(tmp_path: Path) -> None:
     from longge.measure.sweep import TTestPlan
     from longge.measure.ttest import TTest
 
-    servers = _CTX.Process(target=run_servers, args=(5323, 7323), daemon=False)
-    servers.start()
-    try:
-        time.sleep(0.5)
+    with measure_servers() as (iperf_port, rtt_port):
         for direction in ("down", "both"):
             out = ResultsDir(tmp_path / direction)
             plan = TTestPlan(
                 duration=1, repeats=1, start_bps=200_000, max_bps=200_000, direction=direction
             )
-            summary = TTest(Target("127.0.0.1", 5323, 7323), plan, out).run()
+            summary = TTest(Target("127.0.0.1", iperf_port, rtt_port), plan, out).run()
             out.write_summary(summary)
             assert summary["direction"] == direction
             ways = [summary] + ([summary["reverse"]] if direction == "both" else [])
@@ -121,7 +106,3 @@ def test_each_direction_is_measured_and_named(tmp_path: Path) -> None:
             saved = json.loads((out.path / "summary.json").read_text())
             assert saved["schema"] == SCHEMA
             assert_folder_documented(out.path)
-    finally:
-        assert servers.pid is not None
-        os.kill(servers.pid, signal.SIGTERM)
-        servers.join(10)

@@ -35,6 +35,8 @@ IPERF_PORT = 5201
 IDLE_TIMEOUT_S = 30
 #: How long the servers wait for the link's address to appear (its TUN coming up).
 ADDRESS_WAIT_S = 30.0
+#: How long "ready" waits for the iperf3 server to listen.
+LISTEN_WAIT_S = 10.0
 MAX_TEST_S = 600
 _F_SETPIPE_SZ = 1031
 _CTX = mp.get_context("fork")
@@ -180,6 +182,25 @@ def _check_iperf_port(host: str, port: int) -> None:
         time.sleep(0.2)
 
 
+def tcp_listening(port: int) -> bool:
+    """Something listens on TCP ``port`` here (IPv4 or IPv6: /proc/net/tcp{,6})."""
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                rows = f.readlines()[1:]
+        except OSError:
+            continue
+        for line in rows:
+            fields = line.split()
+            if (
+                len(fields) > 3
+                and fields[3] == "0A"
+                and int(fields[1].rsplit(":", 1)[1], 16) == port
+            ):
+                return True
+    return False
+
+
 def run_servers(
     iperf_port: int = IPERF_PORT,
     rtt_port: int = rtt.DEFAULT_PORT,
@@ -218,6 +239,13 @@ def run_servers(
                 drop_privileges(user)
             signal.signal(signal.SIGTERM, lambda *_: stop.set())
             signal.signal(signal.SIGINT, lambda *_: stop.set())
+            # "ready" once the first test's iperf3 server listens (it binds in a child of the
+            # process just started: 50-75 ms later here), or it has had LISTEN_WAIT_S
+            until = time.monotonic() + LISTEN_WAIT_S
+            while not tcp_listening(iperf_port) and time.monotonic() < until:
+                if not iperf.is_alive():
+                    raise ServersError("the iperf3 server stopped as it started (its log)")
+                time.sleep(0.005)
             who = f", as {user}" if user is not None else ""
             ready(
                 f"iperf3 server on port {iperf_port}, RTT echo on UDP port {rtt_port} "
