@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import required
 from test_sim_radio import pair
 
 from longge.air import native
@@ -30,9 +31,7 @@ def _skip_reason() -> str | None:
 
 
 reason = _skip_reason()
-if reason and os.environ.get("CI"):
-    pytest.fail(f"the keep-awake tests must run on CI: {reason}", pytrace=False)
-pytestmark = pytest.mark.skipif(reason is not None, reason=reason or "")
+pytestmark = required(reason, "the keep-awake tests")
 
 
 def latency_limit_us() -> int:
