@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from longge.chip.datasheet import T_SETTLE_NS, time_on_air_ns
+from longge.chip.datasheet import T_SETTLE_NS, per_attempt_failure, time_on_air_ns
 from longge.protocol.arq import HEADER_LEN as ARQ_HEADER
 from longge.protocol.arq_receiver import ArqReceiver
 from longge.protocol.frame import HEADER_LEN, PACKET_OVERHEAD
@@ -155,13 +155,12 @@ def esb_frame_stats(
     """(r, failed attempts per frame) of an ESB frame: r the share of frames lost for good
     (MAX_RT). Independent losses: closed form (attempt failure q = 1 − (1 − data)(1 − ack),
     r = q^N); bursty ones: the frames' chain (_frame_transfer) in its stationary state."""
-    n = opts.arc + 1 if opts.acked else 1
-    ack = ack_per if opts.acked else 0.0
-    if burst <= 1.0:
-        q = 1 - (1 - data_per) * (1 - ack)
-        r = q**n
-        attempts = float(n) if q >= 1 else (1 - q**n) / (1 - q)
-        return r, attempts - (1 - r)
+    if not opts.acked:  # one attempt, lost with the data frame
+        return data_per, data_per
+    if burst <= 1.0:  # the datasheet's timing (chip/datasheet.py), attempts independent
+        t, q = opts.timing(), per_attempt_failure(data_per, ack_per)
+        r = t.residual_loss(q)
+        return r, t.expected_attempts(q) - (1 - r)
     ok, fail, counts = _frame_transfer(opts, data_per, ack_per, burst)
     step = [[ok[i][j] + fail[i][j] for j in range(4)] for i in range(4)]
     pi = _stationary(step)
