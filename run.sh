@@ -202,7 +202,10 @@ run_tests() {
     echo "== mypy"
     "$py" -m mypy longge tools
     echo "== pytest"
-    "$py" -m pytest "$@"
+    # Two workers: most tests wait on the emulated air's real time, not on a core. One worker
+    # runs the tests of fixed system names (the testbed's namespaces...) one after another
+    # (tests/conftest.py); LONGGE_TEST_WORKERS=0 runs everything in this process.
+    "$py" -m pytest -n "${LONGGE_TEST_WORKERS:-2}" "$@"
 }
 
 emulator=1
