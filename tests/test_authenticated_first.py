@@ -23,7 +23,7 @@ from longge.daemon.supervisor import Supervisor
 from longge.protocol import Fragmenter
 from longge.protocol.frame import Header
 from longge.protocol.reassembler import DropReason, Reassembler
-from longge.protocol.secure import Sealer, direction_key, generate_key
+from longge.protocol.secure import OVERHEAD, Sealer, direction_key, generate_key
 from longge.radio.options import RadioOptions, configure
 from longge.radio.sim import SimRadio
 from longge.tun import MemoryTun
@@ -103,9 +103,10 @@ def test_a_strangers_frames_do_not_bring_a_dead_link_up(
         rng = random.Random(5)
         epochs = itertools.count(1)
         forger = Sealer(
-            direction_key(bytes.fromhex(generate_key()), "mobile"), lambda: next(epochs)
+            direction_key(bytes.fromhex(generate_key()), "10.24.0.2", "10.24.0.1"),
+            lambda _at_least: next(epochs),
         )
-        fragmenter = Fragmenter(32 - arq, 1500 + 24)
+        fragmenter = Fragmenter(32 - arq, 1500 + OVERHEAD)
         end = time.monotonic() + 3.0
         sent = 0
         while time.monotonic() < end:

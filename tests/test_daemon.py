@@ -232,6 +232,45 @@ def test_a_restarted_tx_process_seals_under_a_new_epoch_and_the_peer_takes_it(
     assert not link.base.status()["rx"]["security"]["drops"].get("auth")
 
 
+def test_a_sender_restored_to_an_older_state_dir_is_told_its_floor_and_comes_back(
+    link: Link,
+) -> None:
+    """The mobile's state directory rolled back (an SD card image restored): its TX process
+    repeats an epoch the base has seen, under another salt (no nonce repeats), the base
+    refuses it as stale, tells the mobile its floor, and the mobile seals past it: the link
+    carries packets again without anyone removing a file."""
+    from longge.daemon import keystate
+
+    epoch_path = keystate.node_epoch_file(link.mobile.cfg)
+    saved = epoch_path.read_text()
+    worker = link.mobile.workers[0]  # tx
+
+    def restart_tx() -> None:
+        assert worker.proc is not None and worker.proc.pid is not None
+        os.kill(worker.proc.pid, signal.SIGKILL)
+        link.pump(1.8)
+
+    restart_tx()  # a later epoch the base takes
+    first = [ip_packet(200, i) for i in range(3)]
+    assert link.send(link.mtun, first, to=link.btun, timeout=8) == first
+    link.pump(0.5)
+    seen_epoch = link.mobile.status()["tx"]["epoch"]
+    epoch_path.write_text(saved)  # the card restored ...
+    restart_tx()  # ... and the mobile restarted: that epoch again
+    got: list[bytes] = []
+    end = time.monotonic() + 15
+    i = 100
+    while not got and time.monotonic() < end:
+        i += 1
+        got = link.send(link.mtun, [ip_packet(200, i)], to=link.btun, timeout=0.5)
+    assert got, "the restored mobile never got through"
+    tx = link.mobile.status()["tx"]
+    assert tx["epoch_skips"] >= 1 and tx["epoch"] > seen_epoch, tx
+    security = link.base.status()["rx"]["security"]
+    assert security["drops"].get("stale", 0) >= 1 and not security["drops"].get("auth"), security
+    assert link.base.status()["tx"]["floors_sent"] >= 1
+
+
 def test_a_silent_peer_shows_as_down_and_comes_back(link: Link) -> None:
     cfg = link.base.cfg
     link.base.shutdown()
@@ -410,11 +449,11 @@ def test_a_daemon_refuses_to_start_on_an_epoch_file_that_is_not_one(tmp_path: Pa
     from daemonlink import LINK_KEY
 
     from longge.config import NodeConfig
-    from longge.daemon import radio_tx
+    from longge.daemon import keystate
     from longge.protocol.secure import SecurityError
 
     cfg = NodeConfig(key=LINK_KEY, state_dir=str(tmp_path), control=str(tmp_path / "c.sock"))
-    radio_tx.epoch_file(cfg).write_text("-3\n")
+    keystate.node_epoch_file(cfg).write_text("-3\n")
     sup = Supervisor(cfg, MemoryTun("m9"), network=False)
     try:
         with pytest.raises(SecurityError, match="remove it only together with the key"):

@@ -95,9 +95,9 @@ class Attacker(threading.Thread):
         packets = self._recorded_packets()
         assert packets, "the sniffer caught no whole packet"
         rng = random.Random(1)
-        wrong = direction_key(bytes.fromhex(generate_key()), "mobile")
+        wrong = direction_key(bytes.fromhex(generate_key()), "10.24.0.2", "10.24.0.1")
         epochs = itertools.count(1)
-        forger = Sealer(wrong, lambda: next(epochs))
+        forger = Sealer(wrong, lambda _at_least: next(epochs))
         fragmenter = Fragmenter(32 - self.arq, 1500 + OVERHEAD)
 
         def framed(frames: list[bytes]) -> list[bytes]:

@@ -23,10 +23,10 @@ from longge.measure.report import summary_text
 from longge.measure.results import ResultsDir
 from longge.measure.sweep import QUICK_TTEST, PointResult, TTestPlan
 from longge.measure.ttest import TTest
+from longge.protocol.secure import OVERHEAD  # (the testbed is secured)
 from longge.radio.options import RadioOptions
 
 OPTS = RadioOptions()
-OVERHEAD = 24  # the AEAD's bytes per packet (secured testbed)
 # ESB, ARD 250 µs, ARC 2 at 5 % frame error (data and ACK): the figures in issue 38
 C5, FLOOR5 = lossy_model(OPTS, 0.05, 0.05, 1.0, 1400, OVERHEAD)
 

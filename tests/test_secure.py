@@ -8,51 +8,69 @@ import random
 import threading
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from longge.daemon.keystate import EpochStore, MarkStore, check_state_dir, floor_file
 from longge.errors import ConfigError
 from longge.protocol import DropReason, Fragmenter, Reassembler
 from longge.protocol.secure import (
     COUNTER_SPACE,
+    HEADER_LEN,
     OVERHEAD,
     WINDOW,
-    EpochStore,
     Opener,
     Sealer,
     SecureDrop,
     SecurityError,
-    check_state_dir,
     direction_key,
     generate_key,
     parse_key,
 )
 
 PSK = bytes.fromhex(generate_key())
-UP = direction_key(PSK, "mobile")  # mobile -> base
-DOWN = direction_key(PSK, "base")
+MOBILE, BASE = "10.24.0.2", "10.24.0.1"
+UP = direction_key(PSK, MOBILE, BASE)  # mobile -> base
+DOWN = direction_key(PSK, BASE, MOBILE)
 
 
-def counter_epochs(start: int = 0) -> object:
-    n = iter(range(start + 1, start + 1000))
-    return lambda: next(n)
+def counter_epochs(start: int = 0) -> Any:
+    """Epochs 1, 2, ... (after ``start``), as an EpochStore gives them, without a file."""
+    last = [start]
+
+    def next_epoch(at_least: int = 0) -> int:
+        last[0] = max(last[0] + 1, at_least)
+        return last[0]
+
+    return next_epoch
+
+
+def kept_opener(path: Path, clock: Any = None) -> Opener:
+    """An opener whose mark lives in ``path`` (as the daemon's: keystate.MarkStore)."""
+    store = MarkStore(path)
+    return Opener([UP], store.load(), store.save, clock=clock)
+
+
+def mark_seq(path: Path) -> int:
+    return int(path.read_text().split()[0])
 
 
 def pair(tmp_path: Path | None = None) -> tuple[Sealer, Opener]:
     epochs = EpochStore(tmp_path / "epoch").next if tmp_path else counter_epochs()
-    return Sealer(UP, epochs), Opener([UP])  # type: ignore[arg-type]
+    return Sealer(UP, epochs), Opener([UP])
 
 
-def test_round_trip_costs_24_bytes_per_packet() -> None:
+def test_round_trip_costs_28_bytes_per_packet() -> None:
     s, o = pair()
     for size in (0, 1, 100, 1500):
         packet = os.urandom(size)
         sealed = s.seal(packet)
-        assert len(sealed) == size + OVERHEAD == size + 24
+        assert len(sealed) == size + OVERHEAD == size + 28
         # encrypted, not just signed (a packet of a few bytes may turn up by chance: a 1-byte
-        # packet is somewhere in its 25 sealed bytes 1 time in 11)
+        # packet is somewhere in its 29 sealed bytes 1 time in 9)
         assert size < 16 or packet not in sealed
         assert o.open(sealed) == packet
     assert o.opened == 4 and not o.drops
@@ -71,8 +89,8 @@ def test_every_single_bit_flip_is_refused() -> None:
 
 def test_wrong_key_other_direction_and_short_input_are_refused() -> None:
     _, o = pair()
-    other = Sealer(direction_key(bytes.fromhex(generate_key()), "mobile"), counter_epochs())  # type: ignore[arg-type]
-    reflected = Sealer(DOWN, counter_epochs())  # type: ignore[arg-type]
+    other = Sealer(direction_key(bytes.fromhex(generate_key()), MOBILE, BASE), counter_epochs())
+    reflected = Sealer(DOWN, counter_epochs())
     assert o.open(other.seal(b"x")) is None
     assert o.open(reflected.seal(b"x")) is None  # base->mobile traffic sent back to the base
     assert o.open(b"short") is None
@@ -99,15 +117,15 @@ def test_a_restarted_sender_never_reuses_a_nonce(tmp_path: Path) -> None:
         s = Sealer(UP, EpochStore(tmp_path / "epoch").next)
         for i in range(5):
             sealed = s.seal(b"p")
-            assert sealed[:8] not in seen
-            seen.add(sealed[:8])
+            assert sealed[:HEADER_LEN] not in seen
+            seen.add(sealed[:HEADER_LEN])
             assert opener.open(sealed) == b"p", i
     assert (tmp_path / "epoch").read_text().strip() == "3"
 
 
 def test_counter_wrap_moves_to_a_new_epoch() -> None:
     epochs = counter_epochs()
-    s = Sealer(UP, epochs)  # type: ignore[arg-type]
+    s = Sealer(UP, epochs)
     s._counter = COUNTER_SPACE - 1  # 4e9 packets take too long
     o = Opener([UP])
     a, b = s.seal(b"last of epoch 1"), s.seal(b"first of epoch 2")
@@ -117,13 +135,13 @@ def test_counter_wrap_moves_to_a_new_epoch() -> None:
 
 
 def test_a_restarted_receiver_still_refuses_what_it_accepted(tmp_path: Path) -> None:
-    s = Sealer(UP, counter_epochs())  # type: ignore[arg-type]
+    s = Sealer(UP, counter_epochs())
     sealed = [s.seal(bytes([i])) for i in range(10)]
-    first = Opener([UP], tmp_path / "mark")
+    first = kept_opener(tmp_path / "mark")
     for p in sealed[:6]:
         assert first.open(p) is not None
     first.flush()
-    again = Opener([UP], tmp_path / "mark")
+    again = kept_opener(tmp_path / "mark")
     assert all(again.open(p) is None for p in sealed[:6])
     assert [again.open(p) for p in sealed[6:]] == [bytes([i]) for i in range(6, 10)]
 
@@ -136,32 +154,32 @@ def test_the_replay_mark_is_written_at_most_once_a_second_as_the_daemon_runs_it(
     from longge.protocol.secure import SAVE_EVERY_S
 
     now = [100.0]
-    s = Sealer(UP, counter_epochs())  # type: ignore[arg-type]
+    s = Sealer(UP, counter_epochs())
     mark = tmp_path / "mark"
-    o = Opener([UP], mark, clock=lambda: now[0])
+    o = kept_opener(mark, clock=lambda: now[0])
     writes = []
     for i in range(50):
         assert o.open(s.seal(bytes([i]))) is not None
         if mark.exists():
-            writes.append(int(mark.read_text()))
+            writes.append(mark_seq(mark))
         now[0] += SAVE_EVERY_S / 10  # 10 packets a second
     # the first packet is written at once (a new epoch), then about once a second
     assert 5 <= len(set(writes)) <= 7, sorted(set(writes))
-    before = int(mark.read_text())
+    before = mark_seq(mark)
     assert before < o.highest  # the newest packets wait for the next second ...
     o.tick()  # ... not even a tick writes them early
-    assert int(mark.read_text()) == before
+    assert mark_seq(mark) == before
     now[0] += SAVE_EVERY_S
     o.tick()  # a second later it does
-    assert int(mark.read_text()) == o.highest
+    assert mark_seq(mark) == o.highest
 
 
 def test_key_rotation_accepts_the_previous_key_too() -> None:
     new_psk = bytes.fromhex(generate_key())
-    new = direction_key(new_psk, "mobile")
+    new = direction_key(new_psk, MOBILE, BASE)
     o = Opener([new, UP])
-    assert o.open(Sealer(UP, counter_epochs()).seal(b"old"))  # type: ignore[arg-type]
-    assert o.open(Sealer(new, counter_epochs(10)).seal(b"new"))  # type: ignore[arg-type]
+    assert o.open(Sealer(UP, counter_epochs()).seal(b"old"))
+    assert o.open(Sealer(new, counter_epochs(10)).seal(b"new"))
 
 
 def test_keys_and_state_dirs_are_checked(tmp_path: Path) -> None:
@@ -186,18 +204,19 @@ def test_keys_and_state_dirs_are_checked(tmp_path: Path) -> None:
 def test_an_epoch_or_mark_file_that_is_not_one_never_starts_over(tmp_path: Path, text: str) -> None:
     """An empty epoch file once read as 0: the next epoch was 1 again, the same nonces under
     the same key; -3 gave epoch -2 and an OverflowError at the first packet. A missing file is
-    a first start; one that is there must hold a number in range, or nothing starts."""
+    a first start; one that is there must hold a number in range, or nothing starts. A mark
+    is a number and a salt; the unsynced mark may come back empty (then its floor holds)."""
     store = EpochStore(tmp_path / "epoch")
     assert [store.next(), store.next()] == [1, 2]
     (tmp_path / "epoch").write_text(text)
     with pytest.raises(SecurityError, match="remove it only together with the key"):
         store.next()
     (tmp_path / "mark").write_text(text)
-    if not text.strip():  # the mark, written unsynced once a second, may come back empty
-        assert Opener([UP], state=tmp_path / "mark").highest == 0
-    elif text.strip() != str(1 << 32):  # (a mark may be that large: it is 64 bits)
-        with pytest.raises(SecurityError):
-            Opener([UP], state=tmp_path / "mark")
+    if not text.strip():
+        assert MarkStore(tmp_path / "mark").load() is None
+        floor_file(tmp_path / "mark").write_text(text)  # the synced floor is never empty
+    with pytest.raises(SecurityError, match="remove it only together with the key"):
+        MarkStore(tmp_path / "mark").load()
 
 
 def test_two_daemons_check_one_state_dir_at_once(tmp_path: Path) -> None:
@@ -288,3 +307,98 @@ def test_fuzz_frames_never_deliver_anything_but_genuine_packets_once(
                 delivered.append(out)
     allowed = Counter(genuine[:sent])
     assert all(n <= allowed[p] for p, n in Counter(delivered).items()), "forged or replayed"
+
+
+def test_no_nonce_repeats_across_restarts_a_restored_state_dir_or_a_clone(tmp_path: Path) -> None:
+    """Before the salt, the nonce was the epoch and the counter: a state file rolled back (an
+    SD card image restored) or copied (a cloned mobile) sealed the same nonces again under the
+    same key, which gives away the XOR of two plaintexts and lets a forger make tags."""
+    epoch = tmp_path / "epoch"
+    nonces: list[bytes] = []
+
+    def boot() -> Sealer:
+        return Sealer(UP, EpochStore(epoch).next)
+
+    def run(s: Sealer) -> None:
+        nonces.extend(s.seal(b"p")[:HEADER_LEN] for _ in range(20))
+
+    run(boot())
+    image = epoch.read_text()  # the card's image, taken here
+    run(boot())
+    run(boot())
+    epoch.write_text(image)  # restored
+    restored = boot()
+    epoch.write_text(image)  # and cloned: another node with the same files, at once
+    clone = boot()
+    assert restored.epoch == clone.epoch == 2  # the epoch repeats ...
+    run(restored)
+    run(clone)
+    assert len(set(nonces)) == len(nonces) == 100  # ... the nonce does not
+
+
+def test_two_mobiles_sharing_a_key_seal_under_different_keys() -> None:
+    """Keys from the two nodes' identities, not their roles: two mobiles given one key (or a
+    base that serves two) never seal under the same direction key, and neither's packets
+    open as the other's."""
+    other_mobile = "10.24.0.3"
+    keys = {
+        direction_key(PSK, MOBILE, BASE),
+        direction_key(PSK, other_mobile, BASE),
+        direction_key(PSK, BASE, MOBILE),
+        direction_key(PSK, BASE, other_mobile),
+    }
+    assert len(keys) == 4
+    from_other = Sealer(direction_key(PSK, other_mobile, BASE), counter_epochs())
+    opener = Opener([UP])
+    assert opener.open(from_other.seal(b"x")) is None
+    assert opener.drops == {SecureDrop.AUTH: 1}
+    with pytest.raises(ValueError):
+        direction_key(PSK, MOBILE, MOBILE)
+
+
+def test_a_restored_sender_is_refused_until_it_seals_past_the_floor_it_is_told() -> None:
+    """A sender back at an epoch the receiver has seen (another salt) is refused as stale,
+    authenticated first: the receiver names the epoch to move past; a sender told so is taken
+    again. What it sent before stays refused (replays), and a forger's packets move nothing."""
+    epochs = counter_epochs()
+    first = Sealer(UP, epochs)
+    o = Opener([UP])
+    old = [first.seal(bytes([i])) for i in range(5)]
+    assert all(o.open(p) is not None for p in old)
+    restored = Sealer(UP, counter_epochs())  # its state rolled back: epoch 1 again
+    assert restored.epoch == first.epoch == 1
+    assert o.open(restored.seal(b"again")) is None
+    assert o.drops[SecureDrop.STALE] == 1 and o.stale_floor == 1
+    forged = bytearray(restored.seal(b"forged"))
+    forged[-1] ^= 1
+    assert o.open(bytes(forged)) is None and o.drops[SecureDrop.AUTH] == 1
+    assert restored.skip_past(o.stale_floor) and restored.epoch == 2
+    assert not restored.skip_past(1)  # (an old floor message moves nothing)
+    assert o.open(restored.seal(b"back")) == b"back"
+    assert all(o.open(p) is None for p in old)
+    assert o.open(first.seal(b"the first incarnation, now behind")) is None
+
+
+def test_a_power_cut_that_empties_the_mark_falls_back_to_the_synced_floor(tmp_path: Path) -> None:
+    """The mark is written unsynced once a second; a power cut may leave it empty, and an
+    empty mark once read as 'nothing seen': every packet ever sent could be replayed. The
+    floor, synced at each new epoch and every FLOOR_EVERY_S, holds instead."""
+    from longge.protocol.secure import FLOOR_EVERY_S
+
+    now = [0.0]
+    s = Sealer(UP, counter_epochs())
+    sent = []
+    o = kept_opener(tmp_path / "mark", clock=lambda: now[0])
+    for i in range(40):
+        sent.append(s.seal(bytes([i])))
+        assert o.open(sent[-1]) is not None
+        now[0] += FLOOR_EVERY_S / 10
+    floor = MarkStore(tmp_path / "mark").load()
+    assert floor is not None
+    (tmp_path / "mark").write_text("")  # the power cut
+    again = kept_opener(tmp_path / "mark")
+    refused = [again.open(p) is None for p in sent]
+    # everything up to the last synced floor stays refused (at least 30 of 40: synced at 0, 10,
+    # 20 and 30); only what came after it could be taken once more
+    assert all(refused[:31]), refused.index(False)
+    assert again.highest & 0xFFFF_FFFF >= 30  # (the counter within epoch 1)

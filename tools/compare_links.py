@@ -4,7 +4,7 @@
     .venv/bin/python -m tools.compare_links serial [--rounds 3] [--seconds 10]
 
 ``security``: an open and a secured testbed (target, issue 8: cost <= 3 % at 1400-byte
-packets; the model: 24 bytes per packet, 48 frames instead of 47). ``serial``: the all-sim
+packets; the model: 28 bytes per packet, 48 frames instead of 47). ``serial``: the all-sim
 testbed and one whose mobile node drives its radios through two USB modems (the firmware built
 natively, on pseudo-terminals at 2 Mbaud; target, issue 7: >= 90 %). Both secured.
 Alternates the two (2 Mbit/s, auto-ack, ARD 250 µs, ARC 2, no loss), each time measuring UDP

@@ -4,7 +4,12 @@ The supervisor and each radio process are joined by a ``multiprocessing`` pipe:
 
     supervisor -> radio process   ("set", {radio option: value, ...})   reconfigure live
                                   ("stop", None)                        leave the loop
+                                  ("tell_floor", epoch)   TX: send the peer a floor message
+                                  ("skip_past", epoch)    TX: the peer refuses our epochs
     radio process -> supervisor   ("stats", {...})                      every STATS_EVERY_S
+                                  ("stale", epoch)        RX: the peer's sender is stale
+                                  ("floor", epoch)        RX: the peer says we are
+(the last four: a sender restarted with an older state directory comes back: secure.py)
 """
 
 from __future__ import annotations
@@ -188,6 +193,9 @@ class Child:
         self._next_health_check = 0.0
         self.reinits = 0
         self.last_reinit = ""
+        #: set by the supervisor (TX): a floor message to send, an epoch to seal past
+        self.floor_to_send: int | None = None
+        self.skip_past: int | None = None
 
     def ensure_radio(self, now: float) -> Radio | None:
         if (
@@ -252,6 +260,15 @@ class Child:
                 self.running = False
             elif cmd == "set":
                 self.reconfigure(arg)
+            elif cmd == "tell_floor":
+                self.floor_to_send = int(arg)
+            elif cmd == "skip_past":
+                self.skip_past = max(int(arg), self.skip_past or 0)
+
+    def tell(self, kind: str, value: int) -> None:
+        """An event for the supervisor (the list above)."""
+        with contextlib.suppress(OSError):
+            self.conn.send((kind, value))
 
     def reconfigure(self, options: dict[str, Any]) -> None:
         try:

@@ -13,27 +13,13 @@ import select
 import signal
 import time
 from multiprocessing.connection import Connection
-from pathlib import Path
 from typing import Any
 
 from longge.config import NodeConfig
 from longge.daemon.child import Child, RxFifo, take_edges, waitable
+from longge.daemon.keystate import make_opener
 from longge.protocol import Reassembler, secure
 from longge.tun import Tun
-
-
-def make_opener(cfg: NodeConfig) -> secure.Opener | None:
-    """This node's opener (None on an open link): the peer's direction key (and the previous
-    one while rotating), with the replay mark kept in the state directory."""
-    if cfg.key is None:
-        return None
-    peer = "mobile" if cfg.role == "base" else "base"
-    keys = [secure.direction_key(k, peer) for k in (cfg.key, cfg.previous_key) if k is not None]
-    return secure.Opener(keys, mark_file(cfg), clock=time.monotonic)
-
-
-def mark_file(cfg: NodeConfig) -> Path:
-    return Path(cfg.state_dir) / f"{cfg.tun}.{cfg.role}.rx-mark"
 
 
 def make_reassembler(
@@ -53,6 +39,41 @@ def deliver(tun: Tun, packet: bytes, c: dict[str, Any]) -> None:
         c["bytes_out"] += len(packet)
     else:
         c["tun_refused"] += 1
+
+
+#: How often the RX process says, at most, that the peer's sender is stale (its floor
+#: message may be lost on the air: said again while stale packets keep coming).
+STALE_NOTICE_S = 1.0
+
+
+class Sealing:
+    """The RX process's part in bringing back a stale sender (``secure.py``): link-control
+    packets taken out of the stream, and the supervisor told what to pass to the TX process."""
+
+    def __init__(self, child: Child, opener: secure.Opener | None) -> None:
+        self.child = child
+        self.opener = opener
+        self._stale_told = 0
+        self._told_at = -STALE_NOTICE_S
+
+    def take(self, packet: bytes, tun: Tun, c: dict[str, Any]) -> None:
+        """A whole, authentic packet: to the kernel, or (a floor message) to the TX process."""
+        if packet[:1] == b"\x00":  # (never an IP packet: version 0)
+            epoch = secure.parse_floor_message(packet)
+            if epoch is not None and self.opener is not None:
+                self.child.tell("floor", epoch)
+            else:
+                c["control_unknown"] += 1
+            return
+        deliver(tun, packet, c)
+
+    def tick(self, now: float) -> None:
+        if self.opener is None:
+            return
+        stale = self.opener.drops[secure.SecureDrop.STALE]
+        if stale > self._stale_told and now - self._told_at >= STALE_NOTICE_S:
+            self._stale_told, self._told_at = stale, now
+            self.child.tell("stale", self.opener.stale_floor)
 
 
 def rx_stats(
@@ -75,7 +96,10 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
     child = Child(cfg, "rx", conn)
     opener = make_opener(cfg)
     reassembler = make_reassembler(cfg, opener)
-    c: dict[str, Any] = dict.fromkeys(("frames_in", "packets_out", "bytes_out", "tun_refused"), 0)
+    sealing = Sealing(child, opener)
+    c: dict[str, Any] = dict.fromkeys(
+        ("frames_in", "packets_out", "bytes_out", "tun_refused", "control_unknown"), 0
+    )
     last_heard: float | None = None
     fifo = RxFifo()
     control_ready = True  # the supervisor's pipe: looked at when select() found it readable
@@ -94,9 +118,10 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
                     last_heard = now  # secured link, the AEAD: a stranger's frames move nothing)
                 # 3. tun_writer
                 if packet:
-                    deliver(tun, packet, c)
+                    sealing.take(packet, tun, c)
         # 4. expire
         reassembler.expire(now)
+        sealing.tick(now)
         if opener is not None:
             opener.tick()
         if control_ready:

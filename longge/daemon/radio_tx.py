@@ -16,12 +16,12 @@ import signal
 import time
 from collections import deque
 from multiprocessing.connection import Connection
-from pathlib import Path
 from typing import Any
 
 from longge.config import NodeConfig
 from longge.daemon.child import FIFO_FULL, Child, on_irq, take_edges, waitable
 from longge.daemon.fairqueue import SOJOURN_EDGES_MS, FairQueue
+from longge.daemon.keystate import make_sealer
 from longge.protocol import Fragmenter, secure
 from longge.tun import Tun, TunError
 
@@ -36,21 +36,29 @@ def queue_limit_bytes(cfg: NodeConfig) -> int:
     return max(3 * (cfg.mtu + 14), int(rate / 8 * cfg.queue_ms / 1000))
 
 
-def epoch_file(cfg: NodeConfig) -> Path:
-    return Path(cfg.state_dir) / f"{cfg.tun}.{cfg.role}.tx-epoch"
-
-
-def make_sealer(cfg: NodeConfig) -> secure.Sealer | None:
-    """This node's sealer (None on an open link); its epoch is recorded before first use."""
-    if cfg.key is None:
-        return None
-    store = secure.EpochStore(epoch_file(cfg))
-    return secure.Sealer(secure.direction_key(cfg.key, cfg.role), store.next)
-
-
 def keepalive_frames(fragmenter: Fragmenter, sealer: secure.Sealer | None) -> list[bytes]:
     """6. keepalive: a packet of nothing, sealed on a secured link (the peer learns we live)."""
     return fragmenter.fragment(sealer.seal(b"")) if sealer else fragmenter.keepalive()
+
+
+def sealing_news(
+    child: Child, sealer: secure.Sealer | None, fragmenter: Fragmenter, c: dict[str, Any]
+) -> list[bytes]:
+    """What the RX process passed on (child.py), between two packets: the peer refuses our
+    epochs (seal past them), or its sender is stale (the frames of a floor message for it)."""
+    if sealer is None:
+        child.skip_past = child.floor_to_send = None
+        return []
+    if child.skip_past is not None:
+        if sealer.skip_past(child.skip_past):
+            c["epoch_skips"] += 1
+        child.skip_past = None
+    if child.floor_to_send is None:
+        return []
+    frames = fragmenter.fragment(sealer.seal(secure.floor_message(child.floor_to_send)))
+    child.floor_to_send = None
+    c["floors_sent"] += 1
+    return frames
 
 
 def read_tun(
@@ -109,6 +117,8 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
             "keepalives_sent",
             "dropped_no_radio",
             "oversize",
+            "epoch_skips",
+            "floors_sent",
         ),
         0,
     )
@@ -164,6 +174,8 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
                 last_sent = now
         if control_ready:
             child.handle_control()
+        if not frames:
+            frames.extend(sealing_news(child, sealer, fragmenter, c))
         if child.stats_due(now):
             stats = {**c, **queue_stats(queue, now)}
             stats.update(

@@ -89,6 +89,10 @@ class TxStatus:
     queue_delay_edges_ms: list[float] = field(default_factory=list)
     sealed: int | None = None  # None on an open link
     epoch: int | None = None
+    #: epochs skipped because the peer refused ours (a restored state_dir), floor messages
+    #: sent to a peer whose sender was stale (keys: secure.py)
+    epoch_skips: int = 0
+    floors_sent: int = 0
     state: str = "?"
 
 
@@ -101,6 +105,7 @@ class RxStatus:
     bytes_out: int = 0
     keepalives: int = 0
     tun_refused: int = 0
+    control_unknown: int = 0  # authentic link-control packets of no known kind
     drops: dict[str, int] = field(default_factory=dict)
     security: dict[str, Any] | None = None
     peer_last_heard_s: float | None = None

@@ -86,7 +86,13 @@ def _security_line(tx: dict[str, Any], rx: dict[str, Any]) -> str:
     if sec is None and tx.get("sealed") is None:
         return "  secure OFF: open link (insecure = true), frames are not authenticated"
     sec = sec or {}
-    return (
+    line = (
         f"  secure ChaCha20-Poly1305: {tx.get('sealed') or 0} sealed (epoch {tx.get('epoch')}), "
         f"{sec.get('opened', 0)} opened; refused: {_drops(sec.get('drops'))}"
     )
+    if tx.get("epoch_skips") or tx.get("floors_sent"):  # (a state_dir restored: secure.py)
+        line += (
+            f"; epochs skipped (ours stale) {tx.get('epoch_skips', 0)}, "
+            f"floors sent (peer stale) {tx.get('floors_sent', 0)}"
+        )
+    return line

@@ -68,12 +68,13 @@ def _arq_stats(s: ArqStats) -> dict[str, int]:
 
 
 def run_tx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> None:
+    from longge.daemon.keystate import make_sealer
     from longge.daemon.radio_tx import (
         keepalive_frames,
-        make_sealer,
         queue_limit_bytes,
         queue_stats,
         read_tun,
+        sealing_news,
     )
 
     child = Child(cfg, "tx", conn)
@@ -92,6 +93,7 @@ def run_tx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
         ("packets_in", "bytes_in", "packets_sent", "frames_sent", "control_sent"), 0
     )
     c.update(dict.fromkeys(("keepalives_sent", "dropped_no_radio", "oversize", "max_rt"), 0))
+    c.update(dict.fromkeys(("epoch_skips", "floors_sent"), 0))
     c.update(dict.fromkeys(("bursts", "bursts_short", "window_full"), 0))
     last_sent = time.monotonic()
     # What the last select() found readable; what it was not asked about is looked at anyway.
@@ -180,6 +182,8 @@ def run_tx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
                 fill(radio, time.monotonic())
         if look(child.conn_fd):
             child.handle_control()
+        if not waiting:
+            waiting.extend(sealing_news(child, sealer, fragmenter, c))
         if child.stats_due(now):
             stats = {**c, **queue_stats(queue, now)}
             stats["queue_packets"] += 1 if waiting else 0  # the packet being loaded
@@ -219,7 +223,8 @@ def run_tx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
 
 
 def run_rx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> None:
-    from longge.daemon.radio_rx import deliver, make_opener, make_reassembler, rx_stats
+    from longge.daemon.keystate import make_opener
+    from longge.daemon.radio_rx import Sealing, make_reassembler, rx_stats
 
     child = Child(cfg, "rx", conn)
     opener = make_opener(cfg)
@@ -227,8 +232,18 @@ def run_rx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
     # heavy loss): a packet in progress waits longer than with ESB before it is given up.
     reassembler = make_reassembler(cfg, opener, REASSEMBLY_TIMEOUT_S, late_guard=MAX_WINDOW)
     receiver = ArqReceiver()
+    sealing = Sealing(child, opener)
     c: dict[str, Any] = dict.fromkeys(
-        ("frames_in", "packets_out", "bytes_out", "tun_refused", "acks_in", "pair_full"), 0
+        (
+            "frames_in",
+            "packets_out",
+            "bytes_out",
+            "tun_refused",
+            "control_unknown",
+            "acks_in",
+            "pair_full",
+        ),
+        0,
     )
     last_heard: float | None = None
     control_ready = True  # the supervisor's pipe: looked at when select() found it readable
@@ -261,11 +276,12 @@ def run_rx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
                     if packet is not None:  # heard: a packet that passed its checks (and the
                         last_heard = now  # AEAD), not any frame (nor an ARQ ACK) on the air
                     if packet:
-                        deliver(tun, packet, c)
+                        sealing.take(packet, tun, c)
         ack = receiver.control(now)
         if ack is not None:
             to_tx(TO_TX, ack)
         reassembler.expire(now)
+        sealing.tick(now)
         if opener is not None:
             opener.tick()
         if control_ready:

@@ -30,9 +30,8 @@ from typing import Any
 
 from longge import __version__
 from longge.config import CHANNEL_KEYS, NodeConfig, check_live_types, with_live_options
-from longge.daemon import control, radio_rx, radio_tx, stream
+from longge.daemon import control, keystate, radio_rx, radio_tx, stream
 from longge.errors import ConfigError
-from longge.protocol import secure
 from longge.radio.options import LINK_KEYS
 from longge.roles import FORWARDING, Undo, setup_role
 from longge.tun import LinuxTun, Tun, TunError, configure_link
@@ -43,6 +42,11 @@ PEER_SILENT_S = 3.0
 #: Radio settings that can change while the link runs (RadioOptions fields + channels). A
 #: change of ``mode`` restarts the radio processes (see Supervisor.set_radio).
 LIVE_KEYS = {*LINK_KEYS, *CHANNEL_KEYS}
+
+
+#: What the RX process says (child.py) and what the TX process is told: the peer's sender is
+#: stale (tell it the floor), the peer says ours is (seal past it).
+FOR_THE_SENDER = {"stale": "tell_floor", "floor": "skip_past"}
 
 
 class _Worker:
@@ -133,10 +137,7 @@ class Supervisor:
                 flush=True,
             )
         if cfg.key is not None:
-            secure.check_state_dir(cfg.state_dir)
-            # before a radio process would die on one, again and again
-            secure.check_state_file(radio_tx.epoch_file(cfg), secure.COUNTER_SPACE)
-            secure.check_state_file(radio_rx.mark_file(cfg), secure.MARK_SPACE, empty_ok=True)
+            keystate.check(cfg)  # before a radio process would die on it, again and again
         self.tun = self._tun if self._tun is not None else LinuxTun(cfg.tun, cfg.mtu)
         if self._network:
             configure_link(self.tun.name, cfg.address, cfg.mtu, cfg.txqueuelen)
@@ -210,6 +211,8 @@ class Supervisor:
                     elif kind == "fatal":  # (Child.fail) the daemon cannot go on
                         self.error = str(payload)
                         self._stop = True
+                    elif kind in FOR_THE_SENDER:  # (the RX process's news for the TX one)
+                        self._to_sender((FOR_THE_SENDER[kind], payload))
         if w.died_at is None and w.proc is not None and not w.proc.is_alive():
             w.proc.join(0)
             w.last_exit = w.proc.exitcode
@@ -218,6 +221,12 @@ class Supervisor:
         if w.died_at is not None and now - w.died_at >= RESTART_AFTER_S and not self._stop:
             w.restarts += 1
             self._spawn(w)
+
+    def _to_sender(self, message: tuple[str, Any]) -> None:
+        for w in self.workers:
+            if w.which == "tx" and w.conn is not None and w.died_at is None:
+                with contextlib.suppress(OSError):
+                    w.conn.send(message)
 
     def _stop_workers(self) -> None:
         for w in self.workers:

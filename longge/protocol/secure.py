@@ -3,27 +3,38 @@
 The radio link is open air: anyone with an nRF24L01+ on the right channel and address can
 send frames. With a key, each packet handed to the fragmenter is sealed::
 
-    epoch (4 bytes) || counter (4 bytes) || ChaCha20-Poly1305(packet) || tag (16 bytes)
+    epoch (4 bytes) || counter (4) || salt (4) || ChaCha20-Poly1305(packet) || tag (16)
 
 and the receiver delivers only packets that authenticate under the link's key and have not
-been seen before. Overhead: ``OVERHEAD`` = 24 bytes per packet, nothing per frame.
+been seen before. Overhead: ``OVERHEAD`` = 28 bytes per packet, nothing per frame.
 
 Keys
-    One 256-bit pre-shared key per link (``./run.sh keygen``). Each direction seals with its own
-    key, derived with HKDF-SHA256 (info ``longge/1 base->mobile`` or ``mobile->base``), so a
-    packet sent one way is never accepted the other way (reflection).
+    One 256-bit pre-shared key per pair of nodes (``./run.sh keygen``). Each direction seals
+    with its own key, derived with HKDF-SHA256 from the key and the two nodes' identities (their
+    link addresses: info ``longge/2 10.24.0.2->10.24.0.1``), not their roles: a packet sent one
+    way is never accepted the other way (reflection), and two mobiles that share a key with one
+    base still seal under different keys.
 Nonces
-    nonce = 4 zero bytes || epoch || counter. The counter counts packets within an epoch; the
-    epoch is read from a state file, incremented and written (fsync) before a sender seals its
-    first packet, and again if the counter ever wraps. A restarted sender therefore never reuses
-    a nonce under the same key, even after power loss (no real-time clock needed: a Pi has
-    none).
+    nonce = epoch || counter || salt, the 12 bytes in front of the ciphertext. The counter counts
+    packets within an epoch; the epoch is read from a state file, incremented and written
+    (fsync) before a sender seals its first packet, and again if the counter ever wraps, so a
+    restarted sender never reuses a nonce (no real-time clock needed: a Pi has none). The salt
+    is 32 random bits drawn with each epoch: a sender whose state file was rolled back (an SD
+    card image restored, a cloned node) repeats an epoch, but not with the same salt (one
+    chance in 2^32 per repeated epoch). It costs 4 bytes per packet.
 Replays
-    The receiver keeps the highest (epoch, counter) it accepted as one 64-bit number and a
-    bitmap of the ``WINDOW`` numbers below it (as IPsec's anti-replay window). Anything older,
-    or already seen, is dropped. The high-water mark is written to a state file at most once a
-    second (and on every new epoch), so a restarted receiver goes on refusing what it had
-    accepted, except, after a crash, packets of the last second before it.
+    The receiver keeps the highest (epoch, counter) it accepted as one 64-bit number, that
+    epoch's salt, and a bitmap of the ``WINDOW`` numbers below it (as IPsec's anti-replay
+    window). Anything older, already seen, or of another incarnation of the epoch (another salt)
+    is dropped. The mark is written to a state file at most once a second; a floor (the same
+    record) is written and synced at every new epoch and every ``FLOOR_EVERY_S``: a restarted
+    receiver goes on refusing what it had accepted, except, after a power cut that emptied the
+    unsynced mark, the packets since the floor was last synced.
+Stale senders
+    An authentic packet from an epoch before the current one is a replay, or a sender that
+    restarted with an older state (a restored card): both are dropped (``stale``), and
+    ``Opener.stale_floor`` says which epoch the sender must move past. The daemon sends it back
+    (``floor_message``) and the sender skips ahead (``Sealer.skip_past``): the link comes back.
 
 Nothing about a packet that fails authentication is kept: a forger cannot move the window,
 the reassembler's state or any counter but the drop counters.
@@ -32,12 +43,10 @@ the reassembler's state or any counter but the drop counters.
 from __future__ import annotations
 
 import enum
-import os
 import secrets
-import tempfile
 from collections import Counter
 from collections.abc import Callable, Sequence
-from pathlib import Path
+from dataclasses import dataclass
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes
@@ -47,16 +56,24 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from longge.errors import ConfigError, LongGeError
 
 KEY_LEN = 32
-SEQ_LEN = 8
+SEQ_LEN = 8  # epoch || counter
+SALT_LEN = 4
+#: The nonce, sent in front of each sealed packet: epoch || counter || salt.
+HEADER_LEN = SEQ_LEN + SALT_LEN
 TAG_LEN = 16
 #: Bytes sealing adds to each packet.
-OVERHEAD = SEQ_LEN + TAG_LEN
+OVERHEAD = HEADER_LEN + TAG_LEN
 #: How far below the highest accepted number a late (unseen) packet is still accepted.
 WINDOW = 64
 COUNTER_SPACE = 1 << 32
 #: The replay mark's range: (epoch << 32) | counter.
 MARK_SPACE = 1 << 64
 SAVE_EVERY_S = 1.0
+#: How often the receiver's floor is synced to disk (and at every new epoch).
+FLOOR_EVERY_S = 10.0
+#: A link-control packet (never an IP packet: version 0), sealed like any other: the epoch the
+#: peer's sender must move past.
+FLOOR_MAGIC = b"\x00LGfloor"
 
 
 class SecurityError(LongGeError):
@@ -67,6 +84,7 @@ class SecureDrop(enum.StrEnum):
     SHORT = "short"  # too short to hold a sequence number and a tag
     AUTH = "auth"  # the tag does not verify: forged, corrupted, or another key
     REPLAY = "replay"  # authentic but already accepted, or older than the window
+    STALE = "stale"  # authentic, from an earlier epoch (or another salt): replayed or restored
 
 
 def parse_key(text: str, key: str = "security.key") -> bytes:
@@ -87,137 +105,99 @@ def generate_key() -> str:
     return secrets.token_hex(KEY_LEN)
 
 
-def direction_key(psk: bytes, sender_role: str) -> bytes:
-    """The key one direction seals with: derived from the link key and the sender's role."""
-    if sender_role not in ("base", "mobile"):
-        raise ValueError(f"unknown role {sender_role!r}")
-    receiver = "mobile" if sender_role == "base" else "base"
-    info = f"longge/1 {sender_role}->{receiver}".encode()
+def direction_key(psk: bytes, sender: str, receiver: str) -> bytes:
+    """The key one direction seals with: derived from the pair's key and the two nodes'
+    identities (their link addresses), sender first."""
+    if not sender or not receiver or sender == receiver:
+        raise ValueError(f"two different node identities, not {sender!r} and {receiver!r}")
+    info = f"longge/2 {sender}->{receiver}".encode()
     return HKDF(algorithm=hashes.SHA256(), length=KEY_LEN, salt=None, info=info).derive(psk)
 
 
-def _write_atomic(path: Path, text: str, sync: bool) -> None:
-    """``text`` in ``path``, whole or not at all; ``sync``: on disk before returning, also
-    across a power cut (the epoch). Without it (the replay mark, once a second: an fsync on a
-    Pi's SD card can hold the RX process for tens of ms) a power cut may leave it empty."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as f:
-        f.write(text)
-        if sync:
-            f.flush()
-            os.fsync(f.fileno())
-    os.replace(tmp, path)
-    if sync:
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+def floor_message(epoch: int) -> bytes:
+    """The link-control packet that tells the peer's sender to seal past ``epoch``."""
+    return FLOOR_MAGIC + epoch.to_bytes(4, "big")
 
 
-def _read_int(path: Path, limit: int, empty_ok: bool = False) -> int:
-    """The number in ``path`` (0 if there is no file), in 0..limit-1. A file that is there but
-    empty, negative or too large is refused: the epoch, read as 0, would start over and reuse
-    nonces under the same key (it is written synced: a power cut cannot empty it). ``empty_ok``:
-    an empty file reads as 0 (the replay mark, written unsynced: a power cut may empty it, and
-    then packets older than the last start may be taken once, as before it was kept)."""
-    try:
-        text = path.read_text().strip()
-    except FileNotFoundError:
-        return 0
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SecurityError(f"cannot read {path}: {exc}") from exc
-    if not text and empty_ok:
-        return 0
-    try:
-        value = int(text)
-        if not 0 <= value < limit:
-            raise ValueError
-    except ValueError as exc:
-        raise SecurityError(
-            f"{path}: {text[:20]!r} is not a number in 0..{limit - 1}; remove it only together "
-            "with the key (make a new one: ./run.sh keygen)"
-        ) from exc
-    return value
+def parse_floor_message(packet: bytes) -> int | None:
+    """The epoch in a floor message, or None if ``packet`` is not one."""
+    if len(packet) != len(FLOOR_MAGIC) + 4 or not packet.startswith(FLOOR_MAGIC):
+        return None
+    return int.from_bytes(packet[len(FLOOR_MAGIC) :], "big")
 
 
-def check_state_file(path: str | Path, limit: int, empty_ok: bool = False) -> None:
-    """Refuse to start on an epoch or replay-mark file that is not one (see _read_int)."""
-    _read_int(Path(path), limit, empty_ok)
+@dataclass(frozen=True)
+class Mark:
+    """A receiver's replay mark: the highest (epoch << 32 | counter) it accepted and that
+    epoch's salt (what a state file keeps: ``longge.daemon.keystate``)."""
 
+    seq: int = 0
+    salt: bytes = bytes(SALT_LEN)
 
-def check_state_dir(path: str | Path) -> None:
-    """Refuse to start sealing where the epoch cannot be recorded (a clear error up front
-    rather than a radio process that dies at its first packet)."""
-    d = Path(path)
-    try:
-        d.mkdir(parents=True, exist_ok=True, mode=0o700)
-        # a probe of its own: the testbed's two daemons share one directory, and with one
-        # name for both, one unlinked the other's probe (a start that failed 1 in ~20)
-        with tempfile.NamedTemporaryFile(dir=d, prefix=".longge-write-test-"):
-            pass
-    except OSError as exc:
-        raise ConfigError(
-            "security.state_dir",
-            str(d),
-            f"a writable directory (nonce epochs and replay marks live there): {exc.strerror}",
-        ) from exc
-
-
-class EpochStore:
-    """The sender's epoch, persisted: each ``next()`` returns a number never returned before
-    for this file (written and synced to disk before it is returned)."""
-
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-
-    def next(self) -> int:
-        epoch = _read_int(self.path, COUNTER_SPACE) + 1
-        if epoch >= COUNTER_SPACE:
-            raise SecurityError(f"{self.path}: epochs exhausted; generate a new key")
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            _write_atomic(self.path, f"{epoch}\n", sync=True)
-        except OSError as exc:
-            raise SecurityError(f"cannot record the sealing epoch in {self.path}: {exc}") from exc
-        return epoch
+    @property
+    def epoch(self) -> int:
+        return self.seq >> 32
 
 
 class Sealer:
-    """Seals outgoing packets. ``next_epoch`` is called before the first packet and whenever
-    the counter wraps (an ``EpochStore.next``)."""
+    """Seals outgoing packets. ``next_epoch(at_least)`` returns an epoch never returned before
+    and at least ``at_least`` (recorded first: ``keystate.EpochStore.next``); it is called
+    before the first packet, when the counter wraps, and when the peer says our epoch is stale
+    (``skip_past``). ``salt``: where the per-epoch random salt comes from."""
 
-    def __init__(self, key: bytes, next_epoch: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        key: bytes,
+        next_epoch: Callable[[int], int],
+        salt: Callable[[int], bytes] = secrets.token_bytes,
+    ) -> None:
         self._aead = ChaCha20Poly1305(key)
         self._next_epoch = next_epoch
-        self._epoch = next_epoch()
+        self._salt_source = salt
         self._counter = 0
         self.sealed = 0
+        self.skips = 0
+        self._new_epoch(0)
+
+    def _new_epoch(self, at_least: int) -> None:
+        self._epoch = self._next_epoch(at_least)
+        self._salt = self._salt_source(SALT_LEN)
+        self._counter = 0
 
     @property
     def epoch(self) -> int:
         return self._epoch
 
+    def skip_past(self, epoch: int) -> bool:
+        """The peer refuses our epochs up to ``epoch`` (we restarted with an older state): seal
+        under a later one from the next packet on. True if that moved us."""
+        if epoch < self._epoch or epoch >= COUNTER_SPACE - 1:
+            return False
+        self._new_epoch(epoch + 1)
+        self.skips += 1
+        return True
+
     def seal(self, packet: bytes) -> bytes:
         if self._counter >= COUNTER_SPACE:
-            self._epoch = self._next_epoch()
-            self._counter = 0
-        seq = self._epoch.to_bytes(4, "big") + self._counter.to_bytes(4, "big")
+            self._new_epoch(0)
+        header = self._epoch.to_bytes(4, "big") + self._counter.to_bytes(4, "big") + self._salt
         self._counter += 1
         self.sealed += 1
-        return seq + self._aead.encrypt(bytes(4) + seq, packet, None)
+        return header + self._aead.encrypt(header, packet, None)
 
 
 class Opener:
     """Checks and opens incoming packets; ``open`` returns the packet or ``None`` (counted in
     ``drops``). ``keys``: the current direction key first, then any previous one still
-    accepted during a key rotation. ``state`` (optional) keeps the replay high-water mark
-    across restarts."""
+    accepted during a key rotation. ``mark``: where the receiver stopped last time; ``save``
+    (optional) records the mark: ``save(mark, sync)``, called with ``sync`` for the floor (every
+    new epoch, every FLOOR_EVERY_S) and without it at most every SAVE_EVERY_S (``clock``)."""
 
     def __init__(
         self,
         keys: Sequence[bytes],
-        state: str | Path | None = None,
+        mark: Mark | None = None,
+        save: Callable[[Mark, bool], bool] | None = None,
         clock: Callable[[], float] | None = None,
     ) -> None:
         if not keys:
@@ -225,20 +205,34 @@ class Opener:
         self._aeads = [ChaCha20Poly1305(k) for k in keys]
         self.drops: Counter[SecureDrop] = Counter()
         self.opened = 0
-        self.state = Path(state) if state is not None else None
+        self._save = save
         self._clock = clock
-        self._highest = _read_int(self.state, MARK_SPACE, empty_ok=True) if self.state else 0
+        start = mark or Mark()
+        self._highest = start.seq
+        self._salt = start.salt
         # Everything at or below a stored mark counts as seen.
         self._bitmap = (1 << WINDOW) - 1 if self._highest else 0
-        self._saved = self._highest
-        self._saved_at = 0.0
+        self._saved = self._synced = self._highest
+        self._saved_at = self._synced_at = self._now()
+        #: The highest epoch an authentic stale packet came from (0: none yet): what the peer's
+        #: sender must seal past (``floor_message``).
+        self.stale_floor = 0
+
+    def _now(self) -> float:
+        return self._clock() if self._clock is not None else 0.0
 
     @property
     def highest(self) -> int:
         return self._highest
 
-    def _seen(self, seq: int) -> bool:
-        if seq > self._highest:
+    @property
+    def mark(self) -> Mark:
+        return Mark(self._highest, self._salt)
+
+    def _seen(self, seq: int, salt: bytes) -> bool:
+        """Refused without a look at the tag: already accepted, or older than the window, in
+        the current epoch and incarnation."""
+        if seq > self._highest or seq >> 32 != self._highest >> 32 or salt != self._salt:
             return False
         back = self._highest - seq
         return back >= WINDOW or bool(self._bitmap >> back & 1)
@@ -247,54 +241,65 @@ class Opener:
         if len(data) < OVERHEAD:
             self.drops[SecureDrop.SHORT] += 1
             return None
-        seq_bytes = data[:SEQ_LEN]
-        seq = int.from_bytes(seq_bytes, "big")
-        if self._seen(seq):  # cheap check first; repeated after authentication
+        header = data[:HEADER_LEN]
+        seq = int.from_bytes(header[:SEQ_LEN], "big")
+        salt = header[SEQ_LEN:]
+        if self._seen(seq, salt):  # cheap check first
             self.drops[SecureDrop.REPLAY] += 1
             return None
-        nonce = bytes(4) + seq_bytes
         for aead in self._aeads:
             try:
-                packet = aead.decrypt(nonce, data[SEQ_LEN:], None)
+                packet = aead.decrypt(header, data[HEADER_LEN:], None)
             except InvalidTag:
                 continue
-            self._accept(seq)
+            if not self._current(seq, salt):
+                self.drops[SecureDrop.STALE] += 1
+                self.stale_floor = max(self.stale_floor, self._highest >> 32)
+                return None
+            self._accept(seq, salt)
             self.opened += 1
             return packet
         self.drops[SecureDrop.AUTH] += 1
         return None
 
-    def _accept(self, seq: int) -> None:
+    def _current(self, seq: int, salt: bytes) -> bool:
+        """An authentic packet's epoch is the current one (same salt) or a later one."""
+        epoch, mine = seq >> 32, self._highest >> 32
+        return epoch > mine or (epoch == mine and salt == self._salt and self._highest > 0)
+
+    def _accept(self, seq: int, salt: bytes) -> None:
         if seq > self._highest:
             shift = seq - self._highest
-            if shift >= WINDOW:  # (a new epoch jumps by 2^32: never shift that far)
+            new_epoch = seq >> 32 != self._highest >> 32 or salt != self._salt
+            if shift >= WINDOW or new_epoch:  # (a new epoch jumps by 2^32: never shift that far)
                 self._bitmap = 1
             else:
                 self._bitmap = ((self._bitmap << shift) | 1) & ((1 << WINDOW) - 1)
-            new_epoch = seq >> 32 != self._highest >> 32
-            self._highest = seq
-            self._maybe_save(force=new_epoch)
+            self._highest, self._salt = seq, salt
+            self._maybe_save(sync=new_epoch)
         else:
             self._bitmap |= 1 << (self._highest - seq)
 
-    def _maybe_save(self, force: bool = False) -> None:
-        if self.state is None or self._highest == self._saved:
+    def _maybe_save(self, sync: bool = False) -> None:
+        if self._save is None or self._highest == self._saved:
             return
-        now = self._clock() if self._clock is not None else 0.0
-        if not force and self._clock is not None and now - self._saved_at < SAVE_EVERY_S:
+        now = self._now()
+        sync = sync or (self._clock is not None and now - self._synced_at >= FLOOR_EVERY_S)
+        if not sync and self._clock is not None and now - self._saved_at < SAVE_EVERY_S:
             return
-        try:
-            self.state.parent.mkdir(parents=True, exist_ok=True)
-            _write_atomic(self.state, f"{self._highest}\n", sync=force)
-        except OSError:
+        if not self._save(self.mark, sync):
             return  # try again next time; the window in memory still protects
-        self._saved = self._highest
-        self._saved_at = now
+        self._saved, self._saved_at = self._highest, now
+        if sync:
+            self._synced, self._synced_at = self._highest, now
 
     def flush(self) -> None:
-        """Write the high-water mark now (on a clean stop)."""
-        self._maybe_save(force=True)
+        """Record the mark now, synced (on a clean stop)."""
+        if self._save is None or self._highest == self._synced:
+            return
+        if self._save(self.mark, True):
+            self._saved = self._synced = self._highest
 
     def tick(self) -> None:
-        """Write a mark that waited for the once-a-second limit (call from an idle loop)."""
+        """Record a mark that waited for the once-a-second limit (call from an idle loop)."""
         self._maybe_save()

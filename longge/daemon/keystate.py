@@ -1,0 +1,223 @@
+"""What sealing keeps on disk (``security.state_dir``): each sender's epoch and each
+receiver's replay mark, per pair of nodes. The protocol (``longge.protocol.secure``) does no
+I/O; this module is where its state meets the file system.
+
+Files, named by the link's interface and the two nodes' identities (link addresses), so that
+two daemons may share a directory (the testbed's do)::
+
+    longge0.10.24.0.2-10.24.0.1.tx-epoch        the epoch, synced before it is used
+    longge0.10.24.0.1-10.24.0.2.rx-mark         sender-receiver: the mark, once a second
+    longge0.10.24.0.1-10.24.0.2.rx-mark.floor   the same record, synced (docs/details.md, Security)
+
+A mark is ``SEQ SALT``: the 64-bit (epoch << 32 | counter) and that epoch's salt in hex.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import tempfile
+import time
+from pathlib import Path
+
+from longge.config import NodeConfig
+from longge.errors import ConfigError
+from longge.protocol.secure import (
+    COUNTER_SPACE,
+    MARK_SPACE,
+    SALT_LEN,
+    Mark,
+    Opener,
+    Sealer,
+    SecurityError,
+    direction_key,
+)
+
+
+def epoch_file(state_dir: str | Path, tun: str, sender: str, receiver: str) -> Path:
+    return Path(state_dir) / f"{tun}.{sender}-{receiver}.tx-epoch"
+
+
+def mark_file(state_dir: str | Path, tun: str, sender: str, receiver: str) -> Path:
+    return Path(state_dir) / f"{tun}.{sender}-{receiver}.rx-mark"
+
+
+def floor_file(mark: Path) -> Path:
+    return mark.with_name(mark.name + ".floor")
+
+
+def _write_atomic(path: Path, text: str, sync: bool) -> None:
+    """``text`` in ``path``, whole or not at all; ``sync``: on disk before returning, also
+    across a power cut (the epoch, the floor). Without it (the mark, once a second: an fsync on
+    a Pi's SD card can hold the RX process for tens of ms) a power cut may leave it empty."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w") as f:
+        f.write(text)
+        if sync:
+            f.flush()
+            os.fsync(f.fileno())
+    os.replace(tmp, path)
+    if sync:
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+
+def _read_text(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SecurityError(f"cannot read {path}: {exc}") from exc
+
+
+def _refuse(path: Path, text: str, what: str) -> SecurityError:
+    return SecurityError(
+        f"{path}: {text[:40]!r} is not {what}; remove it only together with the key "
+        "(make a new one: ./run.sh keygen)"
+    )
+
+
+def read_epoch(path: Path) -> int:
+    """The last epoch recorded (0 if there is no file). A file that is there but empty,
+    negative or too large is refused: read as 0, the next epoch would start over and repeat
+    nonces under the same key (it is written synced: a power cut cannot empty it)."""
+    text = _read_text(path)
+    if text is None:
+        return 0
+    try:
+        value = int(text)
+        if not 0 <= value < COUNTER_SPACE:
+            raise ValueError
+    except ValueError as exc:
+        raise _refuse(path, text, f"a number in 0..{COUNTER_SPACE - 1}") from exc
+    return value
+
+
+def _parse_mark(path: Path, text: str) -> Mark:
+    try:
+        seq_text, salt_text = text.split()
+        seq, salt = int(seq_text), bytes.fromhex(salt_text)
+        if not 0 <= seq < MARK_SPACE or len(salt) != SALT_LEN:
+            raise ValueError
+    except ValueError as exc:
+        raise _refuse(path, text, "a replay mark (a 64-bit number and 8 hex digits)") from exc
+    return Mark(seq, salt)
+
+
+def read_mark(path: Path) -> Mark | None:
+    """The receiver's mark: the higher of the mark and its synced floor (None: neither is
+    there). The unsynced mark may come back empty after a power cut: then the floor holds.
+    Anything else that is not a mark is refused (a mark read as nothing accepts replays)."""
+    found = []
+    for p in (path, floor_file(path)):
+        text = _read_text(p)
+        if text is None:
+            continue
+        if not text and p == path:
+            continue  # (the unsynced one, emptied by a power cut)
+        found.append(_parse_mark(p, text))
+    return max(found, key=lambda m: m.seq, default=None)
+
+
+class MarkStore:
+    """Records a receiver's mark (``Opener``'s ``save``): the mark unsynced, the floor synced."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def load(self) -> Mark | None:
+        return read_mark(self.path)
+
+    def save(self, mark: Mark, sync: bool) -> bool:
+        text = f"{mark.seq} {mark.salt.hex()}\n"
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            _write_atomic(self.path, text, sync=False)
+            if sync:
+                _write_atomic(floor_file(self.path), text, sync=True)
+        except OSError:
+            return False
+        return True
+
+
+class EpochStore:
+    """A sender's epoch, persisted: each ``next(at_least)`` returns a number never returned
+    before for this file and at least ``at_least`` (written and synced before it is returned)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    def next(self, at_least: int = 0) -> int:
+        epoch = max(read_epoch(self.path) + 1, at_least)
+        if epoch >= COUNTER_SPACE:
+            raise SecurityError(f"{self.path}: epochs exhausted; generate a new key")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            _write_atomic(self.path, f"{epoch}\n", sync=True)
+        except OSError as exc:
+            raise SecurityError(f"cannot record the sealing epoch in {self.path}: {exc}") from exc
+        return epoch
+
+
+def check_state_dir(path: str | Path) -> None:
+    """Refuse to start sealing where the epoch cannot be recorded (a clear error up front
+    rather than a radio process that dies at its first packet)."""
+    d = Path(path)
+    try:
+        d.mkdir(parents=True, exist_ok=True, mode=0o700)
+        # a probe of its own: the testbed's two daemons share one directory, and with one
+        # name for both, one unlinked the other's probe (a start that failed 1 in ~20)
+        with tempfile.NamedTemporaryFile(dir=d, prefix=".longge-write-test-"):
+            pass
+    except OSError as exc:
+        raise ConfigError(
+            "security.state_dir",
+            str(d),
+            f"a writable directory (nonce epochs and replay marks live there): {exc.strerror}",
+        ) from exc
+
+
+def identities(cfg: NodeConfig) -> tuple[str, str]:
+    """This node's identity and its peer's: their link addresses."""
+    return str(ipaddress.ip_interface(cfg.address).ip), str(ipaddress.ip_address(cfg.peer))
+
+
+def node_epoch_file(cfg: NodeConfig) -> Path:
+    own, peer = identities(cfg)
+    return epoch_file(cfg.state_dir, cfg.tun, own, peer)
+
+
+def node_mark_file(cfg: NodeConfig) -> Path:
+    own, peer = identities(cfg)
+    return mark_file(cfg.state_dir, cfg.tun, peer, own)
+
+
+def make_sealer(cfg: NodeConfig) -> Sealer | None:
+    """This node's sealer (None on an open link); its epoch is recorded before first use."""
+    if cfg.key is None:
+        return None
+    own, peer = identities(cfg)
+    return Sealer(direction_key(cfg.key, own, peer), EpochStore(node_epoch_file(cfg)).next)
+
+
+def make_opener(cfg: NodeConfig) -> Opener | None:
+    """This node's opener (None on an open link): the peer's direction key (and the previous
+    one while rotating), with the replay mark kept in the state directory."""
+    if cfg.key is None:
+        return None
+    own, peer = identities(cfg)
+    keys = [direction_key(k, peer, own) for k in (cfg.key, cfg.previous_key) if k is not None]
+    store = MarkStore(node_mark_file(cfg))
+    return Opener(keys, store.load(), store.save, clock=time.monotonic)
+
+
+def check(cfg: NodeConfig) -> None:
+    """Before the radio processes start: the state directory is writable and its files are
+    what they say (a clear error now, not a radio process that dies at its first packet)."""
+    check_state_dir(cfg.state_dir)
+    read_epoch(node_epoch_file(cfg))
+    read_mark(node_mark_file(cfg))
