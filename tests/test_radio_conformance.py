@@ -75,3 +75,25 @@ def test_enumeration_values_match_pyrf24() -> None:
 
 def test_sim_radio_satisfies_the_protocol() -> None:
     assert isinstance(SimRadio(air="/nonexistent"), Radio)
+
+
+@pytest.mark.parametrize(
+    "backend", [{"backend": "sim"}, {"backend": "rf24", "driver": "sim"}, {"backend": "serial"}]
+)
+def test_every_backend_offers_what_the_daemon_asks_for(backend: dict[str, str]) -> None:
+    """The daemon once probed its radios with getattr for close, verify, fileno, take_edges
+    and counters that the protocol did not declare: a backend without one was silently
+    treated another way. Every backend now offers the whole LinkRadio, before it is begun."""
+    from longge.config import NodeConfig
+    from longge.radio.factory import open_radio
+    from longge.radio.interface import LinkRadio
+
+    cfg = NodeConfig(air="/nonexistent", insecure=True, **backend)  # type: ignore[arg-type]
+    members = [n for n in vars(LinkRadio) if not n.startswith("_")]
+    assert {"fileno", "irq_edges", "take_edges", "link_errors", "verify", "close"} <= set(members)
+    for which in ("tx", "rx"):
+        radio = open_radio(cfg, which)
+        assert isinstance(radio, LinkRadio), [n for n in members if not hasattr(radio, n)]
+        assert radio.fileno() == -1 or radio.fileno() >= 0
+        assert radio.take_edges() == 0 and radio.irq_edges is None  # no IRQ pin wired
+        radio.close()

@@ -27,7 +27,7 @@ from longge import realtime
 from longge.config import NodeConfig, with_live_options
 from longge.errors import ConfigError, HardwareError
 from longge.radio.factory import open_radio
-from longge.radio.interface import Radio
+from longge.radio.interface import LinkRadio
 from longge.radio.options import configure
 
 STATS_EVERY_S = 0.25
@@ -35,7 +35,7 @@ RETRY_RADIO_S = 1.0
 HEALTH_CHECK_S = 1.0
 
 
-def bring_up(cfg: NodeConfig, which: str) -> Radio | None:
+def bring_up(cfg: NodeConfig, which: str) -> LinkRadio | None:
     """A begun and configured radio, or None if it does not answer (caller retries). A
     backend that knows what is wrong raises HardwareError with a message for people."""
     radio = open_radio(cfg, which)
@@ -52,15 +52,14 @@ def bring_up(cfg: NodeConfig, which: str) -> Radio | None:
     return radio
 
 
-def release(radio: Radio | None) -> None:
-    """Let a radio go (a backend with a close()): its SPI device and GPIO lines are free for
-    the next attempt (a GPIO line stays taken while a descriptor holds it)."""
-    close = getattr(radio, "close", None)
-    if close is not None:
-        close()
+def release(radio: LinkRadio | None) -> None:
+    """Let a radio go: its SPI device and GPIO lines are free for the next attempt (a GPIO
+    line stays taken while a descriptor holds it)."""
+    if radio is not None:
+        radio.close()
 
 
-def apply_settings(radio: Radio, cfg: NodeConfig, which: str) -> None:
+def apply_settings(radio: LinkRadio, cfg: NodeConfig, which: str) -> None:
     channel = cfg.tx_channel if which == "tx" else cfg.rx_channel
     configure(radio, cfg.radio, channel=channel)
     radio.pa_level = cfg.pa_value
@@ -72,37 +71,33 @@ def apply_settings(radio: Radio, cfg: NodeConfig, which: str) -> None:
     verify_settings(radio, cfg, which)
 
 
-def verify_settings(radio: Radio, cfg: NodeConfig, which: str) -> None:
+def verify_settings(radio: LinkRadio, cfg: NodeConfig, which: str) -> None:
     """A backend for real chips reads every setting back (HardwareError if one did not stick)."""
-    verify = getattr(radio, "verify", None)
-    if verify is not None:
-        channel = cfg.tx_channel if which == "tx" else cfg.rx_channel
-        verify(cfg.radio, channel, cfg.pa_value)
+    channel = cfg.tx_channel if which == "tx" else cfg.rx_channel
+    radio.verify(cfg.radio, channel, cfg.pa_value)
 
 
-def waitable(radio: Radio | None) -> int | None:
-    """The radio's descriptor to sleep on, or None (no radio, or a backend without one)."""
-    fileno = getattr(radio, "fileno", None)
-    if fileno is None:
+def waitable(radio: LinkRadio | None) -> int | None:
+    """The radio's descriptor to sleep on, or None (no radio, or none to sleep on: polled)."""
+    if radio is None:
         return None
-    fd: int = fileno()
+    fd = radio.fileno()
     return fd if fd >= 0 else None
 
 
-def on_irq(radio: Radio | None) -> bool:
+def on_irq(radio: LinkRadio | None) -> bool:
     """Does this radio's descriptor come from its IRQ pin (edges, not messages)? Then the
     chip's flags must be cleared for the pin to fall again."""
-    return getattr(radio, "irq_edges", None) is not None
+    return radio is not None and radio.irq_edges is not None
 
 
-def take_edges(radio: Radio | None) -> None:
+def take_edges(radio: LinkRadio | None) -> None:
     """At the top of a radio process's loop turn, before it looks at the chip: take the IRQ
     pin's edges that woke it. What the chip says next covers them; an edge after that look
     stays on the descriptor and wakes the process at once, so it need not look at the chip
     again before it sleeps (docs/design.md, "Waiting on the radio")."""
-    take = getattr(radio, "take_edges", None)
-    if take is not None:
-        take()
+    if radio is not None:
+        radio.take_edges()
 
 
 #: pyrf24's is_fifo() for a FIFO, TX or RX, that holds something but is not full, that is
@@ -110,7 +105,7 @@ def take_edges(radio: Radio | None) -> None:
 FIFO_OCCUPIED, FIFO_EMPTY, FIFO_FULL = 0, 1, 2
 
 
-def more_to_read(radio: Radio) -> bool:
+def more_to_read(radio: LinkRadio) -> bool:
     """Right after ``read()``: does the RX FIFO hold another payload? The STATUS byte read()'s
     last SPI transaction brought says so (RX_P_NO 7: empty), without another transaction.
     "More" is certain. "Empty" is not on an IRQ pin: that byte leaves the chip before the
@@ -122,7 +117,7 @@ def more_to_read(radio: Radio) -> bool:
 
 
 #: Frames a receiver reads in one loop turn before it sees to its other work.
-READ_BURST = 64
+RX_READ_BURST = 64
 
 
 class RxFifo:
@@ -133,11 +128,11 @@ class RxFifo:
     def __init__(self) -> None:
         self.drained = False
 
-    def frames(self, radio: Radio, waiting: bool) -> Iterator[bytes]:
-        """Up to READ_BURST payloads; ``waiting``: what the caller's first look found (made
+    def frames(self, radio: LinkRadio, waiting: bool) -> Iterator[bytes]:
+        """Up to RX_READ_BURST payloads; ``waiting``: what the caller's first look found (made
         after ``take_edges``)."""
         self.drained = False
-        for _ in range(READ_BURST):
+        for _ in range(RX_READ_BURST):
             if not waiting:
                 self.drained = True
                 return
@@ -146,7 +141,7 @@ class RxFifo:
             waiting = more_to_read(radio)
             yield frame
 
-    def more_waiting(self, radio: Radio) -> bool:
+    def more_waiting(self, radio: LinkRadio) -> bool:
         """Before sleeping: is a frame already there? On an IRQ pin, after a walk that found
         the FIFO empty, no look is needed: a frame since then left an edge."""
         return not (self.drained and on_irq(radio)) and radio.available()
@@ -180,7 +175,7 @@ class Child:
         self.which = which
         self.conn = conn
         self.conn_fd = conn.fileno()  # for select(): a Connection is asked for it each time
-        self.radio: Radio | None = None
+        self.radio: LinkRadio | None = None
         self.running = True
         if schedule:
             # SIGTERM (systemctl stop signals the whole group; the supervisor's death, by
@@ -197,7 +192,7 @@ class Child:
         self.floor_to_send: int | None = None
         self.skip_past: int | None = None
 
-    def ensure_radio(self, now: float) -> Radio | None:
+    def ensure_radio(self, now: float) -> LinkRadio | None:
         if (
             self.radio is not None
             and self.radio.failure_detected
@@ -308,13 +303,13 @@ class Child:
         )
         if self.radio is not None:
             stats["radio_failures"] = self.radio.failure_detected
-            bad = getattr(self.radio, "bad_messages", None)  # a backend with a link to its chip
+            bad = self.radio.link_errors  # (None: no link to the chip that carries messages)
             if bad is not None:
-                stats["radio_bad_messages"] = bad + getattr(self.radio, "bad_frames", 0)
+                stats["radio_bad_messages"] = bad
             # how the process waits for its radio: the IRQ pin, the messages of its link to
             # the chip, or asking the chip every 0.2 ms (waitable() only when not on the IRQ
             # pin: there it takes the pin's edges)
-            edges = getattr(self.radio, "irq_edges", None)  # None: no IRQ pin (on_irq)
+            edges = self.radio.irq_edges  # None: no IRQ pin (on_irq)
             if edges is not None:
                 stats["waits_on"], stats["irq_edges"] = "irq", edges
             else:

@@ -27,7 +27,8 @@ from longge.tun import Tun, TunError
 
 #: After this many MAX_RT in a row the radio is re-initialised (the interface stays up).
 MAX_RT_STORM = 64
-READ_BURST = 64
+#: Packets a sender reads from the TUN in one loop turn before it sees to the radio.
+TUN_READ_BURST = 64
 
 
 def queue_limit_bytes(cfg: NodeConfig) -> int:
@@ -66,7 +67,7 @@ def read_tun(
 ) -> None:
     """1. tun_reader: every packet the kernel has for the link into the queue (dropped, and
     counted, while the radio is down: ``ready`` False)."""
-    for _ in range(READ_BURST):
+    for _ in range(TUN_READ_BURST):
         packet = tun.read()
         if not packet:
             break
@@ -179,7 +180,7 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
         if child.stats_due(now):
             stats = {**c, **queue_stats(queue, now)}
             stats.update(
-                retransmissions=getattr(radio, "retransmissions", None),
+                retransmissions=None if radio is None else radio.retransmissions,
                 sealed=None if sealer is None else sealer.sealed,
                 epoch=None if sealer is None else sealer.epoch,
             )

@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from longge.errors import ConfigError
-from longge.radio.interface import Radio
+from longge.radio.interface import LinkRadio
 
 if TYPE_CHECKING:
     from longge.config import NodeConfig
 
 
-def open_radio(cfg: NodeConfig, which: str) -> Radio:
+def open_radio(cfg: NodeConfig, which: str) -> LinkRadio:
     """An un-begun radio of the configured backend for direction ``which`` ("tx" or "rx")."""
     name = f"{cfg.role}-{which}"
     if cfg.backend == "sim":

@@ -1,7 +1,7 @@
 """The radio interface: the part of pyrf24's ``RF24`` that LongGe uses, with pyrf24's names.
 
-Every backend (``sim`` here; ``rf24`` and ``serial`` later) offers exactly these names with
-pyrf24 0.6.0's signatures and semantics, so the daemon cannot tell them apart.
+Every backend (``sim``, ``rf24``, ``serial``) offers exactly these names with pyrf24 0.6.0's
+signatures and semantics, so the daemon cannot tell them apart.
 ``tests/test_radio_conformance.py`` checks the emulated radio against the installed pyrf24.
 
 Semantics worth knowing (pyrf24 / RF24 C++):
@@ -24,13 +24,15 @@ Semantics worth knowing (pyrf24 / RF24 C++):
 - ``get_status_flags()`` is that STATUS byte from the last transaction, without asking the
   chip: RX_P_NO (bits 3..1) is 7 when the RX FIFO is empty.
 
-Extension beyond pyrf24 (optional, used for efficient waiting): ``fileno()`` returns a
-descriptor that becomes readable when the radio has news (received frame, TX result).
+Beyond pyrf24, a backend the daemon drives is a ``LinkRadio``: its descriptor to sleep on,
+its IRQ pin's edges, its counters, a read-back of the settings and a close, declared below and
+offered by every backend (``tests/test_radio_conformance.py`` holds them to it), so the daemon
+asks for no name a backend might lack.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from longge.chip.registers import RadioRegisters
@@ -119,6 +121,43 @@ class Radio(Protocol):
     def what_happened(self) -> tuple[bool, bool, bool]: ...
     def get_status_flags(self) -> int: ...
     def set_pa_level(self, level: int, lna_enable: bool = True) -> None: ...
+
+
+@runtime_checkable
+class LinkRadio(Radio, Protocol):
+    """A radio the daemon drives: RF24's names and these capabilities."""
+
+    #: Sum of ARC_CNT over every finished payload (pyrf24 shows only the last one's).
+    retransmissions: int
+
+    def fileno(self) -> int:
+        """A descriptor readable when the radio has news (received frame, TX result, IRQ
+        edge), or -1: none (pyrf24 without its IRQ pin: the daemon polls)."""
+        ...
+
+    @property
+    def irq_edges(self) -> int | None:
+        """Falling edges of the IRQ pin the descriptor carries; None when it carries the
+        chip's messages instead (or there is none): then no edges to take."""
+        ...
+
+    def take_edges(self) -> int:
+        """Take the IRQ pin's waiting edges (their count; 0 without a pin)."""
+        ...
+
+    @property
+    def link_errors(self) -> int | None:
+        """Messages from the chip's side (the air, a modem's line) that were malformed and
+        dropped; None where there is no such link (SPI)."""
+        ...
+
+    def verify(self, opts: Any, channel: int, pa_level: int) -> None:
+        """Read back what the daemon set; HardwareError if something did not stick."""
+        ...
+
+    def close(self) -> None:
+        """Let the radio go: its descriptors, SPI device and GPIO lines."""
+        ...
 
 
 class ChipLink(Protocol):

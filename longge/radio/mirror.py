@@ -87,6 +87,19 @@ class ChipMirror(RegisterSettings):
         """Readable when the chip has news for this radio (extension; not in pyrf24)."""
         return self.link.fileno()
 
+    def take_edges(self) -> int:
+        """No IRQ pin: the descriptor carries the chip's messages, read when they come."""
+        return 0
+
+    @property
+    def link_errors(self) -> int | None:
+        """Malformed messages from the chip's side, dropped (``bad_messages``)."""
+        return self.bad_messages
+
+    def verify(self, opts: object, channel: int, pa_level: int) -> None:
+        """The settings went to the chip in the messages that set them (the emulated chip
+        refuses none the options allow); a modem reads them back (SerialRadio)."""
+
     @property
     def is_chip_connected(self) -> bool:
         return self.link.connected

@@ -174,6 +174,11 @@ class Rf24Radio:
         """Falling edges seen on the IRQ pin (None: not wired)."""
         return None if self._irq is None else self._irq.edges
 
+    @property
+    def link_errors(self) -> int | None:
+        """None: SPI has no messages to be malformed (a loose wire shows otherwise: doctor)."""
+        return None
+
     def verify(self, opts: RadioOptions, channel: int, pa_level: int) -> None:
         """Every setting the daemon wrote reads back the same, else HardwareError."""
         # RF24 tells a chip without the "+" by its FEATURE register around ACTIVATE, which a

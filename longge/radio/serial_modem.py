@@ -267,6 +267,11 @@ class SerialRadio(ChipMirror):
     def bad_frames(self) -> int:
         return self.serial.bad_frames
 
+    @property
+    def link_errors(self) -> int | None:
+        """Malformed messages: the chip's (``bad_messages``) and the serial line's frames."""
+        return self.bad_messages + self.serial.bad_frames
+
     def verify(self, opts: object, channel: int, pa_level: int) -> None:
         """After the daemon's settings: did the modem take them? (It answers a settings record
         it refuses with an error; e.g. 250 kbit/s on a chip without the "+".)"""
