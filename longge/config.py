@@ -18,7 +18,7 @@ from typing import Any
 import tomli_w
 
 from longge.chip import AIR_SOCKET
-from longge.chip.datasheet import ISM_MAX_CHANNEL
+from longge.chip.datasheet import CHANNEL_MAX, CHANNEL_MIN, ISM_MAX_CHANNEL
 from longge.errors import ConfigError
 from longge.protocol.fragmenter import MIN_PAYLOAD, check_mtu
 from longge.protocol.secure import KEY_LEN, parse_key
@@ -156,7 +156,7 @@ class NodeConfig:
             ("radio.tx_channel", self.tx_channel),
             ("radio.rx_channel", self.rx_channel),
         ):
-            _in_range(key, ch, 0, 125)
+            _in_range(key, ch, CHANNEL_MIN, CHANNEL_MAX)
         if abs(self.tx_channel - self.rx_channel) < 2:
             raise ConfigError(
                 "radio.rx_channel", self.rx_channel, "at least 2 channels from radio.tx_channel"
@@ -277,7 +277,9 @@ def with_live_options(cfg: NodeConfig, options: dict[str, Any]) -> NodeConfig:
     radio = {k: v for k, v in options.items() if k not in CHANNEL_KEYS}
     channels = {k: v for k, v in options.items() if k in CHANNEL_KEYS}
     for key, ch in channels.items():
-        _in_range(key, ch, 0, 125)  # (-1, the file's "the role's default", is no live channel)
+        _in_range(
+            key, ch, CHANNEL_MIN, CHANNEL_MAX
+        )  # (-1, the file's "the role's default", is no live channel)
     return replace(cfg, radio=replace(cfg.radio, **radio), **channels)
 
 

@@ -95,10 +95,6 @@ class LinkTiming:
     def retry_ns(self) -> int:
         return self.toa_data_ns + self.ard_us * 1000
 
-    @property
-    def ack_fits_in_ard(self) -> bool:
-        return self.ard_us >= MIN_ARD_US_FOR_EMPTY_ACK[self.rate]
-
     def bound_bps(self, auto_ack: bool) -> float:
         """Payload bit rate with no loss and no host overhead (docs/design.md §2 table)."""
         per_frame = self.ack_cycle_ns if auto_ack else self.toa_data_ns

@@ -57,15 +57,19 @@ CC_CHOICES = ("reno", "cubic", "bbr", "vegas", "westwood", "htcp", "bic", "illin
 PROBE_INTERVAL_S = 0.2
 
 
+def _radio_option(name: str, value: Any) -> bool:
+    """A radio option is checked where the radio's options are (radio/options.py), which
+    raises ConfigError naming it and what it allows."""
+    RadioOptions(**{name: value})
+    return True
+
+
 def _check(name: str, value: Any) -> None:
     """Refuse a condition value the runner cannot apply (named, with what is allowed)."""
     checks: dict[str, tuple[Callable[[Any], bool], str]] = {
         "protocol": (lambda v: v in ("tcp", "udp"), "tcp or udp"),
-        "ard_us": (
-            lambda v: isinstance(v, int) and v % 250 == 0 and 250 <= v <= 4000,
-            "250..4000 in steps of 250",
-        ),
-        "arc": (lambda v: isinstance(v, int) and 0 <= v <= 15, "0..15"),
+        "ard_us": (lambda v: _radio_option("ard_us", v), ""),
+        "arc": (lambda v: _radio_option("arc", v), ""),
         "per": (lambda v: isinstance(v, (int, float)) and 0 <= v < 1, "0 <= per < 1"),
         "delay_ms": (lambda v: isinstance(v, int) and 0 <= v <= 2000, "0..2000 ms"),
         "window": (
@@ -75,7 +79,7 @@ def _check(name: str, value: Any) -> None:
         "cc": (lambda v: v == "" or v in CC_CHOICES, "one of " + ", ".join(CC_CHOICES)),
         "streams": (lambda v: isinstance(v, int) and 1 <= v <= 16, "1..16"),
         "bulk_flows": (lambda v: isinstance(v, int) and 0 <= v <= 8, "0..8"),
-        "mode": (lambda v: v in ("", "esb", "stream"), "esb or stream"),
+        "mode": (lambda v: v == "" or _radio_option("mode", v), ""),
     }
     if name not in checks:
         raise ConfigError("experiment", name, "a condition: " + ", ".join(checks))

@@ -158,16 +158,6 @@ class Target:
             max_rt += tx.max_rt
         return frames, retrans, max_rt
 
-    # -- the emulator ------------------------------------------------------------------------
-
-    def set_loss(self, per: float) -> None:
-        """The emulated air's frame error rate; a real link has none to set (0 is allowed)."""
-        if self.air is None:
-            if per:
-                raise ConfigError("per", per, "0 without the emulator (real link)")
-            return
-        wire.query(self.air, wire.loss_message({"per": per}))
-
     # -- the context a results folder records --------------------------------------------------
 
     def context(self, length: int, both_ways: bool = False) -> dict[str, Any]:
