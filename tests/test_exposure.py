@@ -23,6 +23,7 @@ from longge.config import NodeConfig, load
 from longge.daemon import control
 from longge.errors import ConfigError
 from longge.measure.rtt import PROBE_LEN, EchoCore, encode_probe
+from longge.sockets import make_unix_socket
 
 root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespace, setuid)")
 _CTX = multiprocessing.get_context("fork")
@@ -62,7 +63,7 @@ def test_a_unix_socket_is_made_0660_and_a_symlink_in_its_place_is_not_followed(
     target.chmod(0o600)
     path = tmp_path / "c.sock"
     path.symlink_to(target)
-    sock = control.make_unix_socket(str(path), socket.SOCK_STREAM, 0o660)
+    sock = make_unix_socket(str(path), socket.SOCK_STREAM, 0o660)
     try:
         assert (path.stat().st_mode & 0o777) == 0o660 and not path.is_symlink()
         assert (target.stat().st_mode & 0o777) == 0o600 and target.read_text() == "not a socket"

@@ -34,7 +34,7 @@ from longge.air.loss import LossModel, LossSpec
 from longge.air.model import Air, Outcome, RxFrame, TxResult
 from longge.air.wire import DEFAULT_SOCKET
 from longge.chip.registers import registers_from_json
-from longge.daemon.control import make_unix_socket
+from longge.sockets import make_unix_socket
 
 _MAX_WAIT_S = 0.2
 #: Lateness beyond which the air stops its clock instead of catching up (see the module doc):

@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from longge.errors import LongGeError
+from longge.sockets import make_unix_socket
 
 MAX_REQUEST = 64 * 1024
 #: Connections served at once; the tools hold one each, for a request or two.
@@ -57,24 +58,6 @@ _UCRED = struct.Struct("3i")  # pid, uid, gid (SO_PEERCRED)
 def peer_credentials(conn: socket.socket) -> tuple[int, int, int]:
     """(pid, uid, gid) of the process at the other end of a Unix socket."""
     return _UCRED.unpack(conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size))
-
-
-def make_unix_socket(path: str, kind: int, mode: int = 0o660) -> socket.socket:
-    """A Unix socket bound at ``path`` with ``mode`` from the start (umask while it binds: a
-    chmod after it would follow a symlink put there in a world-writable folder). A file
-    already at ``path`` is replaced; a symlink there is removed, never followed."""
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(path)
-    sock = socket.socket(socket.AF_UNIX, kind)
-    old = os.umask(0o777 & ~mode)
-    try:
-        sock.bind(path)
-    except OSError:
-        sock.close()
-        raise
-    finally:
-        os.umask(old)
-    return sock
 
 
 Handler = Callable[[dict[str, Any]], dict[str, Any]]
