@@ -43,7 +43,12 @@ class NodeConfig:
     role: str = "mobile"
     tun: str = "longge0"
     address: str = "10.24.0.2/24"
+    # The peer ([[peer]] in a file): its link address (its identity: the keys derive from it),
+    # its name, and the source networks its packets may come from (() = by role: a base takes
+    # its mobile's address only, a mobile takes any source, the internet's, from its base).
     peer: str = "10.24.0.1"
+    peer_name: str = "peer"
+    allowed_ips: tuple[str, ...] = ()
     mtu: int = 1500
     txqueuelen: int = 32
     queue_ms: int = 100
@@ -138,6 +143,26 @@ class NodeConfig:
             raise ConfigError("node.peer", self.peer, "an IP address") from exc
         if peer not in iface.network or peer == iface.ip:
             raise ConfigError("node.peer", self.peer, f"another address in {iface.network}")
+        if not isinstance(self.peer_name, str) or not _PEER_NAME.fullmatch(self.peer_name):
+            raise ConfigError("peer.name", self.peer_name, "1..32 letters, digits, - or _")
+        if self.allowed_ips == ():  # (unset: by role)
+            by_role = (f"{peer}/{peer.max_prefixlen}",) if self.role == "base" else _ANY_SOURCE
+            object.__setattr__(self, "allowed_ips", by_role)
+        if not isinstance(self.allowed_ips, tuple):
+            raise ConfigError("peer.allowed_ips", self.allowed_ips, 'a list like ["10.24.0.2/32"]')
+        for allowed in self.allowed_ips:
+            try:
+                if not isinstance(allowed, str):
+                    raise ValueError
+                ipaddress.ip_network(allowed)
+            except ValueError as exc:
+                raise ConfigError(
+                    "peer.allowed_ips", allowed, "networks like 10.24.0.2/32 (host bits zero)"
+                ) from exc
+        if not any(peer in ipaddress.ip_network(n) for n in self.allowed_ips):
+            raise ConfigError(
+                "peer.allowed_ips", list(self.allowed_ips), f"networks that hold {peer}"
+            )
         _in_range("node.mtu", self.mtu, 576, 9000)
         check_mtu(self.mtu)
         _in_range("node.txqueuelen", self.txqueuelen, 1, 10_000)
@@ -283,6 +308,11 @@ def with_live_options(cfg: NodeConfig, options: dict[str, Any]) -> NodeConfig:
     return replace(cfg, radio=replace(cfg.radio, **radio), **channels)
 
 
+#: A peer's name in a config: for people (status, logs) and for telling peers apart.
+_PEER_NAME = re.compile(r"[A-Za-z0-9_-]{1,32}")
+#: A mobile's base may hand it packets from anywhere (the internet through its NAT).
+_ANY_SOURCE = ("0.0.0.0/0", "::/0")
+
 #: A Linux interface name (IFNAMSIZ - 1 characters, no "/", ":" or white space), or "".
 _IFNAME = re.compile(r"[^/:\s]{0,15}")
 
@@ -341,6 +371,28 @@ _NODE_KEYS = {
     },
     "serial": {"tx_port", "rx_port", "baud"},
 }
+#: A [[peer]] table's keys -> NodeConfig fields (its keys: as in [security] before).
+_PEER_KEYS = {
+    "name": "peer_name",
+    "address": "peer",
+    "allowed_ips": "allowed_ips",
+    "tx_address": "tx_address",
+    "rx_address": "rx_address",
+    "key": "key",
+    "key_file": "key",
+    "previous_key": "previous_key",
+    "previous_key_file": "previous_key",
+}
+#: Where a one-peer file before [[peer]] said what [[peer]] says now (still read).
+_OLD_PEER_KEYS = {
+    "node.peer": "address",
+    "radio.tx_address": "tx_address",
+    "radio.rx_address": "rx_address",
+    "security.key": "key",
+    "security.key_file": "key_file",
+    "security.previous_key": "previous_key",
+    "security.previous_key_file": "previous_key_file",
+}
 _RADIO_KEYS = set(LINK_KEYS)
 #: Emulator settings a node's daemon never reads: the emulated air's loss is set on the air.
 _AIR_ONLY_KEYS = {"per", "ack_per", "burst", "seed"}
@@ -376,13 +428,51 @@ _UNSET_RADIOS: dict[str, Any] = {
 }
 
 
+def _peer_fields(tables: object, old: dict[str, object]) -> dict[str, Any]:
+    """The NodeConfig fields of a file's [[peer]] tables. ``old``: the keys the file also
+    gave in the form before [[peer]] (refused: one place for each)."""
+    if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
+        raise ConfigError("peer", tables, "[[peer]] tables")
+    if len(tables) != 1:
+        raise ConfigError(
+            "peer", f"{len(tables)} [[peer]] tables", "one (a base for several mobiles: not yet)"
+        )
+    for name, value in old.items():
+        raise ConfigError(name, value, f"said once, in [[peer]] ({_OLD_PEER_KEYS[name]} = ...)")
+    fields: dict[str, Any] = {}
+    for key, value in tables[0].items():
+        name = f"peer.{key}"
+        if key not in _PEER_KEYS:
+            raise ConfigError(name, value, "one of " + ", ".join(_PEER_KEYS))
+        if key in ("tx_address", "rx_address"):
+            value = parse_address(name, value)
+        elif key == "allowed_ips":
+            if not isinstance(value, list):
+                raise ConfigError(name, value, 'a list like ["10.24.0.2/32"]')
+            value = tuple(value)
+        elif key in _KEY_SOURCES:
+            value = _read_key(name, key, value)
+        fields[_PEER_KEYS[key]] = value
+    return fields
+
+
 def from_mapping(data: dict[str, Any], base: NodeConfig | None = None) -> NodeConfig:
-    """Build a config from parsed TOML (sections as above) on top of ``base``."""
+    """Build a config from parsed TOML (sections as above, and [[peer]]) on top of ``base``."""
     node: dict[str, Any] = {}
     radio: dict[str, Any] = {}
+    peer_form = "peer" in data
+    if peer_form:
+        data = dict(data)
+        old = {
+            name: data.get(name.split(".")[0], {}).get(name.split(".")[1])
+            for name in _OLD_PEER_KEYS
+            if isinstance(data.get(name.split(".")[0]), dict)
+            and name.split(".")[1] in data[name.split(".")[0]]
+        }
+        node.update(_peer_fields(data.pop("peer"), old))
     for section, values in data.items():
         if section not in _NODE_KEYS:
-            raise ConfigError(section, "...", "sections: " + ", ".join(_NODE_KEYS))
+            raise ConfigError(section, "...", "sections: peer, " + ", ".join(_NODE_KEYS))
         if not isinstance(values, dict):
             raise ConfigError(section, values, "a [section] table")
         for key, value in values.items():
@@ -424,6 +514,11 @@ def from_mapping(data: dict[str, Any], base: NodeConfig | None = None) -> NodeCo
         return replace(cfg, radio=opts, **node)
     except TypeError as exc:
         raise ConfigError("node", node, str(exc)) from exc
+    except ConfigError as exc:
+        if not peer_form or exc.key not in _OLD_PEER_KEYS:
+            raise
+        # (the checks name a key as the form before [[peer]] spelt it)
+        raise ConfigError(f"peer.{_OLD_PEER_KEYS[exc.key]}", exc.value, exc.allowed) from exc
 
 
 def _address_text(address: bytes) -> str:
@@ -450,14 +545,25 @@ def to_mapping(
             table[key] = value
         out[section] = table
     out["radio"].update({k: getattr(cfg.radio, k) for k in LINK_KEYS})
+    for name in _OLD_PEER_KEYS:  # (said in [[peer]])
+        section, key = name.split(".")
+        out[section].pop(key, None)
+    peer: dict[str, Any] = {
+        "name": cfg.peer_name,
+        "address": cfg.peer,
+        "allowed_ips": list(cfg.allowed_ips),
+        "tx_address": _address_text(cfg.tx_address),
+        "rx_address": _address_text(cfg.rx_address),
+    }
     if cfg.key is not None:
         if key_file is None:
             raise ValueError("a secured config is written with the key_file its key is in")
-        out["security"]["key_file"] = key_file
+        peer["key_file"] = key_file
     if cfg.previous_key is not None:
         if previous_key_file is None:
             raise ValueError("the previous key too needs the file it is in")
-        out["security"]["previous_key_file"] = previous_key_file
+        peer["previous_key_file"] = previous_key_file
+    out["peer"] = [peer]  # type: ignore[assignment]
     return out
 
 
@@ -483,11 +589,14 @@ def load(path: str | Path, overrides: dict[str, Any] | None = None) -> NodeConfi
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError("config", str(path), f"valid TOML ({exc})") from exc
     cfg = from_mapping(data)
-    _check_secrets(Path(path), data.get("security"))  # (after what is wrong in the values)
+    # (after what is wrong in the values)
+    _check_secrets(Path(path), data.get("security"), "security")
+    for table in data.get("peer") or ():
+        _check_secrets(Path(path), table, "peer")
     return from_mapping(overrides, cfg) if overrides else cfg
 
 
-def _check_secrets(path: Path, security: object) -> None:
+def _check_secrets(path: Path, security: object, section: str) -> None:
     """A link key is its owner's alone: a key file readable by others, or a key written into a
     config file others can read, is refused by name (doctor only warned; a loaded config took
     it silently)."""
@@ -502,7 +611,7 @@ def _check_secrets(path: Path, security: object) -> None:
                 continue  # (reading it names what is wrong)
             if mode & 0o077:
                 raise ConfigError(
-                    f"security.{key}",
+                    f"{section}.{key}",
                     name,
                     f"a file only its owner can read: it is {mode:03o} (chmod 600 {name})",
                 )
@@ -511,7 +620,7 @@ def _check_secrets(path: Path, security: object) -> None:
             mode = path.stat().st_mode & 0o777
             if mode & 0o077:
                 raise ConfigError(
-                    f"security.{key}",
+                    f"{section}.{key}",
                     "<hidden>",
                     f"in a config file only its owner can read: {path} is {mode:03o} "
                     f"(chmod 600 {path}), or in a key_file",

@@ -123,20 +123,23 @@ def _config(path: str | None) -> tuple[list[Check], config.NodeConfig | None]:
 def _key_file(config_path: str) -> list[Check]:
     import tomllib
 
-    data = tomllib.loads(Path(config_path).read_text()).get("security", {})
+    data = tomllib.loads(Path(config_path).read_text())
+    tables = [("security", data.get("security", {}))]
+    tables += [("peer", t) for t in data.get("peer") or () if isinstance(t, dict)]
     out = []
-    for key in ("key_file", "previous_key_file"):
-        if key in data:
-            mode = os.stat(data[key]).st_mode
-            if mode & (stat.S_IRWXG | stat.S_IRWXO):
-                out.append(
-                    Check(
-                        WARN,
-                        f"security.{key} permissions",
-                        f"{data[key]} readable by others ({stat.filemode(mode)})",
-                        f"chmod 600 {data[key]}",
+    for section, table in tables:
+        for key in ("key_file", "previous_key_file"):
+            if key in table:
+                mode = os.stat(table[key]).st_mode
+                if mode & (stat.S_IRWXG | stat.S_IRWXO):
+                    out.append(
+                        Check(
+                            WARN,
+                            f"{section}.{key} permissions",
+                            f"{table[key]} readable by others ({stat.filemode(mode)})",
+                            f"chmod 600 {table[key]}",
+                        )
                     )
-                )
     return out
 
 

@@ -114,6 +114,7 @@ class TestbedSpec:
             "tun": "longge0",
             "address": f"{MOBILE_IP if mobile else BASE_IP}/24",
             "peer": BASE_IP if mobile else MOBILE_IP,
+            "peer_name": "base" if mobile else "mobile",
             "control": str(p[role]),
             "queue": self.queue,
             "backend": self.backend(role),

@@ -357,3 +357,75 @@ def test_a_key_file_that_is_not_text_is_named(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as err:
         config.load(f)
     assert err.value.key == "security.key_file" and "not text" in str(err.value)
+
+
+OLD_FORM = """
+[node]
+role = "mobile"
+address = "10.24.0.2/24"
+peer = "10.24.0.1"
+
+[radio]
+tx_address = "LGm2b"
+rx_address = "LGb2m"
+
+[security]
+key_file = "KEYFILE"
+"""
+
+
+def test_a_one_peer_file_of_the_form_before_peer_tables_reads_as_that_peer(
+    tmp_path: Path,
+) -> None:
+    """Files written before [[peer]] keep working, and say what the new form says."""
+    key = tmp_path / "key"
+    key.write_text(KEY)
+    key.chmod(0o600)
+    old = tmp_path / "old.toml"
+    old.write_text(OLD_FORM.replace("KEYFILE", str(key)))
+    cfg = config.load(old)
+    new = tmp_path / "new.toml"
+    new.write_text(config.dumps(cfg, key_file=str(key)))
+    text = new.read_text()
+    assert (
+        "[[peer]]" in text
+        and "\npeer =" not in text
+        and "tx_address" not in text.split("[[peer]]")[0]
+    )
+    assert config.load(new) == cfg
+    assert (cfg.peer, cfg.tx_address, cfg.key) == ("10.24.0.1", b"LGm2b", bytes.fromhex(KEY))
+    assert cfg.allowed_ips == ("0.0.0.0/0", "::/0")  # a mobile's peer: by role
+
+
+@pytest.mark.parametrize(
+    ("toml", "key", "says"),
+    [
+        # one place for each: the old spelling beside [[peer]] is refused by its name
+        ('[node]\npeer = "10.24.0.1"\n[[peer]]\naddress = "10.24.0.1"', "node.peer", "[[peer]]"),
+        ('[radio]\ntx_address = "LGm2b"\n[[peer]]\nname = "b"', "radio.tx_address", "[[peer]]"),
+        ('[[peer]]\nname = "a"\n[[peer]]\nname = "b"', "peer", "one"),
+        ('[[peer]]\naddress = "10.25.0.1"', "peer.address", "another address in"),
+        ('[[peer]]\ntx_address = "abc"', "peer.tx_address", "address_width"),
+        ('[[peer]]\nname = "a b"', "peer.name", "letters"),
+        ('[[peer]]\nallowed_ips = ["10.24.0.1/24"]', "peer.allowed_ips", "host bits"),
+        ('[[peer]]\nallowed_ips = ["10.99.0.0/24"]', "peer.allowed_ips", "hold 10.24.0.1"),
+        ('[[peer]]\nallowed_ips = "10.24.0.0/24"', "peer.allowed_ips", "a list"),
+        ("[[peer]]\nport = 5", "peer.port", "one of name"),
+    ],
+)
+def test_peer_tables_are_checked_by_name(tmp_path: Path, toml: str, key: str, says: str) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text("[security]\ninsecure = true\n" + toml + "\n")
+    with pytest.raises(ConfigError) as err:
+        config.load(path)
+    assert err.value.key == key and says in str(err.value), str(err.value)
+
+
+def test_a_peer_key_file_others_can_read_is_refused_by_its_peer_key(tmp_path: Path) -> None:
+    key = tmp_path / "key"
+    key.write_text(KEY)
+    key.chmod(0o644)
+    path = tmp_path / "c.toml"
+    path.write_text(f'[[peer]]\nkey_file = "{key}"\n')
+    with pytest.raises(ConfigError, match=r"peer\.key_file .*chmod 600"):
+        config.load(path)

@@ -551,3 +551,22 @@ def test_a_sim_backend_without_the_emulated_air_says_so(tmp_path: Path) -> None:
         assert state.startswith("radio_not_answering") and 'backend = "rf24"' in state, state
     finally:
         sup.shutdown()
+
+
+def test_a_mobile_cannot_send_through_the_base_as_another_host(link: Link) -> None:
+    """The base takes from its mobile only what comes from the addresses in its peer's
+    allowed_ips (the mobile's own): a spoofed source is dropped and counted, not routed."""
+    genuine = ip_packet(200, 1)
+    spoofed = bytearray(ip_packet(200, 2))
+    spoofed[12:16] = bytes([10, 24, 0, 77])  # another host of the link's network
+    not_ip = b"\x10" + bytes(199)  # (version 1)
+    for p in (bytes(spoofed), not_ip):
+        link.mtun.peer.send(p)
+    assert link.send(link.mtun, [genuine], to=link.btun) == [genuine]
+    assert link.collect(link.btun, 0.5) == []
+    link.pump(0.5)
+    assert link.base.status()["rx"]["source_not_allowed"] == 2
+    # the other way, the base's packets come from anywhere (the internet, through its NAT)
+    from_far = bytearray(ip_packet(200, 3))
+    from_far[12:16] = bytes([93, 184, 216, 34])
+    assert link.send(link.btun, [bytes(from_far)], to=link.mtun) == [bytes(from_far)]

@@ -115,7 +115,11 @@ def test_scan_rf24_takes_the_installed_configs_pins(
     """Without --config, scan --backend rf24 used the default pins even on a node whose
     /etc/longge/longge.toml says otherwise; it scans with that file's RX radio now, also when
     the file's key cannot be read (not root, not copied yet: the scan needs no key)."""
-    for security in ("insecure = true", 'key_file = "/nonexistent/key"'):
+    for security in (
+        "insecure = true",
+        'key_file = "/nonexistent/key"',
+        'state_dir = "/var/lib/longge"\n[[peer]]\nkey_file = "/nonexistent/key"',
+    ):
         monkeypatch.setattr(config, "DEFAULT_PATH", str(node_toml(tmp_path, security)))
         said = scan_rf24(None, tmp_path)
         assert "CE GPIO5" in said and "/dev/spidev1.2" in said, (security, said)

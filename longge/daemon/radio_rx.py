@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import select
 import signal
 import time
@@ -41,29 +42,62 @@ def deliver(tun: Tun, packet: bytes, c: dict[str, Any]) -> None:
         c["tun_refused"] += 1
 
 
+#: The RX process's own counters (stream mode adds its ARQ's).
+RX_COUNTERS = (
+    "frames_in",
+    "packets_out",
+    "bytes_out",
+    "tun_refused",
+    "control_unknown",
+    "source_not_allowed",
+)
 #: How often the RX process says, at most, that the peer's sender is stale (its floor
 #: message may be lost on the air: said again while stale packets keep coming).
 STALE_NOTICE_S = 1.0
 
 
+class AllowedSources:
+    """The peer's ``allowed_ips``: the sources its packets may carry (a mobile cannot send
+    through the base as another host; the check WireGuard calls cryptokey routing)."""
+
+    def __init__(self, networks: tuple[str, ...]) -> None:
+        nets = [ipaddress.ip_network(n) for n in networks]
+        self.v4 = [n for n in nets if n.version == 4]
+        self.v6 = [n for n in nets if n.version == 6]
+        self.any4 = any(n.prefixlen == 0 for n in self.v4)
+        self.any6 = any(n.prefixlen == 0 for n in self.v6)
+
+    def allows(self, packet: bytes) -> bool:
+        version = packet[0] >> 4
+        if version == 4 and len(packet) >= 20:
+            return self.any4 or any(ipaddress.IPv4Address(packet[12:16]) in n for n in self.v4)
+        if version == 6 and len(packet) >= 40:
+            return self.any6 or any(ipaddress.IPv6Address(packet[8:24]) in n for n in self.v6)
+        return False  # (not an IP packet: the kernel would refuse it too)
+
+
 class Sealing:
-    """The RX process's part in bringing back a stale sender (``secure.py``): link-control
-    packets taken out of the stream, and the supervisor told what to pass to the TX process."""
+    """What the RX process does with a whole, authentic packet: a link-control packet
+    (``secure.py``: the supervisor is told what to pass to the TX process), a packet from a
+    source the peer may not use (dropped, counted), or to the kernel."""
 
     def __init__(self, child: Child, opener: secure.Opener | None) -> None:
         self.child = child
         self.opener = opener
+        self.sources = AllowedSources(child.cfg.allowed_ips)
         self._stale_told = 0
         self._told_at = -STALE_NOTICE_S
 
     def take(self, packet: bytes, tun: Tun, c: dict[str, Any]) -> None:
-        """A whole, authentic packet: to the kernel, or (a floor message) to the TX process."""
         if packet[:1] == b"\x00":  # (never an IP packet: version 0)
             epoch = secure.parse_floor_message(packet)
             if epoch is not None and self.opener is not None:
                 self.child.tell("floor", epoch)
             else:
                 c["control_unknown"] += 1
+            return
+        if not self.sources.allows(packet):
+            c["source_not_allowed"] += 1
             return
         deliver(tun, packet, c)
 
@@ -97,9 +131,7 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
     opener = make_opener(cfg)
     reassembler = make_reassembler(cfg, opener)
     sealing = Sealing(child, opener)
-    c: dict[str, Any] = dict.fromkeys(
-        ("frames_in", "packets_out", "bytes_out", "tun_refused", "control_unknown"), 0
-    )
+    c: dict[str, Any] = dict.fromkeys(RX_COUNTERS, 0)
     last_heard: float | None = None
     fifo = RxFifo()
     control_ready = True  # the supervisor's pipe: looked at when select() found it readable

@@ -106,6 +106,7 @@ class RxStatus:
     keepalives: int = 0
     tun_refused: int = 0
     control_unknown: int = 0  # authentic link-control packets of no known kind
+    source_not_allowed: int = 0  # packets from a source outside the peer's allowed_ips
     drops: dict[str, int] = field(default_factory=dict)
     security: dict[str, Any] | None = None
     peer_last_heard_s: float | None = None

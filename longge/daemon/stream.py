@@ -224,7 +224,7 @@ def run_tx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
 
 def run_rx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> None:
     from longge.daemon.keystate import make_opener
-    from longge.daemon.radio_rx import Sealing, make_reassembler, rx_stats
+    from longge.daemon.radio_rx import RX_COUNTERS, Sealing, make_reassembler, rx_stats
 
     child = Child(cfg, "rx", conn)
     opener = make_opener(cfg)
@@ -233,18 +233,7 @@ def run_rx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
     reassembler = make_reassembler(cfg, opener, REASSEMBLY_TIMEOUT_S, late_guard=MAX_WINDOW)
     receiver = ArqReceiver()
     sealing = Sealing(child, opener)
-    c: dict[str, Any] = dict.fromkeys(
-        (
-            "frames_in",
-            "packets_out",
-            "bytes_out",
-            "tun_refused",
-            "control_unknown",
-            "acks_in",
-            "pair_full",
-        ),
-        0,
-    )
+    c: dict[str, Any] = dict.fromkeys((*RX_COUNTERS, "acks_in", "pair_full"), 0)
     last_heard: float | None = None
     control_ready = True  # the supervisor's pipe: looked at when select() found it readable
 
