@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from longge import config
+from longge import config, configfile
 from longge.daemon.control import ControlError
 from longge.daemon.status import DaemonClient, NodeStatus
 from longge.errors import ConfigError, HardwareError, LongGeError
@@ -106,7 +106,7 @@ def _config(path: str | None) -> tuple[list[Check], config.NodeConfig | None]:
             )
         ], None
     try:
-        cfg = config.load(target)
+        cfg = configfile.load(target)
     except ConfigError as exc:
         return [Check(FAIL, "node config", f"{target}: {exc}", "fix that key")], None
     checks = [Check(PASS, "node config", f"{target}: {cfg.role}, backend {cfg.backend}")]

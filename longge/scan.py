@@ -162,7 +162,7 @@ def _installed_config(say: Callable[[str], None]) -> Any:
     out; a file it cannot load at all leaves the wiring table's pins, said."""
     import tomllib
 
-    from longge import config
+    from longge import config, configfile
     from longge.errors import ConfigError
 
     path = config.DEFAULT_PATH
@@ -172,7 +172,7 @@ def _installed_config(say: Callable[[str], None]) -> Any:
         for peer in data.get("peer") or ():
             for key in ("key", "key_file", "previous_key", "previous_key_file"):
                 peer.pop(key, None)
-        cfg = config.from_mapping(data)
+        cfg = configfile.from_mapping(data)
     except (ConfigError, OSError, ValueError) as exc:
         say(f"{path} not used ({exc}): the default pins")
         return config.NodeConfig(insecure=True)
@@ -211,12 +211,12 @@ def run(
     proc = None
     real = bool(config_path) or backend == "rf24"  # a radio on SPI, else the emulator
     if real:
-        from longge import config
+        from longge import config, configfile
         from longge.radio.rf24 import Rf24Radio
 
         cfg = config.NodeConfig(insecure=True)
         if config_path:
-            cfg = config.load(config_path)
+            cfg = configfile.load(config_path)
         elif os.path.exists(config.DEFAULT_PATH):
             cfg = _installed_config(say)
         listening = _daemon_listening(cfg.control)

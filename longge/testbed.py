@@ -25,7 +25,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from longge import config
+from longge import configfile
 from longge.air import native
 from longge.air.loss import NO_LOSS, AirLoss
 from longge.air.wire import query
@@ -146,7 +146,7 @@ class TestbedSpec:
 
     def node_toml(self, role: str, key: bytes | None) -> str:
         """The node's config file, as the daemon reads it."""
-        return config.dumps(
+        return configfile.dumps(
             self.node_config(role, key),
             key_file=str(paths()["key"]) if self.secured else None,
             header=f"written by ./run.sh testbed up ({role})",

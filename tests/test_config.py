@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from longge import config
+from longge import config, configfile
 from longge.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,8 +28,8 @@ def example(name: str, tmp_path: Path) -> Path:
 
 
 def test_example_configs_load_and_mirror_each_other(tmp_path: Path) -> None:
-    base = config.load(example("basestation", tmp_path))
-    mobile = config.load(example("mobile", tmp_path))
+    base = configfile.load(example("basestation", tmp_path))
+    mobile = configfile.load(example("mobile", tmp_path))
     assert base.key == mobile.key == bytes.fromhex(KEY)
     assert (base.role, mobile.role) == ("base", "mobile")
     assert base.tx_channel == mobile.rx_channel and base.rx_channel == mobile.tx_channel
@@ -38,7 +38,7 @@ def test_example_configs_load_and_mirror_each_other(tmp_path: Path) -> None:
 
 
 def test_overrides_win(tmp_path: Path) -> None:
-    cfg = config.load(example("mobile", tmp_path), {"radio": {"arc": 7, "rate": "1M"}})
+    cfg = configfile.load(example("mobile", tmp_path), {"radio": {"arc": 7, "rate": "1M"}})
     assert cfg.radio.arc == 7 and cfg.radio.rate == "1M"
 
 
@@ -82,23 +82,23 @@ def test_wrong_values_name_their_key(tmp_path: Path, toml: str, key: str) -> Non
     f = tmp_path / "bad.toml"
     f.write_text(toml)
     with pytest.raises(ConfigError) as err:
-        config.load(f)
+        configfile.load(f)
     assert err.value.key == key
 
 
 def test_missing_file_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="an existing TOML file"):
-        config.load(tmp_path / "nope.toml")
+        configfile.load(tmp_path / "nope.toml")
 
 
 def test_an_open_link_must_be_asked_for(tmp_path: Path) -> None:
     f = tmp_path / "open.toml"
     f.write_text("[security]\ninsecure = true\n")
-    cfg = config.load(f)
+    cfg = configfile.load(f)
     assert cfg.key is None and not cfg.secured
     f.write_text('[security]\nkey = "' + KEY + '"\n')
     f.chmod(0o600)  # (a key written into a config others can read is refused)
-    cfg = config.load(f)
+    cfg = configfile.load(f)
     assert cfg.secured and KEY not in repr(cfg)  # the key stays out of logs and status
 
 
@@ -160,8 +160,8 @@ WRONG = {
 
 
 def test_every_key_has_a_wrong_value_case() -> None:
-    keys = {f"{s}.{k}" for s, ks in config._NODE_KEYS.items() for k in ks}
-    keys |= {f"radio.{k}" for k in config._RADIO_KEYS | config._AIR_ONLY_KEYS}
+    keys = {f"{s}.{k}" for s, ks in configfile._NODE_KEYS.items() for k in ks}
+    keys |= {f"radio.{k}" for k in configfile._RADIO_KEYS | configfile._AIR_ONLY_KEYS}
     assert keys == set(WRONG), f"missing: {keys - set(WRONG)}, stale: {set(WRONG) - keys}"
 
 
@@ -175,7 +175,7 @@ def test_each_key_refuses_a_wrong_value_by_name(tmp_path: Path, dotted: str) -> 
     f = tmp_path / "bad.toml"
     f.write_text(f"{secured}[{section}]\n{key} = {value}\n")
     with pytest.raises(ConfigError) as err:
-        config.load(f)
+        configfile.load(f)
     assert err.value.key == named, str(err.value)
 
 
@@ -195,7 +195,7 @@ def test_a_value_of_any_type_is_taken_as_its_keys_type_or_refused_by_name(
     for value in ODD_VALUES:
         f.write_text(f"[security]\ninsecure = true\n[{section}]\n{key} = {value}\n")
         try:
-            cfg = config.load(f)
+            cfg = configfile.load(f)
         except ConfigError as err:
             assert err.key in (dotted, key), (value, str(err))
             continue
@@ -210,7 +210,7 @@ def test_a_config_path_that_is_no_text_file_is_a_config_error(tmp_path: Path) ->
     binary.write_bytes(bytes(range(256)))
     for path in (tmp_path, binary):
         with pytest.raises(ConfigError) as err:
-            config.load(path)
+            configfile.load(path)
         assert err.value.key == "config"
 
 
@@ -245,9 +245,9 @@ def test_a_base_file_without_channels_or_addresses_is_the_default_mobiles_mirror
         '[node]\nrole = "base"\naddress = "10.24.0.1/24"\npeer = "10.24.0.2"\n'
         "[security]\ninsecure = true\n"
     )
-    base = config.load(f)
+    base = configfile.load(f)
     f.write_text("[security]\ninsecure = true\n")
-    mobile = config.load(f)
+    mobile = configfile.load(f)
     assert (base.tx_channel, base.rx_channel) == (mobile.rx_channel, mobile.tx_channel)
     assert (base.tx_address, base.rx_address) == (mobile.rx_address, mobile.tx_address)
     assert mobile.tx_channel != base.tx_channel and mobile.tx_address != base.tx_address
@@ -256,26 +256,26 @@ def test_a_base_file_without_channels_or_addresses_is_the_default_mobiles_mirror
         '[node]\nrole = "base"\naddress = "10.24.0.1/24"\npeer = "10.24.0.2"\n'
         '[radio]\ntx_channel = 40\ntx_address = "ABCDE"\n[security]\ninsecure = true\n'
     )
-    mine = config.load(f)
+    mine = configfile.load(f)
     assert (mine.tx_channel, mine.rx_channel, mine.tx_address) == (40, 76, b"ABCDE")
 
 
 def test_what_a_user_must_know_before_it_happens_is_said(tmp_path: Path) -> None:
     """default_route hands the node's own traffic to the radio; a channel above 83 is outside
     the band: allowed (labs, shielded rooms) but never silently."""
-    cfg = config.load(example("mobile", tmp_path), {"mobile": {"default_route": True}})
+    cfg = configfile.load(example("mobile", tmp_path), {"mobile": {"default_route": True}})
     (warning,) = cfg.warnings()
     assert "default_route" in warning and "SSH" in warning
-    out = config.load(example("mobile", tmp_path), {"radio": {"rx_channel": 90}})
+    out = configfile.load(example("mobile", tmp_path), {"radio": {"rx_channel": 90}})
     assert "radio.rx_channel" in [w.split(" ")[0] for w in out.warnings()]
     quiet = {"radio": {"rx_channel": 81}, "mobile": {"default_route": False}}
-    assert config.load(example("mobile", tmp_path), quiet).warnings() == []
-    base = config.load(example("basestation", tmp_path), {"mobile": {"default_route": True}})
+    assert configfile.load(example("mobile", tmp_path), quiet).warnings() == []
+    base = configfile.load(example("basestation", tmp_path), {"mobile": {"default_route": True}})
     assert base.warnings() == []  # a base station does not route through the link
 
 
 def test_the_writer_is_the_readers_inverse(tmp_path: Path) -> None:
-    """config.dumps writes every key; reading the file gives the same config back (keys go
+    """configfile.dumps writes every key; reading the file gives the same config back (keys go
     by file, never into the text)."""
     import tomllib
 
@@ -300,11 +300,11 @@ def test_the_writer_is_the_readers_inverse(tmp_path: Path) -> None:
         ),
     ]
     for cfg in configs:
-        written = config.dumps(cfg, key_file=str(key_file) if cfg.key else None)
+        written = configfile.dumps(cfg, key_file=str(key_file) if cfg.key else None)
         assert text not in written  # the key itself is never written
-        assert config.from_mapping(tomllib.loads(written)) == cfg
+        assert configfile.from_mapping(tomllib.loads(written)) == cfg
     with pytest.raises(ValueError):
-        config.dumps(configs[1])  # a secured config needs the file its key is in
+        configfile.dumps(configs[1])  # a secured config needs the file its key is in
 
 
 def test_the_testbed_spec_writes_configs_the_daemons_read_back(
@@ -330,7 +330,7 @@ def test_the_testbed_spec_writes_configs_the_daemons_read_back(
     for role in ("mobile", "base"):
         path = tmp_path / f"{role}.toml"
         path.write_text(spec.node_toml(role, key))
-        read[role] = config.load(path)
+        read[role] = configfile.load(path)
         assert read[role] == spec.node_config(role, key)
         assert (read[role].queue, read[role].queue_ms, read[role].mtu) == ("fifo", 40, 1280)
         assert (read[role].radio.ard_us, read[role].radio.arc, read[role].key) == (500, 5, key)
@@ -341,7 +341,7 @@ def test_the_testbed_spec_writes_configs_the_daemons_read_back(
     assert mobile.default_route and base.nat and base.uplink == "up0"
     open_link = testbed.TestbedSpec(secured=False)
     (tmp_path / "open.toml").write_text(open_link.node_toml("base", None))
-    assert config.load(tmp_path / "open.toml").insecure
+    assert configfile.load(tmp_path / "open.toml").insecure
     for bad, key_name in (({"queue": "lifo"}, "queue"), ({"mtu": 10}, "mtu")):
         with pytest.raises(ConfigError) as err:
             testbed.TestbedSpec(**bad)  # type: ignore[arg-type]
@@ -355,7 +355,7 @@ def test_a_key_file_that_is_not_text_is_named(tmp_path: Path) -> None:
     f = tmp_path / "node.toml"
     f.write_text(f'[security]\nkey_file = "{key}"\n')
     with pytest.raises(ConfigError) as err:
-        config.load(f)
+        configfile.load(f)
     assert err.value.key == "security.key_file" and "not text" in str(err.value)
 
 
@@ -383,16 +383,16 @@ def test_a_one_peer_file_of_the_form_before_peer_tables_reads_as_that_peer(
     key.chmod(0o600)
     old = tmp_path / "old.toml"
     old.write_text(OLD_FORM.replace("KEYFILE", str(key)))
-    cfg = config.load(old)
+    cfg = configfile.load(old)
     new = tmp_path / "new.toml"
-    new.write_text(config.dumps(cfg, key_file=str(key)))
+    new.write_text(configfile.dumps(cfg, key_file=str(key)))
     text = new.read_text()
     assert (
         "[[peer]]" in text
         and "\npeer =" not in text
         and "tx_address" not in text.split("[[peer]]")[0]
     )
-    assert config.load(new) == cfg
+    assert configfile.load(new) == cfg
     assert (cfg.peer, cfg.tx_address, cfg.key) == ("10.24.0.1", b"LGm2b", bytes.fromhex(KEY))
     assert cfg.allowed_ips == ("0.0.0.0/0", "::/0")  # a mobile's peer: by role
 
@@ -417,7 +417,7 @@ def test_peer_tables_are_checked_by_name(tmp_path: Path, toml: str, key: str, sa
     path = tmp_path / "c.toml"
     path.write_text("[security]\ninsecure = true\n" + toml + "\n")
     with pytest.raises(ConfigError) as err:
-        config.load(path)
+        configfile.load(path)
     assert err.value.key == key and says in str(err.value), str(err.value)
 
 
@@ -428,4 +428,4 @@ def test_a_peer_key_file_others_can_read_is_refused_by_its_peer_key(tmp_path: Pa
     path = tmp_path / "c.toml"
     path.write_text(f'[[peer]]\nkey_file = "{key}"\n')
     with pytest.raises(ConfigError, match=r"peer\.key_file .*chmod 600"):
-        config.load(path)
+        configfile.load(path)

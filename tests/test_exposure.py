@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 from test_daemon_tun import in_own_namespace
 
-from longge.config import NodeConfig, load
+from longge.config import NodeConfig
+from longge.configfile import load
 from longge.daemon import control
 from longge.errors import ConfigError
 from longge.measure.rtt import PROBE_LEN, EchoCore, encode_probe

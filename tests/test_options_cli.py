@@ -45,11 +45,11 @@ def test_bad_values_name_their_key(make: Any, kwargs: dict[str, object], key: st
 def test_the_link_settings_hold_no_emulator_or_bench_setting() -> None:
     """The emulator's losses and radio-bench's duration have their own types: a daemon's
     config that sets them under [radio] is refused by name (nothing there reads them)."""
-    from longge import config
+    from longge import configfile
 
     assert not {"per", "ack_per", "burst", "seed", "seconds"} & set(RadioOptions().as_dict())
     with pytest.raises(ConfigError) as err:
-        config.from_mapping({"radio": {"per": 0.1}})
+        configfile.from_mapping({"radio": {"per": 0.1}})
     assert "per" in str(err.value)
 
 

@@ -18,7 +18,7 @@ import pytest
 from daemonlink import Link, ip_packet, make_link
 from test_radio_conformance import pyrf24_signatures
 
-from longge import config
+from longge import config, configfile
 from longge.air.wire import query
 from longge.daemon import child
 from longge.errors import ConfigError, HardwareError
@@ -139,7 +139,7 @@ def test_pins_are_checked_in_the_config(tmp_path: Path) -> None:
         f = tmp_path / "c.toml"
         f.write_text(toml + "\n[security]\ninsecure = true\n")
         with pytest.raises(ConfigError) as err:
-            config.load(f)
+            configfile.load(f)
         assert err.value.key == key
 
 

@@ -104,14 +104,14 @@ def cmd_air_stats(ns: argparse.Namespace) -> int:
 
 
 def cmd_daemon(ns: argparse.Namespace) -> int:
-    from longge import config
+    from longge import configfile
     from longge.daemon.supervisor import Supervisor
     from longge.radio.options import given_options
 
-    cfg = config.load(ns.config)
+    cfg = configfile.load(ns.config)
     overrides = _radio_overrides(given_options(ns), cfg.role)
     if overrides:
-        cfg = config.from_mapping(overrides, cfg)
+        cfg = configfile.from_mapping(overrides, cfg)
     print(
         f"longge daemon: {cfg.role} on {cfg.tun} {cfg.address}, control {cfg.control}", flush=True
     )

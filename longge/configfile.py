@@ -1,0 +1,320 @@
+"""A node's config as a file: the TOML form of ``NodeConfig`` (``config.py``), read and
+written here and nowhere else. Sections ``[node]``, ``[radio]``, ``[rf24]``, ``[serial]``,
+``[sim]``, ``[mobile]``, ``[base]``, ``[security]`` and one ``[[peer]]`` table (the node at the
+other end: docs/details.md); the form before ``[[peer]]`` is still read. Every wrong value
+raises ``ConfigError`` naming the key as the file spells it; unknown keys are refused too.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+from longge.config import NodeConfig
+from longge.errors import ConfigError
+from longge.protocol.secure import parse_key
+from longge.radio.options import LINK_KEYS
+
+
+def parse_address(key: str, value: object) -> bytes:
+    """An address is 3..5 ASCII characters ("LGm2b") or hex with 0x ("0xe7e7e7e7e7")."""
+    if not isinstance(value, str):
+        raise ConfigError(key, value, "a string: 3..5 characters or 0x-prefixed hex")
+    if value.startswith("0x"):
+        try:
+            return bytes.fromhex(value[2:])
+        except ValueError as exc:
+            raise ConfigError(key, value, "hex digits after 0x") from exc
+    return value.encode()
+
+
+# Where each TOML key lands: section.key -> NodeConfig field (radio options go to `radio`).
+_NODE_KEYS = {
+    "node": {
+        "role",
+        "tun",
+        "address",
+        "peer",
+        "mtu",
+        "txqueuelen",
+        "queue_ms",
+        "queue",
+        "control",
+        "keepalive_s",
+    },
+    "radio": {"backend", "pa_level", "tx_channel", "rx_channel", "tx_address", "rx_address"},
+    "sim": {"air"},
+    "mobile": {"default_route", "routes"},
+    "base": {"nat", "uplink"},
+    "security": {"key", "key_file", "previous_key", "previous_key_file", "insecure", "state_dir"},
+    "rf24": {
+        "tx_ce_pin",
+        "tx_csn_pin",
+        "rx_ce_pin",
+        "rx_csn_pin",
+        "tx_irq_pin",
+        "rx_irq_pin",
+        "spi_speed",
+        "driver",
+    },
+    "serial": {"tx_port", "rx_port", "baud"},
+}
+#: A [[peer]] table's keys -> NodeConfig fields (its keys: as in [security] before).
+_PEER_KEYS = {
+    "name": "peer_name",
+    "address": "peer",
+    "allowed_ips": "allowed_ips",
+    "tx_address": "tx_address",
+    "rx_address": "rx_address",
+    "key": "key",
+    "key_file": "key",
+    "previous_key": "previous_key",
+    "previous_key_file": "previous_key",
+}
+#: Where a one-peer file before [[peer]] said what [[peer]] says now (still read).
+_OLD_PEER_KEYS = {
+    "node.peer": "address",
+    "radio.tx_address": "tx_address",
+    "radio.rx_address": "rx_address",
+    "security.key": "key",
+    "security.key_file": "key_file",
+    "security.previous_key": "previous_key",
+    "security.previous_key_file": "previous_key_file",
+}
+_RADIO_KEYS = set(LINK_KEYS)
+#: Emulator settings a node's daemon never reads: the emulated air's loss is set on the air.
+_AIR_ONLY_KEYS = {"per", "ack_per", "burst", "seed"}
+
+
+_KEY_SOURCES = {
+    "key": "key",
+    "key_file": "key",
+    "previous_key": "previous_key",
+    "previous_key_file": "previous_key",
+}
+
+
+def _read_key(name: str, source: str, value: object) -> bytes:
+    if not isinstance(value, str):
+        raise ConfigError(name, "<hidden>", "a string")
+    if source.endswith("_file"):
+        try:
+            text = Path(value).read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) else "not text"
+            raise ConfigError(name, value, f"a readable file holding the key ({why})") from exc
+        return parse_key(text, name)
+    return parse_key(value, name)
+
+
+#: A file's radios left unset: resolved for the file's role (NodeConfig.__post_init__).
+_UNSET_RADIOS: dict[str, Any] = {
+    "tx_channel": -1,
+    "rx_channel": -1,
+    "tx_address": b"",
+    "rx_address": b"",
+}
+
+
+def _peer_fields(tables: object, old: dict[str, object]) -> dict[str, Any]:
+    """The NodeConfig fields of a file's [[peer]] tables. ``old``: the keys the file also
+    gave in the form before [[peer]] (refused: one place for each)."""
+    if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
+        raise ConfigError("peer", tables, "[[peer]] tables")
+    if len(tables) != 1:
+        raise ConfigError(
+            "peer", f"{len(tables)} [[peer]] tables", "one (a base for several mobiles: not yet)"
+        )
+    for name, value in old.items():
+        raise ConfigError(name, value, f"said once, in [[peer]] ({_OLD_PEER_KEYS[name]} = ...)")
+    fields: dict[str, Any] = {}
+    for key, value in tables[0].items():
+        name = f"peer.{key}"
+        if key not in _PEER_KEYS:
+            raise ConfigError(name, value, "one of " + ", ".join(_PEER_KEYS))
+        if key in ("tx_address", "rx_address"):
+            value = parse_address(name, value)
+        elif key == "allowed_ips":
+            if not isinstance(value, list):
+                raise ConfigError(name, value, 'a list like ["10.24.0.2/32"]')
+            value = tuple(value)
+        elif key in _KEY_SOURCES:
+            value = _read_key(name, key, value)
+        fields[_PEER_KEYS[key]] = value
+    return fields
+
+
+def from_mapping(data: dict[str, Any], base: NodeConfig | None = None) -> NodeConfig:
+    """Build a config from parsed TOML (sections as above, and [[peer]]) on top of ``base``."""
+    node: dict[str, Any] = {}
+    radio: dict[str, Any] = {}
+    peer_form = "peer" in data
+    if peer_form:
+        data = dict(data)
+        old = {
+            name: data.get(name.split(".")[0], {}).get(name.split(".")[1])
+            for name in _OLD_PEER_KEYS
+            if isinstance(data.get(name.split(".")[0]), dict)
+            and name.split(".")[1] in data[name.split(".")[0]]
+        }
+        node.update(_peer_fields(data.pop("peer"), old))
+    for section, values in data.items():
+        if section not in _NODE_KEYS:
+            raise ConfigError(section, "...", "sections: peer, " + ", ".join(_NODE_KEYS))
+        if not isinstance(values, dict):
+            raise ConfigError(section, values, "a [section] table")
+        for key, value in values.items():
+            name = f"{section}.{key}"
+            if section == "radio" and key in _AIR_ONLY_KEYS:
+                raise ConfigError(
+                    name,
+                    value,
+                    "not a node setting: the emulated air's loss is set on the air "
+                    "(./run.sh air --per, testbed up --per)",
+                )
+            if section == "radio" and key in _RADIO_KEYS:
+                radio[key] = value
+            elif key in _NODE_KEYS[section]:
+                if key in ("tx_address", "rx_address"):
+                    value = parse_address(name, value)
+                if key == "routes":
+                    if not isinstance(value, list):
+                        raise ConfigError(name, value, 'a list like ["10.99.0.0/24"]')
+                    value = tuple(value)
+                if section == "security" and key in _KEY_SOURCES:
+                    key, value = _KEY_SOURCES[key], _read_key(name, key, value)
+                node[key] = value
+            else:
+                raise ConfigError(name, value, "not a known key (typo?)")
+    if base is None:
+        # A file says how its link is secured; the template below is only a starting point.
+        node.setdefault("insecure", False)
+        # and what it leaves unset of its radios is its own role's side of the default pair
+        node.update({k: v for k, v in _UNSET_RADIOS.items() if k not in node})
+    cfg = base or NodeConfig(insecure=True)
+    try:
+        opts = replace(cfg.radio, **radio)
+    except ConfigError as exc:
+        raise ConfigError(f"radio.{exc.key}", exc.value, exc.allowed) from exc
+    except TypeError as exc:
+        raise ConfigError("radio", radio, str(exc)) from exc
+    try:
+        return replace(cfg, radio=opts, **node)
+    except TypeError as exc:
+        raise ConfigError("node", node, str(exc)) from exc
+    except ConfigError as exc:
+        if not peer_form or exc.key not in _OLD_PEER_KEYS:
+            raise
+        # (the checks name a key as the form before [[peer]] spelt it)
+        raise ConfigError(f"peer.{_OLD_PEER_KEYS[exc.key]}", exc.value, exc.allowed) from exc
+
+
+def _address_text(address: bytes) -> str:
+    printable = all(0x21 <= b < 0x7F for b in address) and b'"' not in address
+    return address.decode() if printable else "0x" + address.hex()
+
+
+def to_mapping(
+    cfg: NodeConfig, key_file: str | None = None, previous_key_file: str | None = None
+) -> dict[str, Any]:
+    """The TOML tables that make ``cfg`` again through from_mapping (the inverse of it). Keys
+    are never written out: a secured config names its ``key_file`` (and the previous key's)."""
+    out: dict[str, dict[str, Any]] = {}
+    for section, keys in _NODE_KEYS.items():
+        table: dict[str, Any] = {}
+        for key in sorted(keys):
+            if key in _KEY_SOURCES:
+                continue
+            value = getattr(cfg, key)
+            if key in ("tx_address", "rx_address"):
+                value = _address_text(value)
+            elif key == "routes":
+                value = list(value)
+            table[key] = value
+        out[section] = table
+    out["radio"].update({k: getattr(cfg.radio, k) for k in LINK_KEYS})
+    for name in _OLD_PEER_KEYS:  # (said in [[peer]])
+        section, key = name.split(".")
+        out[section].pop(key, None)
+    peer: dict[str, Any] = {
+        "name": cfg.peer_name,
+        "address": cfg.peer,
+        "allowed_ips": list(cfg.allowed_ips),
+        "tx_address": _address_text(cfg.tx_address),
+        "rx_address": _address_text(cfg.rx_address),
+    }
+    if cfg.key is not None:
+        if key_file is None:
+            raise ValueError("a secured config is written with the key_file its key is in")
+        peer["key_file"] = key_file
+    if cfg.previous_key is not None:
+        if previous_key_file is None:
+            raise ValueError("the previous key too needs the file it is in")
+        peer["previous_key_file"] = previous_key_file
+    out["peer"] = [peer]  # type: ignore[assignment]
+    return out
+
+
+def dumps(
+    cfg: NodeConfig,
+    key_file: str | None = None,
+    previous_key_file: str | None = None,
+    header: str = "",
+) -> str:
+    """``cfg`` as a TOML file (every key, so the file says everything the daemon will use)."""
+    text = tomli_w.dumps(to_mapping(cfg, key_file, previous_key_file))
+    return "".join(f"# {line}\n" for line in header.splitlines()) + text
+
+
+def load(path: str | Path, overrides: dict[str, Any] | None = None) -> NodeConfig:
+    """Read a TOML file; ``overrides`` has the same shape and wins."""
+    try:
+        data = tomllib.loads(Path(path).read_text())
+    except FileNotFoundError as exc:
+        raise ConfigError("config", str(path), "an existing TOML file") from exc
+    except (OSError, UnicodeDecodeError) as exc:  # a directory, no permission, not text
+        raise ConfigError("config", str(path), f"a readable TOML file ({exc})") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError("config", str(path), f"valid TOML ({exc})") from exc
+    cfg = from_mapping(data)
+    # (after what is wrong in the values)
+    _check_secrets(Path(path), data.get("security"), "security")
+    for table in data.get("peer") or ():
+        _check_secrets(Path(path), table, "peer")
+    return from_mapping(overrides, cfg) if overrides else cfg
+
+
+def _check_secrets(path: Path, security: object, section: str) -> None:
+    """A link key is its owner's alone: a key file readable by others, or a key written into a
+    config file others can read, is refused by name (doctor only warned; a loaded config took
+    it silently)."""
+    if not isinstance(security, dict):
+        return
+    for key in ("key_file", "previous_key_file"):
+        name = security.get(key)
+        if isinstance(name, str):
+            try:
+                mode = os.stat(name).st_mode & 0o777
+            except OSError:
+                continue  # (reading it names what is wrong)
+            if mode & 0o077:
+                raise ConfigError(
+                    f"{section}.{key}",
+                    name,
+                    f"a file only its owner can read: it is {mode:03o} (chmod 600 {name})",
+                )
+    for key in ("key", "previous_key"):
+        if key in security:
+            mode = path.stat().st_mode & 0o777
+            if mode & 0o077:
+                raise ConfigError(
+                    f"{section}.{key}",
+                    "<hidden>",
+                    f"in a config file only its owner can read: {path} is {mode:03o} "
+                    f"(chmod 600 {path}), or in a key_file",
+                )
