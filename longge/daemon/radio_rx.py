@@ -118,7 +118,6 @@ def rx_stats(
         "keepalives": reassembler.keepalives,
         "drops": {str(k): v for k, v in reassembler.drops.items()},
         "peer_last_heard_s": None if last_heard is None else round(now - last_heard, 3),
-        "retransmissions": None,
         "security": None
         if opener is None
         else {"opened": opener.opened, "drops": {str(k): v for k, v in opener.drops.items()}},

@@ -65,7 +65,26 @@ class NodeInfo:
 
 
 @dataclass(frozen=True)
-class TxStatus:
+class ProcessStatus:
+    """What each radio process says of itself (daemon/child.py ``send_stats``)."""
+
+    state: str = "?"
+    scheduling: str = ""
+    pid_time: float = 0.0  # when the counters were sent (Unix s)
+    reinits: int = 0
+    last_reinit: str = ""
+    radio_attempts: int = 0
+    radio_failures: int = 0
+    radio_bad_messages: int | None = None  # None: no link to the chip that carries messages
+    waits_on: str = "?"  # irq, link or poll
+    irq_edges: int | None = None  # None: no IRQ pin
+    mode: str = "esb"  # (said in stream mode)
+    #: stream mode: the ARQ's counters (protocol/arq.py ArqStats, non-zero ones)
+    arq: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TxStatus(ProcessStatus):
     """The TX process's counters and its queue."""
 
     packets_in: int = 0
@@ -83,6 +102,7 @@ class TxStatus:
     queue_limit_bytes: int = 0
     queue_oldest_ms: float = 0.0
     queue_drops: dict[str, int] = field(default_factory=dict)
+    queue_shared: int = 0  # packets of flows beyond the queue's 1024, queued together
     #: bytes per sojourn bin; the bins' upper edges (ms) travel with them (one fewer: the
     #: last bin is everything above the last edge)
     queue_delay_hist: list[int] = field(default_factory=list)
@@ -93,11 +113,16 @@ class TxStatus:
     #: sent to a peer whose sender was stale (keys: secure.py)
     epoch_skips: int = 0
     floors_sent: int = 0
-    state: str = "?"
+    # stream mode: ACK/RESYNC frames sent for this node's receiver, stays in TX mode (and
+    # those shorter than the 4 ms rule allows), times the ARQ's window held frames back
+    control_sent: int = 0
+    bursts: int = 0
+    bursts_short: int = 0
+    window_full: int = 0
 
 
 @dataclass(frozen=True)
-class RxStatus:
+class RxStatus(ProcessStatus):
     """The RX process's counters."""
 
     frames_in: int = 0
@@ -110,7 +135,8 @@ class RxStatus:
     drops: dict[str, int] = field(default_factory=dict)
     security: dict[str, Any] | None = None
     peer_last_heard_s: float | None = None
-    state: str = "?"
+    acks_in: int = 0  # stream mode: the peer's ACKs handed to the TX process
+    pair_full: int = 0  # ... and those dropped because it was behind
 
 
 @dataclass(frozen=True)
