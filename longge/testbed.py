@@ -349,11 +349,18 @@ def running(pid: int) -> bool:
     return stat.rsplit(")", 1)[-1].split()[0] != "Z"
 
 
+#: The last answer a daemon gave that was not a status (said if its link never comes up).
+_last_status_error: dict[Path, str] = {}
+
+
 def _link_up(path: Path) -> bool:
     try:
-        return DaemonClient(str(path), timeout=1).status().link == "up"
-    except ControlError:
+        up = DaemonClient(str(path), timeout=1).status().link == "up"
+    except ControlError as exc:
+        _last_status_error[path] = str(exc)
         return False
+    _last_status_error.pop(path, None)
+    return up
 
 
 def _wait_for(ok: Callable[[], bool], what: str, log: Path, pid: int | None = None) -> None:
@@ -369,7 +376,10 @@ def _wait_for(ok: Callable[[], bool], what: str, log: Path, pid: int | None = No
             break
         time.sleep(0.1)
     tail = log.read_text(errors="replace")[-1500:] if log.exists() else "(no log)"
-    raise TestbedError(f"{what} {why}; log:\n{tail}")
+    said = "".join(f"\n{p}: {e}" for p, e in _last_status_error.items())
+    raise TestbedError(
+        f"{what} {why}; log:\n{tail}" + (f"\nlast status asked:{said}" if said else "")
+    )
 
 
 def _testbed_pids() -> set[int]:

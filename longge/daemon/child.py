@@ -302,7 +302,7 @@ class Child:
             scheduling=self.scheduling,
         )
         if self.radio is not None:
-            stats["radio_failures"] = self.radio.failure_detected
+            stats["radio_failures"] = int(self.radio.failure_detected)  # (pyrf24: a bool)
             bad = self.radio.link_errors  # (None: no link to the chip that carries messages)
             if bad is not None:
                 stats["radio_bad_messages"] = bad
