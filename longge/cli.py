@@ -143,6 +143,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--control", help="daemon control socket (default: testbed, else longge0)")
     p.add_argument("--json", action="store_true", help="print the status objects as JSON")
     p.add_argument(
+        "--prometheus",
+        action="store_true",
+        help="print the counters as Prometheus text (node_exporter's textfile collector)",
+    )
+    p.add_argument(
         "--watch",
         action="store_true",
         help="live view: rates each way, frames, retransmissions, queues, drops, the air",

@@ -153,7 +153,7 @@ def _control_paths(ns: argparse.Namespace) -> dict[str, str]:
 def cmd_status(ns: argparse.Namespace) -> int:
     from longge import testbed
     from longge.daemon.control import ControlError
-    from longge.daemon.status import DaemonClient
+    from longge.daemon.status import DaemonClient, NodeStatus
     from longge.daemon.statusview import node_text
 
     if ns.watch:
@@ -167,6 +167,18 @@ def cmd_status(ns: argparse.Namespace) -> int:
         air = testbed.paths()["air"]
         on_testbed = not ns.control and air.exists()
         return watch(paths, str(air) if on_testbed else None, ns.interval, ns.count)
+    if ns.prometheus:
+        from longge.daemon.metrics import exposition
+
+        statuses: dict[str, NodeStatus | None] = {}
+        for name, path in _control_paths(ns).items():
+            try:
+                statuses[name] = DaemonClient(path, timeout=5).status()
+            except ControlError as exc:
+                print(f"status: {name}: {exc}", file=sys.stderr)
+                statuses[name] = None
+        print(exposition(statuses), end="")
+        return 0 if all(st is not None for st in statuses.values()) else 1
     out: dict[str, object] = {}
     for name, path in _control_paths(ns).items():
         try:

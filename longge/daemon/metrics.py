@@ -1,0 +1,117 @@
+"""``status --prometheus``: the daemons' counters in Prometheus's text exposition format,
+made by prometheus_client from the typed status (``status.py``), one sample set per node.
+
+Served the node_exporter way (its textfile collector): a timer writes the text into the
+collector's folder (docs/details.md, "Metrics"); LongGe opens no port of its own for it.
+Names follow Prometheus's conventions: ``longge_`` first, counters end in ``_total``, units
+in the name (``_bytes``, ``_seconds``), one label ``node`` (the status's name for the daemon:
+``mobile``, ``base``, or its control socket's path) and ``reason`` where a counter is split.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from longge.daemon.status import NodeStatus
+
+#: (name, help, where it is read: "tx"/"rx" and the field) for the plain counters.
+COUNTERS = (
+    ("tx_packets", "packets read from the TUN to send", "tx", "packets_in"),
+    ("tx_bytes", "bytes read from the TUN to send", "tx", "bytes_in"),
+    ("tx_frames", "frames written to the radio", "tx", "frames_sent"),
+    ("tx_keepalives", "keepalives sent on an idle link", "tx", "keepalives_sent"),
+    ("tx_max_rt", "frames that exhausted their retries (MAX_RT)", "tx", "max_rt"),
+    ("tx_packets_aborted", "packets abandoned with a frame that failed", "tx", "packets_aborted"),
+    ("rx_frames", "frames read from the radio", "rx", "frames_in"),
+    ("rx_packets", "packets handed to the TUN", "rx", "packets_out"),
+    ("rx_bytes", "bytes handed to the TUN", "rx", "bytes_out"),
+    ("rx_keepalives", "keepalives heard", "rx", "keepalives"),
+    (
+        "rx_source_not_allowed",
+        "packets from a source outside allowed_ips",
+        "rx",
+        "source_not_allowed",
+    ),
+    ("radio_reinits_tx", "TX radio re-initialisations", "tx", "reinits"),
+    ("radio_reinits_rx", "RX radio re-initialisations", "rx", "reinits"),
+)
+
+
+class StatusCollector(Collector):
+    """The metrics of the statuses given (name -> status), as of when they were asked."""
+
+    def __init__(self, statuses: Mapping[str, NodeStatus | None]) -> None:
+        self.statuses = statuses
+
+    def collect(self) -> Iterator[Metric]:
+        answered = GaugeMetricFamily(
+            "longge_daemon_up", "1 if the daemon answered on its control socket", labels=["node"]
+        )
+        up = GaugeMetricFamily("longge_link_up", "1 while the peer is heard", labels=["node"])
+        heard = GaugeMetricFamily(
+            "longge_peer_last_heard_seconds",
+            "seconds since the last authentic packet from the peer",
+            labels=["node"],
+        )
+        counters = {
+            name: CounterMetricFamily(f"longge_{name}", text, labels=["node"])
+            for name, text, _, _ in COUNTERS
+        }
+        retries = CounterMetricFamily(
+            "longge_retransmissions",
+            "frames sent again: the radio's retries (ESB) or the ARQ's (stream mode)",
+            labels=["node"],
+        )
+        rx_drops = CounterMetricFamily(
+            "longge_rx_drops", "frames the reassembler dropped", labels=["node", "reason"]
+        )
+        queue_drops = CounterMetricFamily(
+            "longge_queue_drops", "packets the send queue dropped", labels=["node", "reason"]
+        )
+        refused = CounterMetricFamily(
+            "longge_security_refused",
+            "packets refused by the security layer (auth: forged or another key)",
+            labels=["node", "reason"],
+        )
+        queue_bytes = GaugeMetricFamily(
+            "longge_queue_bytes", "bytes waiting in the send queue", labels=["node"]
+        )
+        queue_packets = GaugeMetricFamily(
+            "longge_queue_packets", "packets waiting in the send queue", labels=["node"]
+        )
+        for node, st in sorted(self.statuses.items()):
+            answered.add_metric([node], 0.0 if st is None else 1.0)
+            if st is None:
+                continue
+            up.add_metric([node], 1.0 if st.link == "up" else 0.0)
+            if st.peer_last_heard_s is not None:
+                heard.add_metric([node], st.peer_last_heard_s)
+            for name, _, part, field in COUNTERS:
+                counters[name].add_metric([node], getattr(getattr(st, part), field))
+            if st.tx.retransmissions is not None:
+                retries.add_metric([node], st.tx.retransmissions)
+            for reason, n in sorted(st.rx.drops.items()):
+                rx_drops.add_metric([node, reason], n)
+            for reason, n in sorted(st.tx.queue_drops.items()):
+                queue_drops.add_metric([node, reason], n)
+            for reason, n in sorted(((st.rx.security or {}).get("drops") or {}).items()):
+                refused.add_metric([node, str(reason)], n)
+            queue_bytes.add_metric([node], st.tx.queue_bytes)
+            queue_packets.add_metric([node], st.tx.queue_packets)
+        yield answered
+        yield up
+        yield heard
+        yield from counters.values()
+        yield from (retries, rx_drops, queue_drops, refused, queue_bytes, queue_packets)
+
+
+def exposition(statuses: Mapping[str, NodeStatus | None]) -> str:
+    """The statuses as Prometheus text (what ``status --prometheus`` prints); None: a daemon
+    that did not answer (``longge_daemon_up`` 0, nothing else for it)."""
+    registry = CollectorRegistry()
+    registry.register(StatusCollector(statuses))
+    return generate_latest(registry).decode()

@@ -1,0 +1,80 @@
+"""``status --prometheus``: the daemons' counters as Prometheus text, checked by promtool
+(Debian's prometheus package) and against the status they came from."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from conftest import required
+from daemonlink import ip_packet, make_link
+from prometheus_client.parser import text_string_to_metric_families
+
+from longge.cli import main
+from longge.daemon.metrics import exposition
+from longge.daemon.status import NodeStatus
+
+#: run.sh puts it beside the venv's python (taken from Debian's package), or the system has it
+PROMTOOL = shutil.which("promtool") or shutil.which(
+    "promtool", path=str(Path(sys.executable).parent)
+)
+pytestmark = required(
+    None if PROMTOOL else "promtool is missing (Debian package prometheus)", "the metrics test"
+)
+
+
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def test_status_prometheus_passes_promtool_and_says_what_status_says(
+    air_path: str, tmp_path: Path, capsys: object
+) -> None:
+    with make_link(air_path, str(tmp_path)) as link:
+        packets = [ip_packet(300, i) for i in range(5)]
+        assert link.send(link.mtun, packets, to=link.btun) == packets
+        link.pump(0.6)
+        mobile = NodeStatus.of(link.mobile.status())
+        base = NodeStatus.of(link.base.status())
+        text = exposition({"mobile": mobile, "base": base, "gone": None})
+        done = threading.Event()
+
+        def serve() -> None:  # (the supervisors answer their sockets as they are stepped)
+            while not done.is_set():
+                link.base.step(0.01)
+
+        server = threading.Thread(target=serve)
+        server.start()
+        try:
+            asked = main(["status", "--prometheus", "--control", link.base.cfg.control])
+        finally:
+            done.set()
+            server.join()
+        assert asked == 0
+        printed = capsys.readouterr().out  # type: ignore[attr-defined]
+    assert PROMTOOL is not None
+    lint = subprocess.run(
+        [PROMTOOL, "check", "metrics"], input=text, capture_output=True, text=True, timeout=30
+    )
+    assert lint.returncode == 0 and not (lint.stdout + lint.stderr).strip(), lint
+    got = samples(text)
+    node = (("node", "base"),)
+    assert got[("longge_rx_packets_total", node)] == base.rx.packets_out >= 5
+    assert got[("longge_rx_bytes_total", node)] == base.rx.bytes_out >= 1500
+    assert got[("longge_tx_packets_total", (("node", "mobile"),))] == mobile.tx.packets_in >= 5
+    assert got[("longge_link_up", node)] == 1.0
+    assert got[("longge_daemon_up", (("node", "gone"),))] == 0.0
+    assert not any(
+        labels == (("node", "gone"),) for name, labels in got if name != "longge_daemon_up"
+    )
+    # the command prints the same families for the node it was pointed at
+    cli = samples(printed)
+    assert cli[("longge_daemon_up", (("node", "node"),))] == 1.0
+    assert cli[("longge_rx_packets_total", (("node", "node"),))] >= 5
