@@ -40,7 +40,7 @@ class NodeConfig:
     address: str = "10.24.0.2/24"
     # The peer ([[peer]] in a file): its link address (its identity: the keys derive from it),
     # its name, and the source networks its packets may come from (() = by role: a base takes
-    # its mobile's address only, a mobile takes any source, the internet's, from its base).
+    # its mobile's address and IPv6 link-local ones, a mobile any source, the internet's).
     peer: str = "10.24.0.1"
     peer_name: str = "peer"
     allowed_ips: tuple[str, ...] = ()
@@ -141,7 +141,8 @@ class NodeConfig:
         if not isinstance(self.peer_name, str) or not _PEER_NAME.fullmatch(self.peer_name):
             raise ConfigError("peer.name", self.peer_name, "1..32 letters, digits, - or _")
         if self.allowed_ips == ():  # (unset: by role)
-            by_role = (f"{peer}/{peer.max_prefixlen}",) if self.role == "base" else _ANY_SOURCE
+            own_sources = (f"{peer}/{peer.max_prefixlen}", LINK_LOCAL_V6)
+            by_role = own_sources if self.role == "base" else _ANY_SOURCE
             object.__setattr__(self, "allowed_ips", by_role)
         if not isinstance(self.allowed_ips, tuple):
             raise ConfigError("peer.allowed_ips", self.allowed_ips, 'a list like ["10.24.0.2/32"]')
@@ -307,6 +308,9 @@ def with_live_options(cfg: NodeConfig, options: dict[str, Any]) -> NodeConfig:
 _PEER_NAME = re.compile(r"[A-Za-z0-9_-]{1,32}")
 #: A mobile's base may hand it packets from anywhere (the internet through its NAT).
 _ANY_SOURCE = ("0.0.0.0/0", "::/0")
+#: IPv6 link-local sources: on a point-to-point link only the peer can send them (its kernel
+#: does, e.g. router solicitations), and no router forwards them.
+LINK_LOCAL_V6 = "fe80::/10"
 
 #: A Linux interface name (IFNAMSIZ - 1 characters, no "/", ":" or white space), or "".
 _IFNAME = re.compile(r"[^/:\s]{0,15}")

@@ -429,3 +429,10 @@ def test_a_peer_key_file_others_can_read_is_refused_by_its_peer_key(tmp_path: Pa
     path.write_text(f'[[peer]]\nkey_file = "{key}"\n')
     with pytest.raises(ConfigError, match=r"peer\.key_file .*chmod 600"):
         configfile.load(path)
+
+
+def test_a_base_takes_its_mobile_s_address_and_link_local_sources_by_default() -> None:
+    """A mobile's kernel sends IPv6 from its link-local address (router solicitations): only
+    the mobile can send those over the link, so a base takes them; no other source."""
+    base = config.NodeConfig(role="base", address="10.24.0.1/24", peer="10.24.0.2", insecure=True)
+    assert base.allowed_ips == ("10.24.0.2/32", "fe80::/10")
