@@ -188,7 +188,12 @@ ensure_promtool() {
     command -v apt-get >/dev/null 2>&1 && command -v dpkg-deb >/dev/null 2>&1 || return 0
     local tmp
     tmp=$(mktemp -d)
-    if (cd "$tmp" && apt-get download -qq prometheus 2>/dev/null) &&
+    # (a machine whose package lists were never fetched, or were cleared, needs them first)
+    if ! (cd "$tmp" && apt-get download -qq prometheus 2>/dev/null) && [ "$(id -u)" -eq 0 ]; then
+        DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null 2>&1 || true
+        (cd "$tmp" && apt-get download -qq prometheus 2>/dev/null) || true
+    fi
+    if ls "$tmp"/prometheus_*.deb >/dev/null 2>&1 &&
         dpkg-deb -x "$tmp"/prometheus_*.deb "$tmp/x" &&
         install -m 755 "$tmp/x/usr/bin/promtool" "$venv/bin/promtool"; then
         say "promtool taken from Debian's prometheus package into .venv/bin (for the metrics test)"
