@@ -34,14 +34,6 @@ from longge.protocol.secure import (
 )
 
 
-def epoch_file(state_dir: str | Path, tun: str, sender: str, receiver: str) -> Path:
-    return Path(state_dir) / f"{tun}.{sender}-{receiver}.tx-epoch"
-
-
-def mark_file(state_dir: str | Path, tun: str, sender: str, receiver: str) -> Path:
-    return Path(state_dir) / f"{tun}.{sender}-{receiver}.rx-mark"
-
-
 def floor_file(mark: Path) -> Path:
     return mark.with_name(mark.name + ".floor")
 
@@ -188,12 +180,12 @@ def identities(cfg: NodeConfig) -> tuple[str, str]:
 
 def node_epoch_file(cfg: NodeConfig) -> Path:
     own, peer = identities(cfg)
-    return epoch_file(cfg.state_dir, cfg.tun, own, peer)
+    return Path(cfg.state_dir) / f"{cfg.tun}.{own}-{peer}.tx-epoch"
 
 
 def node_mark_file(cfg: NodeConfig) -> Path:
     own, peer = identities(cfg)
-    return mark_file(cfg.state_dir, cfg.tun, peer, own)
+    return Path(cfg.state_dir) / f"{cfg.tun}.{peer}-{own}.rx-mark"
 
 
 def make_sealer(cfg: NodeConfig) -> Sealer | None:

@@ -134,10 +134,6 @@ class Mark:
     seq: int = 0
     salt: bytes = bytes(SALT_LEN)
 
-    @property
-    def epoch(self) -> int:
-        return self.seq >> 32
-
 
 class Sealer:
     """Seals outgoing packets. ``next_epoch(at_least)`` returns an epoch never returned before
@@ -156,7 +152,6 @@ class Sealer:
         self._salt_source = salt
         self._counter = 0
         self.sealed = 0
-        self.skips = 0
         self._new_epoch(0)
 
     def _new_epoch(self, at_least: int) -> None:
@@ -174,7 +169,6 @@ class Sealer:
         if epoch < self._epoch or epoch >= COUNTER_SPACE - 1:
             return False
         self._new_epoch(epoch + 1)
-        self.skips += 1
         return True
 
     def seal(self, packet: bytes) -> bytes:
@@ -214,9 +208,6 @@ class Opener:
         self._bitmap = (1 << WINDOW) - 1 if self._highest else 0
         self._saved = self._synced = self._highest
         self._saved_at = self._synced_at = self._now()
-        #: The highest epoch an authentic stale packet came from (0: none yet): what the peer's
-        #: sender must seal past (``floor_message``).
-        self.stale_floor = 0
 
     def _now(self) -> float:
         return self._clock() if self._clock is not None else 0.0
@@ -224,6 +215,12 @@ class Opener:
     @property
     def highest(self) -> int:
         return self._highest
+
+    @property
+    def stale_floor(self) -> int:
+        """The epoch a stale sender must seal past (``floor_message``): the current mark's
+        (authentic packets of it, or of an earlier one, under another salt are stale)."""
+        return self._highest >> 32
 
     @property
     def mark(self) -> Mark:
@@ -254,7 +251,6 @@ class Opener:
                 continue
             if not self._current(seq, salt):
                 self.drops[SecureDrop.STALE] += 1
-                self.stale_floor = max(self.stale_floor, self._highest >> 32)
                 return None
             self._accept(seq, salt)
             self.opened += 1
@@ -270,7 +266,7 @@ class Opener:
     def _accept(self, seq: int, salt: bytes) -> None:
         if seq > self._highest:
             shift = seq - self._highest
-            new_epoch = seq >> 32 != self._highest >> 32 or salt != self._salt
+            new_epoch = seq >> 32 != self._highest >> 32  # (same epoch: same salt, _current)
             if shift >= WINDOW or new_epoch:  # (a new epoch jumps by 2^32: never shift that far)
                 self._bitmap = 1
             else:
