@@ -146,16 +146,17 @@ class NodeConfig:
             object.__setattr__(self, "allowed_ips", by_role)
         if not isinstance(self.allowed_ips, tuple):
             raise ConfigError("peer.allowed_ips", self.allowed_ips, 'a list like ["10.24.0.2/32"]')
+        networks = []
         for allowed in self.allowed_ips:
             try:
                 if not isinstance(allowed, str):
                     raise ValueError
-                ipaddress.ip_network(allowed)
+                networks.append(ipaddress.ip_network(allowed))
             except ValueError as exc:
                 raise ConfigError(
                     "peer.allowed_ips", allowed, "networks like 10.24.0.2/32 (host bits zero)"
                 ) from exc
-        if not any(peer in ipaddress.ip_network(n) for n in self.allowed_ips):
+        if not any(peer in n for n in networks):
             raise ConfigError(
                 "peer.allowed_ips", list(self.allowed_ips), f"networks that hold {peer}"
             )

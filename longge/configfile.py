@@ -130,23 +130,34 @@ def _peer_fields(tables: object, old: dict[str, object]) -> dict[str, Any]:
         raise ConfigError(
             "peer", f"{len(tables)} [[peer]] tables", "one (a base for several mobiles: not yet)"
         )
-    for name, value in old.items():
+    if old:
+        name, value = next(iter(old.items()))
         raise ConfigError(name, value, f"said once, in [[peer]] ({_OLD_PEER_KEYS[name]} = ...)")
     fields: dict[str, Any] = {}
     for key, value in tables[0].items():
         name = f"peer.{key}"
         if key not in _PEER_KEYS:
             raise ConfigError(name, value, "one of " + ", ".join(_PEER_KEYS))
-        if key in ("tx_address", "rx_address"):
-            value = parse_address(name, value)
-        elif key == "allowed_ips":
-            if not isinstance(value, list):
-                raise ConfigError(name, value, 'a list like ["10.24.0.2/32"]')
-            value = tuple(value)
-        elif key in _KEY_SOURCES:
-            value = _read_key(name, key, value)
-        fields[_PEER_KEYS[key]] = value
+        fields[_PEER_KEYS[key]] = _file_value(name, key, value)
     return fields
+
+
+#: The keys whose value is a list in a file (a tuple in NodeConfig), with an example.
+_LIST_KEYS = {"routes": '["10.99.0.0/24"]', "allowed_ips": '["10.24.0.2/32"]'}
+
+
+def _file_value(name: str, key: str, value: object) -> Any:
+    """A file's value as NodeConfig holds it: radio addresses parsed, lists made tuples, keys
+    read (from their files); anything else as it is (NodeConfig checks it)."""
+    if key in ("tx_address", "rx_address"):
+        return parse_address(name, value)
+    if key in _LIST_KEYS:
+        if not isinstance(value, list):
+            raise ConfigError(name, value, f"a list like {_LIST_KEYS[key]}")
+        return tuple(value)
+    if key in _KEY_SOURCES:
+        return _read_key(name, key, value)
+    return value
 
 
 def from_mapping(data: dict[str, Any], base: NodeConfig | None = None) -> NodeConfig:
@@ -156,12 +167,12 @@ def from_mapping(data: dict[str, Any], base: NodeConfig | None = None) -> NodeCo
     peer_form = "peer" in data
     if peer_form:
         data = dict(data)
-        old = {
-            name: data.get(name.split(".")[0], {}).get(name.split(".")[1])
-            for name in _OLD_PEER_KEYS
-            if isinstance(data.get(name.split(".")[0]), dict)
-            and name.split(".")[1] in data[name.split(".")[0]]
-        }
+        old = {}
+        for name in _OLD_PEER_KEYS:
+            section, key = name.split(".")
+            table = data.get(section)
+            if isinstance(table, dict) and key in table:
+                old[name] = table[key]
         node.update(_peer_fields(data.pop("peer"), old))
     for section, values in data.items():
         if section not in _NODE_KEYS:
@@ -180,15 +191,7 @@ def from_mapping(data: dict[str, Any], base: NodeConfig | None = None) -> NodeCo
             if section == "radio" and key in _RADIO_KEYS:
                 radio[key] = value
             elif key in _NODE_KEYS[section]:
-                if key in ("tx_address", "rx_address"):
-                    value = parse_address(name, value)
-                if key == "routes":
-                    if not isinstance(value, list):
-                        raise ConfigError(name, value, 'a list like ["10.99.0.0/24"]')
-                    value = tuple(value)
-                if section == "security" and key in _KEY_SOURCES:
-                    key, value = _KEY_SOURCES[key], _read_key(name, key, value)
-                node[key] = value
+                node[_KEY_SOURCES.get(key) or key] = _file_value(name, key, value)
             else:
                 raise ConfigError(name, value, "not a known key (typo?)")
     if base is None:
