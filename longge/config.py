@@ -20,6 +20,8 @@ from longge.protocol.secure import KEY_LEN
 from longge.radio.options import UPLINK_CHANNEL, RadioOptions, downlink_channel
 from longge.tun import check_ifname
 
+IPInterface = ipaddress.IPv4Interface | ipaddress.IPv6Interface
+
 #: Where a node's config is installed (README: doctor, scan and the units read it).
 DEFAULT_PATH = "/etc/longge/longge.toml"
 ROLES = ("base", "mobile")
@@ -34,16 +36,92 @@ PA_LEVELS = {"min": 0, "low": 1, "high": 2, "max": 3}
 
 
 @dataclass(frozen=True)
+class PeerConfig:
+    """One link partner (a ``[[peer]]`` table): its link address (its identity: the direction
+    keys derive from it, docs/design.md §5), a name for people, the source networks its
+    packets may carry (and the destinations this node sends it: () = by role, a base takes
+    its mobile's address and IPv6 link-local ones, a mobile everything, the internet's), the
+    radio addresses (``tx_address``: ours to it, the one its RX radio listens on;
+    ``rx_address``: its to us; b"": the role's side of the default pair), its link key and a
+    previous one still accepted while rotating. NodeConfig resolves the defaults and checks
+    every value by the name a file gives it (``peer.address`` ...)."""
+
+    name: str = "peer"
+    address: str = "10.24.0.1"
+    allowed_ips: tuple[str, ...] = ()
+    tx_address: bytes = b""
+    rx_address: bytes = b""
+    key: bytes | None = field(default=None, repr=False)
+    previous_key: bytes | None = field(default=None, repr=False)
+
+    @property
+    def secured(self) -> bool:
+        return self.key is not None
+
+    def resolved(self, role: str, iface: IPInterface, width: int, insecure: bool) -> PeerConfig:
+        """This peer with the role's defaults filled in, or ConfigError naming ``peer.*``."""
+        try:
+            if not isinstance(self.address, str):  # ipaddress takes an int (or true) as one
+                raise ValueError
+            peer = ipaddress.ip_address(self.address)
+        except ValueError as exc:
+            raise ConfigError("peer.address", self.address, "an IP address") from exc
+        if peer not in iface.network or peer == iface.ip:
+            raise ConfigError("peer.address", self.address, f"another address in {iface.network}")
+        if not isinstance(self.name, str) or not _PEER_NAME.fullmatch(self.name):
+            raise ConfigError("peer.name", self.name, "1..32 letters, digits, - or _")
+        allowed = self.allowed_ips
+        if allowed == ():  # (unset: by role)
+            own_sources = (f"{peer}/{peer.max_prefixlen}", LINK_LOCAL_V6)
+            allowed = own_sources if role == "base" else _ANY_SOURCE
+        if not isinstance(allowed, tuple):
+            raise ConfigError("peer.allowed_ips", allowed, 'a list like ["10.24.0.2/32"]')
+        networks = []
+        for net in allowed:
+            try:
+                if not isinstance(net, str):
+                    raise ValueError
+                networks.append(ipaddress.ip_network(net))
+            except ValueError as exc:
+                raise ConfigError(
+                    "peer.allowed_ips", net, "networks like 10.24.0.2/32 (host bits zero)"
+                ) from exc
+        if not any(peer in n for n in networks):
+            raise ConfigError("peer.allowed_ips", list(allowed), f"networks that hold {peer}")
+        to_base, to_mobile = UPLINK_ADDRESS, DOWNLINK_ADDRESS
+        mine = (to_base, to_mobile) if role == "mobile" else (to_mobile, to_base)
+        tx_address, rx_address = (
+            given or default
+            for given, default in zip((self.tx_address, self.rx_address), mine, strict=True)
+        )
+        for key, addr in (("peer.tx_address", tx_address), ("peer.rx_address", rx_address)):
+            if not isinstance(addr, bytes) or len(addr) != width:
+                raise ConfigError(key, addr, f"{width} bytes (radio.address_width)")
+        if tx_address == rx_address:
+            raise ConfigError("peer.rx_address", rx_address, "different from tx_address")
+        if self.key is None and not insecure:
+            raise ConfigError(
+                "peer.key",
+                None,
+                'a link key: key_file = "/etc/longge/key" (make one with ./run.sh keygen, '
+                "the same on both nodes), or [security] insecure = true to run an open link "
+                "that anyone with a radio can inject into",
+            )
+        if self.key is not None and insecure:
+            raise ConfigError("security.insecure", True, "false when a key is given")
+        for name, k in (("peer.key", self.key), ("peer.previous_key", self.previous_key)):
+            if k is not None and (not isinstance(k, bytes) or len(k) != KEY_LEN):
+                raise ConfigError(name, "<hidden>", f"{KEY_LEN} bytes")
+        if self.previous_key is not None and self.key is None:
+            raise ConfigError("peer.previous_key", "<key>", "only together with a key")
+        return replace(self, allowed_ips=allowed, tx_address=tx_address, rx_address=rx_address)
+
+
+@dataclass(frozen=True)
 class NodeConfig:
     role: str = "mobile"
     tun: str = "longge0"
     address: str = "10.24.0.2/24"
-    # The peer ([[peer]] in a file): its link address (its identity: the keys derive from it),
-    # its name, and the source networks its packets may come from (() = by role: a base takes
-    # its mobile's address and IPv6 link-local ones, a mobile any source, the internet's).
-    peer: str = "10.24.0.1"
-    peer_name: str = "peer"
-    allowed_ips: tuple[str, ...] = ()
     mtu: int = 1500
     txqueuelen: int = 32
     queue_ms: int = 100
@@ -58,16 +136,14 @@ class NodeConfig:
     # Unset (-1 and b""): the role's side of the default pair, so two default configs talk.
     tx_channel: int = -1
     rx_channel: int = -1
-    tx_address: bytes = b""
-    rx_address: bytes = b""
     default_route: bool = False
     routes: tuple[str, ...] = ()
     nat: bool = True
     uplink: str = ""
-    # [security]: the link key (32 bytes), a previous key still accepted while rotating, an
-    # explicit opt-out, and where the nonce epoch / replay mark survive restarts.
-    key: bytes | None = field(default=None, repr=False)
-    previous_key: bytes | None = field(default=None, repr=False)
+    # The link partners ([[peer]] in a file; one until a base serves several mobiles).
+    peers: tuple[PeerConfig, ...] = (PeerConfig(),)
+    # [security]: an explicit opt-out of keys (every peer then has none), and where the nonce
+    # epochs and replay marks survive restarts.
     insecure: bool = False
     state_dir: str = "/var/lib/longge"
     # [rf24]: two radios on a Raspberry Pi's SPI bus (BCM GPIO numbers for CE; CSN = the
@@ -116,11 +192,6 @@ class NodeConfig:
             value = getattr(self, key)
             if type(value) is int and value == -1:  # (not -1.0: refused below, by name)
                 object.__setattr__(self, key, default)
-        to_base, to_mobile = UPLINK_ADDRESS, DOWNLINK_ADDRESS
-        mine_a = (to_base, to_mobile) if self.role == "mobile" else (to_mobile, to_base)
-        for key, default_a in zip(("tx_address", "rx_address"), mine_a, strict=True):
-            if getattr(self, key) == b"":
-                object.__setattr__(self, key, default_a)
         if not isinstance(self.tun, str):
             raise ConfigError("node.tun", self.tun, "an interface name of 1..15 characters")
         check_ifname(self.tun)
@@ -130,36 +201,6 @@ class NodeConfig:
             iface = ipaddress.ip_interface(self.address)
         except ValueError as exc:
             raise ConfigError("node.address", self.address, "an address/prefix") from exc
-        try:
-            if not isinstance(self.peer, str):
-                raise ValueError
-            peer = ipaddress.ip_address(self.peer)
-        except ValueError as exc:
-            raise ConfigError("node.peer", self.peer, "an IP address") from exc
-        if peer not in iface.network or peer == iface.ip:
-            raise ConfigError("node.peer", self.peer, f"another address in {iface.network}")
-        if not isinstance(self.peer_name, str) or not _PEER_NAME.fullmatch(self.peer_name):
-            raise ConfigError("peer.name", self.peer_name, "1..32 letters, digits, - or _")
-        if self.allowed_ips == ():  # (unset: by role)
-            own_sources = (f"{peer}/{peer.max_prefixlen}", LINK_LOCAL_V6)
-            by_role = own_sources if self.role == "base" else _ANY_SOURCE
-            object.__setattr__(self, "allowed_ips", by_role)
-        if not isinstance(self.allowed_ips, tuple):
-            raise ConfigError("peer.allowed_ips", self.allowed_ips, 'a list like ["10.24.0.2/32"]')
-        networks = []
-        for allowed in self.allowed_ips:
-            try:
-                if not isinstance(allowed, str):
-                    raise ValueError
-                networks.append(ipaddress.ip_network(allowed))
-            except ValueError as exc:
-                raise ConfigError(
-                    "peer.allowed_ips", allowed, "networks like 10.24.0.2/32 (host bits zero)"
-                ) from exc
-        if not any(peer in n for n in networks):
-            raise ConfigError(
-                "peer.allowed_ips", list(self.allowed_ips), f"networks that hold {peer}"
-            )
         _in_range("node.mtu", self.mtu, 576, 9000)
         check_mtu(self.mtu)
         _in_range("node.txqueuelen", self.txqueuelen, 1, 10_000)
@@ -183,14 +224,6 @@ class NodeConfig:
             raise ConfigError(
                 "radio.rx_channel", self.rx_channel, "at least 2 channels from radio.tx_channel"
             )
-        for key, addr in (
-            ("radio.tx_address", self.tx_address),
-            ("radio.rx_address", self.rx_address),
-        ):
-            if len(addr) != self.radio.address_width:
-                raise ConfigError(key, addr, f"{self.radio.address_width} bytes (address_width)")
-        if self.tx_address == self.rx_address:
-            raise ConfigError("radio.rx_address", self.rx_address, "different from tx_address")
         for key, flag in (("mobile.default_route", self.default_route), ("base.nat", self.nat)):
             if not isinstance(flag, bool):
                 raise ConfigError(key, flag, "true or false")
@@ -218,21 +251,22 @@ class NodeConfig:
                 raise ConfigError("mobile.routes", route, f"a prefix length: {net}")
         if not isinstance(self.insecure, bool):
             raise ConfigError("security.insecure", self.insecure, "true or false")
-        if self.key is None and not self.insecure:
+        if not isinstance(self.peers, tuple) or not all(
+            isinstance(p, PeerConfig) for p in self.peers
+        ):
+            raise ConfigError("peer", self.peers, "[[peer]] tables")
+        if len(self.peers) != 1:
             raise ConfigError(
-                "security.key",
-                None,
-                'a link key: key_file = "/etc/longge/key" (make one with ./run.sh keygen, '
-                "the same on both nodes), or insecure = true to run an open link that anyone "
-                "with a radio can inject into",
+                "peer",
+                f"{len(self.peers)} [[peer]] tables",
+                "one (a base for several mobiles: not yet)",
             )
-        if self.key is not None and self.insecure:
-            raise ConfigError("security.insecure", True, "false when a key is given")
-        for name, k in (("security.key", self.key), ("security.previous_key", self.previous_key)):
-            if k is not None and len(k) != KEY_LEN:
-                raise ConfigError(name, f"<{len(k)} bytes>", f"{KEY_LEN} bytes")
-        if self.previous_key is not None and self.key is None:
-            raise ConfigError("security.previous_key", "<key>", "only together with a key")
+        width = self.radio.address_width
+        object.__setattr__(
+            self,
+            "peers",
+            tuple(p.resolved(self.role, iface, width, self.insecure) for p in self.peers),
+        )
         for name in ("tx_ce_pin", "rx_ce_pin"):
             _in_range(f"rf24.{name}", getattr(self, name), 0, 27)
         for name in ("tx_csn_pin", "rx_csn_pin"):
@@ -264,7 +298,12 @@ class NodeConfig:
 
     @property
     def secured(self) -> bool:
-        return self.key is not None
+        return not self.insecure
+
+    @property
+    def gateway(self) -> str:
+        """A mobile's one peer, its base: where its routes lead."""
+        return self.peers[0].address
 
     @property
     def pa_value(self) -> int:

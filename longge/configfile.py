@@ -15,7 +15,7 @@ from typing import Any
 
 import tomli_w
 
-from longge.config import NodeConfig
+from longge.config import NodeConfig, PeerConfig
 from longge.errors import ConfigError
 from longge.protocol.secure import parse_key
 from longge.radio.options import LINK_KEYS
@@ -39,7 +39,6 @@ _NODE_KEYS = {
         "role",
         "tun",
         "address",
-        "peer",
         "mtu",
         "txqueuelen",
         "queue_ms",
@@ -47,11 +46,11 @@ _NODE_KEYS = {
         "control",
         "keepalive_s",
     },
-    "radio": {"backend", "pa_level", "tx_channel", "rx_channel", "tx_address", "rx_address"},
+    "radio": {"backend", "pa_level", "tx_channel", "rx_channel"},
     "sim": {"air"},
     "mobile": {"default_route", "routes"},
     "base": {"nat", "uplink"},
-    "security": {"key", "key_file", "previous_key", "previous_key_file", "insecure", "state_dir"},
+    "security": {"insecure", "state_dir"},
     "rf24": {
         "tx_ce_pin",
         "tx_csn_pin",
@@ -64,10 +63,10 @@ _NODE_KEYS = {
     },
     "serial": {"tx_port", "rx_port", "baud"},
 }
-#: A [[peer]] table's keys -> NodeConfig fields (its keys: as in [security] before).
+#: A [[peer]] table's keys -> PeerConfig fields.
 _PEER_KEYS = {
-    "name": "peer_name",
-    "address": "peer",
+    "name": "name",
+    "address": "address",
     "allowed_ips": "allowed_ips",
     "tx_address": "tx_address",
     "rx_address": "rx_address",
@@ -86,6 +85,8 @@ _OLD_PEER_KEYS = {
     "security.previous_key": "previous_key",
     "security.previous_key_file": "previous_key_file",
 }
+#: ... and the other way: a check's ``peer.*`` as such a file spells it.
+_OLD_NAMES = {f"peer.{v}": k for k, v in _OLD_PEER_KEYS.items() if not v.endswith("_file")}
 _RADIO_KEYS = set(LINK_KEYS)
 #: Emulator settings a node's daemon never reads: the emulated air's loss is set on the air.
 _AIR_ONLY_KEYS = {"per", "ack_per", "burst", "seed"}
@@ -116,13 +117,12 @@ def _read_key(name: str, source: str, value: object) -> bytes:
 _UNSET_RADIOS: dict[str, Any] = {
     "tx_channel": -1,
     "rx_channel": -1,
-    "tx_address": b"",
-    "rx_address": b"",
 }
+_UNSET_PEER_RADIOS = {"tx_address": b"", "rx_address": b""}
 
 
 def _peer_fields(tables: object, old: dict[str, object]) -> dict[str, Any]:
-    """The NodeConfig fields of a file's [[peer]] tables. ``old``: the keys the file also
+    """The PeerConfig fields of a file's [[peer]] tables. ``old``: the keys the file also
     gave in the form before [[peer]] (refused: one place for each)."""
     if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
         raise ConfigError("peer", tables, "[[peer]] tables")
@@ -140,6 +140,19 @@ def _peer_fields(tables: object, old: dict[str, object]) -> dict[str, Any]:
             raise ConfigError(name, value, "one of " + ", ".join(_PEER_KEYS))
         fields[_PEER_KEYS[key]] = _file_value(name, key, value)
     return fields
+
+
+def _old_peer_fields(data: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A file in the form before [[peer]]: its one peer's fields, taken out of its sections
+    (the sections without them are returned beside)."""
+    rest = {s: dict(t) if isinstance(t, dict) else t for s, t in data.items()}
+    fields: dict[str, Any] = {}
+    for name, key in _OLD_PEER_KEYS.items():
+        section, old = name.split(".")
+        table = rest.get(section)
+        if isinstance(table, dict) and old in table:
+            fields[_PEER_KEYS[key]] = _file_value(name, key, table.pop(old))
+    return fields, rest
 
 
 #: The keys whose value is a list in a file (a tuple in NodeConfig), with an example.
@@ -173,7 +186,9 @@ def from_mapping(data: dict[str, Any], base: NodeConfig | None = None) -> NodeCo
             table = data.get(section)
             if isinstance(table, dict) and key in table:
                 old[name] = table[key]
-        node.update(_peer_fields(data.pop("peer"), old))
+        peer = _peer_fields(data.pop("peer"), old)
+    else:
+        peer, data = _old_peer_fields(data)
     for section, values in data.items():
         if section not in _NODE_KEYS:
             raise ConfigError(section, "...", "sections: peer, " + ", ".join(_NODE_KEYS))
@@ -191,7 +206,7 @@ def from_mapping(data: dict[str, Any], base: NodeConfig | None = None) -> NodeCo
             if section == "radio" and key in _RADIO_KEYS:
                 radio[key] = value
             elif key in _NODE_KEYS[section]:
-                node[_KEY_SOURCES.get(key) or key] = _file_value(name, key, value)
+                node[key] = _file_value(name, key, value)
             else:
                 raise ConfigError(name, value, "not a known key (typo?)")
     if base is None:
@@ -199,6 +214,7 @@ def from_mapping(data: dict[str, Any], base: NodeConfig | None = None) -> NodeCo
         node.setdefault("insecure", False)
         # and what it leaves unset of its radios is its own role's side of the default pair
         node.update({k: v for k, v in _UNSET_RADIOS.items() if k not in node})
+        peer.update({k: v for k, v in _UNSET_PEER_RADIOS.items() if k not in peer})
     cfg = base or NodeConfig(insecure=True)
     try:
         opts = replace(cfg.radio, **radio)
@@ -206,15 +222,19 @@ def from_mapping(data: dict[str, Any], base: NodeConfig | None = None) -> NodeCo
         raise ConfigError(f"radio.{exc.key}", exc.value, exc.allowed) from exc
     except TypeError as exc:
         raise ConfigError("radio", radio, str(exc)) from exc
+    if peer or base is None:
+        # (a base's peer keeps what the overrides do not say; a file's starts from nothing)
+        start = cfg.peers[0] if base is not None else PeerConfig()
+        node["peers"] = (replace(start, **peer),)
     try:
         return replace(cfg, radio=opts, **node)
     except TypeError as exc:
         raise ConfigError("node", node, str(exc)) from exc
     except ConfigError as exc:
-        if not peer_form or exc.key not in _OLD_PEER_KEYS:
+        if peer_form or exc.key not in _OLD_NAMES:
             raise
-        # (the checks name a key as the form before [[peer]] spelt it)
-        raise ConfigError(f"peer.{_OLD_PEER_KEYS[exc.key]}", exc.value, exc.allowed) from exc
+        # (the checks name a key as [[peer]] spells it; this file spells it the older way)
+        raise ConfigError(_OLD_NAMES[exc.key], exc.value, exc.allowed) from exc
 
 
 def _address_text(address: bytes) -> str:
@@ -231,35 +251,31 @@ def to_mapping(
     for section, keys in _NODE_KEYS.items():
         table: dict[str, Any] = {}
         for key in sorted(keys):
-            if key in _KEY_SOURCES:
-                continue
             value = getattr(cfg, key)
-            if key in ("tx_address", "rx_address"):
-                value = _address_text(value)
-            elif key == "routes":
+            if key == "routes":
                 value = list(value)
             table[key] = value
         out[section] = table
     out["radio"].update({k: getattr(cfg.radio, k) for k in LINK_KEYS})
-    for name in _OLD_PEER_KEYS:  # (said in [[peer]])
-        section, key = name.split(".")
-        out[section].pop(key, None)
-    peer: dict[str, Any] = {
-        "name": cfg.peer_name,
-        "address": cfg.peer,
-        "allowed_ips": list(cfg.allowed_ips),
-        "tx_address": _address_text(cfg.tx_address),
-        "rx_address": _address_text(cfg.rx_address),
-    }
-    if cfg.key is not None:
-        if key_file is None:
-            raise ValueError("a secured config is written with the key_file its key is in")
-        peer["key_file"] = key_file
-    if cfg.previous_key is not None:
-        if previous_key_file is None:
-            raise ValueError("the previous key too needs the file it is in")
-        peer["previous_key_file"] = previous_key_file
-    out["peer"] = [peer]  # type: ignore[assignment]
+    peers = []
+    for p in cfg.peers:
+        peer: dict[str, Any] = {
+            "name": p.name,
+            "address": p.address,
+            "allowed_ips": list(p.allowed_ips),
+            "tx_address": _address_text(p.tx_address),
+            "rx_address": _address_text(p.rx_address),
+        }
+        if p.key is not None:
+            if key_file is None:
+                raise ValueError("a secured config is written with the key_file its key is in")
+            peer["key_file"] = key_file
+        if p.previous_key is not None:
+            if previous_key_file is None:
+                raise ValueError("the previous key too needs the file it is in")
+            peer["previous_key_file"] = previous_key_file
+        peers.append(peer)
+    out["peer"] = peers  # type: ignore[assignment]
     return out
 
 

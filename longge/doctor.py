@@ -109,7 +109,7 @@ def _config(path: str | None) -> tuple[list[Check], config.NodeConfig | None]:
     except ConfigError as exc:
         return [Check(FAIL, "node config", f"{target}: {exc}", "fix that key")], None
     checks = [Check(PASS, "node config", f"{target}: {cfg.role}, backend {cfg.backend}")]
-    if cfg.key is None:
+    if not cfg.secured:
         checks.append(
             Check(WARN, "link security", "insecure = true: anyone with a radio can inject")
         )

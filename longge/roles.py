@@ -269,7 +269,7 @@ def setup_mobile(cfg: NodeConfig) -> list[Undo]:
                             ip("route", "append" if i else "replace", *args, check=False)
 
                 undo.append(put_back)
-            ip("route", "replace", dst, "via", cfg.peer, "dev", cfg.tun)
+            ip("route", "replace", dst, "via", cfg.gateway, "dev", cfg.tun)
     except BaseException:
         _undoing(undo)
         raise

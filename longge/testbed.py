@@ -29,7 +29,7 @@ from longge import configfile
 from longge.air import native
 from longge.air.loss import NO_LOSS, AirLoss
 from longge.air.wire import query
-from longge.config import NodeConfig
+from longge.config import NodeConfig, PeerConfig
 from longge.daemon.control import ControlError
 from longge.daemon.status import DaemonClient
 from longge.errors import LongGeError
@@ -113,8 +113,15 @@ class TestbedSpec:
             "role": role,
             "tun": "longge0",
             "address": f"{MOBILE_IP if mobile else BASE_IP}/24",
-            "peer": BASE_IP if mobile else MOBILE_IP,
-            "peer_name": "base" if mobile else "mobile",
+            "peers": (
+                PeerConfig(
+                    name="base" if mobile else "mobile",
+                    address=BASE_IP if mobile else MOBILE_IP,
+                    tx_address=b"LGm2b" if mobile else b"LGb2m",
+                    rx_address=b"LGb2m" if mobile else b"LGm2b",
+                    key=key if self.secured else None,
+                ),
+            ),
             "control": str(p[role]),
             "queue": self.queue,
             "backend": self.backend(role),
@@ -124,13 +131,10 @@ class TestbedSpec:
             "radio": replace(self.options, channel=RadioOptions.channel),
             "tx_channel": up_ch if mobile else down_ch,
             "rx_channel": down_ch if mobile else up_ch,
-            "tx_address": b"LGm2b" if mobile else b"LGb2m",
-            "rx_address": b"LGb2m" if mobile else b"LGm2b",
             "default_route": mobile,
             "nat": not mobile,
             "uplink": "" if mobile else "up0",
             "insecure": not self.secured,
-            "key": key if self.secured else None,
             "state_dir": str(STATE_DIR / "security"),
             "driver": "pyrf24",
         }

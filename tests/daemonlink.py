@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from longge.config import NodeConfig
+from longge.config import NodeConfig, PeerConfig
 from longge.daemon.supervisor import Supervisor
 from longge.radio.options import RadioOptions
 from longge.tun import MemoryTun
@@ -105,7 +105,7 @@ def make_link(
     # These tests send bursts and want every packet through: a long queue budget, and retries
     # enough (15 x 1 ms) that a radio process descheduled on a busy CI machine loses nothing.
     radio = radio or RadioOptions(ard_us=1000, arc=15)
-    secured: dict[str, Any] = {"key": LINK_KEY, "state_dir": os.path.join(d, "state")}
+    secured: dict[str, Any] = {"state_dir": os.path.join(d, "state")}
     if backend != "sim":
         secured.update(backend=backend, driver="sim")
     mob = NodeConfig(
@@ -115,6 +115,7 @@ def make_link(
             "control": os.path.join(d, "m.sock"),
             "queue_ms": 5000,
             "radio": radio,
+            "peers": (PeerConfig(key=LINK_KEY),),
             **secured,
             **(mobile_extra or {}),
         }
@@ -122,13 +123,13 @@ def make_link(
     base = NodeConfig(
         role="base",
         address="10.24.0.1/24",
-        peer="10.24.0.2",
+        peers=(
+            PeerConfig(address="10.24.0.2", tx_address=b"LGb2m", rx_address=b"LGm2b", key=LINK_KEY),
+        ),
         air=air_path,
         control=os.path.join(d, "b.sock"),
         tx_channel=81,
         rx_channel=76,
-        tx_address=b"LGb2m",
-        rx_address=b"LGm2b",
         queue_ms=5000,
         radio=radio,
         **secured,

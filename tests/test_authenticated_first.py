@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from daemonlink import LINK_KEY, ip_packet
 
-from longge.config import NodeConfig
+from longge.config import NodeConfig, PeerConfig
 from longge.daemon.supervisor import Supervisor
 from longge.protocol import Fragmenter
 from longge.protocol.frame import Header
@@ -80,15 +80,16 @@ def test_a_strangers_frames_do_not_bring_a_dead_link_up(
     cfg = NodeConfig(
         role="base",
         address="10.24.0.1/24",
-        peer="10.24.0.2",
         air=air_path,
         control=os.path.join(tmp_path, "b.sock"),
         tx_channel=81,
         rx_channel=UPLINK_CHANNEL,
-        tx_address=b"LGb2m",
-        rx_address=BASE_RX_ADDRESS,
         radio=radio,
-        key=LINK_KEY,
+        peers=(
+            PeerConfig(
+                address="10.24.0.2", tx_address=b"LGb2m", rx_address=BASE_RX_ADDRESS, key=LINK_KEY
+            ),
+        ),
         state_dir=str(tmp_path / "state"),
     )
     base = Supervisor(cfg, MemoryTun("b0"), network=False)

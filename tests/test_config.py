@@ -30,11 +30,12 @@ def example(name: str, tmp_path: Path) -> Path:
 def test_example_configs_load_and_mirror_each_other(tmp_path: Path) -> None:
     base = configfile.load(example("basestation", tmp_path))
     mobile = configfile.load(example("mobile", tmp_path))
-    assert base.key == mobile.key == bytes.fromhex(KEY)
+    (bp,), (mp,) = base.peers, mobile.peers
+    assert bp.key == mp.key == bytes.fromhex(KEY)
     assert (base.role, mobile.role) == ("base", "mobile")
     assert base.tx_channel == mobile.rx_channel and base.rx_channel == mobile.tx_channel
-    assert base.tx_address == mobile.rx_address and base.rx_address == mobile.tx_address
-    assert base.peer == mobile.address.split("/")[0]
+    assert bp.tx_address == mp.rx_address and bp.rx_address == mp.tx_address
+    assert bp.address == mobile.address.split("/")[0]
 
 
 def test_overrides_win(tmp_path: Path) -> None:
@@ -95,7 +96,7 @@ def test_an_open_link_must_be_asked_for(tmp_path: Path) -> None:
     f = tmp_path / "open.toml"
     f.write_text("[security]\ninsecure = true\n")
     cfg = configfile.load(f)
-    assert cfg.key is None and not cfg.secured
+    assert cfg.peers[0].key is None and not cfg.secured
     f.write_text('[security]\nkey = "' + KEY + '"\n')
     f.chmod(0o600)  # (a key written into a config others can read is refused)
     cfg = configfile.load(f)
@@ -162,6 +163,7 @@ WRONG = {
 def test_every_key_has_a_wrong_value_case() -> None:
     keys = {f"{s}.{k}" for s, ks in configfile._NODE_KEYS.items() for k in ks}
     keys |= {f"radio.{k}" for k in configfile._RADIO_KEYS | configfile._AIR_ONLY_KEYS}
+    keys |= set(configfile._OLD_PEER_KEYS)  # (the form before [[peer]], still read)
     assert keys == set(WRONG), f"missing: {keys - set(WRONG)}, stale: {set(WRONG) - keys}"
 
 
@@ -182,6 +184,12 @@ def test_each_key_refuses_a_wrong_value_by_name(tmp_path: Path, dotted: str) -> 
 #: Values of every TOML type: each key takes one as a value of its own type or refuses it by
 #: name (once, "tun = 5" and "routes = 5" crashed, "mtu = 1500.5" and "txqueuelen = true" were
 #: taken, and "rate = [1]" named only its section).
+#: The keys of the form before [[peer]] that are its one peer's now: PeerConfig's fields.
+OLD_PEER_FIELDS = {
+    "node.peer": "address",
+    "radio.tx_address": "tx_address",
+    "radio.rx_address": "rx_address",
+}
 ODD_VALUES = ("true", "1.5", "-1", '"x"', "[1]", "{ a = 1 }", "1979-05-27")
 
 
@@ -199,7 +207,15 @@ def test_a_value_of_any_type_is_taken_as_its_keys_type_or_refused_by_name(
         except ConfigError as err:
             assert err.key in (dotted, key), (value, str(err))
             continue
-        where, default = (cfg.radio, plain.radio) if hasattr(plain.radio, key) else (cfg, plain)
+        where: object
+        default: object
+        if hasattr(plain.radio, key):
+            where, default = cfg.radio, plain.radio
+        elif dotted in OLD_PEER_FIELDS:  # (the form before [[peer]]: its one peer's)
+            key = OLD_PEER_FIELDS[dotted]
+            where, default = cfg.peers[0], plain.peers[0]
+        else:
+            where, default = cfg, plain
         want = type(getattr(default, key))
         got = getattr(where, key)
         assert type(got) is want or (want is float and type(got) is int), (value, got)
@@ -225,9 +241,15 @@ def test_the_defaults_are_a_mirrored_pair_inside_the_band() -> None:
     assert mobile.rx_channel == downlink_channel(mobile.tx_channel)
     assert mobile.warnings() == []
     # a base station with no channels or addresses set is the mobile's mirror: two defaults talk
-    base = config.NodeConfig(role="base", address="10.24.0.1/24", peer="10.24.0.2", insecure=True)
+    base = config.NodeConfig(
+        role="base",
+        address="10.24.0.1/24",
+        peers=(config.PeerConfig(address="10.24.0.2"),),
+        insecure=True,
+    )
     assert (base.tx_channel, base.rx_channel) == (mobile.rx_channel, mobile.tx_channel)
-    assert (base.tx_address, base.rx_address) == (mobile.rx_address, mobile.tx_address)
+    (bp,), (mp,) = base.peers, mobile.peers
+    assert (bp.tx_address, bp.rx_address) == (mp.rx_address, mp.tx_address)
     for up in range(0, 126):
         down = downlink_channel(up)
         assert abs(down - up) >= 2 and 0 <= down <= 125
@@ -249,15 +271,16 @@ def test_a_base_file_without_channels_or_addresses_is_the_default_mobiles_mirror
     f.write_text("[security]\ninsecure = true\n")
     mobile = configfile.load(f)
     assert (base.tx_channel, base.rx_channel) == (mobile.rx_channel, mobile.tx_channel)
-    assert (base.tx_address, base.rx_address) == (mobile.rx_address, mobile.tx_address)
-    assert mobile.tx_channel != base.tx_channel and mobile.tx_address != base.tx_address
+    (bp,), (mp,) = base.peers, mobile.peers
+    assert (bp.tx_address, bp.rx_address) == (mp.rx_address, mp.tx_address)
+    assert mobile.tx_channel != base.tx_channel and mp.tx_address != bp.tx_address
     # what a file does set stays set
     f.write_text(
         '[node]\nrole = "base"\naddress = "10.24.0.1/24"\npeer = "10.24.0.2"\n'
         '[radio]\ntx_channel = 40\ntx_address = "ABCDE"\n[security]\ninsecure = true\n'
     )
     mine = configfile.load(f)
-    assert (mine.tx_channel, mine.rx_channel, mine.tx_address) == (40, 76, b"ABCDE")
+    assert (mine.tx_channel, mine.rx_channel, mine.peers[0].tx_address) == (40, 76, b"ABCDE")
 
 
 def test_what_a_user_must_know_before_it_happens_is_said(tmp_path: Path) -> None:
@@ -289,18 +312,22 @@ def test_the_writer_is_the_readers_inverse(tmp_path: Path) -> None:
         config.NodeConfig(
             role="base",
             address="10.5.0.1/24",
-            peer="10.5.0.2",
+            peers=(
+                config.PeerConfig(
+                    address="10.5.0.2",
+                    tx_address=bytes.fromhex("e7e7e7e7e7"),
+                    key=parse_key(text, "key"),
+                ),
+            ),
             mtu=1280,
             queue_ms=40,
             queue="fifo",
-            tx_address=bytes.fromhex("e7e7e7e7e7"),
             routes=("192.168.9.0/24",),
-            key=parse_key(text, "key"),
             radio=config.RadioOptions(rate="1M", ard_us=750, arc=7, auto_ack=False, crc=1),
         ),
     ]
     for cfg in configs:
-        written = configfile.dumps(cfg, key_file=str(key_file) if cfg.key else None)
+        written = configfile.dumps(cfg, key_file=str(key_file) if cfg.secured else None)
         assert text not in written  # the key itself is never written
         assert configfile.from_mapping(tomllib.loads(written)) == cfg
     with pytest.raises(ValueError):
@@ -333,7 +360,11 @@ def test_the_testbed_spec_writes_configs_the_daemons_read_back(
         read[role] = configfile.load(path)
         assert read[role] == spec.node_config(role, key)
         assert (read[role].queue, read[role].queue_ms, read[role].mtu) == ("fifo", 40, 1280)
-        assert (read[role].radio.ard_us, read[role].radio.arc, read[role].key) == (500, 5, key)
+        assert (read[role].radio.ard_us, read[role].radio.arc, read[role].peers[0].key) == (
+            500,
+            5,
+            key,
+        )
     mobile, base = read["mobile"], read["base"]
     assert mobile.tx_channel == base.rx_channel == 70
     assert mobile.rx_channel == base.tx_channel == downlink_channel(70)
@@ -393,8 +424,9 @@ def test_a_one_peer_file_of_the_form_before_peer_tables_reads_as_that_peer(
         and "tx_address" not in text.split("[[peer]]")[0]
     )
     assert configfile.load(new) == cfg
-    assert (cfg.peer, cfg.tx_address, cfg.key) == ("10.24.0.1", b"LGm2b", bytes.fromhex(KEY))
-    assert cfg.allowed_ips == ("0.0.0.0/0", "::/0")  # a mobile's peer: by role
+    (p,) = cfg.peers
+    assert (p.address, p.tx_address, p.key) == ("10.24.0.1", b"LGm2b", bytes.fromhex(KEY))
+    assert p.allowed_ips == ("0.0.0.0/0", "::/0")  # a mobile's peer: by role
 
 
 @pytest.mark.parametrize(
@@ -434,5 +466,10 @@ def test_a_peer_key_file_others_can_read_is_refused_by_its_peer_key(tmp_path: Pa
 def test_a_base_takes_its_mobile_s_address_and_link_local_sources_by_default() -> None:
     """A mobile's kernel sends IPv6 from its link-local address (router solicitations): only
     the mobile can send those over the link, so a base takes them; no other source."""
-    base = config.NodeConfig(role="base", address="10.24.0.1/24", peer="10.24.0.2", insecure=True)
-    assert base.allowed_ips == ("10.24.0.2/32", "fe80::/10")
+    base = config.NodeConfig(
+        role="base",
+        address="10.24.0.1/24",
+        peers=(config.PeerConfig(address="10.24.0.2"),),
+        insecure=True,
+    )
+    assert base.peers[0].allowed_ips == ("10.24.0.2/32", "fe80::/10")

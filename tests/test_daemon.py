@@ -155,7 +155,7 @@ def test_an_overloaded_daemon_keeps_its_queue_bounds_and_lets_a_sparse_flow_thro
     and overtakes the bulk that waits: in a FIFO it would come out behind all 14; here behind
     what was already on its way (one or two) plus what a busy machine lets through before the
     TX process reads it, so it must come out within the first half of the queue."""
-    from longge.daemon.radio_tx import queue_limit_bytes
+    from longge.daemon.peers import queue_limit_bytes
     from longge.measure.model import packet_air_ns
     from longge.protocol.secure import OVERHEAD
 
@@ -241,7 +241,7 @@ def test_a_sender_restored_to_an_older_state_dir_is_told_its_floor_and_comes_bac
     carries packets again without anyone removing a file."""
     from longge.daemon import keystate
 
-    epoch_path = keystate.node_epoch_file(link.mobile.cfg)
+    epoch_path = keystate.node_epoch_file(link.mobile.cfg, link.mobile.cfg.peers[0])
     saved = epoch_path.read_text()
     worker = link.mobile.workers[0]  # tx
 
@@ -402,7 +402,7 @@ def test_a_normal_user_is_told_why_status_is_refused(air_path: str) -> None:
 
     from daemonlink import LINK_KEY
 
-    from longge.config import NodeConfig
+    from longge.config import NodeConfig, PeerConfig
 
     if os.geteuid() != 0:
         pytest.skip("needs root to run the daemon's root-only socket and drop to another user")
@@ -410,7 +410,10 @@ def test_a_normal_user_is_told_why_status_is_refused(air_path: str) -> None:
     os.chmod(folder, 0o755)
     path = os.path.join(folder, "c.sock")
     cfg = NodeConfig(
-        key=LINK_KEY, state_dir=os.path.join(folder, "state"), control=path, air=air_path
+        peers=(PeerConfig(key=LINK_KEY),),
+        state_dir=os.path.join(folder, "state"),
+        control=path,
+        air=air_path,
     )
     sup = Supervisor(cfg, MemoryTun("m8"), network=False)
     ours, theirs = multiprocessing.Pipe()
@@ -448,12 +451,14 @@ def test_a_daemon_refuses_to_start_on_an_epoch_file_that_is_not_one(tmp_path: Pa
     """Before: each radio process died on it at its first packet, and again every second."""
     from daemonlink import LINK_KEY
 
-    from longge.config import NodeConfig
+    from longge.config import NodeConfig, PeerConfig
     from longge.daemon import keystate
     from longge.protocol.secure import SecurityError
 
-    cfg = NodeConfig(key=LINK_KEY, state_dir=str(tmp_path), control=str(tmp_path / "c.sock"))
-    keystate.node_epoch_file(cfg).write_text("-3\n")
+    cfg = NodeConfig(
+        peers=(PeerConfig(key=LINK_KEY),), state_dir=str(tmp_path), control=str(tmp_path / "c.sock")
+    )
+    keystate.node_epoch_file(cfg, cfg.peers[0]).write_text("-3\n")
     sup = Supervisor(cfg, MemoryTun("m9"), network=False)
     try:
         with pytest.raises(SecurityError, match="remove it only together with the key"):
@@ -470,11 +475,14 @@ def test_the_radio_processes_die_with_a_killed_supervisor(air_path: str, tmp_pat
 
     from daemonlink import LINK_KEY
 
-    from longge.config import NodeConfig
+    from longge.config import NodeConfig, PeerConfig
     from longge.testbed import running  # (alive, and not a zombie: an orphan's waits for init)
 
     cfg = NodeConfig(
-        key=LINK_KEY, state_dir=str(tmp_path), control=str(tmp_path / "c.sock"), air=air_path
+        peers=(PeerConfig(key=LINK_KEY),),
+        state_dir=str(tmp_path),
+        control=str(tmp_path / "c.sock"),
+        air=air_path,
     )
     ctx = multiprocessing.get_context("fork")
     pids_out, pids_in = ctx.Pipe(duplex=False)
@@ -509,11 +517,11 @@ def test_a_start_that_fails_half_way_leaves_no_radio_process(air_path: str, tmp_
     processes lived on holding the radios and the TUN, and the base's NAT rule stayed)."""
     from daemonlink import LINK_KEY
 
-    from longge.config import NodeConfig
+    from longge.config import NodeConfig, PeerConfig
 
     (tmp_path / "not-a-dir").write_text("")
     cfg = NodeConfig(
-        key=LINK_KEY,
+        peers=(PeerConfig(key=LINK_KEY),),
         state_dir=str(tmp_path),
         control=str(tmp_path / "not-a-dir" / "c.sock"),
         air=air_path,

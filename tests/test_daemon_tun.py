@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from longge.config import NodeConfig
+from longge.config import NodeConfig, PeerConfig
 from longge.daemon.supervisor import Supervisor
 from longge.radio.options import RadioOptions
 from longge.tun import LinuxTun, TunError
@@ -60,7 +60,7 @@ def test_a_deleted_interface_stops_the_daemon_with_its_name(
     again every second after each restart, while the daemon ran on with no interface."""
     cfg = NodeConfig(
         tun="lgone0",
-        key=bytes(range(1, 33)),
+        peers=(PeerConfig(key=bytes(range(1, 33))),),
         state_dir=str(tmp_path),
         control=str(tmp_path / "c.sock"),
         air=air_path,
@@ -118,7 +118,7 @@ def test_the_mobile_role_gives_back_the_routes_it_replaced(tmp_path: Path) -> No
         state_dir=str(tmp_path),
         tun="lgroute0",
         address="10.24.0.2/24",
-        peer="10.24.0.1",
+        peers=(PeerConfig(address="10.24.0.1"),),
         default_route=True,
         routes=nets,
     )

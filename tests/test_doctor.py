@@ -77,14 +77,16 @@ def test_with_the_daemon_running_the_radios_are_reported_from_it(
 
     from daemonlink import LINK_KEY
 
-    from longge.config import NodeConfig
+    from longge.config import NodeConfig, PeerConfig
     from longge.daemon.control import ControlError
     from longge.daemon.status import DaemonClient
     from longge.daemon.supervisor import Supervisor
     from longge.tun import MemoryTun
 
     control = str(tmp_path / "c.sock")
-    cfg = NodeConfig(key=LINK_KEY, state_dir=str(tmp_path), control=control, air=air_path)
+    cfg = NodeConfig(
+        peers=(PeerConfig(key=LINK_KEY),), state_dir=str(tmp_path), control=control, air=air_path
+    )
     proc = multiprocessing.get_context("fork").Process(
         target=lambda: Supervisor(cfg, MemoryTun("d0"), network=False).run()
     )

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from test_daemon_tun import in_own_namespace
 
-from longge.config import NodeConfig
+from longge.config import NodeConfig, PeerConfig
 from longge.configfile import load
 from longge.daemon import control
 from longge.errors import ConfigError
@@ -168,7 +168,7 @@ def test_a_key_file_others_can_read_is_refused_by_name(tmp_path: Path) -> None:
         load(cfg)
     assert err.value.key == "security.key_file" and "chmod 600" in str(err.value)
     key.chmod(0o600)
-    assert load(cfg).key == bytes(range(32))
+    assert load(cfg).peers[0].key == bytes(range(32))
 
 
 def test_a_key_written_into_a_config_others_can_read_is_refused(tmp_path: Path) -> None:
@@ -177,7 +177,7 @@ def test_a_key_written_into_a_config_others_can_read_is_refused(tmp_path: Path) 
         load(cfg)
     assert err.value.key == "security.key" and bytes(range(32)).hex() not in str(err.value)
     cfg.chmod(0o600)
-    assert load(cfg).key == bytes(range(32))
+    assert load(cfg).peers[0].key == bytes(range(32))
 
 
 # -- the base's forwarding -------------------------------------------------------------------------
@@ -189,7 +189,7 @@ def _base(tmp_path: Path) -> NodeConfig:
         role="base",
         tun="lgfwd0",
         address="10.24.0.1/24",
-        peer="10.24.0.2",
+        peers=(PeerConfig(address="10.24.0.2"),),
         insecure=True,
         state_dir=str(tmp_path),
     )

@@ -242,8 +242,8 @@ class SampledEarly(SimRadio):
 
 def test_an_empty_status_after_read_is_confirmed_on_an_irq_pin(air_path: str) -> None:
     """A receiver on an IRQ pin sleeps without looking again once it has read the FIFO empty,
-    so "empty" must come from a look after the clear: more_to_read asks available() then."""
-    from longge.daemon.child import more_to_read
+    so "empty" must come from a look after the clear: next_pipe asks available() then."""
+    from longge.daemon.child import next_pipe
 
     tx, rx = pair(air_path, SampledEarly, rate="2M")
     for i in range(2):
@@ -254,9 +254,9 @@ def test_an_empty_status_after_read_is_confirmed_on_an_irq_pin(air_path: str) ->
         rx.is_fifo(False)  # (takes in what the air sent)
     assert len(rx._rx) == 2
     assert bytes(rx.read()) == bytes(8)
-    assert more_to_read(rx)  # the status said empty; the look after it found the second frame
+    assert next_pipe(rx) == 1  # the status said empty; the look after it found the second frame
     assert bytes(rx.read()) == bytes([1]) * 8
-    assert not more_to_read(rx)  # now it is empty
+    assert next_pipe(rx) == 7  # now it is empty
     rx.irq_edges = None  # off the pin (the emulated air's socket wakes the process instead)
     assert SimRadio.get_status_flags(rx) >> 1 & 7 == 7
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
 import time
 from collections.abc import Iterator
@@ -64,9 +65,11 @@ def apply_settings(radio: LinkRadio, cfg: NodeConfig, which: str) -> None:
     configure(radio, cfg.radio, channel=channel)
     radio.pa_level = cfg.pa_value
     if which == "tx":
-        radio.stop_listening(cfg.tx_address)
+        # (one peer: its address stays; the pump changes it for several, between packets)
+        radio.stop_listening(cfg.peers[0].tx_address)
     else:
-        radio.open_rx_pipe(1, cfg.rx_address)
+        for index, peer in enumerate(cfg.peers):  # (PeerTable: peer i's frames on pipe i + 1)
+            radio.open_rx_pipe(index + 1, peer.rx_address)
         radio.start_listening()
     verify_settings(radio, cfg, which)
 
@@ -105,15 +108,24 @@ def take_edges(radio: LinkRadio | None) -> None:
 FIFO_OCCUPIED, FIFO_EMPTY, FIFO_FULL = 0, 1, 2
 
 
-def more_to_read(radio: LinkRadio) -> bool:
-    """Right after ``read()``: does the RX FIFO hold another payload? The STATUS byte read()'s
-    last SPI transaction brought says so (RX_P_NO 7: empty), without another transaction.
-    "More" is certain. "Empty" is not on an IRQ pin: that byte leaves the chip before the
-    transaction's write clears RX_DR, and a frame arriving in between (about a microsecond)
-    sets no new edge, so there one look after the clear (``available()``) decides."""
-    if (radio.get_status_flags() >> 1) & 7 != 7:
-        return True
-    return on_irq(radio) and radio.available()
+def next_pipe(radio: LinkRadio) -> int:
+    """Right after ``read()``: the pipe of the RX FIFO's next payload, 7 if it holds none. The
+    STATUS byte read()'s last SPI transaction brought says so (RX_P_NO), without another
+    transaction. "More" is certain. "Empty" is not on an IRQ pin: that byte leaves the chip
+    before the transaction's write clears RX_DR, and a frame arriving in between (about a
+    microsecond) sets no new edge, so there one look after the clear (``available_pipe()``)
+    decides."""
+    pipe = (radio.get_status_flags() >> 1) & 7
+    if pipe == 7 and on_irq(radio):
+        waiting, pipe = radio.available_pipe()
+        if not waiting:
+            pipe = 7
+    return pipe
+
+
+#: A process without a radio descriptor to sleep on (pyrf24 without its IRQ pin) asks the
+#: chip this often while it waits for news of frames on their way.
+POLL_S = 0.0002
 
 
 #: Frames a receiver reads in one loop turn before it sees to its other work.
@@ -128,18 +140,19 @@ class RxFifo:
     def __init__(self) -> None:
         self.drained = False
 
-    def frames(self, radio: LinkRadio, waiting: bool) -> Iterator[bytes]:
-        """Up to RX_READ_BURST payloads; ``waiting``: what the caller's first look found (made
-        after ``take_edges``)."""
+    def frames(self, radio: LinkRadio, pipe: int) -> Iterator[tuple[int, bytes]]:
+        """Up to RX_READ_BURST payloads, each with the pipe it came on; ``pipe``: the first
+        payload's, as the caller's first look found it (made after ``take_edges``), 7 for
+        none."""
         self.drained = False
         for _ in range(RX_READ_BURST):
-            if not waiting:
+            if pipe == 7:
                 self.drained = True
                 return
             take_edges(radio)
             frame = bytes(radio.read())
-            waiting = more_to_read(radio)
-            yield frame
+            came_on, pipe = pipe, next_pipe(radio)
+            yield came_on, frame
 
     def more_waiting(self, radio: LinkRadio) -> bool:
         """Before sleeping: is a frame already there? On an IRQ pin, after a walk that found
@@ -259,6 +272,29 @@ class Child:
                 self.floor_to_send = int(arg)
             elif cmd == "skip_past":
                 self.skip_past = max(int(arg), self.skip_past or 0)
+
+    def wait(
+        self,
+        radio: LinkRadio | None,
+        timeout: float,
+        *,
+        now: bool = False,
+        poll: bool = False,
+        also: tuple[Any, ...] = (),
+    ) -> list[Any]:
+        """The pumps' one way to sleep: until the supervisor's pipe, the radio's descriptor
+        or one of ``also`` has something, or ``timeout`` (s) passes; what is readable.
+        ``now``: something waits already, only look; ``poll``: frames are on their way and
+        the radio has no descriptor: ask it again in POLL_S."""
+        fds = [self.conn_fd, *also]
+        fd = waitable(radio)
+        if fd is not None:
+            fds.append(fd)
+        if now:
+            timeout = 0.0
+        elif poll and fd is None and radio is not None:
+            timeout = min(timeout, POLL_S)
+        return select.select(fds, [], [], timeout)[0]
 
     def tell(self, kind: str, value: int) -> None:
         """An event for the supervisor (the list above)."""

@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from longge.config import NodeConfig
+from longge.config import NodeConfig, PeerConfig
 from longge.errors import ConfigError
 from longge.protocol.secure import (
     COUNTER_SPACE,
@@ -173,37 +173,38 @@ def check_state_dir(path: str | Path) -> None:
         ) from exc
 
 
-def identities(cfg: NodeConfig) -> tuple[str, str]:
+def identities(cfg: NodeConfig, peer: PeerConfig) -> tuple[str, str]:
     """This node's identity and its peer's: their link addresses."""
-    return str(ipaddress.ip_interface(cfg.address).ip), str(ipaddress.ip_address(cfg.peer))
+    return str(ipaddress.ip_interface(cfg.address).ip), str(ipaddress.ip_address(peer.address))
 
 
-def node_epoch_file(cfg: NodeConfig) -> Path:
-    own, peer = identities(cfg)
-    return Path(cfg.state_dir) / f"{cfg.tun}.{own}-{peer}.tx-epoch"
+def node_epoch_file(cfg: NodeConfig, peer: PeerConfig) -> Path:
+    own, them = identities(cfg, peer)
+    return Path(cfg.state_dir) / f"{cfg.tun}.{own}-{them}.tx-epoch"
 
 
-def node_mark_file(cfg: NodeConfig) -> Path:
-    own, peer = identities(cfg)
-    return Path(cfg.state_dir) / f"{cfg.tun}.{peer}-{own}.rx-mark"
+def node_mark_file(cfg: NodeConfig, peer: PeerConfig) -> Path:
+    own, them = identities(cfg, peer)
+    return Path(cfg.state_dir) / f"{cfg.tun}.{them}-{own}.rx-mark"
 
 
-def make_sealer(cfg: NodeConfig) -> Sealer | None:
-    """This node's sealer (None on an open link); its epoch is recorded before first use."""
-    if cfg.key is None:
+def make_sealer(cfg: NodeConfig, peer: PeerConfig) -> Sealer | None:
+    """The sealer for what this node sends ``peer`` (None on an open link); its epoch is
+    recorded before first use."""
+    if peer.key is None:
         return None
-    own, peer = identities(cfg)
-    return Sealer(direction_key(cfg.key, own, peer), EpochStore(node_epoch_file(cfg)).next)
+    own, them = identities(cfg, peer)
+    return Sealer(direction_key(peer.key, own, them), EpochStore(node_epoch_file(cfg, peer)).next)
 
 
-def make_opener(cfg: NodeConfig) -> Opener | None:
-    """This node's opener (None on an open link): the peer's direction key (and the previous
-    one while rotating), with the replay mark kept in the state directory."""
-    if cfg.key is None:
+def make_opener(cfg: NodeConfig, peer: PeerConfig) -> Opener | None:
+    """The opener for what ``peer`` sends (None on an open link): its direction key (and the
+    previous one while rotating), with the replay mark kept in the state directory."""
+    if peer.key is None:
         return None
-    own, peer = identities(cfg)
-    keys = [direction_key(k, peer, own) for k in (cfg.key, cfg.previous_key) if k is not None]
-    store = MarkStore(node_mark_file(cfg))
+    own, them = identities(cfg, peer)
+    keys = [direction_key(k, them, own) for k in (peer.key, peer.previous_key) if k is not None]
+    store = MarkStore(node_mark_file(cfg, peer))
     return Opener(keys, store.load(), store.save, clock=time.monotonic)
 
 
@@ -211,5 +212,6 @@ def check(cfg: NodeConfig) -> None:
     """Before the radio processes start: the state directory is writable and its files are
     what they say (a clear error now, not a radio process that dies at its first packet)."""
     check_state_dir(cfg.state_dir)
-    read_epoch(node_epoch_file(cfg))
-    read_mark(node_mark_file(cfg))
+    for peer in cfg.peers:
+        read_epoch(node_epoch_file(cfg, peer))
+        read_mark(node_mark_file(cfg, peer))

@@ -96,6 +96,7 @@ class TxStatus(ProcessStatus):
     packets_aborted: int = 0
     dropped_no_radio: int = 0
     oversize: int = 0
+    no_route: int = 0  # packets whose destination no peer's allowed_ips holds (dropped)
     retransmissions: int | None = None  # None where the backend does not count them
     queue_packets: int = 0
     queue_bytes: int = 0
@@ -130,6 +131,7 @@ class RxStatus(ProcessStatus):
     bytes_out: int = 0
     keepalives: int = 0
     tun_refused: int = 0
+    no_peer: int = 0  # frames on an RX pipe no peer listens on
     control_unknown: int = 0  # authentic link-control packets of no known kind
     source_not_allowed: int = 0  # packets from a source outside the peer's allowed_ips
     drops: dict[str, int] = field(default_factory=dict)

@@ -128,7 +128,7 @@ class Supervisor:
 
     def start(self) -> None:
         cfg = self.cfg
-        if cfg.key is None:  # at every start: an open link is a choice to be reminded of
+        if not cfg.secured:  # at every start: an open link is a choice to be reminded of
             print(
                 "longge: WARNING: insecure = true: the link is open; any nRF24 radio on its "
                 "channel and address can inject packets"
@@ -136,7 +136,7 @@ class Supervisor:
                 file=sys.stderr,
                 flush=True,
             )
-        if cfg.key is not None:
+        if cfg.secured:
             keystate.check(cfg)  # before a radio process would die on it, again and again
         self.tun = self._tun if self._tun is not None else LinuxTun(cfg.tun, cfg.mtu)
         if self._network:
@@ -315,8 +315,8 @@ class Supervisor:
             "pa_level": self.cfg.pa_level,
             "tx_channel": self.cfg.tx_channel,
             "rx_channel": self.cfg.rx_channel,
-            "tx_address": self.cfg.tx_address.decode(errors="replace"),
-            "rx_address": self.cfg.rx_address.decode(errors="replace"),
+            "tx_address": self.cfg.peers[0].tx_address.decode(errors="replace"),
+            "rx_address": self.cfg.peers[0].rx_address.decode(errors="replace"),
         }
 
     def status(self) -> dict[str, Any]:
@@ -331,7 +331,7 @@ class Supervisor:
                 "role": self.cfg.role,
                 "tun": self.tun.name if self.tun else self.cfg.tun,
                 "address": self.cfg.address,
-                "peer": self.cfg.peer,
+                "peer": self.cfg.peers[0].address,
                 "mtu": self.cfg.mtu,
                 "queue_ms": self.cfg.queue_ms,
                 "queue": self.cfg.queue,

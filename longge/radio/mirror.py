@@ -349,7 +349,8 @@ class ChipMirror(RegisterSettings):
         return bool(self._rx)
 
     def available_pipe(self) -> tuple[bool, int]:
-        self._pump()
+        if not self._rx:  # (as available(): frames taken in already need no syscall)
+            self._pump()
         if self._rx:
             return True, self._rx[0][0]
         return False, 7  # RX_P_NO = 0b111: RX FIFO empty

@@ -1,0 +1,208 @@
+"""What the radio processes (the pumps) hold beside their radio: the table of this node's
+peers, built from its config with their keys and state files, the pumps' own typed
+counters, and the steps every pump takes the same way (the TUN in, the TUN out, the queue's
+counters, the peers' counters summed for the status)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from longge.config import NodeConfig
+from longge.daemon.fairqueue import SOJOURN_EDGES_MS, FairQueue
+from longge.daemon.keystate import make_opener, make_sealer
+from longge.protocol import Fragmenter, Reassembler, secure
+from longge.protocol.arq import MAX_INNER, MAX_WINDOW, ArqSender
+from longge.protocol.arq_receiver import ArqReceiver
+from longge.protocol.peer import Networks, PeerReceiver, PeerSender, PeerTable
+from longge.tun import Tun
+
+#: Packets a sender reads from the TUN in one loop turn before it sees to the radio.
+TUN_READ_BURST = 64
+#: Stream mode: frames the ARQ sender holds beyond its window: enough for the next FIFO
+#: refills, no more. The fair queue decides what goes next; frames already handed to the
+#: sender wait in order, and a backlog of a few hundred (the sender's default) kept a ping
+#: ~50 ms behind a UDP stream at saturation.
+SENDER_BACKLOG = 8
+#: Stream mode: the ARQ delivers a packet's frames late rather than never (its timers back
+#: off under heavy loss): a packet in progress waits longer than with ESB before it is given up.
+STREAM_REASSEMBLY_S = 5.0
+ESB_REASSEMBLY_S = 1.0
+
+
+def senders(cfg: NodeConfig) -> PeerTable[PeerSender]:
+    """The TX process's peers: each with its sealer (its epoch recorded before first use)."""
+    stream = cfg.radio.mode == "stream"
+    out = []
+    for p in cfg.peers:
+        sealer = make_sealer(cfg, p)
+        overhead = secure.OVERHEAD if sealer is not None else 0
+        payload = MAX_INNER if stream else cfg.radio.payload
+        out.append(
+            PeerSender(
+                name=p.name,
+                radio_address=p.tx_address,
+                networks=Networks(p.allowed_ips),
+                fragmenter=Fragmenter(payload, cfg.mtu + overhead),
+                sealer=sealer,
+                arq=ArqSender(backlog=SENDER_BACKLOG) if stream else None,
+            )
+        )
+    return PeerTable(out)
+
+
+def receivers(cfg: NodeConfig) -> PeerTable[PeerReceiver]:
+    """The RX process's peers: each with its opener (its replay mark loaded)."""
+    stream = cfg.radio.mode == "stream"
+    out = []
+    for p in cfg.peers:
+        opener = make_opener(cfg, p)
+        timeout = STREAM_REASSEMBLY_S if stream else ESB_REASSEMBLY_S
+        if opener is None:
+            reassembler = Reassembler(
+                cfg.mtu, timeout=timeout, late_guard=MAX_WINDOW if stream else 0
+            )
+        else:  # (the opener checks order and duplicates)
+            reassembler = Reassembler(
+                cfg.mtu + secure.OVERHEAD, timeout=timeout, authenticate=opener.open
+            )
+        out.append(
+            PeerReceiver(
+                name=p.name,
+                radio_address=p.rx_address,
+                networks=Networks(p.allowed_ips),
+                reassembler=reassembler,
+                opener=opener,
+                arq=ArqReceiver() if stream else None,
+            )
+        )
+    return PeerTable(out)
+
+
+@dataclass
+class TxCounters:
+    """The TX process's own counters (its peers count theirs): packets the kernel gave it,
+    frames loaded into the radio, packets it could not take (no radio yet, larger than the
+    MTU, a destination no peer holds); stream mode's ACK/RESYNC frames sent for this node's
+    receiver, stays in TX mode (and those shorter than the 4 ms rule allows), and times the
+    ARQ's window held frames back."""
+
+    packets_in: int = 0
+    bytes_in: int = 0
+    frames_sent: int = 0
+    dropped_no_radio: int = 0
+    oversize: int = 0
+    no_route: int = 0
+    control_sent: int = 0
+    bursts: int = 0
+    bursts_short: int = 0
+    window_full: int = 0
+
+
+@dataclass
+class RxCounters:
+    """The RX process's own counters: frames read, packets handed to the kernel (and those it
+    refused), frames on a pipe no peer has; stream mode's peer ACKs handed to the TX process,
+    and those dropped because it was behind."""
+
+    frames_in: int = 0
+    packets_out: int = 0
+    bytes_out: int = 0
+    tun_refused: int = 0
+    no_peer: int = 0
+    acks_in: int = 0
+    pair_full: int = 0
+
+
+def read_tun(tun: Tun, mtu: int, ready: bool, queue: FairQueue, c: TxCounters, now: float) -> None:
+    """Every packet the kernel has for the link into the queue (dropped, and counted, while
+    the radio is down: ``ready`` False)."""
+    for _ in range(TUN_READ_BURST):
+        packet = tun.read()
+        if not packet:
+            break
+        c.packets_in += 1
+        c.bytes_in += len(packet)
+        if len(packet) > mtu:
+            c.oversize += 1
+        elif not ready:
+            c.dropped_no_radio += 1
+        else:
+            queue.push(packet, now)
+
+
+def deliver(tun: Tun, packet: bytes, c: RxCounters) -> None:
+    """A whole, checked packet to the kernel."""
+    if tun.write(packet) == len(packet):
+        c.packets_out += 1
+        c.bytes_out += len(packet)
+    else:
+        c.tun_refused += 1
+
+
+def next_packet(
+    queue: FairQueue, table: PeerTable[PeerSender], c: TxCounters, now: float
+) -> PeerSender | None:
+    """The next packet from the queue loaded into its peer (the peer returned), or None: the
+    queue is empty. A packet whose destination no peer holds is dropped, counted."""
+    while (packet := queue.pop(now)) is not None:
+        peers = table.route(packet)
+        if not peers:
+            c.no_route += 1
+            continue
+        for peer in peers:  # (a multicast packet: a copy for each)
+            peer.load(packet)
+        return peers[0]
+    return None
+
+
+def queue_limit_bytes(cfg: NodeConfig) -> int:
+    """The byte budget: what the air carries in ``queue_ms`` (at least three packets)."""
+    rate = cfg.radio.air_bound_bps()
+    return max(3 * (cfg.mtu + 14), int(rate / 8 * cfg.queue_ms / 1000))
+
+
+def make_queue(cfg: NodeConfig) -> FairQueue:
+    return FairQueue(queue_limit_bytes(cfg), cfg.queue_ms / 1000, fair=cfg.queue == "fair")
+
+
+def queue_stats(queue: FairQueue, now: float) -> dict[str, Any]:
+    """The queue's part of a TX process's counters."""
+    return {
+        "queue_packets": len(queue),
+        "queue_bytes": queue.bytes,
+        "queue_limit_bytes": queue.limit_bytes,
+        "queue_oldest_ms": round(queue.oldest_age(now) * 1000, 1),
+        "queue_drops": dict(queue.drops),
+        "queue_shared": queue.shared,
+        "queue_delay_hist": list(queue.sojourn),
+        "queue_delay_edges_ms": list(SOJOURN_EDGES_MS),
+    }
+
+
+def summed(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """The peers' counters as one node's: counts added up (inside nested counters too), the
+    epoch the highest, "last heard" the most recent; None where every peer says None."""
+    out: dict[str, Any] = {}
+    for part in parts:
+        for key, value in part.items():
+            have = out.get(key)
+            if key not in out or have is None:
+                out[key] = value if not isinstance(value, dict) else summed([value])
+            elif value is None:
+                continue
+            elif isinstance(value, dict):
+                out[key] = summed([have, value])
+            elif key == "epoch":
+                out[key] = max(have, value)
+            elif key == "peer_last_heard_s":
+                out[key] = min(have, value)
+            else:
+                out[key] = have + value
+    return out
+
+
+def table_stats(
+    counters: TxCounters | RxCounters, peer_stats: list[dict[str, Any]]
+) -> dict[str, Any]:
+    return {**asdict(counters), **summed(peer_stats)}

@@ -1,0 +1,284 @@
+"""One link partner's protocol state, and the table of them (docs/design.md §1, "Device and
+peers").
+
+A node runs two radio processes, so a peer has two halves: a ``PeerSender`` in the TX process
+(fragmenter, sealer, stream mode's ARQ sender, the frames of the packet on its way) and a
+``PeerReceiver`` in the RX process (opener, reassembler, stream mode's ARQ receiver, the
+sources the peer may use, when it was last heard). Each counts what happened to it in typed
+counters. Nothing here reads a clock, a radio or a file: time is an argument, and the
+radio processes (``longge/daemon``) are pumps that move frames between their radio and the
+peers a ``PeerTable`` finds by radio pipe (received frames) or by destination (packets to
+send), as WireGuard's device finds a peer by its allowed IPs.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections import deque
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Generic, TypeVar
+
+from longge.protocol import secure
+from longge.protocol.arq import ArqSender
+from longge.protocol.arq_receiver import ArqReceiver
+from longge.protocol.fragmenter import Fragmenter
+from longge.protocol.reassembler import Reassembler
+
+#: How often a receiver says, at most, that its peer's sender is stale (the floor message
+#: it asks for may be lost on the air: said again while stale packets keep coming).
+STALE_NOTICE_S = 1.0
+
+
+class Networks:
+    """IP networks (``allowed_ips``), asked about an address inside a packet: its source (may
+    the peer send it?) or its destination (is it this peer's?), without building an
+    ``ipaddress`` object per packet."""
+
+    def __init__(self, networks: Sequence[str]) -> None:
+        nets = [ipaddress.ip_network(n) for n in networks]
+        # (version, prefix length, network as an int, mask as an int), longest prefix first
+        self.entries = sorted(
+            ((n.version, n.prefixlen, int(n.network_address), int(n.netmask)) for n in nets),
+            key=lambda e: -e[1],
+        )
+        self.any4 = any(v == 4 and p == 0 for v, p, _, _ in self.entries)
+        self.any6 = any(v == 6 and p == 0 for v, p, _, _ in self.entries)
+
+    def prefix_of(self, packet: bytes, source: bool) -> int:
+        """The longest prefix of these networks that holds the packet's source (or
+        destination) address; -1: none does, or it is no IP packet."""
+        version = packet[0] >> 4 if packet else 0
+        if version == 4 and len(packet) >= 20:
+            if self.any4 and source:
+                return 0
+            at, size = (12, 4) if source else (16, 4)
+        elif version == 6 and len(packet) >= 40:
+            if self.any6 and source:
+                return 0
+            at, size = (8, 16) if source else (24, 16)
+        else:
+            return -1
+        address = int.from_bytes(packet[at : at + size], "big")
+        for v, prefix, network, mask in self.entries:
+            if v == version and address & mask == network:
+                return prefix
+        return -1
+
+    def allows_source(self, packet: bytes) -> bool:
+        return self.prefix_of(packet, source=True) >= 0
+
+
+def multicast(packet: bytes) -> bool:
+    """Is the packet's destination every peer's: IPv4 multicast or the limited broadcast,
+    IPv6 multicast (neighbour discovery, router advertisements)?"""
+    version = packet[0] >> 4 if packet else 0
+    if version == 4 and len(packet) >= 20:
+        return packet[16] >= 224  # 224/4 multicast, 240/4 reserved and 255.255.255.255
+    return version == 6 and len(packet) >= 40 and packet[24] == 0xFF
+
+
+P = TypeVar("P", "PeerSender", "PeerReceiver")
+
+
+class PeerTable(Generic[P]):
+    """A process's peers: found by the RX pipe their frames arrive on (peer ``i`` on pipe
+    ``i + 1``: pipe 0 is the chip's ACK pipe when transmitting) or by a packet's destination
+    (the longest prefix among the peers' ``allowed_ips``; a multicast packet is every peer's,
+    and so is every packet when there is one peer)."""
+
+    def __init__(self, peers: Sequence[P]) -> None:
+        if not 1 <= len(peers) <= 5:
+            raise ValueError("1..5 peers: one RX pipe each (pipes 1..5)")
+        self.peers: tuple[P, ...] = tuple(peers)
+        self._pipes: dict[int, P] = {i + 1: p for i, p in enumerate(self.peers)}
+
+    def __iter__(self) -> Iterator[P]:
+        return iter(self.peers)
+
+    def __len__(self) -> int:
+        return len(self.peers)
+
+    def pipe_of(self, index: int) -> int:
+        return index + 1
+
+    def by_pipe(self, pipe: int) -> P | None:
+        return self._pipes.get(pipe)
+
+    def route(self, packet: bytes) -> tuple[P, ...]:
+        """The peers a packet from the TUN goes to: () if none holds its destination. A
+        table of one peer is a point-to-point link: whatever the kernel routed to the link is
+        the peer's (a route on the base to a network behind its mobile needs no entry in
+        the mobile's allowed_ips, as before there was a table)."""
+        if len(self.peers) == 1 or multicast(packet):
+            return self.peers
+        best: P | None = None
+        length = -1
+        for peer in self.peers:
+            prefix = peer.networks.prefix_of(packet, source=False)
+            if prefix > length:
+                best, length = peer, prefix
+        return () if best is None else (best,)
+
+
+@dataclass
+class SendCounters:
+    """A peer's sending half: packets taken from the queue for it, those given up on (a frame
+    that exhausted its retries: MAX_RT), keepalives, and what its sealer did for a peer that
+    refused our epochs (skipped past them) or sent stale ones (floor messages sent)."""
+
+    packets_sent: int = 0
+    max_rt: int = 0
+    packets_aborted: int = 0
+    keepalives_sent: int = 0
+    epoch_skips: int = 0
+    floors_sent: int = 0
+
+
+@dataclass
+class PeerSender:
+    """Everything the TX process keeps for one peer. ``frames``: what is left of the packet
+    being sent (ESB: loaded into the chip from here; stream mode: offered to ``arq``)."""
+
+    name: str
+    radio_address: bytes
+    networks: Networks
+    fragmenter: Fragmenter
+    sealer: secure.Sealer | None
+    arq: ArqSender | None = None
+    frames: deque[bytes] = field(default_factory=deque)
+    counters: SendCounters = field(default_factory=SendCounters)
+
+    def load(self, packet: bytes) -> None:
+        """A packet from the queue: sealed (on a secured link) and cut into frames."""
+        if self.sealer is not None:
+            packet = self.sealer.seal(packet)
+        self.frames.extend(self.fragmenter.fragment(packet))
+        self.counters.packets_sent += 1
+
+    def max_rt(self) -> None:
+        """A frame to this peer exhausted its retries: the rest of its packet is given up."""
+        self.counters.max_rt += 1
+        if self.frames:
+            self.frames.clear()
+            self.counters.packets_aborted += 1
+
+    def keepalive(self) -> list[bytes]:
+        """A packet of nothing (sealed on a secured link): the peer learns we live."""
+        self.counters.keepalives_sent += 1
+        if self.sealer is None:
+            return self.fragmenter.keepalive()
+        return self.fragmenter.fragment(self.sealer.seal(b""))
+
+    def link_control(self, skip_past: int | None, floor: int | None) -> None:
+        """Between two packets, what the peer's receiver told us through our RX process: it
+        refuses our epochs up to ``skip_past`` (seal past them), or its sender is stale (a
+        floor message for it, queued as the next packet)."""
+        if self.sealer is None:
+            return
+        if skip_past is not None and self.sealer.skip_past(skip_past):
+            self.counters.epoch_skips += 1
+        if floor is not None:
+            self.frames.extend(
+                self.fragmenter.fragment(self.sealer.seal(secure.floor_message(floor)))
+            )
+            self.counters.floors_sent += 1
+
+    def feed_arq(self) -> bool:
+        """Stream mode: offer the packet's frames to the ARQ while its window has room; did
+        any go?"""
+        assert self.arq is not None
+        offered = False
+        while self.frames and self.arq.offer(self.frames[0]):
+            self.frames.popleft()
+            offered = True
+        return offered
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            **asdict(self.counters),
+            "sealed": None if self.sealer is None else self.sealer.sealed,
+            "epoch": None if self.sealer is None else self.sealer.epoch,
+        }
+
+
+@dataclass
+class ReceiveCounters:
+    """A peer's receiving half: authentic link-control packets of no known kind, and packets
+    from a source outside its ``allowed_ips`` (dropped: a mobile cannot send as another
+    host)."""
+
+    control_unknown: int = 0
+    source_not_allowed: int = 0
+
+
+@dataclass
+class PeerReceiver:
+    """Everything the RX process keeps for one peer. ``last_heard``: when its last whole,
+    checked (and, on a secured link, authentic) packet came: a stranger's frames move
+    nothing. ``floor_heard``: an epoch floor the peer sent us, for our TX process."""
+
+    name: str
+    radio_address: bytes
+    networks: Networks
+    reassembler: Reassembler
+    opener: secure.Opener | None
+    arq: ArqReceiver | None = None
+    last_heard: float | None = None
+    floor_heard: int | None = None
+    counters: ReceiveCounters = field(default_factory=ReceiveCounters)
+    _stale_told: int = 0
+    _told_at: float = -STALE_NOTICE_S
+
+    def receive(self, frame: bytes, now: float) -> bytes | None:
+        """A frame of this peer's (stream mode: one the ARQ delivered): the IP packet it
+        completes, if it completes one that passed every check and may come from this peer."""
+        packet = self.reassembler.receive(frame, now)
+        if packet is None:
+            return None
+        self.last_heard = now  # (a keepalive too: b"")
+        if not packet:
+            return None
+        if packet[:1] == b"\x00":  # a link-control packet (never an IP packet: version 0)
+            epoch = secure.parse_floor_message(packet)
+            if epoch is not None and self.opener is not None:
+                self.floor_heard = epoch
+            else:
+                self.counters.control_unknown += 1
+            return None
+        if not self.networks.allows_source(packet):
+            self.counters.source_not_allowed += 1
+            return None
+        return packet
+
+    def tick(self, now: float) -> int | None:
+        """Each loop turn: a half-built packet that waited too long is dropped; the opener's
+        mark is kept; the epoch floor to tell the peer's sender, if it is stale (at most once
+        every STALE_NOTICE_S while its stale packets keep coming)."""
+        self.reassembler.expire(now)
+        if self.opener is None:
+            return None
+        self.opener.tick()
+        stale = self.opener.drops[secure.SecureDrop.STALE]
+        if stale > self._stale_told and now - self._told_at >= STALE_NOTICE_S:
+            self._stale_told, self._told_at = stale, now
+            return self.opener.stale_floor
+        return None
+
+    def take_floor(self) -> int | None:
+        floor, self.floor_heard = self.floor_heard, None
+        return floor
+
+    def stats(self, now: float) -> dict[str, Any]:
+        r, o = self.reassembler, self.opener
+        return {
+            **asdict(self.counters),
+            "keepalives": r.keepalives,
+            "drops": {str(k): v for k, v in r.drops.items()},
+            "peer_last_heard_s": None
+            if self.last_heard is None
+            else round(now - self.last_heard, 3),
+            "security": None
+            if o is None
+            else {"opened": o.opened, "drops": {str(k): v for k, v in o.drops.items()}},
+        }

@@ -1,0 +1,120 @@
+"""The peer and its table (longge/protocol/peer.py), sans I/O: which peer a frame or a packet
+belongs to, what a peer's halves count, and the node's status summed over its peers."""
+
+from __future__ import annotations
+
+import itertools
+import struct
+
+import pytest
+from daemonlink import ip_packet
+
+from longge.daemon.peers import summed
+from longge.protocol import Fragmenter, Reassembler, secure
+from longge.protocol.peer import Networks, PeerReceiver, PeerSender, PeerTable, multicast
+
+
+def v4(src: str, dst: str, size: int = 40) -> bytes:
+    """An IPv4 header (and padding) from ``src`` to ``dst``."""
+    s, d = (bytes(int(x) for x in a.split(".")) for a in (src, dst))
+    return struct.pack("!BBHHHBBH4s4s", 0x45, 0, size, 0, 0, 64, 17, 0, s, d).ljust(size, b"\0")
+
+
+def v6(src: bytes, dst: bytes) -> bytes:
+    return bytes([0x60]) + bytes(7) + src.ljust(16, b"\0") + dst.ljust(16, b"\0")
+
+
+def sender(name: str, nets: tuple[str, ...]) -> PeerSender:
+    return PeerSender(name, b"addr" + name[:1].encode(), Networks(nets), Fragmenter(32), None)
+
+
+def receiver(nets: tuple[str, ...], opener: secure.Opener | None = None) -> PeerReceiver:
+    size = 1500 + (secure.OVERHEAD if opener else 0)
+    auth = opener.open if opener else None
+    return PeerReceiver("p", b"addrp", Networks(nets), Reassembler(size, authenticate=auth), opener)
+
+
+def test_networks_find_the_longest_prefix_of_a_source_or_destination() -> None:
+    nets = Networks(("10.24.0.0/24", "10.24.0.2/32", "fe80::/10"))
+    assert nets.prefix_of(v4("10.24.0.2", "1.1.1.1"), source=True) == 32
+    assert nets.prefix_of(v4("1.1.1.1", "10.24.0.9"), source=False) == 24
+    assert nets.prefix_of(v4("10.25.0.2", "10.25.0.2"), source=True) == -1
+    assert nets.prefix_of(v6(b"\xfe\x80", b"\xff\x02"), source=True) == 10
+    assert nets.prefix_of(v6(b"\x20\x01", b"\xff\x02"), source=True) == -1
+    assert nets.prefix_of(b"\x00\x01", source=True) == -1  # no IP packet
+    assert nets.prefix_of(v4("10.24.0.2", "1.1.1.1")[:19], source=True) == -1  # cut short
+    anywhere = Networks(("0.0.0.0/0", "::/0"))
+    assert anywhere.allows_source(v4("8.8.8.8", "10.24.0.2"))
+    assert anywhere.allows_source(v6(b"\x20\x01", b"\x20\x01"))
+
+
+def test_one_peer_is_a_point_to_point_link_and_several_are_routed_by_destination() -> None:
+    only = PeerTable([sender("base", ("10.24.0.1/32",))])
+    # (the kernel routed it to the link: the one peer's, whatever its destination)
+    assert only.route(v4("10.24.0.2", "192.0.2.7")) == only.peers
+    a, b = sender("a", ("10.24.0.2/32", "10.99.0.0/16")), sender("b", ("10.24.0.3/32",))
+    table = PeerTable([a, b])
+    assert table.route(v4("10.24.0.1", "10.24.0.3")) == (b,)
+    assert table.route(v4("10.24.0.1", "10.99.3.4")) == (a,)
+    assert table.route(v4("10.24.0.1", "10.24.0.77")) == ()  # nobody's: dropped, counted
+    assert table.route(v4("10.24.0.1", "224.0.0.251")) == (a, b)  # multicast: everybody's
+    assert table.route(v6(b"\xfe\x80", b"\xff\x02")) == (a, b)
+    assert multicast(v4("1.2.3.4", "255.255.255.255")) and not multicast(v4("1.2.3.4", "9.9.9.9"))
+    assert [table.by_pipe(p) for p in range(7)] == [None, a, b, None, None, None, None]
+    with pytest.raises(ValueError):
+        PeerTable([sender(str(i), ("10.0.0.0/8",)) for i in range(6)])  # pipes 1..5
+
+
+def test_a_sender_gives_up_the_rest_of_a_packet_on_max_rt_and_counts_it() -> None:
+    peer = sender("m", ("0.0.0.0/0",))
+    peer.load(ip_packet(200, 1))
+    assert len(peer.frames) > 1
+    peer.frames.popleft()
+    peer.max_rt()
+    peer.max_rt()  # (nothing left to abort: a keepalive's MAX_RT)
+    c = peer.counters
+    assert (c.packets_sent, c.max_rt, c.packets_aborted, len(peer.frames)) == (1, 2, 1, 0)
+
+
+def test_link_control_seals_past_a_refused_epoch_and_sends_a_floor_message() -> None:
+    key = bytes(range(32))
+    epochs = itertools.count(1)
+    peer = sender("m", ("0.0.0.0/0",))
+    peer.sealer = secure.Sealer(key, lambda at_least: max(next(epochs), at_least))
+    peer.fragmenter = Fragmenter(32, 1500 + secure.OVERHEAD)
+    peer.link_control(skip_past=7, floor=None)
+    assert peer.sealer.epoch > 7 and peer.counters.epoch_skips == 1 and not peer.frames
+    peer.link_control(skip_past=None, floor=3)
+    assert peer.counters.floors_sent == 1 and peer.frames
+    opener = secure.Opener([key], None, lambda mark, sync: True, clock=lambda: 0.0)
+    rx = receiver(("0.0.0.0/0",), opener)
+    for f in peer.frames:
+        assert rx.receive(f, 1.0) is None  # a link-control packet: never to the TUN
+    assert rx.take_floor() == 3 and rx.take_floor() is None
+    assert rx.last_heard == 1.0
+
+
+def test_a_receiver_moves_only_on_whole_packets_from_sources_its_peer_may_use() -> None:
+    rx = receiver(("10.24.0.2/32",))
+    cut = Fragmenter(32)
+    for f in cut.fragment(v4("10.24.0.9", "10.24.0.1", 200)):  # another host's source
+        assert rx.receive(f, 2.0) is None
+    assert rx.counters.source_not_allowed == 1 and rx.last_heard == 2.0
+    assert rx.receive(b"\x07", 3.0) is None and rx.last_heard == 2.0  # a stray frame: nothing
+    frames = cut.fragment(v4("10.24.0.2", "10.24.0.1", 200))
+    got = [rx.receive(f, 4.0) for f in frames]
+    assert got[-1] == v4("10.24.0.2", "10.24.0.1", 200) and got[:-1] == [None] * (len(got) - 1)
+
+
+def test_a_nodes_status_is_its_peers_summed() -> None:
+    a = {"max_rt": 2, "drops": {"crc": 1}, "epoch": 4, "peer_last_heard_s": 0.5, "sealed": None}
+    b = {"max_rt": 3, "drops": {"crc": 2, "late": 1}, "epoch": 9, "peer_last_heard_s": None}
+    b["sealed"] = None
+    assert summed([a, b]) == {
+        "max_rt": 5,
+        "drops": {"crc": 3, "late": 1},
+        "epoch": 9,
+        "peer_last_heard_s": 0.5,
+        "sealed": None,
+    }
+    assert summed([a]) == a
