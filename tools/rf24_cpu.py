@@ -14,7 +14,7 @@ that takes in the air's messages for the emulated IRQ pin, which a Pi's kernel d
 at saturation the busy pair is mobile-tx and base-rx. The goodput is printed beside it (a
 cheap radio process that carries less is no win). Issue 17's "<= 15 % at saturation (this
 machine)" is read with LONGGE_SPI_TIMING=off: this machine's own work, without the modelled
-Pi bus time (docs/measurements.md, session 19).
+Pi bus time (docs/measurements.md, 2026-11-25, code of cc70425).
 """
 
 from __future__ import annotations
