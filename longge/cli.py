@@ -253,6 +253,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="the mobile node's radios are USB modems (firmware/, built natively, on ptys)",
     )
     p.add_argument(
+        "--mobiles",
+        type=int,
+        default=1,
+        help="mobiles on the base: 1 (lg-mobile, 10.24.0.2) or 2..5 (lg-mobile1 ... at "
+        "10.24.0.2 ...; ESB, sim backend)",
+    )
+    p.add_argument(
         "--backend",
         choices=["sim", "rf24"],
         default="sim",

@@ -255,18 +255,25 @@ class NodeConfig:
             isinstance(p, PeerConfig) for p in self.peers
         ):
             raise ConfigError("peer", self.peers, "[[peer]] tables")
-        if len(self.peers) != 1:
+        most = MAX_MOBILES if self.role == "base" else 1
+        if not 1 <= len(self.peers) <= most:
             raise ConfigError(
                 "peer",
                 f"{len(self.peers)} [[peer]] tables",
-                "one (a base for several mobiles: not yet)",
+                "one: a mobile's base"
+                if self.role == "mobile"
+                else f"1..{MAX_MOBILES} mobiles (one RX pipe each: pipes 1..5)",
             )
+        if len(self.peers) > 1:
+            _check_mobiles(self.peers, self.radio.mode)
         width = self.radio.address_width
         object.__setattr__(
             self,
             "peers",
             tuple(p.resolved(self.role, iface, width, self.insecure) for p in self.peers),
         )
+        if len(self.peers) > 1:
+            _check_pipes(self.peers)
         for name in ("tx_ce_pin", "rx_ce_pin"):
             _in_range(f"rf24.{name}", getattr(self, name), 0, 27)
         for name in ("tx_csn_pin", "rx_csn_pin"):
@@ -342,6 +349,46 @@ def with_live_options(cfg: NodeConfig, options: dict[str, Any]) -> NodeConfig:
             key, ch, CHANNEL_MIN, CHANNEL_MAX
         )  # (-1, the file's "the role's default", is no live channel)
     return replace(cfg, radio=replace(cfg.radio, **radio), **channels)
+
+
+#: A base's mobiles at most: its RX radio gives each one pipe (1..5; pipe 0 takes the ACKs of
+#: what it sends when it transmits, and it has its own radio for that).
+MAX_MOBILES = 5
+
+
+def _check_mobiles(peers: tuple[PeerConfig, ...], mode: str) -> None:
+    """A base's several mobiles, before their defaults: each names its radio addresses (the
+    default pair is one mobile's), and each is another."""
+    if mode != "esb":
+        raise ConfigError(
+            "radio.mode", mode, "esb for a base with several mobiles (stream mode serves one)"
+        )
+    for key in ("tx_address", "rx_address"):
+        if any(getattr(p, key) == b"" for p in peers):
+            raise ConfigError(
+                f"peer.{key}", "(unset)", "set for each mobile when a base has several"
+            )
+    for key in ("name", "address", "tx_address", "rx_address"):
+        values = [getattr(p, key) for p in peers]
+        twice = next((v for v in values if values.count(v) > 1), None)
+        if twice is not None:
+            shown = twice if isinstance(twice, str) else twice.decode(errors="replace")
+            raise ConfigError(f"peer.{key}", shown, "a different one for each mobile")
+
+
+def _check_pipes(peers: tuple[PeerConfig, ...]) -> None:
+    """Pipes 2..5 of the chip keep only their first byte (the least significant, sent last);
+    the rest is pipe 1's (datasheet §7.6): each mobile's ``rx_address`` differs from the
+    first's in its first byte only."""
+    first = peers[0].rx_address
+    for p in peers[1:]:
+        if p.rx_address[1:] != first[1:]:
+            raise ConfigError(
+                "peer.rx_address",
+                p.rx_address.decode(errors="replace"),
+                f"the first mobile's ({first.decode(errors='replace')}) with another first "
+                "byte: the chip's pipes 2..5 differ from pipe 1 in that byte only",
+            )
 
 
 #: A peer's name in a config: for people (status, logs) and for telling peers apart.

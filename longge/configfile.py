@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import tomllib
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -121,25 +122,26 @@ _UNSET_RADIOS: dict[str, Any] = {
 _UNSET_PEER_RADIOS = {"tx_address": b"", "rx_address": b""}
 
 
-def _peer_fields(tables: object, old: dict[str, object]) -> dict[str, Any]:
-    """The PeerConfig fields of a file's [[peer]] tables. ``old``: the keys the file also
+def _peer_fields(tables: object, old: dict[str, object]) -> list[dict[str, Any]]:
+    """The PeerConfig fields of each of a file's [[peer]] tables. ``old``: the keys the file also
     gave in the form before [[peer]] (refused: one place for each)."""
     if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
         raise ConfigError("peer", tables, "[[peer]] tables")
-    if len(tables) != 1:
-        raise ConfigError(
-            "peer", f"{len(tables)} [[peer]] tables", "one (a base for several mobiles: not yet)"
-        )
+    if not tables:
+        raise ConfigError("peer", "[]", "a [[peer]] table for each link partner")
     if old:
         name, value = next(iter(old.items()))
         raise ConfigError(name, value, f"said once, in [[peer]] ({_OLD_PEER_KEYS[name]} = ...)")
-    fields: dict[str, Any] = {}
-    for key, value in tables[0].items():
-        name = f"peer.{key}"
-        if key not in _PEER_KEYS:
-            raise ConfigError(name, value, "one of " + ", ".join(_PEER_KEYS))
-        fields[_PEER_KEYS[key]] = _file_value(name, key, value)
-    return fields
+    out = []
+    for table in tables:
+        fields: dict[str, Any] = {}
+        for key, value in table.items():
+            name = f"peer.{key}"
+            if key not in _PEER_KEYS:
+                raise ConfigError(name, value, "one of " + ", ".join(_PEER_KEYS))
+            fields[_PEER_KEYS[key]] = _file_value(name, key, value)
+        out.append(fields)
+    return out
 
 
 def _old_peer_fields(data: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -186,9 +188,10 @@ def from_mapping(data: dict[str, Any], base: NodeConfig | None = None) -> NodeCo
             table = data.get(section)
             if isinstance(table, dict) and key in table:
                 old[name] = table[key]
-        peer = _peer_fields(data.pop("peer"), old)
+        peers = _peer_fields(data.pop("peer"), old)
     else:
         peer, data = _old_peer_fields(data)
+        peers = [peer]
     for section, values in data.items():
         if section not in _NODE_KEYS:
             raise ConfigError(section, "...", "sections: peer, " + ", ".join(_NODE_KEYS))
@@ -214,7 +217,8 @@ def from_mapping(data: dict[str, Any], base: NodeConfig | None = None) -> NodeCo
         node.setdefault("insecure", False)
         # and what it leaves unset of its radios is its own role's side of the default pair
         node.update({k: v for k, v in _UNSET_RADIOS.items() if k not in node})
-        peer.update({k: v for k, v in _UNSET_PEER_RADIOS.items() if k not in peer})
+        for peer in peers:
+            peer.update({k: v for k, v in _UNSET_PEER_RADIOS.items() if k not in peer})
     cfg = base or NodeConfig(insecure=True)
     try:
         opts = replace(cfg.radio, **radio)
@@ -222,10 +226,11 @@ def from_mapping(data: dict[str, Any], base: NodeConfig | None = None) -> NodeCo
         raise ConfigError(f"radio.{exc.key}", exc.value, exc.allowed) from exc
     except TypeError as exc:
         raise ConfigError("radio", radio, str(exc)) from exc
-    if peer or base is None:
-        # (a base's peer keeps what the overrides do not say; a file's starts from nothing)
-        start = cfg.peers[0] if base is not None else PeerConfig()
-        node["peers"] = (replace(start, **peer),)
+    if base is None:
+        node["peers"] = tuple(PeerConfig(**p) for p in peers)
+    elif len(peers) > 1 or peers[0]:
+        # (overrides: one peer's keys change the base's first peer, the rest stays)
+        node["peers"] = (replace(cfg.peers[0], **peers[0]), *cfg.peers[1:])
     try:
         return replace(cfg, radio=opts, **node)
     except TypeError as exc:
@@ -242,11 +247,19 @@ def _address_text(address: bytes) -> str:
     return address.decode() if printable else "0x" + address.hex()
 
 
+KeyFiles = str | Sequence[str] | None
+
+
+def _nth(files: KeyFiles, index: int) -> str | None:
+    return files if files is None or isinstance(files, str) else files[index]
+
+
 def to_mapping(
-    cfg: NodeConfig, key_file: str | None = None, previous_key_file: str | None = None
+    cfg: NodeConfig, key_file: KeyFiles = None, previous_key_file: KeyFiles = None
 ) -> dict[str, Any]:
     """The TOML tables that make ``cfg`` again through from_mapping (the inverse of it). Keys
-    are never written out: a secured config names its ``key_file`` (and the previous key's)."""
+    are never written out: a secured config names its ``key_file`` (and the previous key's):
+    one path, or one for each peer."""
     out: dict[str, dict[str, Any]] = {}
     for section, keys in _NODE_KEYS.items():
         table: dict[str, Any] = {}
@@ -258,7 +271,7 @@ def to_mapping(
         out[section] = table
     out["radio"].update({k: getattr(cfg.radio, k) for k in LINK_KEYS})
     peers = []
-    for p in cfg.peers:
+    for index, p in enumerate(cfg.peers):
         peer: dict[str, Any] = {
             "name": p.name,
             "address": p.address,
@@ -267,13 +280,13 @@ def to_mapping(
             "rx_address": _address_text(p.rx_address),
         }
         if p.key is not None:
-            if key_file is None:
+            if (path := _nth(key_file, index)) is None:
                 raise ValueError("a secured config is written with the key_file its key is in")
-            peer["key_file"] = key_file
+            peer["key_file"] = path
         if p.previous_key is not None:
-            if previous_key_file is None:
+            if (path := _nth(previous_key_file, index)) is None:
                 raise ValueError("the previous key too needs the file it is in")
-            peer["previous_key_file"] = previous_key_file
+            peer["previous_key_file"] = path
         peers.append(peer)
     out["peer"] = peers  # type: ignore[assignment]
     return out
@@ -281,8 +294,8 @@ def to_mapping(
 
 def dumps(
     cfg: NodeConfig,
-    key_file: str | None = None,
-    previous_key_file: str | None = None,
+    key_file: KeyFiles = None,
+    previous_key_file: KeyFiles = None,
     header: str = "",
 ) -> str:
     """``cfg`` as a TOML file (every key, so the file says everything the daemon will use)."""

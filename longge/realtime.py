@@ -67,3 +67,18 @@ def prioritise(fifo_priority: int, fallback_nice: int, place: Place = "any") -> 
         os.nice(fallback_nice)
         return f"nice {fallback_nice}"
     return "default"
+
+
+#: prctl(2): the signal this process gets when its parent dies.
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent: int, sig: int) -> bool:
+    """Have ``sig`` sent to this process when its parent (pid ``parent``) dies, however it
+    dies (killed too); False when the parent is gone already (the caller should end). Called
+    after any change of user: the kernel clears the setting on one."""
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)
+    return os.getppid() == parent

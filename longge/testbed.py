@@ -3,6 +3,9 @@
     lg-mobile                       lg-base                            lg-inet
     longge0 10.24.0.2 ~~radio~~ longge0 10.24.0.1 ── NAT ── up0 10.99.0.2 ── eth0 10.99.0.1
 
+With ``mobiles`` N > 1 (a base for several mobiles, ESB): lg-mobile1 … lg-mobileN at 10.24.0.2
+… 10.24.0.(N+1), each its own daemon and key, all [[peer]]s of the base's.
+
 The air emulator runs in the root namespace; the radios reach it through a Unix socket in
 ``STATE_DIR``. ``lg-inet`` stands for the internet: it has no route to 10.24.0.0/24, so the
 mobile unit reaches it only through the base station's NAT. ``down`` removes everything ``up``
@@ -20,31 +23,65 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from longge import configfile
 from longge.air import native
-from longge.air.loss import NO_LOSS, AirLoss
 from longge.air.wire import query
-from longge.config import NodeConfig, PeerConfig
 from longge.daemon.control import ControlError
 from longge.daemon.status import DaemonClient
 from longge.errors import LongGeError
-from longge.protocol.secure import KEY_LEN, generate_key, parse_key
-from longge.radio.options import RadioOptions, downlink_channel
+from longge.keeper import running, spawn, write_state
+from longge.protocol.secure import generate_key, parse_key
+from longge.testbed_spec import (
+    BASE_IP,
+    INET_IP,
+    MAX_TESTBED_MOBILES,
+    MOBILE_IP,
+    NAMESPACES,
+    STATE_DIR,
+    UPLINK_IP,
+    TestbedSpec,
+    key_path,
+    mobile_ip,
+    mobile_names,
+    namespaces,
+    node_socket,
+    paths,
+    recorded_mobiles,
+)
+
+__all__ = [
+    "BASE_IP",
+    "INET_IP",
+    "IPERF_PORT",
+    "MOBILE_IP",
+    "NAMESPACES",
+    "PRELOAD",
+    "RTT_PORT",
+    "STATE_DIR",
+    "UPLINK_IP",
+    "TestbedError",
+    "TestbedSpec",
+    "build_preload",
+    "down",
+    "key_path",
+    "mobile_ip",
+    "mobile_names",
+    "node_socket",
+    "paths",
+    "recorded_mobiles",
+    "recorded_spec",
+    "running",
+    "status",
+    "up",
+]
 
 FIRMWARE = Path(__file__).resolve().parents[1] / "firmware"
-#: The radios' IRQ pins on the rf24 testbed (tx, rx): README's wiring table.
-IRQ_PINS = (24, 23)
 #: LD_PRELOAD for the rf24 backend on emulated chips (make -C firmware preload)
 PRELOAD = FIRMWARE / "build" / "longge-spidev.so"
 
-STATE_DIR = Path(os.environ.get("LONGGE_TESTBED_DIR", "/run/longge/testbed"))
-NAMESPACES = ("lg-base", "lg-mobile", "lg-inet")
-BASE_IP, MOBILE_IP, INET_IP, UPLINK_IP = "10.24.0.1", "10.24.0.2", "10.99.0.1", "10.99.0.2"
 UP_TIMEOUT_S = 20.0
 IPERF_PORT, RTT_PORT = 5201, 7770
 
@@ -69,107 +106,6 @@ def _netns(ns: str, *cmd: str, check: bool = True) -> subprocess.CompletedProces
     return _run("ip", "netns", "exec", ns, *cmd, check=check)
 
 
-def paths() -> dict[str, Path]:
-    return {
-        "air": STATE_DIR / "air.sock",
-        "base": STATE_DIR / "base.sock",
-        "mobile": STATE_DIR / "mobile.sock",
-        "state": STATE_DIR / "state.json",
-        "key": STATE_DIR / "key",
-    }
-
-
-@dataclass(frozen=True)
-class TestbedSpec:
-    """Everything a testbed is made of: the link's settings, the air's losses, what the two
-    daemons are told (queue, queue_ms, mtu: None keeps the daemon's default), security and the
-    radios' backend. It writes both nodes' configs with the config module's own writer and is
-    recorded in the testbed's state and in each results folder's context."""
-
-    options: RadioOptions = field(default_factory=RadioOptions)
-    loss: AirLoss = NO_LOSS
-    queue: str = "fair"
-    queue_ms: int | None = None
-    mtu: int | None = None
-    secured: bool = True
-    serial: bool = False  # the mobile's radios are two native USB modems (on ptys)
-    rf24: bool = False  # both nodes run the rf24 backend: the real pyrf24 on emulated chips
-    irq: bool = True  # rf24: the radio processes sleep on the radios' IRQ pins (else: polled)
-
-    def __post_init__(self) -> None:
-        # a wrong queue, queue_ms or mtu: refused here, by name (a stand-in key for the check)
-        self.node_config("mobile", bytes(KEY_LEN))
-
-    def backend(self, role: str) -> str:
-        return "serial" if self.serial and role == "mobile" else "rf24" if self.rf24 else "sim"
-
-    def node_config(self, role: str, key: bytes | None) -> NodeConfig:
-        """One node's config (a real node's has the same shape)."""
-        p = paths()
-        mobile = role == "mobile"
-        up_ch = self.options.channel
-        down_ch = downlink_channel(up_ch)
-        node: dict[str, Any] = {
-            "role": role,
-            "tun": "longge0",
-            "address": f"{MOBILE_IP if mobile else BASE_IP}/24",
-            "peers": (
-                PeerConfig(
-                    name="base" if mobile else "mobile",
-                    address=BASE_IP if mobile else MOBILE_IP,
-                    tx_address=b"LGm2b" if mobile else b"LGb2m",
-                    rx_address=b"LGb2m" if mobile else b"LGm2b",
-                    key=key if self.secured else None,
-                ),
-            ),
-            "control": str(p[role]),
-            "queue": self.queue,
-            "backend": self.backend(role),
-            "air": str(p["air"]),
-            # the nodes' channels are tx_channel/rx_channel; RadioOptions.channel is the one
-            # link of radio-bench, not a node setting
-            "radio": replace(self.options, channel=RadioOptions.channel),
-            "tx_channel": up_ch if mobile else down_ch,
-            "rx_channel": down_ch if mobile else up_ch,
-            "default_route": mobile,
-            "nat": not mobile,
-            "uplink": "" if mobile else "up0",
-            "insecure": not self.secured,
-            "state_dir": str(STATE_DIR / "security"),
-            "driver": "pyrf24",
-        }
-        if self.rf24 and self.irq:  # README's wiring table
-            node["tx_irq_pin"], node["rx_irq_pin"] = IRQ_PINS
-        if self.backend(role) == "serial":
-            node["tx_port"] = str(STATE_DIR / "mobile-tx.pty")
-            node["rx_port"] = str(STATE_DIR / "mobile-rx.pty")
-        for name in ("queue_ms", "mtu"):
-            if getattr(self, name) is not None:
-                node[name] = getattr(self, name)
-        return NodeConfig(**node)
-
-    def node_toml(self, role: str, key: bytes | None) -> str:
-        """The node's config file, as the daemon reads it."""
-        return configfile.dumps(
-            self.node_config(role, key),
-            key_file=str(paths()["key"]) if self.secured else None,
-            header=f"written by ./run.sh testbed up ({role})",
-        )
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "options": self.options.as_dict(),
-            "loss": self.loss.as_dict(),
-            "queue": self.queue,
-            "queue_ms": self.queue_ms,
-            "mtu": self.mtu,
-            "secured": self.secured,
-            "serial": self.serial,
-            "backend": "rf24" if self.rf24 else "sim",
-            "irq": self.rf24 and self.irq,
-        }
-
-
 def build_preload() -> None:
     """The spidev/GPIO library through which the real pyrf24 reaches emulated chips."""
     _make("preload")
@@ -182,17 +118,14 @@ def _make(target: str) -> None:
         raise TestbedError(f"make -C firmware {target} failed:\n{build.stderr[-1500:]}")
 
 
-def _spawn(args: list[str], log: Path, env: dict[str, str] | None = None) -> int:
-    with open(log, "ab") as out:
-        proc = subprocess.Popen(
-            args,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-            env=env,
-        )
-    return proc.pid
+def _start(
+    state: dict[str, Any], name: str, args: list[str], log: Path, env: dict[str, str] | None = None
+) -> int:
+    """Start one of the testbed's processes, recorded for the keeper (keeper.py) to start
+    again should it die."""
+    state["procs"][name] = {"args": args, "log": str(log), "env": env}
+    pid = state["pids"][name] = spawn(args, log, env)
+    return pid
 
 
 def up(spec: TestbedSpec, say: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
@@ -205,20 +138,26 @@ def up(spec: TestbedSpec, say: Callable[[str], None] = lambda s: None) -> dict[s
     state: dict[str, Any] = {
         **spec.as_dict(),
         "pids": {},
+        "procs": {},
+        "restarts": {},
         "started": time.time(),
     }
-    key = None
+    names = spec.mobile_names
+    keys: list[bytes | None] = [None] * len(names)
     if spec.secured:  # a fresh key for each testbed, and fresh nonce/replay state with it
         shutil.rmtree(STATE_DIR / "security", ignore_errors=True)
-        fd = os.open(p["key"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        text = generate_key()
-        with os.fdopen(fd, "w") as f:
-            f.write(text + "\n")
-        key = parse_key(text, "key")
-        say(f"link key generated: {p['key']} (ChaCha20-Poly1305; --insecure for an open link)")
+        for i, name in enumerate(names):
+            path = key_path(name, spec.mobiles)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            text = generate_key()
+            with os.fdopen(fd, "w") as f:
+                f.write(text + "\n")
+            keys[i] = parse_key(text, "key")
+            say(f"link key generated: {path} (ChaCha20-Poly1305; --insecure for an open link)")
+    nodes = ["base", *names]
     try:
-        say("creating namespaces lg-base, lg-mobile, lg-inet")
-        for ns in NAMESPACES:
+        say("creating namespaces " + ", ".join(namespaces(spec.mobiles)))
+        for ns in namespaces(spec.mobiles):
             _run("ip", "netns", "add", ns)
             _netns(ns, "ip", "link", "set", "lo", "up")
         _run(
@@ -243,14 +182,16 @@ def up(spec: TestbedSpec, say: Callable[[str], None] = lambda s: None) -> dict[s
         py = sys.executable
         say("starting the air emulator")
         air_args = native.command(str(p["air"]), spec.loss)
-        state["pids"]["air"] = _spawn(air_args, STATE_DIR / "air.log")
+        _start(state, "air", air_args, STATE_DIR / "air.log")
         _wait_for(lambda: native.serving(p["air"]), "the air emulator", STATE_DIR / "air.log")
         if spec.serial:
             say("building the modem firmware (native) and plugging two modems into the mobile")
             _make("native")
             for which in ("tx", "rx"):
                 link = STATE_DIR / f"mobile-{which}.pty"
-                state["pids"][f"modem-{which}"] = _spawn(
+                _start(
+                    state,
+                    f"modem-{which}",
                     [
                         str(FIRMWARE / "build" / "modem-native-fast"),
                         str(p["air"]),
@@ -264,23 +205,26 @@ def up(spec: TestbedSpec, say: Callable[[str], None] = lambda s: None) -> dict[s
         if spec.rf24:
             say("building the spidev/GPIO library pyrf24 reaches the emulated chips through")
             build_preload()
-        for role in ("base", "mobile"):
-            conf = STATE_DIR / f"{role}.toml"
-            conf.write_text(spec.node_toml(role, key))
+        for node in nodes:
+            role = "base" if node == "base" else "mobile"
+            index = names.index(node) if role == "mobile" else 0
+            conf = STATE_DIR / f"{node}.toml"
+            conf.write_text(spec.node_toml(role, keys[index], keys, index))
             if spec.rf24:
                 env = {
-                    **os.environ,
                     "LD_PRELOAD": str(PRELOAD),
                     "LONGGE_AIR": str(p["air"]),
                     "LONGGE_CHIP_PREFIX": f"{role}-",  # its radios: base-spidev0.0, ...
                 }
-            say(f"starting the {role} daemon in lg-{role}")
-            state["pids"][role] = _spawn(
+            say(f"starting the {node} daemon in lg-{node}")
+            _start(
+                state,
+                node,
                 [
                     "ip",
                     "netns",
                     "exec",
-                    f"lg-{role}",
+                    f"lg-{node}",
                     py,
                     "-m",
                     "longge",
@@ -288,13 +232,15 @@ def up(spec: TestbedSpec, say: Callable[[str], None] = lambda s: None) -> dict[s
                     "--config",
                     str(conf),
                 ],
-                STATE_DIR / f"{role}.log",
+                STATE_DIR / f"{node}.log",
                 env,
             )
         say("starting the measurement servers in lg-base (iperf3, RTT echo)")
         log = STATE_DIR / "servers.log"
         since = log.stat().st_size if log.exists() else 0  # (logs are kept across testbeds)
-        state["pids"]["servers"] = _spawn(
+        _start(
+            state,
+            "servers",
             [
                 "ip",
                 "netns",
@@ -318,21 +264,51 @@ def up(spec: TestbedSpec, say: Callable[[str], None] = lambda s: None) -> dict[s
             ],
             STATE_DIR / "servers.log",
         )
-        p["state"].write_text(json.dumps(state, indent=2))
-        for role in ("base", "mobile"):
-            sock = p[role]
+        write_state(p["state"], state)
+        for node in nodes:
             _wait_for(
-                partial(_link_up, sock),
-                f"the {role} daemon's link",
-                STATE_DIR / f"{role}.log",
-                state["pids"][role],
+                partial(_link_up, node_socket(node)),
+                f"the {node} daemon's link",
+                STATE_DIR / f"{node}.log",
+                state["pids"][node],
             )
         ready = partial(_says, log, "servers: iperf3 server on port", since)
         _wait_for(ready, "the measurement servers", log, state["pids"]["servers"])
+        say("starting the keeper (a process of the testbed's that dies is started again)")
+        keeper = spawn([py, "-m", "longge.keeper", str(p["state"])], STATE_DIR / "keeper.log")
+        _wait_for(partial(_keeping, keeper), "the keeper", STATE_DIR / "keeper.log", keeper)
     except BaseException:  # Ctrl-C and SIGTERM too: nothing made so far is left behind
         down()
         raise
     return status()
+
+
+def _keeping(pid: int) -> bool:
+    """The keeper ``pid`` has recorded itself in the state file: it watches."""
+    with contextlib.suppress(OSError, ValueError):
+        return bool(json.loads(paths()["state"].read_text()).get("keeper") == pid)
+    return False
+
+
+def _stop_keeper() -> None:
+    """First of all in ``down``: the keeper would start again what down stops."""
+    pids: set[int] = set()
+    with contextlib.suppress(OSError, ValueError, TypeError):
+        pids.add(int(json.loads(paths()["state"].read_text())["keeper"]))
+    for entry in Path("/proc").iterdir():  # (one not recorded yet: a testbed half up)
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if b"longge.keeper" in (entry / "cmdline").read_bytes():
+                    pids.add(int(entry.name))
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 3
+    while any(running(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def _says(log: Path, line: str, since: int = 0) -> bool:
@@ -342,15 +318,6 @@ def _says(log: Path, line: str, since: int = 0) -> bool:
     with open(log, "rb") as f:
         f.seek(since)
         return line.encode() in f.read()
-
-
-def running(pid: int) -> bool:
-    """Alive (not gone, not a zombie): /proc says, whoever the parent."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
 
 
 #: The last answer a daemon gave that was not a status (said if its link never comes up).
@@ -389,7 +356,7 @@ def _wait_for(ok: Callable[[], bool], what: str, log: Path, pid: int | None = No
 def _testbed_pids() -> set[int]:
     """Every process of ours: in the namespaces, or using STATE_DIR (the air, ip netns exec)."""
     pids: set[int] = set()
-    for ns in NAMESPACES:
+    for ns in _our_namespaces():
         out = _run("ip", "netns", "pids", ns, check=False).stdout
         pids |= {int(x) for x in out.split()}
     marker = str(STATE_DIR).encode()
@@ -405,6 +372,7 @@ def _testbed_pids() -> set[int]:
 def down() -> list[str]:
     """Remove everything the testbed made. Safe to call any time, also after a crash."""
     removed: list[str] = []
+    _stop_keeper()
     pids = _testbed_pids()
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for pid in pids:
@@ -416,16 +384,21 @@ def down() -> list[str]:
             time.sleep(0.05)
         if not pids:
             break
-    existing = _run("ip", "netns", "list", check=False).stdout.split()
-    for ns in NAMESPACES:
-        if ns in existing:
-            _run("ip", "netns", "del", ns, check=False)
-            removed.append(ns)
+    for ns in _our_namespaces():
+        _run("ip", "netns", "del", ns, check=False)
+        removed.append(ns)
     if STATE_DIR.exists():
         for f in STATE_DIR.iterdir():
             with contextlib.suppress(OSError):
                 f.unlink()
     return removed
+
+
+def _our_namespaces() -> list[str]:
+    """The testbed's namespaces that exist (lg-mobile1 … too, whatever the testbed was)."""
+    listed = _run("ip", "netns", "list", check=False).stdout.split()
+    extra = [f"lg-{n}" for n in mobile_names(MAX_TESTBED_MOBILES)]
+    return [ns for ns in (*NAMESPACES, *extra) if ns in listed]
 
 
 def _zombie(pid: int) -> bool:
@@ -447,18 +420,23 @@ def recorded_spec() -> dict[str, Any] | None:
 def status() -> dict[str, Any]:
     p = paths()
     existing = _run("ip", "netns", "list", check=False).stdout.split()
+    names = recorded_mobiles()
     out: dict[str, Any] = {
-        "namespaces": {ns: ns in existing for ns in NAMESPACES},
-        "addresses": {"base": BASE_IP, "mobile": MOBILE_IP, "internet": INET_IP},
+        "namespaces": {ns: ns in existing for ns in namespaces(len(names))},
+        "addresses": {
+            "base": BASE_IP,
+            **{n: mobile_ip(i) for i, n in enumerate(names)},
+            "internet": INET_IP,
+        },
         "nodes": {},
     }
     if p["state"].exists():
         out["state"] = json.loads(p["state"].read_text())
-    for role in ("base", "mobile"):
+    for node in ("base", *names):
         try:
-            out["nodes"][role] = DaemonClient(str(p[role])).status().raw
+            out["nodes"][node] = DaemonClient(str(node_socket(node))).status().raw
         except ControlError as exc:
-            out["nodes"][role] = {"error": str(exc)}
+            out["nodes"][node] = {"error": str(exc)}
     try:
         out["air"] = query(str(p["air"]))
     except OSError as exc:

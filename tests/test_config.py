@@ -337,11 +337,11 @@ def test_the_writer_is_the_readers_inverse(tmp_path: Path) -> None:
 def test_the_testbed_spec_writes_configs_the_daemons_read_back(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from longge import testbed
+    from longge import testbed, testbed_spec
     from longge.protocol.secure import generate_key, parse_key
     from longge.radio.options import RadioOptions, downlink_channel
 
-    monkeypatch.setattr(testbed, "STATE_DIR", tmp_path)
+    monkeypatch.setattr(testbed_spec, "STATE_DIR", tmp_path)
     text = generate_key()
     testbed.paths()["key"].write_text(text + "\n")
     testbed.paths()["key"].chmod(0o600)  # (as the testbed makes it)

@@ -67,7 +67,7 @@ def test_one_peer_is_a_point_to_point_link_and_several_are_routed_by_destination
 
 def test_a_sender_gives_up_the_rest_of_a_packet_on_max_rt_and_counts_it() -> None:
     peer = sender("m", ("0.0.0.0/0",))
-    peer.load(ip_packet(200, 1))
+    peer.load(ip_packet(200, 1), 0.0)
     assert len(peer.frames) > 1
     peer.frames.popleft()
     peer.max_rt()

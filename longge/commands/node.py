@@ -146,7 +146,10 @@ def _control_paths(ns: argparse.Namespace) -> dict[str, str]:
         return {"node": ns.control}
     p = testbed.paths()
     if p["state"].exists():
-        return {"base": str(p["base"]), "mobile": str(p["mobile"])}
+        return {
+            "base": str(p["base"]),
+            **{n: str(testbed.node_socket(n)) for n in testbed.recorded_mobiles()},
+        }
     return {"node": "/run/longge/longge0.sock"}
 
 
@@ -344,6 +347,7 @@ def cmd_testbed(ns: argparse.Namespace) -> int:
             serial=ns.serial,
             rf24=ns.backend == "rf24",
             irq=not ns.no_irq,
+            mobiles=ns.mobiles,
         )
         st = testbed.up(spec, say=lambda s: print(f"testbed: {s}", flush=True))
     else:
@@ -355,14 +359,21 @@ def cmd_testbed(ns: argparse.Namespace) -> int:
         f"testbed {'UP' if st['up'] else 'DOWN'}: namespaces "
         + ", ".join(f"{k}{'' if v else ' (missing)'}" for k, v in st["namespaces"].items())
     )
-    a = st["addresses"]
+    a = dict(st["addresses"])
+    base, inet = a.pop("base"), a.pop("internet")
+    mobiles = ", ".join(f"{name} {ip} (lg-{name})" for name, ip in a.items())
     print(
-        f"  mobile {a['mobile']} (lg-mobile), base {a['base']} (lg-base), "
-        f"internet host {a['internet']} (lg-inet, via the base station's NAT)"
+        f"  {mobiles}, base {base} (lg-base), "
+        f"internet host {inet} (lg-inet, via the base station's NAT)"
     )
+    restarts = (st.get("state") or {}).get("restarts") or {}
+    if restarts:  # (the keeper's: keeper.py)
+        said = ", ".join(f"{name} {n}x" for name, n in sorted(restarts.items()))
+        print(f"  started again by the keeper: {said}")
     for role, node in st["nodes"].items():
         print(f"{role}:")
         print(node_text(node))
     if st["up"]:
-        print("  try: ip netns exec lg-mobile ping -c 3 10.24.0.1")
+        first = next(iter(a))
+        print(f"  try: ip netns exec lg-{first} ping -c 3 10.24.0.1")
     return 0 if st["up"] else 1

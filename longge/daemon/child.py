@@ -4,11 +4,11 @@ The supervisor and each radio process are joined by a ``multiprocessing`` pipe:
 
     supervisor -> radio process   ("set", {radio option: value, ...})   reconfigure live
                                   ("stop", None)                        leave the loop
-                                  ("tell_floor", epoch)   TX: send the peer a floor message
-                                  ("skip_past", epoch)    TX: the peer refuses our epochs
+                                  ("tell_floor", (i, epoch))  TX: send peer i a floor message
+                                  ("skip_past", (i, epoch))   TX: peer i refuses our epochs
     radio process -> supervisor   ("stats", {...})                      every STATS_EVERY_S
-                                  ("stale", epoch)        RX: the peer's sender is stale
-                                  ("floor", epoch)        RX: the peer says we are
+                                  ("stale", (i, epoch))   RX: peer i's sender is stale
+                                  ("floor", (i, epoch))   RX: peer i says we are
 (the last four: a sender restarted with an older state directory comes back: secure.py)
 """
 
@@ -201,9 +201,13 @@ class Child:
         self._next_health_check = 0.0
         self.reinits = 0
         self.last_reinit = ""
-        #: set by the supervisor (TX): a floor message to send, an epoch to seal past
-        self.floor_to_send: int | None = None
-        self.skip_past: int | None = None
+        #: times the settings were applied to a radio (brought up, or changed live): the TX
+        #: address is then the first peer's again (apply_settings)
+        self.applied = 0
+        #: set by the supervisor (TX), by peer index: a floor message to send, an epoch to
+        #: seal past
+        self.floor_to_send: dict[int, int] = {}
+        self.skip_past: dict[int, int] = {}
 
     def ensure_radio(self, now: float) -> LinkRadio | None:
         if (
@@ -227,6 +231,7 @@ class Child:
             try:
                 self.radio = bring_up(self.cfg, self.which)
                 self.state = "up" if self.radio is not None else self._not_answering()
+                self.applied += 1
             except HardwareError as exc:
                 self.radio = None
                 self.state = f"radio_error: {exc}"
@@ -269,9 +274,11 @@ class Child:
             elif cmd == "set":
                 self.reconfigure(arg)
             elif cmd == "tell_floor":
-                self.floor_to_send = int(arg)
+                index, epoch = arg
+                self.floor_to_send[int(index)] = int(epoch)
             elif cmd == "skip_past":
-                self.skip_past = max(int(arg), self.skip_past or 0)
+                index, epoch = arg
+                self.skip_past[int(index)] = max(int(epoch), self.skip_past.get(int(index), 0))
 
     def wait(
         self,
@@ -296,10 +303,10 @@ class Child:
             timeout = min(timeout, POLL_S)
         return select.select(fds, [], [], timeout)[0]
 
-    def tell(self, kind: str, value: int) -> None:
-        """An event for the supervisor (the list above)."""
+    def tell(self, kind: str, index: int, epoch: int) -> None:
+        """An event of peer ``index``'s for the supervisor (the list above)."""
         with contextlib.suppress(OSError):
-            self.conn.send((kind, value))
+            self.conn.send((kind, (index, epoch)))
 
     def reconfigure(self, options: dict[str, Any]) -> None:
         try:
@@ -307,6 +314,7 @@ class Child:
         except (ConfigError, TypeError):
             return  # the supervisor checked already; a stale request is ignored
         if self.radio is not None:
+            self.applied += 1
             try:
                 apply_settings(self.radio, self.cfg, self.which)
             except HardwareError as exc:

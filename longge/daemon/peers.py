@@ -9,8 +9,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from longge.config import NodeConfig
-from longge.daemon.fairqueue import SOJOURN_EDGES_MS, FairQueue
+from longge.daemon.fairqueue import FairQueue
 from longge.daemon.keystate import make_opener, make_sealer
+from longge.daemon.peerqueues import PeerQueues
 from longge.protocol import Fragmenter, Reassembler, secure
 from longge.protocol.arq import MAX_INNER, MAX_WINDOW, ArqSender
 from longge.protocol.arq_receiver import ArqReceiver
@@ -114,9 +115,17 @@ class RxCounters:
     pair_full: int = 0
 
 
-def read_tun(tun: Tun, mtu: int, ready: bool, queue: FairQueue, c: TxCounters, now: float) -> None:
-    """Every packet the kernel has for the link into the queue (dropped, and counted, while
-    the radio is down: ``ready`` False)."""
+def read_tun(
+    tun: Tun,
+    mtu: int,
+    ready: bool,
+    table: PeerTable[PeerSender],
+    queues: PeerQueues,
+    c: TxCounters,
+    now: float,
+) -> None:
+    """Every packet the kernel has for the link into its peer's queue (dropped, and counted,
+    while the radio is down: ``ready`` False; or when no peer holds its destination)."""
     for _ in range(TUN_READ_BURST):
         packet = tun.read()
         if not packet:
@@ -128,7 +137,11 @@ def read_tun(tun: Tun, mtu: int, ready: bool, queue: FairQueue, c: TxCounters, n
         elif not ready:
             c.dropped_no_radio += 1
         else:
-            queue.push(packet, now)
+            peers = table.route(packet)
+            if not peers:
+                c.no_route += 1
+            for peer in peers:  # (a multicast packet: a copy for each)
+                queues.push(peer.index, packet, now)
 
 
 def deliver(tun: Tun, packet: bytes, c: RxCounters) -> None:
@@ -140,20 +153,30 @@ def deliver(tun: Tun, packet: bytes, c: RxCounters) -> None:
         c.tun_refused += 1
 
 
-def next_packet(
-    queue: FairQueue, table: PeerTable[PeerSender], c: TxCounters, now: float
-) -> PeerSender | None:
-    """The next packet from the queue loaded into its peer (the peer returned), or None: the
-    queue is empty. A packet whose destination no peer holds is dropped, counted."""
-    while (packet := queue.pop(now)) is not None:
-        peers = table.route(packet)
-        if not peers:
-            c.no_route += 1
-            continue
-        for peer in peers:  # (a multicast packet: a copy for each)
-            peer.load(packet)
-        return peers[0]
+def next_packet(queues: PeerQueues, table: PeerTable[PeerSender], now: float) -> PeerSender | None:
+    """The next packet from the queues loaded into its peer (the peer returned), or None: the
+    queues are empty."""
+    while (index := queues.next_peer(now)) is not None:
+        packet = queues.pop(index, now)
+        if packet is not None:
+            peer = table.peers[index]
+            peer.load(packet, now)
+            return peer
     return None
+
+
+def keepalives(
+    table: PeerTable[PeerSender], queues: PeerQueues, keepalive_s: float, now: float
+) -> bool:
+    """A keepalive for each peer sent nothing for ``keepalive_s`` and with nothing to send
+    (its frames wait with the peer, as a packet's); was there one?"""
+    any_sent = False
+    for peer in table:
+        idle = not peer.frames and not len(queues.queues[peer.index])
+        if idle and now - peer.last_sent >= keepalive_s:
+            peer.frames.extend(peer.keepalive(now))
+            any_sent = True
+    return any_sent
 
 
 def queue_limit_bytes(cfg: NodeConfig) -> int:
@@ -162,22 +185,14 @@ def queue_limit_bytes(cfg: NodeConfig) -> int:
     return max(3 * (cfg.mtu + 14), int(rate / 8 * cfg.queue_ms / 1000))
 
 
-def make_queue(cfg: NodeConfig) -> FairQueue:
-    return FairQueue(queue_limit_bytes(cfg), cfg.queue_ms / 1000, fair=cfg.queue == "fair")
-
-
-def queue_stats(queue: FairQueue, now: float) -> dict[str, Any]:
-    """The queue's part of a TX process's counters."""
-    return {
-        "queue_packets": len(queue),
-        "queue_bytes": queue.bytes,
-        "queue_limit_bytes": queue.limit_bytes,
-        "queue_oldest_ms": round(queue.oldest_age(now) * 1000, 1),
-        "queue_drops": dict(queue.drops),
-        "queue_shared": queue.shared,
-        "queue_delay_hist": list(queue.sojourn),
-        "queue_delay_edges_ms": list(SOJOURN_EDGES_MS),
-    }
+def make_queues(cfg: NodeConfig, table: PeerTable[PeerSender]) -> PeerQueues:
+    """A flow-fair queue per peer, each with the whole budget (peerqueues.py)."""
+    return PeerQueues(
+        [
+            FairQueue(queue_limit_bytes(cfg), cfg.queue_ms / 1000, fair=cfg.queue == "fair")
+            for _ in table
+        ]
+    )
 
 
 def summed(parts: list[dict[str, Any]]) -> dict[str, Any]:
@@ -200,6 +215,23 @@ def summed(parts: list[dict[str, Any]]) -> dict[str, Any]:
             else:
                 out[key] = have + value
     return out
+
+
+def sender_stats(table: PeerTable[PeerSender], queues: PeerQueues) -> dict[str, Any]:
+    """Each peer's sending half, by name: its counters, its queue, its backoffs."""
+    return {
+        p.name: {
+            **p.stats(),
+            "queue_packets": len(queues.queues[p.index]) + (1 if p.frames else 0),
+            "queue_bytes": queues.queues[p.index].bytes,
+            "backoffs": queues.backoffs[p.index],
+        }
+        for p in table
+    }
+
+
+def receiver_stats(table: PeerTable[PeerReceiver], now: float) -> dict[str, Any]:
+    return {p.name: p.stats(now) for p in table}
 
 
 def table_stats(

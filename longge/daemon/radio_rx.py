@@ -16,7 +16,7 @@ from typing import Any
 
 from longge.config import NodeConfig
 from longge.daemon.child import Child, RxFifo, take_edges
-from longge.daemon.peers import RxCounters, deliver, receivers, table_stats
+from longge.daemon.peers import RxCounters, deliver, receiver_stats, receivers, table_stats
 from longge.protocol.peer import PeerReceiver, PeerTable
 from longge.tun import Tun
 
@@ -28,14 +28,17 @@ def tend(child: Child, table: PeerTable[PeerReceiver], now: float) -> None:
     for peer in table:
         stale = peer.tick(now)
         if stale is not None:
-            child.tell("stale", stale)
+            child.tell("stale", peer.index, stale)
         floor = peer.take_floor()
         if floor is not None:
-            child.tell("floor", floor)
+            child.tell("floor", peer.index, floor)
 
 
 def rx_stats(c: RxCounters, table: PeerTable[PeerReceiver], now: float) -> dict[str, Any]:
-    return table_stats(c, [p.stats(now) for p in table])
+    return {
+        **table_stats(c, [p.stats(now) for p in table]),
+        "peers": receiver_stats(table, now),
+    }
 
 
 def flush(table: PeerTable[PeerReceiver]) -> None:

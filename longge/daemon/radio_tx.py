@@ -17,16 +17,18 @@ from multiprocessing.connection import Connection
 
 from longge.config import NodeConfig
 from longge.daemon.child import FIFO_FULL, Child, on_irq, take_edges, waitable
+from longge.daemon.peerqueues import PeerQueues
 from longge.daemon.peers import (
     TxCounters,
-    make_queue,
-    next_packet,
-    queue_stats,
+    keepalives,
+    make_queues,
     read_tun,
+    sender_stats,
     senders,
     table_stats,
 )
 from longge.protocol.peer import PeerSender, PeerTable
+from longge.radio.interface import LinkRadio
 from longge.tun import Tun, TunError
 
 #: After this many MAX_RT in a row the radio is re-initialised (the interface stays up).
@@ -36,93 +38,159 @@ MAX_RT_STORM = 64
 def link_control(child: Child, table: PeerTable[PeerSender]) -> None:
     """What the RX process passed on through the supervisor (child.py), for a peer between
     two packets: it refuses our epochs, or its sender is stale."""
+    if not child.skip_past and not child.floor_to_send:
+        return
     for peer in table:
         if not peer.frames:
-            peer.link_control(child.skip_past, child.floor_to_send)
-            child.skip_past = child.floor_to_send = None
+            i = peer.index
+            peer.link_control(child.skip_past.pop(i, None), child.floor_to_send.pop(i, None))
+
+
+class EsbSending:
+    """Which peer's frames the TX radio is loading, and whose address it sends to. The chip
+    has one TX address: another peer's packet starts only once the TX FIFO has drained (its
+    frames' fates known), and the address changes then."""
+
+    def __init__(self, table: PeerTable[PeerSender], queues: PeerQueues) -> None:
+        self.table = table
+        self.queues = queues
+        self.sending: PeerSender | None = None  # whose frames are being loaded
+        self.addressed = table.peers[0]  # whose address the radio has (child.apply_settings)
+        self.applied = 0  # child.applied when `addressed` was last known
+
+    def loading(self) -> bool:
+        return self.sending is not None and bool(self.sending.frames)
+
+    def settings_applied(self, child: Child) -> None:
+        """The radio's settings were applied again: its TX address is the first peer's, and
+        what is left of another peer's packet is given up (it would go to the first)."""
+        if child.applied != self.applied:
+            self.applied = child.applied
+            self.addressed = self.table.peers[0]
+            left = self.sending
+            if left is not None and left is not self.addressed and left.frames:
+                left.frames.clear()
+                left.counters.packets_aborted += 1
+                self.sending = None
+
+    def next(self, radio: LinkRadio, now: float) -> PeerSender | None:
+        """The peer whose frames go next, its address set; None: nothing to send now, or the
+        FIFO must drain before the address changes."""
+        while True:
+            peer = next((p for p in self.table if p.frames), None)  # keepalive, link control
+            if peer is None:
+                index = self.queues.next_peer(now)
+                if index is None:
+                    return None
+                peer = self.table.peers[index]
+            if peer is not self.addressed:
+                if not radio.is_fifo(True, True):
+                    return None  # (its news wakes the process)
+                radio.stop_listening(peer.radio_address)
+                self.addressed = peer
+            if peer.frames:
+                return peer
+            packet = self.queues.pop(peer.index, now)
+            if packet is not None:
+                peer.load(packet, now)
+                return peer
+
+    def fill(self, radio: LinkRadio, now: float, c: TxCounters) -> None:
+        """2. scheduler, 3. fragmenter, 4. radio_tx: load frames while the TX FIFO has room."""
+        sending = self.sending
+        while radio.is_fifo(True) != FIFO_FULL:
+            if sending is None or not sending.frames:
+                sending = self.sending = self.next(radio, now)
+                if sending is None:
+                    break
+            # room just seen (write_fast would ask the chip again). A MAX_RT meanwhile halts
+            # the chip with this frame loaded; step 5 flushes it next turn and drops what is
+            # left of its packet.
+            radio.start_fast_write(sending.frames.popleft())
+            c.frames_sent += 1
+
+    def news(self, sent_ok: bool, max_rt: bool, now: float) -> None:
+        """What the chip said of the addressed peer's frames."""
+        if sent_ok:
+            self.queues.delivered(self.addressed.index)
+        if max_rt:
+            self.addressed.max_rt()
+            self.queues.max_rt(self.addressed.index, now)
 
 
 def tx_stats(
     c: TxCounters,
     table: PeerTable[PeerSender],
-    queue_part: dict[str, object],
+    queues: PeerQueues,
     radio_part: dict[str, object],
+    now: float,
 ) -> dict[str, object]:
-    return {**table_stats(c, [p.stats() for p in table]), **queue_part, **radio_part}
+    return {
+        **table_stats(c, [p.stats() for p in table]),
+        **queues.stats(now),
+        **radio_part,
+        "peers": sender_stats(table, queues),
+    }
 
 
 def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor decides when we stop
     child = Child(cfg, "tx", conn)
     table = senders(cfg)
-    queue = make_queue(cfg)
+    queues = make_queues(cfg, table)
+    out = EsbSending(table, queues)
     c = TxCounters()
-    sending: PeerSender | None = None  # the peer whose packet is being loaded
-    last_sent = time.monotonic()
+    start = time.monotonic()
+    for peer in table:
+        peer.last_sent = start
     storm = 0  # MAX_RT in a row, without a frame acknowledged in between
     pending_max_rt = False  # seen just before sleeping (what_happened may clear the flag)
     control_ready = True  # the supervisor's pipe: looked at when select() found it readable
     while child.running:
         now = time.monotonic()
         radio = child.ensure_radio(now)
+        out.settings_applied(child)
         take_edges(radio)
         try:
-            read_tun(tun, cfg.mtu, radio is not None, queue, c, now)
+            read_tun(tun, cfg.mtu, radio is not None, table, queues, c, now)
         except TunError as exc:
             child.fail(str(exc))
             break
         if radio is not None:
             # 5. max_rt (checked first: it decides what the FIFO holds)
             sent_ok, max_rt, _ = radio.what_happened()
+            max_rt = max_rt or pending_max_rt
+            pending_max_rt = False
+            out.news(sent_ok, max_rt, now)
             if sent_ok:
                 storm = 0
-            if max_rt or pending_max_rt:
-                pending_max_rt = False
+            if max_rt:
                 radio.flush_tx()
                 storm += 1
-                if sending is not None:
-                    sending.max_rt()
                 if storm >= MAX_RT_STORM:  # a wedged chip looks like this too: start it over
                     storm = 0
                     child.reinitialise(f"{MAX_RT_STORM} MAX_RT in a row")
                     continue
-            while radio.is_fifo(True) != FIFO_FULL:
-                if sending is None or not sending.frames:
-                    # 2. scheduler, 3. fragmenter (sealed, for its peer)
-                    sending = next_packet(queue, table, c, now)
-                    if sending is None:
-                        break
-                # 4. radio_tx: room just seen (write_fast would ask the chip again). A MAX_RT
-                # meanwhile halts the chip with this frame loaded; step 5 flushes it next turn
-                # and drops what is left of its packet.
-                radio.start_fast_write(sending.frames.popleft())
-                c.frames_sent += 1
-                last_sent = now
-            # 6. keepalive
-            idle = sending is None or not sending.frames
-            if now - last_sent >= cfg.keepalive_s and idle and not len(queue):
-                for peer in table:
-                    for frame in peer.keepalive():
-                        radio.write_fast(frame)
-                    sending = peer  # (a MAX_RT now is this peer's)
-                last_sent = now
+            # 6. keepalive (its frames wait with their peer, as a packet's)
+            keepalives(table, queues, cfg.keepalive_s, now)
+            out.fill(radio, now, c)
         if control_ready:
             child.handle_control()
-        if sending is None or not sending.frames:
+        if not out.loading():
             link_control(child, table)
-            sending = next((p for p in table if p.frames), sending)
         if child.stats_due(now):
             child.send_stats(
                 tx_stats(
                     c,
                     table,
-                    queue_stats(queue, now),
+                    queues,
                     {"retransmissions": None if radio is None else radio.retransmissions},
+                    now,
                 )
             )
         # 7. wait
-        frames = sending is not None and bool(sending.frames)
-        work = frames or bool(len(queue))  # a frame to load or a packet queued
+        loading = out.loading()
+        work = loading or any(p.frames for p in table) or bool(len(queues))
         look_now = False
         if radio is not None and not on_irq(radio):
             # (On an IRQ pin, news since the look above left an edge: no second look.)
@@ -133,6 +201,7 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
             sent_ok, pending_max_rt, _ = radio.what_happened()
             if sent_ok:
                 storm = 0
+                out.news(True, False, now)
             # A payload went out since the FIFO was loaded, and its news was taken in just
             # now: sleeping on the descriptor would wait for news that may never come (the
             # FIFO may have drained meanwhile): load first. It once slept 0.25 s so with a
@@ -147,6 +216,6 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
             and waitable(radio) is None
             and (work or not radio.is_fifo(True, True))
         )
-        ready = child.wait(radio, 0.25, now=look_now, poll=poll, also=() if frames else (tun,))
+        ready = child.wait(radio, 0.25, now=look_now, poll=poll, also=() if loading else (tun,))
         control_ready = child.conn_fd in ready
     child.close_radio()

@@ -120,6 +120,8 @@ class TxStatus(ProcessStatus):
     bursts: int = 0
     bursts_short: int = 0
     window_full: int = 0
+    #: keyed by peer name: its counters, its queue (queue_packets, queue_bytes), backoffs
+    peers: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -139,6 +141,21 @@ class RxStatus(ProcessStatus):
     peer_last_heard_s: float | None = None
     acks_in: int = 0  # stream mode: the peer's ACKs handed to the TX process
     pair_full: int = 0  # ... and those dropped because it was behind
+    #: keyed by peer name: its counters (keepalives, drops, security, peer_last_heard_s, ...)
+    peers: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PeerStatus:
+    """One peer of the node ([[peer]]): its link state and what each radio process counted
+    for it (``sent``: the TX process's, with its queue; ``received``: the RX process's)."""
+
+    name: str = ""
+    address: str = ""
+    link: str = "down"
+    peer_last_heard_s: float | None = None
+    sent: dict[str, Any] = field(default_factory=dict)
+    received: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -159,6 +176,7 @@ class NodeStatus:
     tx: TxStatus
     rx: RxStatus
     raw: dict[str, Any]
+    peers: tuple[PeerStatus, ...] = ()
 
     @classmethod
     def of(cls, data: Any) -> NodeStatus:
@@ -174,11 +192,18 @@ class NodeStatus:
             tx=_take(TxStatus, data.get("tx", {}), "tx"),
             rx=_take(RxStatus, data.get("rx", {}), "rx"),
             raw=data,
+            peers=tuple(_take(PeerStatus, p, "peers[]") for p in _list(data.get("peers", []))),
         )
 
     @property
     def secured(self) -> bool:
         return self.tx.sealed is not None
+
+
+def _list(data: Any) -> list[Any]:
+    if not isinstance(data, list):
+        raise ControlError(f"the status's peers is not a list: {data!r:.60}")
+    return data
 
 
 class DaemonClient:

@@ -70,8 +70,30 @@ def node_text(st: dict[str, Any]) -> str:
             f"  procs  {procs}; radios waited on: tx {tx.get('waits_on', '?')}, "
             f"rx {rx.get('waits_on', '?')}",
             *_forwarding_lines(st.get("forwarding")),
+            *_peer_lines(st.get("peers")),
         ]
     )
+
+
+def _peer_lines(peers: object) -> list[str]:
+    """A line per peer where a node has several (a base's mobiles)."""
+    if not isinstance(peers, list) or len(peers) < 2:
+        return []
+    out = []
+    for p in peers:
+        if not isinstance(p, dict):
+            continue
+        sent, got = _part(p, "sent"), _part(p, "received")
+        heard = p.get("peer_last_heard_s")
+        heard_s = "never" if heard is None else f"{_number(heard, '.1f')} s ago"
+        out.append(
+            f"  peer   {p.get('name', '?')} {p.get('address', '?')}: "
+            f"link {str(p.get('link', '?')).upper()} (heard {heard_s}); "
+            f"{sent.get('packets_sent', 0)} packets sent, {sent.get('max_rt', 0)} MAX_RT, "
+            f"{sent.get('backoffs', 0)} backoffs, queue {sent.get('queue_packets', 0)} packets; "
+            f"refused {_drops(_part(got, 'security').get('drops'))}"
+        )
+    return out
 
 
 def _forwarding_lines(fwd: object) -> list[str]:

@@ -44,15 +44,15 @@ from longge.daemon.peers import (
     RxCounters,
     TxCounters,
     deliver,
-    make_queue,
+    make_queues,
     next_packet,
-    queue_stats,
     read_tun,
     receivers,
+    sender_stats,
     senders,
     table_stats,
 )
-from longge.daemon.radio_rx import flush, tend
+from longge.daemon.radio_rx import flush, rx_stats, tend
 from longge.daemon.radio_tx import link_control
 from longge.protocol.arq import CONTROL, RESET, ArqSender, ArqStats
 from longge.protocol.arq_receiver import ArqReceiver
@@ -143,7 +143,7 @@ class StreamSending:
 def run_tx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> None:
     child = Child(cfg, "tx", conn)
     table = senders(cfg)
-    queue = make_queue(cfg)
+    queues = make_queues(cfg, table)
     c = TxCounters()
     out = StreamSending(cfg, table, c)
     arqs = out.arqs
@@ -180,7 +180,7 @@ def run_tx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
             out.fill(radio, now)
         if look(tun):
             try:
-                read_tun(tun, cfg.mtu, radio is not None, queue, c, now)
+                read_tun(tun, cfg.mtu, radio is not None, table, queues, c, now)
             except TunError as exc:
                 child.fail(str(exc))
                 break
@@ -188,16 +188,16 @@ def run_tx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
         offered = False
         while radio is not None:
             if loading is None or not loading.frames:
-                loading = next_packet(queue, table, c, now)
+                loading = next_packet(queues, table, now)
                 if loading is None:
                     break
             if not loading.feed_arq():
                 break
             offered = True
         if radio is not None:
-            if now - out.last_sent >= cfg.keepalive_s and out.idle() and not len(queue):
+            if now - out.last_sent >= cfg.keepalive_s and out.idle() and not len(queues):
                 for peer, arq in zip(table, arqs, strict=True):
-                    for frame in peer.keepalive():
+                    for frame in peer.keepalive(now):
                         arq.offer(frame)
                 out.last_sent = now
                 offered = True
@@ -211,7 +211,8 @@ def run_tx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
         if child.stats_due(now):
             stats = {
                 **table_stats(c, [p.stats() for p in table]),
-                **queue_stats(queue, now),
+                **queues.stats(now),
+                "peers": sender_stats(table, queues),
                 "retransmissions": sum(a.stats.retransmitted for a in arqs),
                 "arq": {
                     **_arq_stats([a.stats for a in arqs]),
@@ -294,7 +295,7 @@ def run_rx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
         if control_ready:
             child.handle_control()
         if child.stats_due(now):
-            stats = table_stats(c, [p.stats(now) for p in table])
+            stats = rx_stats(c, table, now)
             stats.update(arq=_arq_stats([a.stats for a in arqs]), mode="stream")
             child.send_stats(stats)
         timeout = 0.25

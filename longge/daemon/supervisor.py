@@ -14,7 +14,6 @@ silent shows as link "down" and comes back by itself when its keepalives do.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import functools
 import multiprocessing as mp
 import os
@@ -33,6 +32,7 @@ from longge.config import CHANNEL_KEYS, NodeConfig, check_live_types, with_live_
 from longge.daemon import control, keystate, radio_rx, radio_tx, stream
 from longge.errors import ConfigError
 from longge.radio.options import LINK_KEYS
+from longge.realtime import die_with_parent
 from longge.roles import FORWARDING, Undo, setup_role
 from longge.tun import LinuxTun, Tun, TunError, configure_link
 
@@ -79,15 +79,9 @@ def _radio_process(
     # (not the supervisor's handler, forked: the process's Child sets its own, which stops the
     # loop and lets the radio go; until then SIGTERM ends it)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-    if os.getppid() != supervisor:  # it was gone before the line above
+    if not die_with_parent(supervisor, signal.SIGTERM):  # (gone already)
         return
     target(cfg, tun, conn)
-
-
-#: prctl(2): the signal this process gets when its parent dies.
-PR_SET_PDEATHSIG = 1
 
 
 class Supervisor:
@@ -319,6 +313,24 @@ class Supervisor:
             "rx_address": self.cfg.peers[0].rx_address.decode(errors="replace"),
         }
 
+    def peers_status(self, tx: dict[str, Any], rx: dict[str, Any]) -> list[dict[str, Any]]:
+        """Each peer's link state and counters, as its two halves sent them (by name)."""
+        out = []
+        for p in self.cfg.peers:
+            received = (rx.get("peers") or {}).get(p.name, {})
+            heard = received.get("peer_last_heard_s")
+            out.append(
+                {
+                    "name": p.name,
+                    "address": p.address,
+                    "link": "up" if heard is not None and heard < PEER_SILENT_S else "down",
+                    "peer_last_heard_s": heard,
+                    "sent": (tx.get("peers") or {}).get(p.name, {}),
+                    "received": received,
+                }
+            )
+        return out
+
     def status(self) -> dict[str, Any]:
         tx, rx = (w.stats for w in self.workers)
         heard = rx.get("peer_last_heard_s")
@@ -349,6 +361,7 @@ class Supervisor:
             ),
             "tx": tx,
             "rx": rx,
+            "peers": self.peers_status(tx, rx),
             "processes": {
                 w.which: {
                     "alive": w.died_at is None,

@@ -57,7 +57,7 @@ def resolve_target(
         return Target(host, iperf_port, rtt_port, None, controls), False
     p = testbed.paths()
     if p["state"].exists() and testbed.status().get("up"):
-        mobile = str(p["mobile"])
+        mobile = str(testbed.node_socket(testbed.recorded_mobiles()[0]))
         check_asked(
             opts, loss, queue, lambda: DaemonClient(mobile).status(), testbed.recorded_spec() or {}
         )
@@ -150,12 +150,13 @@ def testbed_target() -> Target:
     """The testbed as a measurement's target: clients in lg-mobile, servers in lg-base, both
     daemons' control sockets, the air."""
     p = testbed.paths()
+    first = testbed.recorded_mobiles()[0]  # (several mobiles: measured from the first, for now)
     return Target(
         testbed.BASE_IP,
         testbed.IPERF_PORT,
         testbed.RTT_PORT,
-        "lg-mobile",
-        (str(p["mobile"]), str(p["base"])),
+        f"lg-{first}",
+        (str(testbed.node_socket(first)), str(p["base"])),
         str(p["air"]),
     )
 

@@ -30,6 +30,7 @@ from typing import IO, Any
 
 from longge.errors import LongGeError
 from longge.measure import rtt
+from longge.realtime import die_with_parent
 
 IPERF_PORT = 5201
 IDLE_TIMEOUT_S = 30
@@ -101,9 +102,12 @@ def iperf_server_loop(
     """Serve iperf3 tests back to back until ``stop()``, on ``host`` (0.0.0.0: every address);
     a line per test to ``log`` (an open file: the process may no longer be allowed to open one)."""
     while not stop():
+        parent = os.getpid()
         pid = os.fork()
         if pid == 0:
             code = 0
+            if not die_with_parent(parent, signal.SIGKILL):  # (its port with it)
+                os._exit(1)
             try:
                 _one_iperf_test(port, log, host)
             except BaseException:
@@ -133,8 +137,13 @@ def _iperf_process(
     user: str | None,
 ) -> None:
     echo.close()  # (the echo server's, inherited: not this process's to hold)
+    parent = os.getppid()
     if user is not None:
         drop_privileges(user)
+    # a servers process killed outright (kill -9) takes this one and its test along: their
+    # port would keep the next servers process from listening
+    if not die_with_parent(parent, signal.SIGKILL):
+        return
     iperf_server_loop(port, log, stop, host)
 
 

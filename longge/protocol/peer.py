@@ -91,6 +91,8 @@ class PeerTable(Generic[P]):
         if not 1 <= len(peers) <= 5:
             raise ValueError("1..5 peers: one RX pipe each (pipes 1..5)")
         self.peers: tuple[P, ...] = tuple(peers)
+        for i, peer in enumerate(self.peers):
+            peer.index = i
         self._pipes: dict[int, P] = {i + 1: p for i, p in enumerate(self.peers)}
 
     def __iter__(self) -> Iterator[P]:
@@ -148,13 +150,16 @@ class PeerSender:
     arq: ArqSender | None = None
     frames: deque[bytes] = field(default_factory=deque)
     counters: SendCounters = field(default_factory=SendCounters)
+    index: int = 0  # its place in its table
+    last_sent: float = 0.0  # when its last packet (or keepalive) was cut into frames
 
-    def load(self, packet: bytes) -> None:
+    def load(self, packet: bytes, now: float) -> None:
         """A packet from the queue: sealed (on a secured link) and cut into frames."""
         if self.sealer is not None:
             packet = self.sealer.seal(packet)
         self.frames.extend(self.fragmenter.fragment(packet))
         self.counters.packets_sent += 1
+        self.last_sent = now
 
     def max_rt(self) -> None:
         """A frame to this peer exhausted its retries: the rest of its packet is given up."""
@@ -163,9 +168,10 @@ class PeerSender:
             self.frames.clear()
             self.counters.packets_aborted += 1
 
-    def keepalive(self) -> list[bytes]:
+    def keepalive(self, now: float) -> list[bytes]:
         """A packet of nothing (sealed on a secured link): the peer learns we live."""
         self.counters.keepalives_sent += 1
+        self.last_sent = now
         if self.sealer is None:
             return self.fragmenter.keepalive()
         return self.fragmenter.fragment(self.sealer.seal(b""))
@@ -224,6 +230,7 @@ class PeerReceiver:
     reassembler: Reassembler
     opener: secure.Opener | None
     arq: ArqReceiver | None = None
+    index: int = 0  # its place in its table: its frames come on pipe index + 1
     last_heard: float | None = None
     floor_heard: int | None = None
     counters: ReceiveCounters = field(default_factory=ReceiveCounters)

@@ -1,0 +1,88 @@
+"""The TX process's queues, sans-IO: one flow-fair queue per peer (fairqueue.py), and which
+peer's packet goes next.
+
+A base that serves several mobiles shares its downlink between them, not between their flows:
+a mobile with eight flows gets no more air than one with one. Between the peers the rule is
+the least air served (bytes sent, as in a virtual clock): the backlogged peer that has been
+sent the fewest bytes goes next, and a peer that comes back from idle starts level with the
+others, with no credit saved up. A peer whose frames keep meeting MAX_RT (a mobile out of
+range, switched off) is backed off, 10 ms doubling up to 1 s, but only while another peer
+has something to send: alone it is tried as before, so one mobile sees no change. Its packets
+age out of its own queue meanwhile (``queue_ms``). Time is passed in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from longge.daemon.fairqueue import SOJOURN_EDGES_MS, FairQueue
+
+BACKOFF_FIRST_S = 0.010
+BACKOFF_MAX_S = 1.0
+
+
+class PeerQueues:
+    def __init__(self, queues: Sequence[FairQueue]) -> None:
+        self.queues = list(queues)
+        n = len(self.queues)
+        self.served = [0] * n  # bytes sent to each peer while it was backlogged
+        self.failures = [0] * n  # MAX_RT in a row, per peer
+        self.backoff_until = [0.0] * n
+        self.backoffs = [0] * n  # times each was backed off
+
+    def __len__(self) -> int:
+        return sum(len(q) for q in self.queues)
+
+    def push(self, index: int, packet: bytes, now: float) -> None:
+        if not len(self.queues[index]) and len(self.queues) > 1:
+            # back from idle: level with the least served of the busy ones, no saved credit
+            busy = [s for i, s in enumerate(self.served) if len(self.queues[i])]
+            self.served[index] = max(self.served[index], min(busy, default=0))
+        self.queues[index].push(packet, now)
+
+    def next_peer(self, now: float) -> int | None:
+        """The peer whose packet goes next, or None: nothing queued."""
+        if len(self.queues) == 1:
+            return 0 if len(self.queues[0]) else None
+        ready = [i for i, q in enumerate(self.queues) if len(q)]
+        if not ready:
+            return None
+        awake = [i for i in ready if self.backoff_until[i] <= now]
+        return min(awake or ready, key=lambda i: (self.served[i], i))
+
+    def pop(self, index: int, now: float) -> bytes | None:
+        """Peer ``index``'s next packet (None: what it had expired)."""
+        packet = self.queues[index].pop(now)
+        if packet is not None:
+            self.served[index] += len(packet)
+        return packet
+
+    def max_rt(self, index: int, now: float) -> None:
+        self.failures[index] += 1
+        wait = min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2 ** min(self.failures[index] - 1, 10))
+        self.backoff_until[index] = now + wait
+        self.backoffs[index] += 1
+
+    def delivered(self, index: int) -> None:
+        """A frame to peer ``index`` was acknowledged: it answers again."""
+        self.failures[index] = 0
+        self.backoff_until[index] = 0.0
+
+    def stats(self, now: float) -> dict[str, Any]:
+        """The queues' part of a TX process's counters (one queue: as FairQueue's own)."""
+        qs = self.queues
+        drops: dict[str, int] = {}
+        for q in qs:
+            for k, v in q.drops.items():
+                drops[k] = drops.get(k, 0) + v
+        return {
+            "queue_packets": len(self),
+            "queue_bytes": sum(q.bytes for q in qs),
+            "queue_limit_bytes": sum(q.limit_bytes for q in qs),
+            "queue_oldest_ms": round(max(q.oldest_age(now) for q in qs) * 1000, 1),
+            "queue_drops": drops,
+            "queue_shared": sum(q.shared for q in qs),
+            "queue_delay_hist": [sum(b) for b in zip(*(q.sojourn for q in qs), strict=True)],
+            "queue_delay_edges_ms": list(SOJOURN_EDGES_MS),
+        }
