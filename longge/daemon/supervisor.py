@@ -37,7 +37,8 @@ from longge.roles import FORWARDING, Undo, setup_role
 from longge.tun import LinuxTun, Tun, TunError, configure_link
 
 _CTX = mp.get_context("fork")
-RESTART_AFTER_S = 1.0
+#: A radio process that died is started again this long after (issue 44: back within 1.2 s).
+RESTART_AFTER_S = 0.3
 PEER_SILENT_S = 3.0
 #: Radio settings that can change while the link runs (RadioOptions fields + channels). A
 #: change of ``mode`` restarts the radio processes (see Supervisor.set_radio).
