@@ -265,6 +265,7 @@ def test_a_sender_restored_to_an_older_state_dir_is_told_its_floor_and_comes_bac
         i += 1
         got = link.send(link.mtun, [ip_packet(200, i)], to=link.btun, timeout=0.5)
     assert got, "the restored mobile never got through"
+    link.pump(0.6)  # (the radio processes send their counters every 0.25 s)
     tx = link.mobile.status()["tx"]
     assert tx["epoch_skips"] >= 1 and tx["epoch"] > seen_epoch, tx
     security = link.base.status()["rx"]["security"]
