@@ -16,6 +16,7 @@ from longge.chip import AIR_SOCKET
 from longge.chip.datasheet import CHANNEL_MAX, CHANNEL_MIN, ISM_MAX_CHANNEL
 from longge.errors import ConfigError
 from longge.protocol.fragmenter import MIN_PAYLOAD, check_mtu
+from longge.protocol.peer import MAX_PEERS
 from longge.protocol.secure import KEY_LEN
 from longge.radio.options import UPLINK_CHANNEL, RadioOptions, downlink_channel
 from longge.tun import check_ifname
@@ -351,9 +352,8 @@ def with_live_options(cfg: NodeConfig, options: dict[str, Any]) -> NodeConfig:
     return replace(cfg, radio=replace(cfg.radio, **radio), **channels)
 
 
-#: A base's mobiles at most: its RX radio gives each one pipe (1..5; pipe 0 takes the ACKs of
-#: what it sends when it transmits, and it has its own radio for that).
-MAX_MOBILES = 5
+#: A base's mobiles at most: its RX radio gives each one pipe (protocol/peer.py).
+MAX_MOBILES = MAX_PEERS
 
 
 def _check_mobiles(peers: tuple[PeerConfig, ...], mode: str) -> None:

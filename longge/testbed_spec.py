@@ -14,7 +14,7 @@ from typing import Any
 
 from longge import configfile
 from longge.air.loss import NO_LOSS, AirLoss
-from longge.config import NodeConfig, PeerConfig
+from longge.config import MAX_MOBILES, NodeConfig, PeerConfig
 from longge.errors import ConfigError
 from longge.protocol.secure import KEY_LEN
 from longge.radio.options import RadioOptions, downlink_channel
@@ -23,8 +23,8 @@ from longge.radio.options import RadioOptions, downlink_channel
 IRQ_PINS = (24, 23)
 STATE_DIR = Path(os.environ.get("LONGGE_TESTBED_DIR", "/run/longge/testbed"))
 NAMESPACES = ("lg-base", "lg-mobile", "lg-inet")
-#: A base's mobiles on the testbed at most (config.MAX_MOBILES: one RX pipe each).
-MAX_TESTBED_MOBILES = 5
+#: A base's mobiles on the testbed at most: as on a real base (one RX pipe each).
+MAX_TESTBED_MOBILES = MAX_MOBILES
 BASE_IP, MOBILE_IP, INET_IP, UPLINK_IP = "10.24.0.1", "10.24.0.2", "10.99.0.1", "10.99.0.2"
 
 

@@ -80,6 +80,10 @@ def multicast(packet: bytes) -> bool:
 
 P = TypeVar("P", "PeerSender", "PeerReceiver")
 
+#: Peers a table holds at most: one RX pipe each (1..5; pipe 0 takes the ACKs of what the
+#: chip sends when it transmits).
+MAX_PEERS = 5
+
 
 class PeerTable(Generic[P]):
     """A process's peers: found by the RX pipe their frames arrive on (peer ``i`` on pipe
@@ -88,8 +92,8 @@ class PeerTable(Generic[P]):
     and so is every packet when there is one peer)."""
 
     def __init__(self, peers: Sequence[P]) -> None:
-        if not 1 <= len(peers) <= 5:
-            raise ValueError("1..5 peers: one RX pipe each (pipes 1..5)")
+        if not 1 <= len(peers) <= MAX_PEERS:
+            raise ValueError(f"1..{MAX_PEERS} peers: one RX pipe each (pipes 1..{MAX_PEERS})")
         self.peers: tuple[P, ...] = tuple(peers)
         for i, peer in enumerate(self.peers):
             peer.index = i
@@ -100,9 +104,6 @@ class PeerTable(Generic[P]):
 
     def __len__(self) -> int:
         return len(self.peers)
-
-    def pipe_of(self, index: int) -> int:
-        return index + 1
 
     def by_pipe(self, pipe: int) -> P | None:
         return self._pipes.get(pipe)
@@ -153,11 +154,15 @@ class PeerSender:
     index: int = 0  # its place in its table
     last_sent: float = 0.0  # when its last packet (or keepalive) was cut into frames
 
-    def load(self, packet: bytes, now: float) -> None:
-        """A packet from the queue: sealed (on a secured link) and cut into frames."""
+    def _cut(self, packet: bytes) -> list[bytes]:
+        """A packet sealed (on a secured link) and cut into frames."""
         if self.sealer is not None:
             packet = self.sealer.seal(packet)
-        self.frames.extend(self.fragmenter.fragment(packet))
+        return self.fragmenter.fragment(packet)
+
+    def load(self, packet: bytes, now: float) -> None:
+        """A packet from the queue, cut into its frames."""
+        self.frames.extend(self._cut(packet))
         self.counters.packets_sent += 1
         self.last_sent = now
 
@@ -173,8 +178,8 @@ class PeerSender:
         self.counters.keepalives_sent += 1
         self.last_sent = now
         if self.sealer is None:
-            return self.fragmenter.keepalive()
-        return self.fragmenter.fragment(self.sealer.seal(b""))
+            return self.fragmenter.keepalive()  # (an open link: no empty packet to cut)
+        return self._cut(b"")
 
     def link_control(self, skip_past: int | None, floor: int | None) -> None:
         """Between two packets, what the peer's receiver told us through our RX process: it
@@ -185,9 +190,7 @@ class PeerSender:
         if skip_past is not None and self.sealer.skip_past(skip_past):
             self.counters.epoch_skips += 1
         if floor is not None:
-            self.frames.extend(
-                self.fragmenter.fragment(self.sealer.seal(secure.floor_message(floor)))
-            )
+            self.frames.extend(self._cut(secure.floor_message(floor)))
             self.counters.floors_sent += 1
 
     def feed_arq(self) -> bool:
