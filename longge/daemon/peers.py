@@ -167,16 +167,13 @@ def next_packet(queues: PeerQueues, table: PeerTable[PeerSender], now: float) ->
 
 def keepalives(
     table: PeerTable[PeerSender], queues: PeerQueues, keepalive_s: float, now: float
-) -> bool:
+) -> None:
     """A keepalive for each peer sent nothing for ``keepalive_s`` and with nothing to send
-    (its frames wait with the peer, as a packet's); was there one?"""
-    any_sent = False
+    (its frames wait with the peer, as a packet's)."""
     for peer in table:
         idle = not peer.frames and not len(queues.queues[peer.index])
         if idle and now - peer.last_sent >= keepalive_s:
             peer.frames.extend(peer.keepalive(now))
-            any_sent = True
-    return any_sent
 
 
 def queue_limit_bytes(cfg: NodeConfig) -> int:
@@ -217,11 +214,10 @@ def summed(parts: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def sender_stats(table: PeerTable[PeerSender], queues: PeerQueues) -> dict[str, Any]:
-    """Each peer's sending half, by name: its counters, its queue, its backoffs."""
+def queue_parts(table: PeerTable[PeerSender], queues: PeerQueues) -> dict[str, dict[str, Any]]:
+    """Each peer's queue, by name: its packets (with the one being loaded), bytes, backoffs."""
     return {
         p.name: {
-            **p.stats(),
             "queue_packets": len(queues.queues[p.index]) + (1 if p.frames else 0),
             "queue_bytes": queues.queues[p.index].bytes,
             "backoffs": queues.backoffs[p.index],
@@ -230,11 +226,16 @@ def sender_stats(table: PeerTable[PeerSender], queues: PeerQueues) -> dict[str, 
     }
 
 
-def receiver_stats(table: PeerTable[PeerReceiver], now: float) -> dict[str, Any]:
-    return {p.name: p.stats(now) for p in table}
-
-
 def table_stats(
-    counters: TxCounters | RxCounters, peer_stats: list[dict[str, Any]]
+    counters: TxCounters | RxCounters,
+    per_peer: dict[str, dict[str, Any]],
+    extra: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    return {**asdict(counters), **summed(peer_stats)}
+    """A process's counters: its own, its peers' (``per_peer``, by name) summed, and each
+    peer's under ``peers`` with its ``extra`` (a TX process's queues)."""
+    more = extra or {}
+    return {
+        **asdict(counters),
+        **summed(list(per_peer.values())),
+        "peers": {name: {**s, **more.get(name, {})} for name, s in per_peer.items()},
+    }

@@ -16,7 +16,7 @@ from typing import Any
 
 from longge.config import NodeConfig
 from longge.daemon.child import Child, RxFifo, take_edges
-from longge.daemon.peers import RxCounters, deliver, receiver_stats, receivers, table_stats
+from longge.daemon.peers import RxCounters, deliver, receivers, table_stats
 from longge.protocol.peer import PeerReceiver, PeerTable
 from longge.tun import Tun
 
@@ -35,10 +35,7 @@ def tend(child: Child, table: PeerTable[PeerReceiver], now: float) -> None:
 
 
 def rx_stats(c: RxCounters, table: PeerTable[PeerReceiver], now: float) -> dict[str, Any]:
-    return {
-        **table_stats(c, [p.stats(now) for p in table]),
-        "peers": receiver_stats(table, now),
-    }
+    return table_stats(c, {p.name: p.stats(now) for p in table})
 
 
 def flush(table: PeerTable[PeerReceiver]) -> None:

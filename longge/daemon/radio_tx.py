@@ -22,8 +22,8 @@ from longge.daemon.peers import (
     TxCounters,
     keepalives,
     make_queues,
+    queue_parts,
     read_tun,
-    sender_stats,
     senders,
     table_stats,
 )
@@ -126,10 +126,9 @@ def tx_stats(
     now: float,
 ) -> dict[str, object]:
     return {
-        **table_stats(c, [p.stats() for p in table]),
+        **table_stats(c, {p.name: p.stats() for p in table}, queue_parts(table, queues)),
         **queues.stats(now),
         **radio_part,
-        "peers": sender_stats(table, queues),
     }
 
 
@@ -190,7 +189,7 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
             )
         # 7. wait
         loading = out.loading()
-        work = loading or any(p.frames for p in table) or bool(len(queues))
+        work = any(p.frames for p in table) or bool(len(queues))  # (loading: frames too)
         look_now = False
         if radio is not None and not on_irq(radio):
             # (On an IRQ pin, news since the look above left an edge: no second look.)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import socket
 import time
 from collections import deque
+from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -46,9 +47,9 @@ from longge.daemon.peers import (
     deliver,
     make_queues,
     next_packet,
+    queue_parts,
     read_tun,
     receivers,
-    sender_stats,
     senders,
     table_stats,
 )
@@ -78,6 +79,12 @@ def receiver_arqs(table: PeerTable[PeerReceiver]) -> list[ArqReceiver]:
     if len(arqs) != len(table):
         raise ValueError("stream mode: a peer without its ARQ")
     return arqs
+
+
+def arq_timeout(arqs: Sequence[ArqSender | ArqReceiver], now: float) -> float:
+    """How long a stream-mode process may sleep: until its ARQs' next timer, 0.25 s at most."""
+    deadlines = [d for a in arqs if (d := a.next_deadline()) is not None]
+    return max(0.0, min([0.25, *(d - now for d in deadlines)]))
 
 
 def _arq_stats(stats: list[ArqStats]) -> dict[str, int]:
@@ -210,9 +217,8 @@ def run_tx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
             loading = next((p for p in table if p.frames), loading)
         if child.stats_due(now):
             stats = {
-                **table_stats(c, [p.stats() for p in table]),
+                **table_stats(c, {p.name: p.stats() for p in table}, queue_parts(table, queues)),
                 **queues.stats(now),
-                "peers": sender_stats(table, queues),
                 "retransmissions": sum(a.stats.retransmitted for a in arqs),
                 "arq": {
                     **_arq_stats([a.stats for a in arqs]),
@@ -223,10 +229,7 @@ def run_tx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
             stats["queue_packets"] += sum(1 for p in table if p.frames)  # packets being loaded
             child.send_stats(stats)
         # (the TUN is always asked: a read that finds nothing costs more than its place here)
-        timeout = 0.25
-        deadlines = [d for a in arqs if (d := a.next_deadline()) is not None]
-        if deadlines:
-            timeout = max(0.0, min(timeout, min(deadlines) - now))
+        timeout = arq_timeout(arqs, now)
         # Waiting for the FIFO to drain (the 4 ms rule), each frame's news wakes us; the last
         # one's, taken in by a look since, would not: a new burst now. (On an IRQ pin a frame
         # that ended since the look at the top left an edge.)
@@ -274,16 +277,15 @@ def run_rx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
             first = (radio.get_status_flags() >> 1) & 7 if waiting else 7
             for pipe, frame in fifo.frames(radio, first):
                 c.frames_in += 1
-                index = pipe - 1
-                if not 0 <= index < len(table):
+                peer = table.by_pipe(pipe)
+                if peer is None:
                     c.no_peer += 1
                     continue
-                peer = table.peers[index]
                 if frame and frame[0] & CONTROL and frame[0] != RESET:
                     c.acks_in += 1
-                    to_tx(FOR_SENDER, index, frame)
+                    to_tx(FOR_SENDER, peer.index, frame)
                     continue
-                for inner in arqs[index].on_frame(frame, now):
+                for inner in arqs[peer.index].on_frame(frame, now):
                     packet = peer.receive(inner, now)
                     if packet is not None:
                         deliver(tun, packet, c)
@@ -298,10 +300,7 @@ def run_rx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
             stats = rx_stats(c, table, now)
             stats.update(arq=_arq_stats([a.stats for a in arqs]), mode="stream")
             child.send_stats(stats)
-        timeout = 0.25
-        deadlines = [d for a in arqs if (d := a.next_deadline()) is not None]
-        if deadlines:
-            timeout = max(0.0, min(timeout, min(deadlines) - now))
+        timeout = arq_timeout(arqs, now)
         more = radio is not None and fifo.more_waiting(radio)
         ready = child.wait(radio, timeout, now=more, poll=True)
         control_ready = child.conn_fd in ready
