@@ -71,7 +71,7 @@ class Keeper:
         self.started = {name: now for name in self.state.get("procs", {})}
         self.wait = dict.fromkeys(self.started, FIRST_WAIT_S)
         self.died_at: dict[str, float] = {}
-        self.running = True
+        self.watching = True  # (until SIGTERM)
         self.state["keeper"] = os.getpid()  # (testbed up waits for this; down stops it first)
         write_state(state_path, self.state)
 
@@ -104,10 +104,10 @@ class Keeper:
             write_state(self.path, self.state)
 
     def run(self) -> None:
-        signal.signal(signal.SIGTERM, lambda *_: setattr(self, "running", False))
-        signal.signal(signal.SIGINT, lambda *_: setattr(self, "running", False))
+        signal.signal(signal.SIGTERM, lambda *_: setattr(self, "watching", False))
+        signal.signal(signal.SIGINT, lambda *_: setattr(self, "watching", False))
         print(f"keeper: watching {', '.join(self.state.get('procs', {}))}", flush=True)
-        while self.running:
+        while self.watching:
             self.look(time.monotonic())
             time.sleep(LOOK_EVERY_S)
 

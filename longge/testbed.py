@@ -292,23 +292,35 @@ def _keeping(pid: int) -> bool:
 
 def _stop_keeper() -> None:
     """First of all in ``down``: the keeper would start again what down stops."""
-    pids: set[int] = set()
+    pids = _running_with(b"longge.keeper")  # (one not recorded yet too: a testbed half up)
     with contextlib.suppress(OSError, ValueError, TypeError):
         pids.add(int(json.loads(paths()["state"].read_text())["keeper"]))
-    for entry in Path("/proc").iterdir():  # (one not recorded yet: a testbed half up)
-        if entry.name.isdigit():
+    _end(pids)
+
+
+def _running_with(marker: bytes) -> set[int]:
+    """The processes (other than this one) whose command line holds ``marker``."""
+    pids: set[int] = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
             with contextlib.suppress(OSError):
-                if b"longge.keeper" in (entry / "cmdline").read_bytes():
+                if marker in (entry / "cmdline").read_bytes():
                     pids.add(int(entry.name))
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + 3
-    while any(running(pid) for pid in pids) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
+    return pids
+
+
+def _end(pids: set[int]) -> None:
+    """SIGTERM, up to 3 s for them to go, then SIGKILL and 3 s more."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + 3
+        while pids and time.monotonic() < deadline:
+            pids = {pid for pid in pids if running(pid)}
+            time.sleep(0.05)
+        if not pids:
+            break
 
 
 def _says(log: Path, line: str, since: int = 0) -> bool:
@@ -359,12 +371,7 @@ def _testbed_pids() -> set[int]:
     for ns in _our_namespaces():
         out = _run("ip", "netns", "pids", ns, check=False).stdout
         pids |= {int(x) for x in out.split()}
-    marker = str(STATE_DIR).encode()
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and int(entry.name) != os.getpid():
-            with contextlib.suppress(OSError):
-                if marker in (entry / "cmdline").read_bytes():
-                    pids.add(int(entry.name))
+    pids |= _running_with(str(STATE_DIR).encode())
     pids.discard(os.getpid())
     return pids
 
@@ -373,17 +380,7 @@ def down() -> list[str]:
     """Remove everything the testbed made. Safe to call any time, also after a crash."""
     removed: list[str] = []
     _stop_keeper()
-    pids = _testbed_pids()
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, sig)
-        deadline = time.monotonic() + 3
-        while pids and time.monotonic() < deadline:
-            pids = {pid for pid in pids if Path(f"/proc/{pid}").exists() and not _zombie(pid)}
-            time.sleep(0.05)
-        if not pids:
-            break
+    _end(_testbed_pids())
     for ns in _our_namespaces():
         _run("ip", "netns", "del", ns, check=False)
         removed.append(ns)
@@ -399,13 +396,6 @@ def _our_namespaces() -> list[str]:
     listed = _run("ip", "netns", "list", check=False).stdout.split()
     extra = [f"lg-{n}" for n in mobile_names(MAX_TESTBED_MOBILES)]
     return [ns for ns in (*NAMESPACES, *extra) if ns in listed]
-
-
-def _zombie(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
-    except (OSError, IndexError):
-        return True
 
 
 def recorded_spec() -> dict[str, Any] | None:
