@@ -144,16 +144,29 @@ def _peer_fields(tables: object, old: dict[str, object]) -> list[dict[str, Any]]
     return out
 
 
+def _old_keys(data: dict[str, Any]) -> dict[str, object]:
+    """The keys of the form before [[peer]] that a file gives (``section.key``: value)."""
+    old = {}
+    for name in _OLD_PEER_KEYS:
+        section, key = name.split(".")
+        table = data.get(section)
+        if isinstance(table, dict) and key in table:
+            old[name] = table[key]
+    return old
+
+
 def _old_peer_fields(data: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """A file in the form before [[peer]]: its one peer's fields, taken out of its sections
     (the sections without them are returned beside)."""
-    rest = {s: dict(t) if isinstance(t, dict) else t for s, t in data.items()}
-    fields: dict[str, Any] = {}
-    for name, key in _OLD_PEER_KEYS.items():
-        section, old = name.split(".")
-        table = rest.get(section)
-        if isinstance(table, dict) and old in table:
-            fields[_PEER_KEYS[key]] = _file_value(name, key, table.pop(old))
+    old = _old_keys(data)
+    fields = {
+        _PEER_KEYS[_OLD_PEER_KEYS[name]]: _file_value(name, _OLD_PEER_KEYS[name], value)
+        for name, value in old.items()
+    }
+    rest = {
+        s: {k: v for k, v in t.items() if f"{s}.{k}" not in old} if isinstance(t, dict) else t
+        for s, t in data.items()
+    }
     return fields, rest
 
 
@@ -182,13 +195,7 @@ def from_mapping(data: dict[str, Any], base: NodeConfig | None = None) -> NodeCo
     peer_form = "peer" in data
     if peer_form:
         data = dict(data)
-        old = {}
-        for name in _OLD_PEER_KEYS:
-            section, key = name.split(".")
-            table = data.get(section)
-            if isinstance(table, dict) and key in table:
-                old[name] = table[key]
-        peers = _peer_fields(data.pop("peer"), old)
+        peers = _peer_fields(data.pop("peer"), _old_keys(data))
     else:
         peer, data = _old_peer_fields(data)
         peers = [peer]
