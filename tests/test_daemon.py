@@ -233,6 +233,48 @@ def test_a_restarted_tx_process_seals_under_a_new_epoch_and_the_peer_takes_it(
     assert not link.base.status()["rx"]["security"]["drops"].get("auth")
 
 
+def test_a_sender_that_cannot_record_its_epoch_sends_nothing_and_says_where(
+    link: Link,
+) -> None:
+    """The state folder stops taking writes (read-only, full: here the epoch's temporary file is
+    made a directory, which refuses root too) and the TX process starts again: it cannot record
+    a new epoch, so it must not seal (a nonce could repeat after the next restart). It sends
+    nothing, its state names the file, and once the folder takes writes again the link comes
+    back by itself under a new, recorded epoch; the base drops nothing as stale or replayed."""
+    from longge.daemon import keystate
+
+    up = [ip_packet(120, i) for i in range(3)]
+    assert link.send(link.mtun, up, to=link.btun, timeout=8) == up
+    epoch_path = keystate.node_epoch_file(link.mobile.cfg, link.mobile.cfg.peers[0])
+    epoch_before = int(epoch_path.read_text())
+    blocker = epoch_path.with_name(epoch_path.name + ".tmp")
+    blocker.mkdir()
+    try:
+        worker = link.mobile.workers[0]  # tx
+        assert worker.proc is not None and worker.proc.pid is not None
+        os.kill(worker.proc.pid, signal.SIGKILL)
+        link.pump(2.0)
+        tx = link.mobile.status()["tx"]
+        assert tx["state"].startswith("cannot_seal") and str(epoch_path) in tx["state"], tx
+        blocked = [ip_packet(140, 100 + i) for i in range(3)]
+        assert link.send(link.mtun, blocked, to=link.btun, timeout=1.5) == []
+        assert int(epoch_path.read_text()) == epoch_before
+    finally:
+        blocker.rmdir()
+    got: list[bytes] = []
+    end = time.monotonic() + 10
+    i = 200
+    while not got and time.monotonic() < end:
+        i += 1
+        got = link.send(link.mtun, [ip_packet(160, i)], to=link.btun, timeout=0.5)
+    assert got, "the link did not come back once the folder took writes"
+    link.pump(0.6)
+    assert int(epoch_path.read_text()) > epoch_before
+    assert link.mobile.status()["tx"]["state"] == "up"
+    drops = link.base.status()["rx"]["security"]["drops"]
+    assert not any(drops.get(k) for k in ("stale", "replayed", "auth")), drops
+
+
 def test_a_sender_restored_to_an_older_state_dir_is_told_its_floor_and_comes_back(
     link: Link,
 ) -> None:

@@ -21,7 +21,9 @@ from longge.protocol.secure import (
     COUNTER_SPACE,
     HEADER_LEN,
     OVERHEAD,
+    SALT_LEN,
     WINDOW,
+    Mark,
     Opener,
     Sealer,
     SecureDrop,
@@ -402,3 +404,21 @@ def test_a_power_cut_that_empties_the_mark_falls_back_to_the_synced_floor(tmp_pa
     # 20 and 30); only what came after it could be taken once more
     assert all(refused[:31]), refused.index(False)
     assert again.highest & 0xFFFF_FFFF >= 30  # (the counter within epoch 1)
+
+
+def test_a_mark_that_cannot_be_recorded_is_said_once_and_its_return_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The state folder stops taking writes (here the mark's temporary file is a directory,
+    which refuses root too): the save fails, the log names the folder once, not once a second;
+    once writes work again the mark is recorded and the log says so."""
+    store = MarkStore(tmp_path / "mark")
+    blocker = tmp_path / "mark.tmp"
+    blocker.mkdir()
+    mark = Mark(5, bytes(SALT_LEN))
+    assert not store.save(mark, sync=False) and not store.save(mark, sync=True)
+    said = capsys.readouterr().err
+    assert said.count(str(tmp_path)) == 1 and "cannot record the replay mark" in said, said
+    blocker.rmdir()
+    assert store.save(mark, sync=True) and store.load() == mark
+    assert "recorded in" in capsys.readouterr().err

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -120,6 +121,7 @@ class MarkStore:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.failing = False  # the last save failed (said once in the log, and when it ends)
 
     def load(self) -> Mark | None:
         return read_mark(self.path)
@@ -131,9 +133,22 @@ class MarkStore:
             _write_atomic(self.path, text, sync=False)
             if sync:
                 _write_atomic(floor_file(self.path), text, sync=True)
-        except OSError:
+        except OSError as exc:
+            if not self.failing:
+                _say(
+                    f"cannot record the replay mark in {self.path.parent}: {exc.strerror} "
+                    "(the window in memory still refuses replays; trying again)"
+                )
+            self.failing = True
             return False
+        if self.failing:
+            _say(f"the replay mark is recorded in {self.path.parent} again")
+            self.failing = False
         return True
+
+
+def _say(line: str) -> None:
+    print(f"longge: {line}", file=sys.stderr, flush=True)
 
 
 class EpochStore:

@@ -5,10 +5,12 @@ counters, the peers' counters summed for the status)."""
 
 from __future__ import annotations
 
+import sys
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from longge.config import NodeConfig
+from longge.daemon.child import Child
 from longge.daemon.fairqueue import FairQueue
 from longge.daemon.keystate import make_opener, make_sealer
 from longge.daemon.peerqueues import PeerQueues
@@ -16,6 +18,7 @@ from longge.protocol import Fragmenter, Reassembler, secure
 from longge.protocol.arq import MAX_INNER, MAX_WINDOW, ArqSender
 from longge.protocol.arq_receiver import ArqReceiver
 from longge.protocol.peer import Networks, PeerReceiver, PeerSender, PeerTable
+from longge.protocol.secure import SecurityError
 from longge.tun import Tun
 
 #: Packets a sender reads from the TUN in one loop turn before it sees to the radio.
@@ -29,6 +32,8 @@ SENDER_BACKLOG = 8
 #: off under heavy loss): a packet in progress waits longer than with ESB before it is given up.
 STREAM_REASSEMBLY_S = 5.0
 ESB_REASSEMBLY_S = 1.0
+#: How often a TX process whose epoch cannot be recorded tries again (senders_once_recorded).
+EPOCH_RETRY_S = 1.0
 
 
 def senders(cfg: NodeConfig) -> PeerTable[PeerSender]:
@@ -50,6 +55,27 @@ def senders(cfg: NodeConfig) -> PeerTable[PeerSender]:
             )
         )
     return PeerTable(out)
+
+
+def senders_once_recorded(cfg: NodeConfig, child: Child) -> PeerTable[PeerSender] | None:
+    """``senders(cfg)`` once each peer's first epoch is recorded. Until it can be (the state
+    folder read-only or full) the process sends nothing, since sealing under an epoch it could
+    not record might repeat a nonce after a restart: its state names the file and why (status,
+    and once in the log) and it tries again every EPOCH_RETRY_S. None: told to stop meanwhile."""
+    said = ""
+    while child.running:
+        try:
+            return senders(cfg)
+        except SecurityError as exc:
+            child.state = f"cannot_seal: {exc}"
+            if str(exc) != said:
+                said = str(exc)
+                print(f"longge-tx: {exc}; sending nothing, trying again every "
+                      f"{EPOCH_RETRY_S:g} s", file=sys.stderr, flush=True)  # fmt: skip
+            child.send_stats({})
+            if child.wait(None, EPOCH_RETRY_S):
+                child.handle_control()
+    return None
 
 
 def receivers(cfg: NodeConfig) -> PeerTable[PeerReceiver]:

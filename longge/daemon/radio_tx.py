@@ -24,7 +24,7 @@ from longge.daemon.peers import (
     make_queues,
     queue_parts,
     read_tun,
-    senders,
+    senders_once_recorded,
     table_stats,
 )
 from longge.protocol.peer import PeerSender, PeerTable
@@ -135,7 +135,9 @@ def tx_stats(
 def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor decides when we stop
     child = Child(cfg, "tx", conn)
-    table = senders(cfg)
+    table = senders_once_recorded(cfg, child)
+    if table is None:
+        return
     queues = make_queues(cfg, table)
     out = EsbSending(table, queues)
     c = TxCounters()

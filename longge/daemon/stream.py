@@ -50,7 +50,7 @@ from longge.daemon.peers import (
     queue_parts,
     read_tun,
     receivers,
-    senders,
+    senders_once_recorded,
     table_stats,
 )
 from longge.daemon.radio_rx import flush, rx_stats, tend
@@ -149,7 +149,9 @@ class StreamSending:
 
 def run_tx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> None:
     child = Child(cfg, "tx", conn)
-    table = senders(cfg)
+    table = senders_once_recorded(cfg, child)
+    if table is None:
+        return
     queues = make_queues(cfg, table)
     c = TxCounters()
     out = StreamSending(cfg, table, c)
