@@ -107,14 +107,15 @@ def test_sender_restart_mid_packet() -> None:
     rx = Pair(first_number=1000)
     frames = rx.frames(A, B)[:7]  # A whole, B cut short
     assert rx.feed(frames) == [A]
-    restarted = Pair(first_number=3)  # "older" numbers than 1000
+    restarted = Pair(first_number=4)  # "older" numbers than 1000, in its lane (even)
     fresh = [bytes([i]) * 40 for i in range(5)]
     got = rx.feed(restarted.frames(*fresh))
     # B is dropped; the receiver follows the new sender after RESYNC_AFTER packets.
     assert got == fresh[2:]
     assert rx.rx.drops[DropReason.STALE] == 2
     rx.rx.expire(rx.now + 1.5)
-    assert rx.rx.drops[DropReason.TIMEOUT] == 1
+    # (B's slot is one of its lane's four: the fresh packets take it, or B times out)
+    assert rx.rx.drops[DropReason.TIMEOUT] + rx.rx.drops[DropReason.INTERRUPTED] == 1
 
 
 def test_packets_sent_again_are_repeats_not_a_restarted_sender() -> None:
@@ -145,11 +146,11 @@ def test_a_packet_that_came_early_is_not_repeated_and_order_is_kept() -> None:
 
 
 def test_a_stray_packet_ahead_costs_two_packets_or_with_the_late_guard_at_most_the_gap() -> None:
-    """A valid packet from elsewhere (an open link) lands 49 numbers ahead of the genuine
+    """A valid packet from elsewhere (an open link) lands 49 places ahead of the genuine
     sender. Without the guard (ESB: no ARQ, no phantoms) the receiver follows the genuine
     numbers after RESYNC_AFTER; with it (stream mode) what it skipped is late: dropped, until
     the genuine numbers pass the stray one. Never a packet twice or out of order."""
-    stray = Pair(first_number=1050).frames(b"stray" * 4)
+    stray = Pair(first_number=1100).frames(b"stray" * 4)  # (lane 0's places: every 2nd number)
     packets = [bytes([i]) * 20 for i in range(60)]
     for guard, lost in ((0, 2), (64, 49)):
         pair = Pair(first_number=1000, late_guard=guard)
@@ -228,3 +229,23 @@ def test_keepalive_is_one_frame_that_comes_back_empty_and_keeps_order() -> None:
     frames += ka + pair.frames(C)
     assert pair.feed(frames) == [A, b"", C]
     assert pair.rx.keepalives == 1 and pair.rx.delivered == 2
+
+
+def test_an_urgent_packet_between_a_bulk_packets_frames_is_delivered_first_and_both_whole() -> None:
+    """Frame-level preemption (frame.py, "Lanes"): a ping's frames go between the frames of a
+    1400-byte packet already on its way. The receiver rebuilds both apart, delivers the ping
+    when its last frame lands (not after the bulk packet's) and the bulk packet whole after it;
+    the next packets of each lane follow as usual. Reordered within a lane is still stale."""
+    pair = Pair(first_number=65533)  # (both lanes' numbers wrap past 65535 here)
+    bulk, ping = bytes(range(256)) * 5 + bytes(120), b"ping" * 21
+    frames_bulk = pair.tx.fragment(bulk)
+    frames_ping = pair.tx.fragment(ping, lane=1)
+    mixed = frames_bulk[:10] + frames_ping + frames_bulk[10:]
+    assert pair.feed(mixed) == [ping, bulk]
+    after = [pair.tx.fragment(b"next bulk"), pair.tx.fragment(b"next ping", lane=1)]
+    assert pair.feed(after[1] + after[0]) == [b"next ping", b"next bulk"]
+    assert not pair.rx.drops
+    older = Pair(first_number=65533)
+    older_frames = [older.tx.fragment(p, lane=1) for p in (b"one", b"two")]
+    assert pair.feed(older_frames[1] + older_frames[0]) == []  # (older than "next ping")
+    assert pair.rx.drops[DropReason.STALE] == 2

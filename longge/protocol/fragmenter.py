@@ -26,11 +26,19 @@ def check_mtu(mtu: int) -> None:
         raise ConfigError("mtu", mtu, f"1..{MAX_MTU} bytes")
 
 
+#: Lanes: a packet of lane 1 (an interactive one) may be sent between the frames of a lane-0
+#: packet already on its way (frame.py, "Lanes"). A packet's lane is its number's parity.
+LANES = 2
+
+
 class Fragmenter:
     """Cuts packets into frames of at most ``payload_size`` bytes.
 
-    Packet numbers start at a random value (so that a restarted sender is unlikely to reuse
-    the numbers the receiver saw last) unless ``first_number`` is given.
+    Each lane numbers its packets apart, every other number (the two lanes, the two parities:
+    frame.py "Lanes"), so a lane-1 packet's frames never land in the slot of a lane-0 packet in
+    progress. Numbers start at a random value (so that a restarted sender is unlikely to reuse
+    the numbers the receiver saw last) unless ``first_number`` is given (lane 0's; lane 1's is
+    the next).
     """
 
     def __init__(
@@ -43,29 +51,31 @@ class Fragmenter:
         check_mtu(mtu)
         self.payload_size = payload_size
         self.mtu = mtu
-        self._number = secrets.randbelow(1 << 16) if first_number is None else first_number & 0xFFFF
+        first = secrets.randbelow(1 << 16) if first_number is None else first_number & 0xFFFF
+        self._numbers = [first, (first + 1) & 0xFFFF]  # by lane (the two parities)
         self.packets = 0
         self.frames = 0
 
     @property
     def next_number(self) -> int:
-        return self._number
+        """Lane 0's next number."""
+        return self._numbers[0]
 
-    def fragment(self, packet: bytes) -> list[bytes]:
+    def fragment(self, packet: bytes, lane: int = 0) -> list[bytes]:
         """Frames for one packet, in the order they must be sent."""
         if not packet:
             raise UsageError("cannot send an empty packet (use keepalive())")
         if len(packet) > self.mtu:
             raise UsageError(f"packet of {len(packet)} bytes exceeds the MTU of {self.mtu}")
-        return self._frames(packet)
+        return self._frames(packet, lane)
 
     def keepalive(self) -> list[bytes]:
         """One frame that carries no packet: the peer learns the link is alive (7 bytes)."""
-        return self._frames(b"")
+        return self._frames(b"", 0)
 
-    def _frames(self, packet: bytes) -> list[bytes]:
-        number = self._number
-        self._number = (number + 1) & 0xFFFF
+    def _frames(self, packet: bytes, lane: int) -> list[bytes]:
+        number = self._numbers[lane]
+        self._numbers[lane] = (number + LANES) & 0xFFFF
         body = number.to_bytes(2, "big") + packet
         stream = body + zlib.crc32(body).to_bytes(4, "big")
         step = self.payload_size - HEADER_LEN

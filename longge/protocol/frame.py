@@ -13,6 +13,15 @@ most ``payload_size - 1`` bytes, and each slice travels in one radio frame behin
 FIRST marks the slice that starts a stream, LAST the one that ends it (a one-frame packet has
 both). Frames have variable length (the radio's dynamic payloads), so no padding is needed.
 
+Lanes: a sender keeps two packets on their way at once, one per lane, numbered apart: each
+lane every other number, from its own start (lane 0 from the first number, lane 1 from the
+next), so a packet's lane is its number's parity and the two never share a number mod 8 (a
+receiver rebuilds up to 8 packets side by side, one per number mod 8: four per lane). The
+frames of a lane-1 packet (an interactive one: a ping, a keystroke, an ACK) can so go between
+the frames of a lane-0 packet already on its way, and the receiver keeps order, and refuses
+repeats, per lane (reassembler.py). The header byte is unchanged; a receiver of the format
+before lanes took every number as one sequence, so both ends need this version.
+
 Overhead: 1 byte per frame, 6 bytes per packet. The header lets the receiver notice a lost
 or foreign frame at once; the CRC-32 catches whatever the header cannot (for instance a loss
 of exactly 8 frames, or a splice of two packets), so a wrong packet is never delivered.

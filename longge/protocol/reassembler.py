@@ -10,8 +10,11 @@ injected frames, a sender restarting mid-packet), a packet is delivered only if
 
 1. its frames arrived complete and in sequence (header checks),
 2. its CRC-32 matches (integrity, also against splices the header cannot see), and
-3. its number is newer than the last delivered one (order; no duplicates) or, on a secured
-   link, the security layer accepts it (authentic, not a replay: ``secure.py``).
+3. its number is newer than the last delivered one of its lane (order within a lane; no
+   duplicates) or, on a secured link, the security layer accepts it (authentic, not a replay:
+   ``secure.py``). A lane-1 packet (an interactive one, sent between the frames of a lane-0
+   packet: frame.py, "Lanes") may so be delivered before a lane-0 packet sealed or numbered
+   before it.
 
 Memory is bounded by 8 packets of ``mtu`` bytes. A packet in progress is dropped when a new
 packet starts with its number mod 8 (INTERRUPTED: normally 8 packets later), or when it gets
@@ -27,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import islice
 
-from longge.protocol.fragmenter import DEFAULT_MTU, check_mtu
+from longge.protocol.fragmenter import DEFAULT_MTU, LANES, check_mtu
 from longge.protocol.frame import (
     CRC_LEN,
     INDEX_MOD,
@@ -37,8 +40,10 @@ from longge.protocol.frame import (
     Header,
 )
 
-#: Packet numbers are 16-bit; "newer" means ahead by less than half the space.
+#: Packet numbers are 16-bit, each lane's every other one (its parity); "newer" means ahead
+#: within the lane by less than half the lane's space.
 NUMBER_SPACE = 1 << 16
+LANE_SPACE = NUMBER_SPACE // LANES
 #: A sender that restarts begins a fresh run of numbers the receiver thinks are old. After
 #: this many valid packets with consecutive numbers that all look old, the receiver follows.
 RESYNC_AFTER = 3
@@ -107,8 +112,10 @@ class Reassembler:
         self.frames = 0
         self._partial: dict[int, _Partial] = {}  # by packet number mod 8
         self._oldest = float("-inf")  # no packet in progress has a frame older than this (expire)
-        self._last_number: int | None = None
-        self._stale_run: list[int] = []
+        # per lane: the place (number // LANES) of the last packet delivered, and a run of
+        # consecutive places that all looked old (a restarted sender: RESYNC_AFTER)
+        self._last: list[int | None] = [None] * LANES
+        self._stale_runs: list[list[int]] = [[] for _ in range(LANES)]
         self._recent: dict[int, bytes] = {}  # number -> CRC-32 of the last RECENT delivered
         self._skipped: dict[int, None] = {}  # the last RECENT numbers skipped over (in order)
 
@@ -210,34 +217,36 @@ class Reassembler:
     def _accept_number(self, number: int, crc: bytes) -> bool:
         if self._recent.get(number) == crc:
             return False  # a repeat of a packet delivered already
-        last = self._last_number
-        ahead = 1 if last is None else (number - last) % NUMBER_SPACE
-        if 0 < ahead < NUMBER_SPACE // 2:
+        lane, place = number % LANES, number // LANES
+        last = self._last[lane]
+        ahead = 1 if last is None else (place - last) % LANE_SPACE
+        if 0 < ahead < LANE_SPACE // 2:
             if last is not None and 1 < ahead <= self.late_guard:
-                self._skip(last, ahead)
+                self._skip(lane, last, ahead)
             self._took(number, crc)
             return True
         if number in self._skipped:
             return False  # late: a packet skipped over, now out of order
-        run = self._stale_run
-        if run and (number - run[-1]) % NUMBER_SPACE != 1:
+        run = self._stale_runs[lane]
+        if run and (place - run[-1]) % LANE_SPACE != 1:
             run.clear()
-        run.append(number)
+        run.append(place)
         if len(run) >= RESYNC_AFTER:
             self._took(number, crc)
             return True
         return False
 
-    def _skip(self, last: int, ahead: int) -> None:
+    def _skip(self, lane: int, last: int, ahead: int) -> None:
         skipped = self._skipped
         for gap in range(1, ahead):
-            skipped[(last + gap) % NUMBER_SPACE] = None
+            skipped[(last + gap) % LANE_SPACE * LANES + lane] = None
         for old in list(islice(skipped, max(0, len(skipped) - RECENT))):
             del skipped[old]
 
     def _took(self, number: int, crc: bytes) -> None:
-        self._last_number = number
-        self._stale_run.clear()
+        lane = number % LANES
+        self._last[lane] = number // LANES
+        self._stale_runs[lane].clear()
         recent = self._recent
         recent.pop(number, None)
         recent[number] = crc
