@@ -30,7 +30,7 @@ def link(air_path: str, tmp_path: os.PathLike[str]) -> Iterator[Link]:
 
 
 def test_packets_cross_both_ways_byte_for_byte(link: Link) -> None:
-    up = [ip_packet(20 + 37 * i, i) for i in range(40)]
+    up = [ip_packet(24 + 37 * i, i) for i in range(40)]  # (one flow: each has its ports)
     down = [ip_packet(1500 - 13 * i, 1000 + i) for i in range(20)]
     assert link.send(link.mtun, up, to=link.btun) == up
     assert link.send(link.btun, down, to=link.mtun) == down
@@ -231,6 +231,33 @@ def test_a_restarted_tx_process_seals_under_a_new_epoch_and_the_peer_takes_it(
     link.pump(0.5)
     assert link.mobile.status()["tx"]["epoch"] > old_epoch
     assert not link.base.status()["rx"]["security"]["drops"].get("auth")
+
+
+@pytest.mark.parametrize("mode", ["esb", "stream"])
+def test_a_ping_goes_between_the_frames_of_bulk_packets_on_their_way(
+    air_path: str, tmp_path: Path, mode: str
+) -> None:
+    """Frame-level preemption (issue 43): a small packet of another flow written behind four
+    1400-byte packets of one flow does not wait for the packet on its way: it goes between
+    its frames (lane 1) and comes out before the bulk packets written ahead of it are all
+    through; every packet arrives byte for byte, each flow in its order."""
+    from longge.radio.options import RadioOptions
+
+    radio = RadioOptions(ard_us=1000, arc=15, mode=mode)
+    with make_link(air_path, str(tmp_path), radio=radio) as link:
+        warm = [ip_packet(100, 1)]
+        assert link.send(link.mtun, warm, to=link.btun, timeout=8) == warm
+        bulk = [ip_packet(1400, 10 + i) for i in range(4)]
+        ping = ip_packet(84, 99)
+        ping = ping[:20] + (4001).to_bytes(2, "big") + ping[22:]  # another flow (its port)
+        got = link.send(link.mtun, [*bulk, ping], to=link.btun, timeout=10)
+        assert sorted(got) == sorted([*bulk, ping])
+        assert [g for g in got if g != ping] == bulk
+        assert got.index(ping) < len(bulk), got.index(ping)  # before the last bulk packet
+        link.pump(0.6)
+        tx = link.mobile.status()["tx"]
+        assert tx["preempted"] >= 1, tx
+        assert not link.base.status()["rx"]["drops"], link.base.status()["rx"]
 
 
 def test_a_sender_that_cannot_record_its_epoch_sends_nothing_and_says_where(

@@ -175,3 +175,49 @@ def test_every_flow_keeps_its_order_when_flows_outnumber_the_queues(
         for flow, tags in got.items():
             assert tags == sorted(tags), (seed, flow, tags)
         assert q.flow_count <= 5  # the 4 kept apart and the shared one
+
+
+def test_a_sparse_flows_packet_may_go_between_a_bulk_packets_frames() -> None:
+    """pop_sparse (frame-level preemption): while a bulk packet is on its way, the next packet
+    of a new flow (a ping) is served if it is small, and never one of the flow whose packet
+    is on its way (it would overtake it), never a big one, never from a plain FIFO."""
+    q = FairQueue(100_000, 1.0)
+    bulk = [udp(2, 5201, 1400, tag=i) for i in range(3)]
+    for p in bulk:
+        q.push(p, 0.0)
+    assert q.pop(0.0) == bulk[0]
+    busy = q.last_key
+    assert busy == flow_key(bulk[0])
+    assert q.pop_sparse(0.0, 256, busy) is None  # (only bulk waits)
+    ping = udp(3, 7, 84)
+    q.push(ping, 0.0)
+    assert q.pop_sparse(0.0, 256, busy) == ping and q.last_key == flow_key(ping)
+    assert q.pop_sparse(0.0, 256, busy) is None
+    q.push(udp(4, 53, 300), 0.0)  # sparse, but too big to go between frames
+    assert q.pop_sparse(0.0, 256, busy) is None
+    same = udp(2, 5201, 60, tag=9)  # the busy flow's own small packet: waits its turn
+    q2 = FairQueue(100_000, 1.0)
+    q2.push(same, 0.0)
+    assert q2.pop_sparse(0.0, 256, flow_key(same)) is None
+    fifo = FairQueue(100_000, 1.0, fair=False)
+    fifo.push(bulk[0], 0.0)
+    fifo.pop(0.0)
+    fifo.push(ping, 0.0)
+    assert fifo.pop_sparse(0.0, 256, b"") is None
+    # what pop_sparse served is not served again; the rest keeps its order
+    assert drain(q) == [udp(4, 53, 300), *bulk[1:]]
+
+
+def test_sparse_packets_cannot_starve_the_bulk_flow() -> None:
+    """A flow that keeps sending small packets back to back is no longer new after one
+    quantum: pop_sparse then leaves it to pop's round robin."""
+    q = FairQueue(100_000, 1.0)
+    q.push(udp(2, 5201, 1400), 0.0)
+    q.pop(0.0)
+    busy = q.last_key
+    for i in range(100):
+        q.push(udp(3, 7, 84, tag=i), 0.0)
+    served = 0
+    while q.pop_sparse(0.0, 256, busy) is not None:
+        served += 1
+    assert served == q.quantum // 84  # one quantum's worth, then it waits as others do

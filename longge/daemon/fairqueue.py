@@ -22,6 +22,7 @@ from __future__ import annotations
 import bisect
 from collections import Counter, deque
 from dataclasses import dataclass, field
+from itertools import islice
 
 
 def flow_key(packet: bytes) -> bytes:
@@ -60,6 +61,9 @@ class _Flow:
 MAX_FLOWS = 1024
 SHARED_KEY = b"*"
 
+#: How many flows of the new list pop_sparse looks at (it runs once per frame sent).
+SPARSE_LOOK = 8
+
 #: Upper edges (ms) of the queueing-delay histogram; the last bin is everything above.
 SOJOURN_EDGES_MS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000)
 
@@ -83,6 +87,8 @@ class FairQueue:
         self._flows: dict[bytes, _Flow] = {}
         self._new: deque[_Flow] = deque()
         self._old: deque[_Flow] = deque()
+        #: the flow of the packet ``pop`` or ``pop_sparse`` returned last
+        self.last_key = b""
 
     def __len__(self) -> int:
         return self.packets
@@ -140,13 +146,41 @@ class FairQueue:
                     flow.listed = False
                     del self._flows[flow.key]  # idle: forgotten until its next packet
                 continue
-            packet, since = self._drop_head(flow)
-            if now - since > self.max_age:
-                self.drops["expired"] += 1
+            packet = self._take(flow, now)
+            if packet is not None:
+                return packet
+
+    def pop_sparse(self, now: float, max_len: int, busy: bytes) -> bytes | None:
+        """The next packet of the first new flow (one that had nothing queued: a ping, a
+        keystroke, an ACK; among the first SPARSE_LOOK) whose next packet is at most
+        ``max_len`` bytes, not of flow ``busy`` (whose packet is on its way: never overtaken);
+        else None. For a packet that may go between
+        the frames of the one on its way (frame.py, "Lanes"). It is served as ``pop`` would
+        serve it next: its flow's deficit pays, and a new flow has one quantum before it
+        joins the old ones, so sparse flows cannot starve the bulk ones (fq_codel's bound)."""
+        if not self.fair:
+            return None
+        for flow in islice(self._new, SPARSE_LOOK):
+            if not flow.packets or flow.key == busy:
+                continue  # (an emptied new flow moves on at the next pop; the busy one waits)
+            size = len(flow.packets[0][0])
+            if size > max_len or flow.deficit < size:
                 continue
-            flow.deficit -= len(packet)
-            self.sojourn[bisect.bisect_left(SOJOURN_EDGES_MS, (now - since) * 1000)] += len(packet)
-            return packet
+            packet = self._take(flow, now)
+            if packet is not None:
+                return packet
+        return None
+
+    def _take(self, flow: _Flow, now: float) -> bytes | None:
+        """The head of ``flow``, served; None: it was too old (dropped, counted)."""
+        packet, since = self._drop_head(flow)
+        if now - since > self.max_age:
+            self.drops["expired"] += 1
+            return None
+        flow.deficit -= len(packet)
+        self.last_key = flow.key
+        self.sojourn[bisect.bisect_left(SOJOURN_EDGES_MS, (now - since) * 1000)] += len(packet)
+        return packet
 
     def _drop_head(self, flow: _Flow) -> tuple[bytes, float]:
         packet, since = flow.packets.popleft()

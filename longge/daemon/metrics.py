@@ -26,6 +26,7 @@ COUNTERS = (
     ("tx_keepalives", "keepalives sent on an idle link", "tx", "keepalives_sent"),
     ("tx_max_rt", "frames that exhausted their retries (MAX_RT)", "tx", "max_rt"),
     ("tx_packets_aborted", "packets abandoned with a frame that failed", "tx", "packets_aborted"),
+    ("tx_preempted", "interactive packets sent between another's frames", "tx", "preempted"),
     ("rx_frames", "frames read from the radio", "rx", "frames_in"),
     ("rx_packets", "packets handed to the TUN", "rx", "packets_out"),
     ("rx_bytes", "bytes handed to the TUN", "rx", "bytes_out"),

@@ -58,6 +58,17 @@ class PeerQueues:
             self.served[index] += len(packet)
         return packet
 
+    def pop_sparse(self, index: int, now: float, max_len: int, busy: bytes) -> bytes | None:
+        """Peer ``index``'s next packet if it is a sparse flow's (FairQueue.pop_sparse)."""
+        packet = self.queues[index].pop_sparse(now, max_len, busy)
+        if packet is not None:
+            self.served[index] += len(packet)
+        return packet
+
+    def last_key(self, index: int) -> bytes:
+        """The flow of peer ``index``'s packet popped last."""
+        return self.queues[index].last_key
+
     def max_rt(self, index: int, now: float) -> None:
         self.failures[index] += 1
         wait = min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2 ** min(self.failures[index] - 1, 10))

@@ -32,6 +32,9 @@ SENDER_BACKLOG = 8
 #: off under heavy loss): a packet in progress waits longer than with ESB before it is given up.
 STREAM_REASSEMBLY_S = 5.0
 ESB_REASSEMBLY_S = 1.0
+#: The largest packet that may go between another packet's frames: a ping, a keystroke, a DNS
+#: query, an ACK (sealed, ten 32-byte frames); a bigger one waits its turn.
+PREEMPT_MAX = 256
 #: How often a TX process whose epoch cannot be recorded tries again (senders_once_recorded).
 EPOCH_RETRY_S = 1.0
 
@@ -186,9 +189,19 @@ def next_packet(queues: PeerQueues, table: PeerTable[PeerSender], now: float) ->
         packet = queues.pop(index, now)
         if packet is not None:
             peer = table.peers[index]
-            peer.load(packet, now)
+            peer.load(packet, now, queues.last_key(index))
             return peer
     return None
+
+
+def preempt(queues: PeerQueues, peer: PeerSender, now: float) -> None:
+    """While a packet of ``peer``'s is on its way: an interactive one of its queue (a sparse
+    flow's, at most PREEMPT_MAX bytes, not of the same flow: PeerQueues.pop_sparse) goes
+    between its frames (lane 1, frame.py "Lanes"), one at a time."""
+    if peer.frames and not peer.urgent:
+        packet = queues.pop_sparse(peer.index, now, PREEMPT_MAX, peer.flow)
+        if packet is not None:
+            peer.preempt(packet, now)
 
 
 def keepalives(

@@ -22,6 +22,7 @@ from longge.daemon.peers import (
     TxCounters,
     keepalives,
     make_queues,
+    preempt,
     queue_parts,
     read_tun,
     senders_once_recorded,
@@ -69,8 +70,7 @@ class EsbSending:
             self.addressed = self.table.peers[0]
             left = self.sending
             if left is not None and left is not self.addressed and left.frames:
-                left.frames.clear()
-                left.counters.packets_aborted += 1
+                left.give_up()
                 self.sending = None
 
     def next(self, radio: LinkRadio, now: float) -> PeerSender | None:
@@ -92,7 +92,7 @@ class EsbSending:
                 return peer
             packet = self.queues.pop(peer.index, now)
             if packet is not None:
-                peer.load(packet, now)
+                peer.load(packet, now, self.queues.last_key(peer.index))
                 return peer
 
     def fill(self, radio: LinkRadio, now: float, c: TxCounters) -> None:
@@ -103,10 +103,12 @@ class EsbSending:
                 sending = self.sending = self.next(radio, now)
                 if sending is None:
                     break
+            else:
+                preempt(self.queues, sending, now)  # an interactive packet goes first
             # room just seen (write_fast would ask the chip again). A MAX_RT meanwhile halts
             # the chip with this frame loaded; step 5 flushes it next turn and drops what is
-            # left of its packet.
-            radio.start_fast_write(sending.frames.popleft())
+            # left of its packets.
+            radio.start_fast_write(sending.next_frame())
             c.frames_sent += 1
 
     def news(self, sent_ok: bool, max_rt: bool, now: float) -> None:

@@ -94,6 +94,8 @@ class TxStatus(ProcessStatus):
     keepalives_sent: int = 0
     max_rt: int = 0
     packets_aborted: int = 0
+    #: interactive packets sent between another packet's frames (frame.py, "Lanes")
+    preempted: int = 0
     dropped_no_radio: int = 0
     oversize: int = 0
     no_route: int = 0  # packets whose destination no peer's allowed_ips holds (dropped)

@@ -47,6 +47,7 @@ from longge.daemon.peers import (
     deliver,
     make_queues,
     next_packet,
+    preempt,
     queue_parts,
     read_tun,
     receivers,
@@ -200,6 +201,8 @@ def run_tx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
                 loading = next_packet(queues, table, now)
                 if loading is None:
                     break
+            else:
+                preempt(queues, loading, now)  # an interactive packet goes first
             if not loading.feed_arq():
                 break
             offered = True

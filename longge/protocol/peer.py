@@ -133,6 +133,7 @@ class SendCounters:
     packets_sent: int = 0
     max_rt: int = 0
     packets_aborted: int = 0
+    preempted: int = 0  # interactive packets sent between another packet's frames
     keepalives_sent: int = 0
     epoch_skips: int = 0
     floors_sent: int = 0
@@ -141,7 +142,10 @@ class SendCounters:
 @dataclass
 class PeerSender:
     """Everything the TX process keeps for one peer. ``frames``: what is left of the packet
-    being sent (ESB: loaded into the chip from here; stream mode: offered to ``arq``)."""
+    being sent (ESB: loaded into the chip from here; stream mode: offered to ``arq``);
+    ``urgent``: what is left of an interactive packet sent between its frames (lane 1:
+    frame.py, "Lanes"), loaded first. Only while ``frames`` has something does ``urgent``
+    (``preempt``), and its frames go first, so ``frames`` is empty only when both are."""
 
     name: str
     radio_address: bytes
@@ -150,28 +154,49 @@ class PeerSender:
     sealer: secure.Sealer | None
     arq: ArqSender | None = None
     frames: deque[bytes] = field(default_factory=deque)
+    urgent: deque[bytes] = field(default_factory=deque)
+    #: the flow (fairqueue.flow_key) of the packet in ``frames``: a packet of that flow never
+    #: overtakes it
+    flow: bytes = b""
     counters: SendCounters = field(default_factory=SendCounters)
     index: int = 0  # its place in its table
     last_sent: float = 0.0  # when its last packet (or keepalive) was cut into frames
 
-    def _cut(self, packet: bytes) -> list[bytes]:
+    def _cut(self, packet: bytes, lane: int = 0) -> list[bytes]:
         """A packet sealed (on a secured link) and cut into frames."""
         if self.sealer is not None:
             packet = self.sealer.seal(packet)
-        return self.fragmenter.fragment(packet)
+        return self.fragmenter.fragment(packet, lane)
 
-    def load(self, packet: bytes, now: float) -> None:
-        """A packet from the queue, cut into its frames."""
+    def load(self, packet: bytes, now: float, flow: bytes = b"") -> None:
+        """A packet from the queue (of ``flow``), cut into its frames."""
         self.frames.extend(self._cut(packet))
+        self.flow = flow
         self.counters.packets_sent += 1
         self.last_sent = now
 
+    def preempt(self, packet: bytes, now: float) -> None:
+        """An interactive packet, sent between the frames of the one on its way (lane 1)."""
+        self.urgent.extend(self._cut(packet, lane=1))
+        self.counters.packets_sent += 1
+        self.counters.preempted += 1
+        self.last_sent = now
+
+    def next_frame(self) -> bytes:
+        """The next frame to send (the interactive packet's first); call only with ``frames``."""
+        return self.urgent.popleft() if self.urgent else self.frames.popleft()
+
+    def give_up(self) -> None:
+        """What is left of the packets on their way is not sent (counted)."""
+        self.counters.packets_aborted += bool(self.frames) + bool(self.urgent)
+        self.frames.clear()
+        self.urgent.clear()
+
     def max_rt(self) -> None:
-        """A frame to this peer exhausted its retries: the rest of its packet is given up."""
+        """A frame to this peer exhausted its retries (the chip's FIFO is flushed, whichever
+        packets its frames were of): the rest of the packets on their way is given up."""
         self.counters.max_rt += 1
-        if self.frames:
-            self.frames.clear()
-            self.counters.packets_aborted += 1
+        self.give_up()
 
     def keepalive(self, now: float) -> list[bytes]:
         """A packet of nothing (sealed on a secured link): the peer learns we live."""
@@ -198,8 +223,8 @@ class PeerSender:
         any go?"""
         assert self.arq is not None
         offered = False
-        while self.frames and self.arq.offer(self.frames[0]):
-            self.frames.popleft()
+        while self.frames and self.arq.offer(self.urgent[0] if self.urgent else self.frames[0]):
+            self.next_frame()
             offered = True
         return offered
 
