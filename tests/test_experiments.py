@@ -101,7 +101,10 @@ def test_verdicts_and_plots_from_synthetic_rows(tmp_path: Path) -> None:
         "multiplex": {
             "default": {
                 n: {"rtt_median_ms": 4 + 20 * n, "rtt_p95_ms": 8 + 25 * n} for n in (0, 1, 2, 3)
-            }
+            },
+            "keystroke, stream": {
+                n: {"rtt_median_ms": 3 + n, "rtt_p95_ms": 5 + n} for n in (0, 1, 3)
+            },
         },
         "cc": {
             f"{cc}{d}": {0.0: {"received_bps": 400 * k}, 0.1: {"received_bps": v * k}}
@@ -130,7 +133,8 @@ def test_verdicts_and_plots_from_synthetic_rows(tmp_path: Path) -> None:
         "loss": "TCP, ARD 250 µs ARC 2: 25%; TCP, ARD 1000 µs ARC 15: 50%",
         "window": "from a 16384-byte buffer",
         "parallel": "8 flows: 450 kbit/s, Jain 0.840",
-        "multiplex": "3 bulk flows 64 (83) ms",
+        "multiplex": "3 bulk flows 64 (83) ms; keystroke, stream: 0 bulk flows 3 (5) ms, 1 bulk "
+        "flows 4 (6) ms, 3 bulk flows 6 (8) ms",
         "cc": "BBR 2.10x Reno; CUBIC, +50 ms 1.20x Reno",
         # UDP: stream ahead at every loss rate; TCP: at 30 % stream keeps 4 % of 1200 (48),
         # ESB 25 % of 480 (120): ESB carries more there

@@ -50,11 +50,16 @@ DEFAULTS: dict[str, Any] = {
     "streams": 1,
     "bulk_flows": 0,
     "mode": "",  # the link mode; "" = the one the link runs with
+    "probe": "ping",  # the sparse flow measure "ping" probes: a ping's or a keystroke's
 }
 MEASURES = ("goodput", "goodput+ping", "flows", "ping")
 CC_CHOICES = ("reno", "cubic", "bbr", "vegas", "westwood", "htcp", "bic", "illinois")
 #: The experiments' RTT probes (measure/loadprobe.py): one every 0.2 s, as the ping they replaced.
 PROBE_INTERVAL_S = 0.2
+#: The sparse flows measure "ping" can probe with: (interval s, UDP payload bytes). "ping":
+#: the probes above (60 bytes, 5 a second); "keystroke": an interactive session's typing
+#: (36 bytes, what one SSH keystroke's payload is, 10 a second).
+PROBES = {"ping": (PROBE_INTERVAL_S, 60), "keystroke": (0.1, 36)}
 
 
 def _radio_option(name: str, value: Any) -> bool:
@@ -80,6 +85,7 @@ def _check(name: str, value: Any) -> None:
         "streams": (lambda v: isinstance(v, int) and 1 <= v <= 16, "1..16"),
         "bulk_flows": (lambda v: isinstance(v, int) and 0 <= v <= 8, "0..8"),
         "mode": (lambda v: v == "" or _radio_option("mode", v), ""),
+        "probe": (lambda v: v in PROBES, " or ".join(PROBES)),
     }
     if name not in checks:
         raise ConfigError("experiment", name, "a condition: " + ", ".join(checks))
@@ -184,9 +190,17 @@ EXPERIMENTS: dict[str, Experiment] = {
             "What RTT does a ping see while bulk TCP flows share the link?",
             vary="bulk_flows",
             values=(0, 1, 2, 3),
-            quick_values=(0, 1, 2, 3),
+            quick_values=(0, 1, 3),  # (four series: `experiment all --quick` in 15 minutes)
             measure="ping",
             xlabel="bulk TCP flows",
+            # the ping in ESB is the series "default" (results stay comparable with earlier
+            # ones); a keystroke flow beside it, and both in stream mode (issue 43)
+            series=(
+                Series("default"),
+                Series("keystroke", {"probe": "keystroke"}),
+                Series("ping, stream", {"mode": "stream"}),
+                Series("keystroke, stream", {"mode": "stream", "probe": "keystroke"}),
+            ),
         ),
         Experiment(
             "cc",
@@ -322,14 +336,15 @@ class Runner:
         target = self.link.target
         row: dict[str, Any] = {}
 
-        def probes(span_s: float) -> int:  # 5 probes a second: 2.4 kbit/s of 60-byte probes
-            return max(1, int(span_s / PROBE_INTERVAL_S))
+        def probes(span_s: float, every_s: float = PROBE_INTERVAL_S) -> int:
+            return max(1, int(span_s / every_s))  # 5 a second: 2.4 kbit/s of 60-byte probes
 
         if exp.measure == "ping":
             bulk = None
             if cond["bulk_flows"]:
                 bulk = self._spec({**cond, "protocol": "tcp"}, seconds + 2, cond["bulk_flows"])
-            pinged = load_and_probe(target, bulk, probes(seconds - 1), PROBE_INTERVAL_S)
+            every_s, size = PROBES[cond["probe"]]
+            pinged = load_and_probe(target, bulk, probes(seconds - 1, every_s), every_s, size)
             if pinged.load is not None:
                 row.update(received_bps=pinged.load.received_bps, error=pinged.load.error or "")
             row.update(self._rtt(pinged))
