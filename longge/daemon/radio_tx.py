@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import signal
+import sys
 import time
 from multiprocessing.connection import Connection
 
@@ -29,6 +30,7 @@ from longge.daemon.peers import (
     table_stats,
 )
 from longge.protocol.peer import PeerSender, PeerTable
+from longge.protocol.secure import SecurityError
 from longge.radio.interface import LinkRadio
 from longge.tun import Tun, TunError
 
@@ -44,7 +46,12 @@ def link_control(child: Child, table: PeerTable[PeerSender]) -> None:
     for peer in table:
         if not peer.frames:
             i = peer.index
-            peer.link_control(child.skip_past.pop(i, None), child.floor_to_send.pop(i, None))
+            try:
+                peer.link_control(child.skip_past.pop(i, None), child.floor_to_send.pop(i, None))
+            except SecurityError as exc:  # a new epoch that cannot be recorded: seal nothing
+                print(f"longge-tx: {exc}; starting again", file=sys.stderr, flush=True)
+                child.running = False  # (the supervisor starts it again: senders_once_recorded)
+                return
 
 
 class EsbSending:
