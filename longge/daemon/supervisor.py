@@ -76,7 +76,7 @@ def _radio_process(
     until their stats filled the pipe nobody read and they hung."""
     for obj in inherited:
         with contextlib.suppress(OSError):
-            obj.close()
+            os.close(obj) if isinstance(obj, int) else obj.close()
     # (not the supervisor's handler, forked: the process's Child sets its own, which stops the
     # loop and lets the radio go; until then SIGTERM ends it)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -147,6 +147,9 @@ class Supervisor:
         # what the forked process would hold of ours: the supervisor's ends of the pipes (its
         # own too, or a dead supervisor never reads as EOF there), the control socket
         inherited: list[Any] = [parent, *(o.conn for o in self.workers if o.conn is not None)]
+        # (and the radio processes' sentinels, descriptors: the other's, and this one's dead
+        # predecessor's; each started again held one more)
+        inherited += [o.proc.sentinel for o in self.workers if o.proc is not None]
         if self._control is not None:
             inherited += [self._control.sock, *self._control.clients]
         proc = _CTX.Process(
@@ -156,9 +159,15 @@ class Supervisor:
             daemon=True,  # never outlive the supervisor
         )
         proc.start()  # (kept only once started: a failed fork leaves nothing to join)
+        old, old_conn = w.proc, w.conn
         w.proc = proc
         child.close()
         w.conn = parent
+        if old is not None:  # (dead and joined: its sentinel and pipe let go of here too)
+            with contextlib.suppress(ValueError, OSError):
+                old.close()
+            if old_conn is not None:
+                old_conn.close()
         w.died_at = None
 
     def run(self) -> None:
