@@ -1,33 +1,54 @@
-"""The fault matrix (issue 44), first part: each kind of testbed process killed outright under a
-ping, and how the link comes back. Run by hand, as root:
+"""The fault matrix (issue 44): each kind of testbed process killed outright, a daemon
+restarted, a USB modem unplugged and plugged in again, the state folder made read-only, the
+clock stepped, each under a ping, and how the link comes back. Run by hand, as root:
 
-    .venv/bin/python -m tools.faults [--modes esb,stream] [--only tx,rx,daemon,peer,air,servers]
+    .venv/bin/python -m tools.faults [--modes esb,stream] [--only tx,rx,daemon,...]
+    .venv/bin/python -m tools.faults --soak MINUTES [--mode esb]   (the long soak: tools/soak.py)
 
-For each link mode: the testbed up (secured, 2 Mbit/s), a ping from lg-mobile to the base at
-20 per second, then one after another, each once the link carries pings again:
+For each link mode: the testbed up (secured, 2 Mbit/s), under load (stock iperf3 from
+lg-mobile, UDP 1400-byte datagrams both ways at once, each way LOAD_RATIO of the model's
+capacity, in runs of LOAD_RUN_S back to back: a run a fault breaks is followed by the next),
+a ping from lg-mobile to the base at 20 per second beside it, then one after another, each
+once the link carries pings again:
 
 - tx, rx:    the mobile's TX / RX radio process (its daemon starts it again: child.py)
 - daemon:    the mobile's daemon, supervisor and radio processes (the keeper: keeper.py)
 - peer:      the base's daemon (the keeper)
 - air:       the emulated air (the keeper; the radios attach again by themselves)
 - servers:   the measurement servers (the keeper; "back" is the iperf3 server listening again)
+- restart:   the mobile's daemon stopped cleanly (SIGTERM, as systemd's restart does; the keeper
+             starts it again)
+- modem-tx, modem-rx: (a testbed of its own with --serial) the mobile's TX / RX USB modem
+             unplugged for UNPLUG_S (its process killed, the keeper held) and plugged in again
+             (a new modem process, a new pty); "back" counts from the replug
+- statedir:  the mobile's state folder made read-only (a read-only bind mount in the daemon's
+             mount namespace) for HOLD_S: the link must stay up; then, still read-only, its TX
+             radio process killed: the new one cannot record a new nonce epoch, so it must not
+             send (the link stops, the log names the folder); the folder writable again: "back"
+             counts from then. The base's receivers must drop nothing as stale or replayed
+             (a nonce used twice would be)
+- clock+, clock-: the machine's wall clock stepped by +1 h / -1 h for HOLD_S, then back (the
+             link uses monotonic time: it must lose no more than 1 s of pings)
 
 Per fault: the time from the kill to the first ping answered that was sent after it (servers:
 to the log's "iperf3 server on port"), the pings lost between, answers with damaged data
 (ping says "wrong data"; must be 0), and afterwards every process of the testbed alive, with
 the daemons' RSS and open descriptors before and after. Targets (issue 44): a radio process
-≤ 1.2 s, the air ≤ 3 s, the servers ≤ 3 s, a daemon ≤ the keeper's wait (0.5 s) + 2 s.
+≤ 1.2 s, the air ≤ 3 s, the servers ≤ 3 s, a daemon ≤ the keeper's wait (0.5 s) + 2 s, the
+modem ≤ 2 s after the replug, a clock step ≤ 1 s of pings lost.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -35,13 +56,26 @@ from pathlib import Path
 from typing import Any
 
 from longge import testbed
+from longge.daemon.status import DaemonClient
 from longge.keeper import running
+from longge.measure.model import udp_goodput_both_ways_bps
+from longge.protocol.secure import OVERHEAD
 from longge.radio.options import RadioOptions
+from tools.soak import Load
 
 PING_EVERY_S = 0.05
 SETTLE_S = 2.0  # pings answered in a row before the next fault
 GIVE_UP_S = 30.0
-TARGETS_S = {"tx": 1.2, "rx": 1.2, "daemon": 2.5, "peer": 2.5, "air": 3.0, "servers": 3.0}
+TARGETS_S = {"tx": 1.2, "rx": 1.2, "daemon": 2.5, "peer": 2.5, "air": 3.0, "servers": 3.0,
+             "restart": 2.5, "modem-tx": 2.0, "modem-rx": 2.0, "statedir": 2.5,
+             "clock+": 1.0, "clock-": 1.0}  # fmt: skip
+KILLED = ("tx", "rx", "daemon", "peer", "air", "servers", "restart")
+SERIAL = ("modem-tx", "modem-rx")
+LOAD_RATIO = 0.5
+LOAD_RUN_S = 20
+UNPLUG_S = 3.0
+HOLD_S = 10.0
+CLOCK_STEP_S = 3600.0
 
 
 @dataclass
@@ -140,16 +174,35 @@ def _usage(pid: int) -> tuple[int, int]:
     return rss, fds
 
 
-def fault(pinger: Pinger, kind: str) -> dict[str, Any]:
-    log = testbed.STATE_DIR / "servers.log"
-    since = log.stat().st_size
-    victim = _victim(kind)
-    killed = time.time()
-    os.kill(victim, signal.SIGKILL)
+def _wait_back(pinger: Pinger, since: float) -> tuple[float | None, int]:
+    """Wait until the pings have come back and settled after ``since`` (or GIVE_UP_S): (the
+    time back, s after ``since``; pings lost)."""
     back: float | None = None
     lost = 0
     deadline = time.monotonic() + GIVE_UP_S
+    while time.monotonic() < deadline:
+        time.sleep(0.1)
+        back, lost, settled = pinger.outage(since)
+        if settled:
+            break
+    return back, lost
+
+
+def _row(kind: str, back: float | None, lost: int, **more: Any) -> dict[str, Any]:
+    return {"kind": kind, "back_s": back, "lost": lost, "target_s": TARGETS_S[kind], **more}
+
+
+def fault(pinger: Pinger, kind: str) -> dict[str, Any]:
+    """A process killed (kill -9; ``restart``: SIGTERM to the mobile's daemon, a clean stop)."""
+    log = testbed.STATE_DIR / "servers.log"
+    since = log.stat().st_size
+    victim = _victim("daemon" if kind == "restart" else kind)
+    killed = time.time()
+    os.kill(victim, signal.SIGTERM if kind == "restart" else signal.SIGKILL)
+    back: float | None = None
+    lost = 0
     if kind == "servers":  # back: listening again (said in its log)
+        deadline = time.monotonic() + GIVE_UP_S
         while time.monotonic() < deadline and back is None:
             time.sleep(0.05)
             if b"iperf3 server on port" in log.read_bytes()[since:]:
@@ -157,15 +210,108 @@ def fault(pinger: Pinger, kind: str) -> dict[str, Any]:
         time.sleep(SETTLE_S)
         lost = pinger.outage(killed)[1]
     else:
-        while time.monotonic() < deadline:
-            time.sleep(0.1)
-            back, lost, settled = pinger.outage(killed)
-            if settled:
-                break
+        back, lost = _wait_back(pinger, killed)
+    deadline = time.monotonic() + 5  # (a clean stop takes its time)
+    while running(victim) and time.monotonic() < deadline:
+        time.sleep(0.05)
     if running(victim):
-        raise RuntimeError(f"{kind}: pid {victim} still runs after kill -9")
-    return {"kind": kind, "victim": victim, "back_s": back, "lost": lost,
-            "target_s": TARGETS_S[kind]}  # fmt: skip
+        raise RuntimeError(f"{kind}: pid {victim} still runs after the signal")
+    return _row(kind, back, lost, victim=victim)
+
+
+def unplug(pinger: Pinger, kind: str) -> dict[str, Any]:
+    """A USB modem unplugged for UNPLUG_S and plugged in again: its process killed while the
+    keeper is held (SIGSTOP), then the keeper let go: it starts a new modem process, which makes
+    a new pty; back counts from the moment the new pty is there (the replug)."""
+    which = kind.split("-")[1]
+    name = f"modem-{which}"
+    link = testbed.STATE_DIR / f"mobile-{which}.pty"
+    keeper = int(_state()["keeper"])
+    old = int(_state()["pids"][name])
+    os.kill(keeper, signal.SIGSTOP)
+    try:
+        os.kill(old, signal.SIGKILL)
+        time.sleep(UNPLUG_S)
+    finally:
+        os.kill(keeper, signal.SIGCONT)
+    replugged: float | None = None
+    deadline = time.monotonic() + GIVE_UP_S
+    while time.monotonic() < deadline:
+        time.sleep(0.01)
+        pid = int(_state()["pids"][name])
+        with contextlib.suppress(OSError):
+            if pid != old and link.resolve(strict=True) and link.lstat().st_mtime > time.time() - 5:
+                replugged = time.time()
+                break
+    if replugged is None:
+        return _row(kind, None, 0, error="the modem did not come back")
+    back, lost = _wait_back(pinger, replugged)
+    return _row(kind, back, lost, unplugged_s=UNPLUG_S)
+
+
+def _security_drops() -> dict[str, int]:
+    """The base's receivers' security drops (stale, replayed, auth, ...)."""
+    rx = DaemonClient(str(testbed.node_socket("base"))).status().raw.get("rx") or {}
+    return dict((rx.get("security") or {}).get("drops") or {})
+
+
+def _in_mount_ns(pid: int, *cmd: str) -> None:
+    subprocess.run(["nsenter", "-t", str(pid), "-m", "--", *cmd], check=True)
+
+
+def read_only_state(pinger: Pinger) -> dict[str, Any]:
+    """The mobile's state folder read-only: the link stays up while it is; a TX radio process
+    started meanwhile cannot record a new epoch and must not send; writable again: back."""
+    folder = testbed.STATE_DIR / "security"
+    daemon = int(_state()["pids"]["mobile"])
+    epochs = {f.name: f.read_text() for f in folder.glob("*.tx-epoch")}
+    drops = _security_drops()
+    _in_mount_ns(daemon, "mount", "--bind", str(folder), str(folder))
+    _in_mount_ns(daemon, "mount", "-o", "remount,bind,ro", str(folder))
+    locked = time.time()
+    try:
+        time.sleep(HOLD_S)
+        _, lost_while_up, _ = pinger.outage(locked)
+        os.kill(_victim("tx"), signal.SIGKILL)
+        time.sleep(UNPLUG_S)
+        cut = time.time()
+        time.sleep(1.0)
+        answered_while_unable = [q for q, sent in pinger.answered.items() if sent >= cut]
+        log = (testbed.STATE_DIR / "mobile.log").read_text(errors="replace")
+        named = str(folder) in log[-20000:]
+    finally:
+        _in_mount_ns(daemon, "umount", str(folder))
+    unlocked = time.time()
+    back, lost = _wait_back(pinger, unlocked)
+    after = _security_drops()
+    grew = {k: after.get(k, 0) - drops.get(k, 0) for k in after if after[k] != drops.get(k, 0)}
+    changed = {f.name: f.read_text() for f in folder.glob("*.tx-epoch")} != epochs
+    return _row("statedir", back, lost, lost_while_read_only=lost_while_up,
+                answered_while_tx_could_not_seal=len(answered_while_unable),
+                log_names_folder=named, base_security_drops=grew,
+                epoch_recorded_after=changed)  # fmt: skip
+
+
+def step_clock(pinger: Pinger, kind: str) -> dict[str, Any]:
+    """The wall clock stepped by ±CLOCK_STEP_S for HOLD_S, then back. ping's own timestamps
+    step too, so the cost is counted in sequence numbers: the pings lost from the step to
+    SETTLE_S after the step back, as time (× the ping interval)."""
+    step = CLOCK_STEP_S if kind == "clock+" else -CLOCK_STEP_S
+    first = max(pinger.answered, default=0)
+    started = time.time()
+    time.clock_settime(time.CLOCK_REALTIME, time.time() + step)
+    try:
+        time.sleep(HOLD_S)
+    finally:
+        time.clock_settime(time.CLOCK_REALTIME, time.time() - step)
+    time.sleep(2 * SETTLE_S)
+    answered = set(pinger.answered)
+    last = max(answered, default=0) - int(1.0 / PING_EVERY_S)  # (the newest may be on the way)
+    lost = sum(1 for q in range(first + 1, last) if q not in answered)
+    for q, sent in list(pinger.answered.items()):  # (stamped by the stepped clock: not judged)
+        if abs(sent - started) > CLOCK_STEP_S / 2:
+            del pinger.answered[q], pinger.replied[q]
+    return _row(kind, lost * PING_EVERY_S, lost, pings_judged=max(0, last - first - 1))
 
 
 def alive() -> list[str]:
@@ -173,53 +319,95 @@ def alive() -> list[str]:
     return [n for n, pid in st["pids"].items() if not running(int(pid))]
 
 
-def mode_round(mode: str, kinds: list[str]) -> list[dict[str, Any]]:
-    spec = testbed.TestbedSpec(RadioOptions(mode=mode))
+def one(pinger: Pinger, kind: str) -> dict[str, Any]:
+    if kind in SERIAL:
+        return unplug(pinger, kind)
+    if kind == "statedir":
+        return read_only_state(pinger)
+    if kind.startswith("clock"):
+        return step_clock(pinger, kind)
+    return fault(pinger, kind)
+
+
+def mode_round(mode: str, kinds: list[str], serial: bool = False) -> list[dict[str, Any]]:
+    spec = testbed.TestbedSpec(RadioOptions(mode=mode), serial=serial)
     testbed.up(spec)
     rows = []
     pinger = Pinger()
+    capacity = udp_goodput_both_ways_bps(spec.options, 1400, OVERHEAD)
+    load = Load(LOAD_RATIO * capacity, Path(tempfile.mkdtemp(prefix="longge-faults-")), LOAD_RUN_S)
+    stop_load = threading.Event()
+
+    def keep_loading() -> None:
+        while not stop_load.wait(0.5):
+            load.poll()
+
+    loader = threading.Thread(target=keep_loading, daemon=True)
     try:
         pinger.start()
+        loader.start()
         time.sleep(SETTLE_S)
         before = {n: _usage(int(_state()["pids"][n])) for n in ("mobile", "base")}
         for kind in kinds:
-            row = fault(pinger, kind)
-            row["mode"] = mode
+            row = one(pinger, kind)
+            row["mode"] = mode + ("+serial" if serial else "")
             rows.append(row)
             print(json.dumps(row), flush=True)
         after = {n: _usage(int(_state()["pids"][n])) for n in ("mobile", "base")}
-        rows.append({"mode": mode, "wrong": pinger.wrong, "dead": alive(),
+        rows.append({"mode": rows[-1]["mode"], "wrong": pinger.wrong, "dead": alive(),
                      "usage_before": before, "usage_after": after})  # fmt: skip
         print(json.dumps(rows[-1]), flush=True)
     finally:
+        stop_load.set()
+        loader.join(5)
+        load.stop()
         pinger.stop()
         testbed.down()
+    carried = [r for r in load.runs if "up_bps" in r]
+    if rows:
+        rows[-1]["load_runs"] = f"{len(carried)} of {len(load.runs)} runs gave a result"
     return rows
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--modes", default="esb,stream")
-    ap.add_argument("--only", default="tx,rx,daemon,peer,air,servers")
+    ap.add_argument("--only", default=",".join(TARGETS_S))
+    ap.add_argument("--soak", type=float, metavar="MINUTES", help="the long soak instead")
+    ap.add_argument("--mode", default="esb", choices=("esb", "stream"), help="the soak's")
     ns = ap.parse_args()
     if os.geteuid() != 0:
         print("needs root (the testbed)", file=sys.stderr)
         return 2
+    if ns.soak is not None:
+        from tools import soak
+
+        return soak.main([str(ns.soak), "--mode", ns.mode])
     kinds = ns.only.split(",")
     unknown = set(kinds) - set(TARGETS_S)
     if unknown:
         print(f"--only: unknown {sorted(unknown)}; choose from {sorted(TARGETS_S)}")
         return 2
-    rows = [r for mode in ns.modes.split(",") for r in mode_round(mode, kinds)]
-    print("\nmode    fault    back (s)  target   lost pings")
+    plain = [k for k in TARGETS_S if k in kinds and k not in SERIAL]  # (the clock's last)
+    on_modems = [k for k in SERIAL if k in kinds]
+    rows = []
+    for mode in ns.modes.split(","):
+        if plain:
+            rows += mode_round(mode, plain)
+        if on_modems:
+            rows += mode_round(mode, on_modems, serial=True)
+    print("\nmode           fault     back (s)  target   lost pings")
     for r in rows:
         if "kind" in r:
             back = r["back_s"]
             shown = "never" if back is None else f"{back:.2f}"
-            print(f"{r['mode']:<7} {r['kind']:<8} {shown:>8}  {r['target_s']:>6}  {r['lost']:>6}")
+            shown_apart = ("kind", "back_s", "lost", "target_s", "mode", "victim")
+            extra = {k: v for k, v in r.items() if k not in shown_apart}
+            print(f"{r['mode']:<14} {r['kind']:<9} {shown:>8}  {r['target_s']:>6}  {r['lost']:>6}"
+                  + (f"  {extra}" if extra else ""))  # fmt: skip
         else:
             print(
-                f"{r['mode']:<7} wrong answers {r['wrong']}, dead {r['dead'] or 'none'}; daemons "
+                f"{r['mode']:<14} wrong answers {r['wrong']}, dead {r['dead'] or 'none'}; daemons "
                 f"(RSS KiB, fds) before {r['usage_before']} after {r['usage_after']}"
             )
     return 0
