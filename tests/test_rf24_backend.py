@@ -180,9 +180,11 @@ def test_a_radio_that_fails_to_answer_is_reported_and_retried(air_path: str) -> 
     )
     ours, _ = multiprocessing.Pipe()
     c = child.Child(cfg, "tx", ours, schedule=False)  # a radio process's state, in this one
-    assert c.ensure_radio(time.monotonic()) is None
+    now = time.monotonic()
+    assert c.ensure_radio(now) is None
     assert c.state.startswith("radio_error: mobile-tx radio (CE GPIO22, CSN /dev/spidev0.0)")
-    assert c.ensure_radio(time.monotonic()) is None and c.radio_attempts == 1  # waits 1 s
+    assert c.ensure_radio(now + 0.1) is None and c.radio_attempts == 1  # waits RETRY_RADIO_S
+    assert c.ensure_radio(now + child.RETRY_RADIO_S) is None and c.radio_attempts == 2
 
 
 def test_a_node_without_pyrf24_is_told_so_not_given_a_traceback(

@@ -246,7 +246,12 @@ def unplug(pinger: Pinger, kind: str) -> dict[str, Any]:
     if replugged is None:
         return _row(kind, None, 0, error="the modem did not come back")
     back, lost = _wait_back(pinger, replugged)
-    return _row(kind, back, lost, unplugged_s=UNPLUG_S)
+    row = _row(kind, back, lost, unplugged_s=UNPLUG_S)
+    if back is None:  # (what the mobile said last, and the modem: the testbed's logs go with it)
+        for log in ("mobile.log", f"{name}.log"):
+            text = (testbed.STATE_DIR / log).read_text(errors="replace").splitlines()
+            row[log] = text[-8:]
+    return row
 
 
 def _security_drops() -> dict[str, int]:

@@ -32,7 +32,8 @@ from longge.radio.interface import LinkRadio
 from longge.radio.options import configure
 
 STATS_EVERY_S = 0.25
-RETRY_RADIO_S = 1.0
+#: How soon a radio that did not answer (or went: the air, a modem unplugged) is tried again.
+RETRY_RADIO_S = 0.25
 HEALTH_CHECK_S = 1.0
 
 
