@@ -615,6 +615,23 @@ impl Server {
     /// Take in every message waiting on `fd` with its kernel timestamp (air time): one
     /// recvmmsg for up to `BATCH` of them. An empty message stands for a hang-up.
     fn read(&mut self, fd: i32, offset: i64, msgs: &mut Vec<(i64, i32, Vec<u8>)>) {
+        let first = msgs.len();
+        self.read_stamped(fd, offset, msgs);
+        // One host's messages keep their order. A message that has no kernel stamp (sent
+        // before `accept` asked for stamps: a host that attaches and sends its settings at
+        // once) took the read's time, later than the stamped ones sent after it, and the sort
+        // put it behind them: an attach (H) after the requests that need it, which were
+        // refused ("attach first"), and a modem plugged in again stayed deaf. Each stamp is
+        // at most the next one's.
+        let mine = &mut msgs[first..];
+        for i in (1..mine.len()).rev() {
+            if mine[i - 1].0 > mine[i].0 {
+                mine[i - 1].0 = mine[i].0;
+            }
+        }
+    }
+
+    fn read_stamped(&mut self, fd: i32, offset: i64, msgs: &mut Vec<(i64, i32, Vec<u8>)>) {
         let fallback = realtime_ns() - offset;
         loop {
             let n = self.rx.receive(fd);
