@@ -348,6 +348,7 @@ def mode_round(mode: str, kinds: list[str], serial: bool = False) -> list[dict[s
             load.poll()
 
     loader = threading.Thread(target=keep_loading, daemon=True)
+    began = time.monotonic()
     try:
         pinger.start()
         loader.start()
@@ -368,9 +369,8 @@ def mode_round(mode: str, kinds: list[str], serial: bool = False) -> list[dict[s
         load.stop()
         pinger.stop()
         testbed.down()
-    carried = [r for r in load.runs if "up_bps" in r]
-    if rows:
-        rows[-1]["load_runs"] = f"{len(carried)} of {len(load.runs)} runs gave a result"
+    if rows:  # how long the load ran (data came back) of the round's time
+        rows[-1]["load_s"] = f"{load.carried_s():.0f} of {time.monotonic() - began:.0f} s"
     return rows
 
 
@@ -412,7 +412,8 @@ def main() -> int:
                   + (f"  {extra}" if extra else ""))  # fmt: skip
         else:
             print(
-                f"{r['mode']:<14} wrong answers {r['wrong']}, dead {r['dead'] or 'none'}; daemons "
+                f"{r['mode']:<14} load {r.get('load_s')}; wrong answers {r['wrong']}, "
+                f"dead {r['dead'] or 'none'}; daemons "
                 f"(RSS KiB, fds) before {r['usage_before']} after {r['usage_after']}"
             )
     return 0

@@ -17,6 +17,7 @@ last, per process. Written to DIR (samples.jsonl, summary.json, soak.png).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -35,6 +36,8 @@ from longge.radio.options import RadioOptions
 
 LOAD_RATIO = 1.3
 RUN_S = 290
+#: a run this much past its time has lost its control connection: ended (Load.poll)
+RUN_GRACE_S = 10
 SAMPLE_EVERY_S = 60.0
 WARM_MIN = 1
 #: targets (issue 44): RSS growth per process, descriptors flat
@@ -111,6 +114,7 @@ class Load:
         self.run_s = run_s
         self.runs: list[dict[str, Any]] = []
         self.iperf: subprocess.Popen[bytes] | None = None
+        self.started = 0.0
         self.ping = _ns(
             "lg-mobile", "ping", "-q", "-n", "-i", "0.2", testbed.BASE_IP
         )  # (-q: only its summary)
@@ -119,18 +123,37 @@ class Load:
         return self.out / f"iperf3-{len(self.runs) + 1:03d}.json"
 
     def poll(self) -> None:
-        """Start the next run once the last has ended (and record what it carried)."""
+        """Start the next run once the last has ended (and record what it carried). A run
+        that outlives its time by RUN_GRACE_S (its control connection lost in a fault: iperf3
+        then waits for ever) is ended, so that the load goes on."""
         if self.iperf is not None:
             if self.iperf.poll() is None:
-                return
+                if time.monotonic() - self.started < self.run_s + RUN_GRACE_S:
+                    return
+                self.iperf.kill()
+                self.iperf.wait()
             self.runs.append(_run_result(self._json().read_text(errors="replace")))
+        self.started = time.monotonic()
         with open(self._json(), "wb") as f:
             self.iperf = subprocess.Popen(
                 ["ip", "netns", "exec", "lg-mobile", "iperf3", "-c", testbed.BASE_IP,
                  "-p", str(testbed.IPERF_PORT), "-u", "-l", "1400", "-b", str(int(self.rate_bps)),
-                 "--bidir", "-t", str(self.run_s), "-J"],
+                 "--bidir", "-t", str(self.run_s), "--connect-timeout", "3000", "-J"],
                 stdout=f, stderr=subprocess.STDOUT,
             )  # fmt: skip
+
+    def carried_s(self) -> float:
+        """Seconds of the runs so far in which data came back (the reverse direction's
+        intervals with something received): how long the load really ran."""
+        total = 0.0
+        for n in range(1, len(self.runs) + 2):
+            path = self.out / f"iperf3-{n:03d}.json"
+            with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+                for iv in json.loads(path.read_text(errors="replace"))["intervals"]:
+                    back = iv.get("sum_bidir_reverse") or {}
+                    if back.get("bits_per_second", 0) > 0:
+                        total += back.get("seconds", 0.0)
+        return total
 
     def stop(self) -> dict[str, Any]:
         for proc in (self.iperf, self.ping):
