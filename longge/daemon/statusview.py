@@ -58,8 +58,8 @@ def node_text(st: dict[str, Any]) -> str:
             f"payload {r['payload']} B, channels tx {r['tx_channel']} / rx {r['rx_channel']}",
             f"  tx     {tx.get('packets_in', 0)} packets in, {tx.get('packets_sent', 0)} sent in "
             f"{tx.get('frames_sent', 0)} frames; {tx.get('retransmissions') or 0} retransmissions, "
-            f"{tx.get('max_rt', 0)} MAX_RT, {tx.get('packets_aborted', 0)} packets aborted; "
-            f"radio {tx.get('state', '?')}",
+            f"{tx.get('max_rt', 0)} MAX_RT, {tx.get('packets_aborted', 0)} packets aborted, "
+            f"{tx.get('preempted', 0)} sent between another's frames; radio {tx.get('state', '?')}",
             f"  queue  {tx.get('queue_packets', 0)} packets / {tx.get('queue_bytes', 0)} of "
             f"{tx.get('queue_limit_bytes', 0)} bytes, oldest {tx.get('queue_oldest_ms', 0)} ms; "
             f"drops: {_drops(tx.get('queue_drops'))}",
