@@ -61,7 +61,7 @@ from longge.keeper import running
 from longge.measure.model import udp_goodput_both_ways_bps
 from longge.protocol.secure import OVERHEAD
 from longge.radio.options import RadioOptions
-from tools.soak import Load
+from tools.soak import Load, children, usage
 
 PING_EVERY_S = 0.05
 SETTLE_S = 2.0  # pings answered in a row before the next fault
@@ -135,25 +135,10 @@ def _state() -> dict[str, Any]:
     return state
 
 
-def _children(parent: int, comm: str) -> list[int]:
-    out = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            name = (entry / "comm").read_text().strip()
-        except OSError:
-            continue
-        if name == comm and int(stat.rsplit(")", 1)[1].split()[1]) == parent:
-            out.append(int(entry.name))
-    return out
-
-
 def _victim(kind: str) -> int:
     pids = _state()["pids"]
     if kind in ("tx", "rx"):
-        found = _children(pids["mobile"], f"longge-{kind}")
+        found = children(pids["mobile"], f"longge-{kind}")
         if not found:
             raise RuntimeError(f"no {kind} radio process under the mobile's daemon")
         return found[0]
@@ -161,17 +146,10 @@ def _victim(kind: str) -> int:
 
 
 def _usage(pid: int) -> tuple[int, int]:
-    """(RSS KiB, open descriptors) of ``pid`` and its children together."""
-    rss = fds = 0
-    for p in [pid, *_children(pid, "longge-tx"), *_children(pid, "longge-rx")]:
-        try:
-            status = Path(f"/proc/{p}/status").read_text()
-            fds += len(os.listdir(f"/proc/{p}/fd"))
-        except OSError:
-            continue
-        m = re.search(r"VmRSS:\s+(\d+)", status)
-        rss += int(m.group(1)) if m else 0
-    return rss, fds
+    """(RSS KiB, open descriptors) of ``pid`` and its radio processes together."""
+    procs = [pid, *children(pid, "longge-tx"), *children(pid, "longge-rx")]
+    found = [u for u in map(usage, procs) if u is not None]
+    return sum(u["rss_kib"] for u in found), sum(u["fds"] for u in found)
 
 
 def _wait_back(pinger: Pinger, since: float) -> tuple[float | None, int]:

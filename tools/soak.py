@@ -49,12 +49,13 @@ def _comm(pid: int) -> str:
     return Path(f"/proc/{pid}/comm").read_text().strip()
 
 
-def _children(pid: int) -> list[int]:
+def children(pid: int, comm: str | None = None) -> list[int]:
+    """The processes ``pid`` started (those named ``comm``, if given)."""
     try:
         tasks = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
     except OSError:
         return []
-    return [int(t) for t in tasks]
+    return [int(t) for t in tasks if comm is None or _comm_or_none(int(t)) == comm]
 
 
 def processes() -> dict[str, int]:
@@ -65,13 +66,13 @@ def processes() -> dict[str, int]:
     if state.get("keeper"):
         found["keeper"] = int(state["keeper"])
     for name, pid in list(found.items()):
-        for child in _children(pid):
+        for child in children(pid):
             comm = _comm_or_none(child)
             if comm in ("longge-tx", "longge-rx"):
                 found[f"{name}-{comm[7:]}"] = child
             elif comm and name == "servers":  # the iperf3 server, and the process of its test
                 found["servers-iperf3"] = child
-                for test in _children(child):
+                for test in children(child):
                     found["servers-iperf3-test"] = test
     return found
 
