@@ -69,6 +69,18 @@ class Link:
             self.base.step(0)
         return got
 
+    def send_until_through(
+        self, tun: MemoryTun, to: MemoryTun, size: int, tag: int, seconds: float
+    ) -> list[bytes]:
+        """One packet at a time (tags ``tag``+1, +2, ...) until one comes out of ``to`` or
+        ``seconds`` pass: what came out (empty: nothing got through)."""
+        got: list[bytes] = []
+        end = time.monotonic() + seconds
+        while not got and time.monotonic() < end:
+            tag += 1
+            got = self.send(tun, [ip_packet(size, tag)], to=to, timeout=0.5)
+        return got
+
     def collect(self, to: MemoryTun, seconds: float) -> list[bytes]:
         """Every packet that comes out of ``to`` within ``seconds`` (0: those already out),
         both daemons running."""

@@ -288,12 +288,7 @@ def test_a_sender_that_cannot_record_its_epoch_sends_nothing_and_says_where(
         assert int(epoch_path.read_text()) == epoch_before
     finally:
         blocker.rmdir()
-    got: list[bytes] = []
-    end = time.monotonic() + 10
-    i = 200
-    while not got and time.monotonic() < end:
-        i += 1
-        got = link.send(link.mtun, [ip_packet(160, i)], to=link.btun, timeout=0.5)
+    got = link.send_until_through(link.mtun, link.btun, size=160, tag=200, seconds=10)
     assert got, "the link did not come back once the folder took writes"
     link.pump(0.6)
     assert int(epoch_path.read_text()) > epoch_before
@@ -327,12 +322,7 @@ def test_a_sender_restored_to_an_older_state_dir_is_told_its_floor_and_comes_bac
     seen_epoch = link.mobile.status()["tx"]["epoch"]
     epoch_path.write_text(saved)  # the card restored ...
     restart_tx()  # ... and the mobile restarted: that epoch again
-    got: list[bytes] = []
-    end = time.monotonic() + 15
-    i = 100
-    while not got and time.monotonic() < end:
-        i += 1
-        got = link.send(link.mtun, [ip_packet(200, i)], to=link.btun, timeout=0.5)
+    got = link.send_until_through(link.mtun, link.btun, size=200, tag=100, seconds=15)
     assert got, "the restored mobile never got through"
     link.pump(0.6)  # (the radio processes send their counters every 0.25 s)
     tx = link.mobile.status()["tx"]
