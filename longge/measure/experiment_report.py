@@ -103,7 +103,8 @@ def _verdict(exp: Experiment, summary: dict[str, Any]) -> str:
             )
         if exp.name == "multiplex":  # the ping in ESB ("default") first, then what else ran
             medians, p95s = _by_series(rows, "rtt_median_ms"), _by_series(rows, "rtt_p95_ms")
-            medians["default"]  # (no verdict without it: KeyError below)
+            if "default" not in medians:
+                raise KeyError("default")  # (no verdict without the ping in ESB)
             return "RTT median (p95): " + "; ".join(
                 ("" if label == "default" else f"{label}: ")
                 + ", ".join(
