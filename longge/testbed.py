@@ -293,7 +293,7 @@ def _keeping(pid: int) -> bool:
 def _stop_keeper() -> None:
     """First of all in ``down``: the keeper would start again what down stops."""
     pids = _running_with(b"longge.keeper")  # (one not recorded yet too: a testbed half up)
-    with contextlib.suppress(OSError, ValueError, TypeError):
+    with contextlib.suppress(OSError, ValueError, TypeError, KeyError):  # (no keeper yet)
         pids.add(int(json.loads(paths()["state"].read_text())["keeper"]))
     _end(pids)
 
