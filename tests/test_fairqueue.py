@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from longge.daemon.fairqueue import MAX_FLOWS, SOJOURN_EDGES_MS, FairQueue, flow_key
+from longge.daemon.fairqueue import MAX_FLOWS, ROOM_FLOWS, SOJOURN_EDGES_MS, FairQueue, flow_key
 
 
 def udp(src: int, dst_port: int, size: int, tag: int = 0) -> bytes:
@@ -96,6 +96,37 @@ def test_overflow_drops_from_the_fattest_flow() -> None:
     assert q.bytes <= 10 * 1400
     assert q.drops["overflow"] == 11
     assert ping in drain(q)
+
+
+def test_each_bulk_flow_has_room_for_a_few_packets_whatever_the_budget() -> None:
+    # 8 TCP flows behind a budget of 5 packets kept each flow's window below the 4 segments a
+    # fast retransmit needs: they shared the link by timeouts (Jain 0.95, issue 43)
+    room = 2 * 1514
+    q = FairQueue(limit_bytes=5 * 1400, max_age=0.1, room_per_flow=room)
+    for port in range(1000, 1008):
+        for i in range(2):
+            q.push(udp(2, port, 1400, tag=i), 0)
+    assert q.drops["overflow"] == 0 and len(q) == 16
+    assert q.limit_bytes == 8 * room and q.max_age == pytest.approx(0.1 * 8 * room / 7000)
+    # the third packet of every flow is beyond its room: dropped, from the fattest flow
+    for port in range(1000, 1008):
+        q.push(udp(2, port, 1400, tag=2), 0)
+    assert q.drops["overflow"] >= 4 and q.bytes <= q.limit_bytes
+    # a packet that waited a DRR round of 8 flows (longer than the budget's 0.1 s) is sent
+    assert q.pop(0.2) is not None and q.drops["expired"] == 0
+    drain(q, 0.2)
+    assert q.limit_bytes == 5 * 1400 and q.max_age == 0.1  # back to the budget when idle
+    # one flow alone gets no more than the budget (one UDP flood: latency as before)
+    for i in range(20):
+        q.push(udp(2, 1000, 1400, tag=i), 1.0)
+    assert q.bytes <= 5 * 1400 and q.limit_bytes == 5 * 1400
+
+
+def test_the_room_stops_growing_beyond_room_flows() -> None:
+    q = FairQueue(limit_bytes=5 * 1400, max_age=0.1, room_per_flow=3000)
+    for port in range(1, 5 * ROOM_FLOWS):  # a scan: a flow per packet
+        q.push(udp(2, port, 1400), 0)
+    assert q.limit_bytes == ROOM_FLOWS * 3000 and q.bytes <= ROOM_FLOWS * 3000
 
 
 def test_packets_older_than_the_budget_are_dropped_when_their_turn_comes() -> None:

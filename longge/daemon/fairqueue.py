@@ -12,6 +12,13 @@ a DNS query, a TCP ACK) joins the "new" list and is served before the bulk flows
 
 Both drops are counted. Time is passed in; nothing here reads a clock.
 
+Both bounds grow with the flows that have packets queued (``room_per_flow`` bytes each, for at
+most ROOM_FLOWS flows; the age bound in proportion): ``limit_bytes`` is what the air carries in
+``max_age``, and N bulk TCP flows need room for a few segments each, or their windows stay
+below the four segments a fast retransmit needs and they share the link by timeouts, unevenly
+(docs/design.md §1, "The queue's bounds"). A sparse flow does not wait for that room: it is
+served from the new list.
+
 At most MAX_FLOWS flows are kept apart (fq_codel's default count of queues): the packets of
 flows beyond that share one queue (counted, ``shared``), so that neither the table nor the
 overflow's search for the fattest flow grows with a scan or a flood of new flows.
@@ -61,6 +68,10 @@ class _Flow:
 MAX_FLOWS = 1024
 SHARED_KEY = b"*"
 
+#: Flows with packets queued that the bounds grow for (beyond them, a scan or a flood of new
+#: flows adds nothing: the bounds stay at most ROOM_FLOWS * room_per_flow bytes).
+ROOM_FLOWS = 16
+
 #: How many flows of the new list pop_sparse looks at (it runs once per frame sent).
 SPARSE_LOOK = 8
 
@@ -70,12 +81,23 @@ SOJOURN_EDGES_MS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000)
 
 class FairQueue:
     def __init__(
-        self, limit_bytes: int, max_age: float, quantum: int = 1514, fair: bool = True
+        self,
+        limit_bytes: int,
+        max_age: float,
+        quantum: int = 1514,
+        fair: bool = True,
+        room_per_flow: int = 0,
     ) -> None:
-        """``fair=False``: one FIFO for all packets (same bounds), for comparison."""
+        """``fair=False``: one FIFO for all packets (same bounds), for comparison.
+        ``room_per_flow``: bytes each flow with packets queued may hold before the bounds
+        count as reached (0: the bounds are fixed)."""
         self.fair = fair
+        self.base_limit_bytes = limit_bytes
+        self.base_max_age = max_age
+        self.room_per_flow = room_per_flow
         self.limit_bytes = limit_bytes
         self.max_age = max_age
+        self.backlogged = 0  # flows with packets queued
         self.quantum = quantum
         self.bytes = 0
         self.packets = 0
@@ -110,6 +132,8 @@ class FairQueue:
                 flow = self._flows.get(key)
             if flow is None:
                 flow = self._flows[key] = _Flow(key)
+        if not flow.packets:
+            self._backlog(+1)
         flow.packets.append((packet, now))
         flow.bytes += len(packet)
         self.bytes += len(packet)
@@ -173,8 +197,9 @@ class FairQueue:
 
     def _take(self, flow: _Flow, now: float) -> bytes | None:
         """The head of ``flow``, served; None: it was too old (dropped, counted)."""
+        max_age = self.max_age  # (the bound this packet waited under, before it leaves)
         packet, since = self._drop_head(flow)
-        if now - since > self.max_age:
+        if now - since > max_age:
             self.drops["expired"] += 1
             return None
         flow.deficit -= len(packet)
@@ -187,7 +212,16 @@ class FairQueue:
         flow.bytes -= len(packet)
         self.bytes -= len(packet)
         self.packets -= 1
+        if not flow.packets:
+            self._backlog(-1)
         return packet, since
+
+    def _backlog(self, change: int) -> None:
+        """Count a flow that got its first packet or lost its last, and set the bounds."""
+        self.backlogged += change
+        room = min(self.backlogged, ROOM_FLOWS) * self.room_per_flow
+        self.limit_bytes = max(self.base_limit_bytes, room)
+        self.max_age = self.base_max_age * self.limit_bytes / self.base_limit_bytes
 
     def oldest_age(self, now: float) -> float:
         ages = [now - f.packets[0][1] for f in self._flows.values() if f.packets]

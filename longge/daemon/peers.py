@@ -221,11 +221,22 @@ def queue_limit_bytes(cfg: NodeConfig) -> int:
     return max(3 * (cfg.mtu + 14), int(rate / 8 * cfg.queue_ms / 1000))
 
 
+#: Packets each flow with packets queued has room for, whatever ``queue_ms`` allows
+#: (fairqueue.py: TCP flows need a few segments each to recover from a loss without a timeout).
+ROOM_PACKETS = 2
+
+
 def make_queues(cfg: NodeConfig, table: PeerTable[PeerSender]) -> PeerQueues:
     """A flow-fair queue per peer, each with the whole budget (peerqueues.py)."""
+    room = ROOM_PACKETS * (cfg.mtu + 14) if cfg.queue == "fair" else 0
     return PeerQueues(
         [
-            FairQueue(queue_limit_bytes(cfg), cfg.queue_ms / 1000, fair=cfg.queue == "fair")
+            FairQueue(
+                queue_limit_bytes(cfg),
+                cfg.queue_ms / 1000,
+                fair=cfg.queue == "fair",
+                room_per_flow=room,
+            )
             for _ in table
         ]
     )
