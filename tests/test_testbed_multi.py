@@ -1,6 +1,7 @@
-"""As root: the testbed with three mobiles on one base (issue 41, first steps; ESB): three
-namespaces, three daemons with a key each, every mobile reaches the base and the internet host
-through it, the base's status has a line per mobile, and ``down`` leaves nothing behind."""
+"""As root: the testbed with three mobiles on one base (issue 41; ESB): three namespaces,
+three daemons with a key each, every mobile reaches the base and the internet host through it,
+the base's status has a line per mobile, the three loaded at once share both directions (the
+base grants the uplink), and ``down`` leaves nothing behind."""
 
 from __future__ import annotations
 
@@ -18,6 +19,10 @@ from conftest import required
 from fielddoc import assert_documented
 
 from longge import testbed
+from longge.measure.model import udp_goodput_bps
+from longge.measure.multinode import load_all
+from longge.protocol.secure import OVERHEAD
+from longge.radio.options import RadioOptions
 
 N = 3
 
@@ -82,6 +87,25 @@ def test_the_base_reports_each_mobile(star: None) -> None:
     # each mobile its own key: the files differ
     keys = {testbed.key_path(n, N).read_text() for n in testbed.mobile_names(N)}
     assert len(keys) == N
+
+
+def test_three_mobiles_share_the_uplink_and_the_downlink(star: None) -> None:
+    """Stock iperf3 from (then to) all three at once, started together, each offered 300
+    kbit/s (together 1.8 x what one link carries): every client gets its result (sent freely,
+    the mobiles' first datagrams collided and clients failed), and each mobile at least half
+    its fair share of what they carried together; the base granted the uplink in turn.
+    (Margins, not targets: the shares' figures are tools/multinode_look's.)"""
+    bound = udp_goodput_bps(RadioOptions(), 1400, OVERHEAD) / 1000
+    for direction in ("up", "down"):
+        sh = load_all(direction, N, "300k", 4)
+        assert not any(sh.errors), sh
+        assert all(k >= 0.5 * sh.total / N for k in sh.kbps), sh
+        assert sh.total >= 0.4 * bound, (sh, bound)
+    base = json.loads(cli("testbed", "status", "--json").stdout)["nodes"]["base"]
+    assert base["tx"]["uplink"]["grants"] > 0, base["tx"]
+    for i in range(N):
+        mobile = json.loads(cli("testbed", "status", "--json").stdout)["nodes"][f"mobile{i + 1}"]
+        assert mobile["tx"]["uplink"]["granted"] == 1, mobile["tx"]
 
 
 def _state() -> dict[str, object]:

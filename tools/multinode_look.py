@@ -3,85 +3,66 @@ once, downlink then uplink, per mobile, in sum and as Jain's fairness index. Run
 root:
 
     .venv/bin/python -m tools.multinode_look [--mobiles 3] [--rate 300k] [--seconds 10]
+        [--stagger 0]
 
-Brings up ``testbed up --mobiles N`` (ESB, 2 Mbit/s, secured), starts an ``iperf3 -s`` per
-mobile (downlink: in each mobile's namespace; uplink: in lg-base, a port each), runs the
-clients 0.5 s apart (1400-byte datagrams, ``--rate`` each), and prints each mobile's received
-rate, the aggregate as a share of one link's model bound, and Jain's index; takes the
-testbed down. A client whose control connection fails counts 0 and says so.
+Brings up ``testbed up --mobiles N`` (ESB, 2 Mbit/s, secured), loads every mobile at once
+(``longge.measure.multinode``: stock iperf3, 1400-byte datagrams, ``--rate`` each, the clients
+``--stagger`` s apart), and prints each mobile's received rate, the aggregate as a share of one
+link's model bound, and Jain's index; takes the testbed down. A client that fails counts 0
+and says why.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
+import statistics
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from longge import testbed
 from longge.measure.model import udp_goodput_bps
+from longge.measure.multinode import load_all, ping_rtts
 from longge.protocol.secure import OVERHEAD
 from longge.radio.options import RadioOptions
 
-PORT = 5301
-STAGGER_S = 0.5
 
-
-def _ns(namespace: str, *cmd: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        ["ip", "netns", "exec", namespace, *cmd],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
+def _rtt_line(what: str, rtts: list[float | None]) -> str:
+    got = sorted(r for r in rtts if r is not None)
+    if not got:
+        return f"{what}: no answer of {len(rtts)}"
+    p95 = got[min(len(got) - 1, int(0.95 * len(got)))]
+    return (
+        f"{what}: RTT median {statistics.median(got):.2f} ms, p95 {p95:.2f} ms, "
+        f"{len(rtts) - len(got)} of {len(rtts)} lost"
     )
 
 
-def jain(rates: list[float]) -> float:
-    """Jain's fairness index: 1 when all are equal, 1/n when one takes everything."""
-    total = sum(rates)
-    return total * total / (len(rates) * sum(r * r for r in rates)) if total else 0.0
-
-
-def one_way(direction: str, n: int, rate: str, seconds: int) -> list[float]:
-    """Received kbit/s per mobile, all sending (or sent to) at once."""
-    names = testbed.mobile_names(n)
-    servers = []
-    for i, name in enumerate(names):
-        if direction == "up":
-            where, address = "lg-base", testbed.BASE_IP
-        else:
-            where, address = f"lg-{name}", testbed.mobile_ip(i)
-        servers.append(_ns(where, "iperf3", "-s", "-1", "-p", str(PORT + i), "-B", address))
-    time.sleep(1)
-    clients = []
-    for i, name in enumerate(names):
-        if direction == "up":
-            where, target = f"lg-{name}", testbed.BASE_IP
-        else:
-            where, target = "lg-base", testbed.mobile_ip(i)
-        udp = ["-u", "-b", rate, "-l", "1400", "-t", str(seconds), "-J"]
-        clients.append(_ns(where, "iperf3", "-c", target, "-p", str(PORT + i), *udp))
-        # (iperf3's UDP start is one datagram each way, not repeated: started together, the
-        # mobiles' answers collide on the shared uplink and a lost one fails the client)
-        time.sleep(STAGGER_S)
-    rates = []
-    for i, client in enumerate(clients):
-        out, _ = client.communicate(timeout=seconds + 60)
-        try:
-            result = json.loads(out)
-        except ValueError:
-            result = {"error": out.strip()[-200:]}
-        end = result.get("end", {}).get("sum", {})
-        if result.get("error") or "bits_per_second" not in end:
-            print(f"{direction} {names[i]}: the client failed: {result.get('error')}")
-            rates.append(0.0)
-            continue
-        rates.append(end["bits_per_second"] * (1 - end["lost_percent"] / 100) / 1000)
-    for server in servers:
-        server.kill()
-        server.wait()
-    return rates
+def idle_ping(mobiles: int, rate: str, seconds: int) -> None:
+    """The last mobile's ping, to the base and from it (20/s), alone, then while the others
+    are loaded (each direction): the idle mobile's wait for its turn on the shared uplink."""
+    last = testbed.mobile_names(mobiles)[-1]
+    count = seconds * 20
+    pings = {
+        "from the mobile": (f"lg-{last}", testbed.BASE_IP),
+        "from the base": ("lg-base", testbed.mobile_ip(mobiles - 1)),
+    }
+    for how, (ns, dst) in pings.items():
+        print(_rtt_line(f"{how}, alone", ping_rtts(ns, dst, count, 0.05)), flush=True)
+    for direction in ("up", "down"):
+        for how, (ns, dst) in pings.items():
+            with ThreadPoolExecutor(1) as pool:
+                load = pool.submit(
+                    load_all, direction, mobiles, rate, seconds + 2, 0.0, list(range(mobiles - 1))
+                )
+                time.sleep(1.5)
+                rtts = ping_rtts(ns, dst, count, 0.05)
+                sh = load.result()
+            print(
+                _rtt_line(f"{how}, beside {mobiles - 1} loaded mobiles ({direction})", rtts)
+                + f"; they carried {[round(k, 1) for k in sh.kbps]} kbit/s",
+                flush=True,
+            )
 
 
 def main() -> int:
@@ -89,16 +70,27 @@ def main() -> int:
     ap.add_argument("--mobiles", type=int, default=3)
     ap.add_argument("--rate", default="300k")
     ap.add_argument("--seconds", type=int, default=10)
+    ap.add_argument("--stagger", type=float, default=0.0, help="seconds between clients' starts")
+    ap.add_argument(
+        "--idle-ping",
+        action="store_true",
+        help="the last mobile pings the base (20/s) while the others are loaded, and alone",
+    )
     ns = ap.parse_args()
     bound = udp_goodput_bps(RadioOptions(), 1400, OVERHEAD) / 1000
     testbed.up(testbed.TestbedSpec(mobiles=ns.mobiles))
     try:
+        if ns.idle_ping:
+            idle_ping(ns.mobiles, ns.rate, ns.seconds)
+            return 0
         for direction in ("down", "up"):
-            rates = one_way(direction, ns.mobiles, ns.rate, ns.seconds)
+            sh = load_all(direction, ns.mobiles, ns.rate, ns.seconds, ns.stagger)
+            failed = [f"{i + 1}: {e}" for i, e in enumerate(sh.errors) if e]
             print(
-                f"{direction}: per mobile {[round(r, 1) for r in rates]} kbit/s, aggregate "
-                f"{sum(rates):.1f} = {sum(rates) / bound:.3f} of one link's bound "
-                f"({bound:.1f}), Jain {jain(rates):.3f}",
+                f"{direction}: per mobile {[round(r, 1) for r in sh.kbps]} kbit/s, aggregate "
+                f"{sh.total:.1f} = {sh.total / bound:.3f} of one link's bound "
+                f"({bound:.1f}), Jain {sh.jain:.3f}"
+                + (f"; failed clients: {failed}" if failed else ""),
                 flush=True,
             )
             time.sleep(2)

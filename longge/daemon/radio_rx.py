@@ -3,6 +3,10 @@
 1. radio_rx     read every frame the RX FIFO holds (the air stops acknowledging when full);
 2. reassembler  rebuild packets (``longge.protocol``): whole and checked, or counted drops;
 3. tun_writer   hand each packet to the kernel; a keepalive only marks the peer as alive;
+   uplink       what a peer's packet said of the shared uplink (protocol/uplink.py) goes to
+                the TX process over the pair: ``g`` + peer + ms (our base grants us the
+                uplink), ``r`` + peer (a mobile hands its grant back), ``h`` + peer (a base
+                with several mobiles heard one: it answered its grant);
 4. expire       a half-built packet that waited too long is dropped;
 5. wait         sleep until the radio or the supervisor has something.
 """
@@ -10,6 +14,7 @@
 from __future__ import annotations
 
 import signal
+import socket
 import time
 from multiprocessing.connection import Connection
 from typing import Any
@@ -34,6 +39,29 @@ def tend(child: Child, table: PeerTable[PeerReceiver], now: float) -> None:
             child.tell("floor", peer.index, floor)
 
 
+def uplink_news(
+    pair: socket.socket | None, table: PeerTable[PeerReceiver], peer: PeerReceiver, c: RxCounters
+) -> None:
+    """3. uplink: a whole packet of ``peer``'s came; what it said of the uplink, for our TX
+    process (the pair: made by the supervisor)."""
+    grant, release = peer.take_uplink()
+    if pair is None:
+        return
+    i = bytes((peer.index,))
+    if grant is not None:
+        msg = b"g" + i + round(grant * 1000).to_bytes(2, "big")
+    elif release:
+        msg = b"r" + i
+    elif len(table) > 1:
+        msg = b"h" + i
+    else:
+        return
+    try:
+        pair.send(msg)
+    except (BlockingIOError, OSError):
+        c.pair_full += 1  # the TX process is behind (or gone): a grant ends by its time anyway
+
+
 def rx_stats(c: RxCounters, table: PeerTable[PeerReceiver], now: float) -> dict[str, Any]:
     return table_stats(c, {p.name: p.stats(now) for p in table})
 
@@ -45,7 +73,7 @@ def flush(table: PeerTable[PeerReceiver]) -> None:
             peer.opener.flush()
 
 
-def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
+def run(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket | None = None) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     child = Child(cfg, "rx", conn)
     table = receivers(cfg)
@@ -68,7 +96,10 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
                     continue
                 # 2. reassembler (and, on a secured link, the AEAD): a stranger's frames move
                 # nothing; 3. tun_writer
+                heard = peer.heard
                 packet = peer.receive(frame, now)
+                if peer.heard != heard:  # a whole packet (a keepalive, link control)
+                    uplink_news(pair, table, peer, c)
                 if packet is not None:
                     deliver(tun, packet, c)
         tend(child, table, now)

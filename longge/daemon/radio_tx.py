@@ -6,14 +6,20 @@
 4. radio_tx     load frames while the TX FIFO has room (``start_fast_write``: never blocks);
 5. max_rt       a frame that exhausted its retries: flush, abandon the rest of its packet;
 6. keepalive    nothing sent for ``keepalive_s``: send a keepalive frame so the peer knows;
-7. wait         sleep until the TUN, the radio or the supervisor has something.
+7. uplink       a base with several mobiles grants the shared uplink in turn; a mobile that
+                heard a grant sends only in its grants and hands back what it does not need
+                (``protocol/uplink.py``; the RX process passes grants and releases on);
+8. wait         sleep until the TUN, the radio, the RX process or the supervisor has
+                something, or the grant's time is up.
 """
 
 from __future__ import annotations
 
 import signal
+import socket
 import sys
 import time
+from dataclasses import asdict
 from multiprocessing.connection import Connection
 
 from longge.config import NodeConfig
@@ -31,6 +37,13 @@ from longge.daemon.peers import (
 )
 from longge.protocol.peer import PeerSender, PeerTable
 from longge.protocol.secure import SecurityError
+from longge.protocol.uplink import (
+    UplinkPermit,
+    UplinkScheduler,
+    asks_answer,
+    grant_message,
+    release_message,
+)
 from longge.radio.interface import LinkRadio
 from longge.tun import Tun, TunError
 
@@ -65,6 +78,66 @@ class EsbSending:
         self.sending: PeerSender | None = None  # whose frames are being loaded
         self.addressed = table.peers[0]  # whose address the radio has (child.apply_settings)
         self.applied = 0  # child.applied when `addressed` was last known
+        #: a peer whose frames go before the rest, at once (a grant of the uplink: it counts
+        #: from when it was made); what is left of another's packet waits meanwhile
+        self.priority: PeerSender | None = None
+        #: a mobile's: while it hears grants, it sends only in them (uplink.py)
+        self.permit: UplinkPermit | None = None
+        #: a base's with several mobiles: who holds the uplink (uplink.py)
+        self.grants: UplinkScheduler | None = None
+        #: a mobile's frames still to go in its grant once it released it (the release's)
+        self.release_left = 0
+
+    def uplink(self, now: float) -> None:
+        """7. uplink: a base grants the next mobile when it is due (its frames go at once);
+        a mobile in its grant with nothing to send hands it back."""
+        if self.grants is not None:
+            index = self.grants.due(now, self.addressed.index)
+            if index is not None:
+                peer = self.priority = self.table.peers[index]
+                peer.uplink(grant_message(self.grants.grant_s), now)
+        permit = self.permit
+        if permit is not None and not permit.released:
+            peer = self.table.peers[0]
+            if permit.release(now, idle=not peer.frames and not len(self.queues)):
+                peer.uplink(release_message(), now)
+                # what goes before the release, and it: the interactive packet's rest in
+                # lane 1 and the release behind it, or the release alone
+                self.release_left = len(peer.urgent) or len(peer.frames)
+
+    def uplink_news(self, pair: socket.socket | None, now: float) -> None:
+        """What the RX process passed on (radio_rx.py, "uplink"): a grant for us, a mobile's
+        release, a packet heard from a mobile."""
+        while pair is not None:
+            try:
+                msg = pair.recv(16)
+            except (BlockingIOError, OSError):
+                return
+            if len(msg) < 2 or msg[1] >= len(self.table):
+                continue
+            kind, index = msg[:1], msg[1]
+            if kind == b"g" and self.permit is not None and len(msg) == 4:
+                self.permit.grant(int.from_bytes(msg[2:4], "big") / 1000, now)
+            elif kind == b"r" and self.grants is not None:
+                self.grants.released(index, now)
+            elif kind == b"h" and self.grants is not None:
+                self.grants.heard(index)
+
+    def uplink_stats(self, now: float) -> dict[str, int]:
+        """The shared uplink's counters: a base's grants, a mobile's (empty: neither)."""
+        if self.grants is not None:
+            return asdict(self.grants.counters)
+        if self.permit is not None and self.permit.grants:
+            return {"grants": self.permit.grants, "granted": int(self.permit.granted(now))}
+        return {}
+
+    def wait_s(self, now: float, longest: float) -> float:
+        """How long the loop may sleep: until the next grant is due (a base's), or a
+        mobile's release."""
+        if self.grants is not None:
+            return min(longest, self.grants.wait_s(now))
+        due = None if self.permit is None else self.permit.wait_s(now)
+        return longest if due is None else min(longest, due)
 
     def loading(self) -> bool:
         return self.sending is not None and bool(self.sending.frames)
@@ -100,18 +173,44 @@ class EsbSending:
             packet = self.queues.pop(peer.index, now)
             if packet is not None:
                 peer.load(packet, now, self.queues.last_key(peer.index))
+                if self.grants is not None and asks_answer(packet):
+                    self.grants.poke(peer.index)  # (its answer will want the uplink)
                 return peer
 
     def fill(self, radio: LinkRadio, now: float, c: TxCounters) -> None:
         """2. scheduler, 3. fragmenter, 4. radio_tx: load frames while the TX FIFO has room."""
         sending = self.sending
+        permit = self.permit
         while radio.is_fifo(True) != FIFO_FULL:
+            if permit is not None and permit.granted(now):
+                if permit.released:  # only the frames up to the release go (uplink.py)
+                    if self.release_left <= 0:
+                        break
+                    self.release_left -= 1
+                    sending = self.sending = self.table.peers[0]
+                    radio.start_fast_write(sending.next_frame())
+                    c.frames_sent += 1
+                    continue
+                if not permit.may_send(now):
+                    break
+            if self.priority is not None:
+                if self.priority.frames:
+                    sending = self.sending = self.priority
+                else:
+                    self.priority = None
             if sending is None or not sending.frames:
+                if permit is not None and not permit.may_load(now):
+                    break
                 sending = self.sending = self.next(radio, now)
                 if sending is None:
                     break
-            else:
+            elif permit is None or permit.may_load(now):
                 preempt(self.queues, sending, now)  # an interactive packet goes first
+            if sending is not self.addressed:  # (a priority peer's, or a packet's rest)
+                if not radio.is_fifo(True, True):
+                    break  # the FIFO drains first (its news wakes the process)
+                radio.stop_listening(sending.radio_address)
+                self.addressed = sending
             # room just seen (write_fast would ask the chip again). A MAX_RT meanwhile halts
             # the chip with this frame loaded; step 5 flushes it next turn and drops what is
             # left of its packets.
@@ -125,6 +224,7 @@ class EsbSending:
         if max_rt:
             self.addressed.max_rt()
             self.queues.max_rt(self.addressed.index, now)
+            self.release_left = 0  # (given up with the rest: the base waits it out)
 
 
 def tx_stats(
@@ -141,7 +241,7 @@ def tx_stats(
     }
 
 
-def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
+def run(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket | None = None) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor decides when we stop
     child = Child(cfg, "tx", conn)
     table = senders_once_recorded(cfg, child)
@@ -149,6 +249,10 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
         return
     queues = make_queues(cfg, table)
     out = EsbSending(table, queues)
+    if cfg.role == "base" and len(table) > 1:
+        out.grants = UplinkScheduler(len(table))
+    elif cfg.role == "mobile":
+        out.permit = UplinkPermit()
     c = TxCounters()
     start = time.monotonic()
     for peer in table:
@@ -183,6 +287,9 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
                     continue
             # 6. keepalive (its frames wait with their peer, as a packet's)
             keepalives(table, queues, cfg.keepalive_s, now)
+            # 7. uplink
+            out.uplink_news(pair, now)
+            out.uplink(now)
             out.fill(radio, now, c)
         if control_ready:
             child.handle_control()
@@ -194,13 +301,18 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
                     c,
                     table,
                     queues,
-                    {"retransmissions": None if radio is None else radio.retransmissions},
+                    {
+                        "retransmissions": None if radio is None else radio.retransmissions,
+                        "uplink": out.uplink_stats(now),
+                    },
                     now,
                 )
             )
-        # 7. wait
+        # 8. wait
         loading = out.loading()
         work = any(p.frames for p in table) or bool(len(queues))  # (loading: frames too)
+        if out.permit is not None and not out.permit.may_send(now) and not out.release_left:
+            work = False  # (waiting for a grant: the RX process's news wakes us)
         look_now = False
         if radio is not None and not on_irq(radio):
             # (On an IRQ pin, news since the look above left an edge: no second look.)
@@ -226,6 +338,7 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection) -> None:
             and waitable(radio) is None
             and (work or not radio.is_fifo(True, True))
         )
-        ready = child.wait(radio, 0.25, now=look_now, poll=poll, also=() if loading else (tun,))
+        also = (() if loading else (tun,)) + (() if pair is None else (pair,))
+        ready = child.wait(radio, out.wait_s(now, 0.25), now=look_now, poll=poll, also=also)
         control_ready = child.conn_fd in ready
     child.close_radio()

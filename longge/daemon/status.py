@@ -96,6 +96,10 @@ class TxStatus(ProcessStatus):
     packets_aborted: int = 0
     #: interactive packets sent between another packet's frames (frame.py, "Lanes")
     preempted: int = 0
+    #: the shared uplink (protocol/uplink.py): a base's grants, releases and silent grants;
+    #: a mobile's grants heard and whether it is granted now (1) or sends freely (0)
+    uplink: dict[str, int] = field(default_factory=dict)
+    uplink_sent: int = 0  # grants (a base) or releases (a mobile) sent
     dropped_no_radio: int = 0
     oversize: int = 0
     no_route: int = 0  # packets whose destination no peer's allowed_ips holds (dropped)

@@ -67,12 +67,27 @@ def node_text(st: dict[str, Any]) -> str:
             f"{rx.get('keepalives', 0)} keepalives; drops: {_drops(rx.get('drops'))}; "
             f"radio {rx.get('state', '?')}",
             _security_line(tx, rx),
+            *_uplink_line(tx.get("uplink")),
             f"  procs  {procs}; radios waited on: tx {tx.get('waits_on', '?')}, "
             f"rx {rx.get('waits_on', '?')}",
             *_forwarding_lines(st.get("forwarding")),
             *_peer_lines(st.get("peers")),
         ]
     )
+
+
+def _uplink_line(uplink: object) -> list[str]:
+    """The shared uplink's line, where there is one (a base with several mobiles, a mobile
+    that heard grants)."""
+    if not isinstance(uplink, dict) or not uplink:
+        return []
+    if "granted" in uplink:
+        how = "sends in its grants" if uplink.get("granted") else "sends freely (no grant heard)"
+        return [f"  uplink {how}; {uplink.get('grants', 0)} grants heard"]
+    return [
+        f"  uplink granted in turn: {uplink.get('grants', 0)} grants, "
+        f"{uplink.get('releases', 0)} released, {uplink.get('silent', 0)} unanswered"
+    ]
 
 
 def _peer_lines(peers: object) -> list[str]:

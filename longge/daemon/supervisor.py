@@ -104,13 +104,17 @@ class Supervisor:
 
     @staticmethod
     def _workers(cfg: NodeConfig) -> list[_Worker]:
-        if cfg.radio.mode != "stream":
-            return [_Worker("tx", radio_tx.run), _Worker("rx", radio_rx.run)]
-        # stream mode: the RX process hands ACKs to the TX process (daemon/stream.py); the
+        # The RX process hands the TX process what the peers' packets said for it: stream
+        # mode's ACKs (daemon/stream.py), ESB's uplink grants and releases (radio_tx.py); the
         # pair outlives either process, so a restarted one finds it again
         to_tx, from_rx = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         for end in (to_tx, from_rx):
             end.setblocking(False)
+        if cfg.radio.mode != "stream":
+            return [
+                _Worker("tx", functools.partial(radio_tx.run, pair=from_rx)),
+                _Worker("rx", functools.partial(radio_rx.run, pair=to_tx)),
+            ]
         return [
             _Worker("tx", functools.partial(stream.run_tx, pair=from_rx)),
             _Worker("rx", functools.partial(stream.run_rx, pair=to_tx)),

@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Generic, TypeVar
 
-from longge.protocol import secure
+from longge.protocol import secure, uplink
 from longge.protocol.arq import ArqSender
 from longge.protocol.arq_receiver import ArqReceiver
 from longge.protocol.fragmenter import Fragmenter
@@ -135,6 +135,7 @@ class SendCounters:
     packets_aborted: int = 0
     preempted: int = 0  # interactive packets sent between another packet's frames
     keepalives_sent: int = 0
+    uplink_sent: int = 0  # grants (a base's) or releases (a mobile's): uplink.py
     epoch_skips: int = 0
     floors_sent: int = 0
 
@@ -180,6 +181,16 @@ class PeerSender:
         self.urgent.extend(self._cut(packet, lane=1))
         self.counters.packets_sent += 1
         self.counters.preempted += 1
+        self.last_sent = now
+
+    def uplink(self, message: bytes, now: float) -> None:
+        """A grant or a release (uplink.py), ahead of the rest: between the frames of the
+        packet on its way (lane 1, behind an interactive packet's), or next."""
+        if self.frames:
+            self.urgent.extend(self._cut(message, lane=1))
+        else:
+            self.frames.extend(self._cut(message))
+        self.counters.uplink_sent += 1
         self.last_sent = now
 
     def next_frame(self) -> bytes:
@@ -260,7 +271,12 @@ class PeerReceiver:
     arq: ArqReceiver | None = None
     index: int = 0  # its place in its table: its frames come on pipe index + 1
     last_heard: float | None = None
+    heard: int = 0  # whole, checked packets (keepalives and link control too)
     floor_heard: int | None = None
+    #: the uplink (uplink.py): a grant's length the peer (our base) sent us; the peer (a
+    #: mobile) handed its grant back. For our TX process; taken with ``take_uplink``.
+    grant_heard: float | None = None
+    release_heard: bool = False
     counters: ReceiveCounters = field(default_factory=ReceiveCounters)
     _stale_told: int = 0
     _told_at: float = -STALE_NOTICE_S
@@ -272,12 +288,18 @@ class PeerReceiver:
         if packet is None:
             return None
         self.last_heard = now  # (a keepalive too: b"")
+        self.heard += 1
         if not packet:
             return None
         if packet[:1] == b"\x00":  # a link-control packet (never an IP packet: version 0)
             epoch = secure.parse_floor_message(packet)
+            grant = uplink.parse_grant(packet)
             if epoch is not None and self.opener is not None:
                 self.floor_heard = epoch
+            elif grant is not None:
+                self.grant_heard = grant
+            elif uplink.is_release(packet):
+                self.release_heard = True
             else:
                 self.counters.control_unknown += 1
             return None
@@ -299,6 +321,12 @@ class PeerReceiver:
             self._stale_told, self._told_at = stale, now
             return self.opener.stale_floor
         return None
+
+    def take_uplink(self) -> tuple[float | None, bool]:
+        """The grant heard (its length) and whether a release was, since the last call."""
+        out = (self.grant_heard, self.release_heard)
+        self.grant_heard, self.release_heard = None, False
+        return out
 
     def take_floor(self) -> int | None:
         floor, self.floor_heard = self.floor_heard, None

@@ -1,0 +1,193 @@
+"""The shared uplink: the base grants it to one mobile at a time; a mobile sends only in its
+grants and ends each with a release (early when it has nothing to send); the base grants the
+next mobile once it heard the release; a mobile sends freely when no base grants."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from longge.protocol.uplink import (
+    DRAIN_S,
+    FREE_AFTER_S,
+    GRANT_S,
+    IDLE_MAX_S,
+    RELEASE_WAIT_S,
+    SILENT_FIRST_S,
+    SILENT_MAX_S,
+    UplinkPermit,
+    UplinkScheduler,
+    grant_message,
+    is_release,
+    parse_grant,
+    release_message,
+)
+
+TURN = GRANT_S + RELEASE_WAIT_S  # a grant whose release was not heard
+
+
+def test_a_grant_says_its_length_and_nothing_else_parses_as_one() -> None:
+    assert parse_grant(grant_message(0.020)) == 0.020
+    assert parse_grant(grant_message(5.0)) == 1.0  # (at most MAX_GRANT_S)
+    for junk in (
+        b"",
+        b"\x00LGgrant",
+        b"\x00LGgrant\x00\x00",
+        b"\x00LGgrant\x00\x01\x02",
+        b"\x00LGgranT\x00\x14",
+        b"\x00LGgrant\xff\xff",
+        release_message(),
+    ):
+        assert parse_grant(junk) is None
+    assert is_release(release_message()) and not is_release(grant_message(0.02))
+
+
+def test_busy_mobiles_take_the_uplink_in_turn_each_till_its_release() -> None:
+    s = UplinkScheduler(3)
+    now, holders = 0.0, []
+    for _ in range(9):
+        i = s.due(now)
+        assert i is not None and s.due(now + GRANT_S) is None  # the grant runs
+        s.heard(i)  # it sends ...
+        now += GRANT_S + 0.0015  # (its release came a little late: it heard its grant late)
+        assert s.due(now) is None  # the next waits for the release, not for a clock
+        s.released(i, now)
+        holders.append(i)
+    assert holders == [0, 1, 2] * 3 and s.counters.silent == 0
+
+
+def test_a_lost_release_holds_the_uplink_only_release_wait_s_longer() -> None:
+    s = UplinkScheduler(2)
+    assert s.due(0.0) == 0
+    s.heard(0)
+    assert s.due(TURN - 1e-6) is None and s.due(TURN) == 1
+
+
+def test_a_mobile_with_nothing_to_send_hands_its_grant_back_at_once() -> None:
+    s = UplinkScheduler(2)
+    assert s.due(0.0) == 0
+    s.released(0, 0.002)
+    assert s.due(0.003) == 1  # no waiting for the rest of mobile 0's grant
+    assert s.counters.releases == 1
+
+
+def test_a_silent_mobile_is_asked_less_and_less_often_and_at_once_when_heard() -> None:
+    s = UplinkScheduler(2)
+    now = 0.0
+    asked0: list[float] = []
+    while now < 10.0:
+        i = s.due(now)
+        if i == 0:
+            asked0.append(now)  # never answers
+        elif i == 1:
+            s.heard(1)
+        now += 0.0005
+    gaps = [b - a for a, b in itertools.pairwise(asked0)]
+    assert gaps[0] >= SILENT_FIRST_S and max(gaps) <= SILENT_MAX_S + 2 * TURN
+    assert len(asked0) < 25  # 10 s: about 10 asks once backed off to 1 s, not 250
+    # the busy mobile held the uplink nearly all the time
+    assert s.counters.grants - len(asked0) >= 0.9 * 10.0 / TURN
+    s.heard(0)  # it came back (heard outside a grant): asked at its next turn
+    t = now + 1
+    nxt = [s.due(t), s.due(t + TURN), s.due(t + 2 * TURN)]
+    assert 0 in nxt
+
+
+def test_a_silent_mobile_alone_leaves_the_scheduler_idle_until_its_retry() -> None:
+    s = UplinkScheduler(1)
+    assert s.due(0.0) == 0
+    assert s.due(TURN) is None  # silent: backed off
+    assert s.wait_s(TURN) == pytest.approx(SILENT_FIRST_S)
+    assert s.due(TURN + SILENT_FIRST_S) == 0
+
+
+def test_an_idle_mobile_is_asked_less_often_but_next_once_the_base_sends_it_a_packet() -> None:
+    s = UplinkScheduler(3)
+    now, asked = 0.0, {0: 0, 1: 0, 2: 0}
+    while now < 1.0:  # mobiles 0 and 1 busy, mobile 2 idle: hands every grant back at once
+        i = s.due(now)
+        if i is not None:
+            asked[i] += 1
+            if i != 2:
+                s.heard(i)
+        if s.holder == 2:
+            s.released(2, now)
+        now += 0.0005
+    assert asked[2] <= asked[0] and abs(asked[0] - asked[1]) <= 1  # once a turn at most
+    # the link idle: each mobile asked about every IDLE_MAX_S, not a storm of grants
+    idle = UplinkScheduler(3)
+    t, grants = 0.0, 0
+    while t < 1.0:
+        i = idle.due(t)
+        if i is not None:
+            grants += 1
+            idle.released(i, t)
+        t += 0.0005
+    assert grants <= 3 * (1.0 / IDLE_MAX_S + 5)
+    # a ping for mobile 2: it is next, ahead of the busy ones' turns
+    while s.holder == 2 or s.holder is None:
+        now += 0.0005
+        s.due(now)
+    s.poke(2)
+    s.released(s.holder, now + GRANT_S)  # (busy: its time was up)
+    assert s.due(now + GRANT_S) == 2
+    s.heard(2)
+    s.released(2, now + GRANT_S + 0.003)  # its answer went: the busy ones go on in turn
+    assert s.due(now + GRANT_S + 0.003) in (0, 1)
+    # a busy mobile (it sent till its time was up) is not put ahead by the base's packets
+    order = []
+    t = now + GRANT_S + 0.003
+    for _ in range(8):
+        if s.holder is not None and s.holder != 2:
+            s.heard(s.holder)
+            s.poke(s.holder)
+        t += GRANT_S
+        if s.holder is not None:
+            s.released(s.holder, t)
+        i = s.due(t)
+        order.append(i)
+    busy = [i for i in order if i in (0, 1)]
+    assert all(a != b for a, b in itertools.pairwise(busy)), order  # in turn all the same
+
+
+def test_a_silent_mobile_is_not_asked_sooner_for_the_packets_the_base_sends_it() -> None:
+    s = UplinkScheduler(2)
+    now = 0.0
+    while s._state[0].silent < 4:  # mobile 0 never answers; mobile 1 is busy
+        if s.due(now) == 1:
+            s.heard(1)
+        now += 0.0005
+    retry = s._state[0].retry_at
+    while now < retry - 0.001:
+        s.poke(0)  # (the base sends it packets: they do not show that it lives)
+        i = s.due(now)
+        assert i != 0
+        if i == 1:
+            s.heard(1)
+        now += 0.0005
+
+
+def test_a_mobile_sends_only_in_its_grant_and_releases_it_before_its_end() -> None:
+    p = UplinkPermit()
+    assert p.may_load(0.0) and p.may_send(0.0)  # no base grants: free
+    assert not p.release(0.0, idle=True)  # no grant: nothing to hand back
+    p.grant(GRANT_S, 1.0)
+    assert p.may_load(1.0) and not p.release(1.0, idle=False)
+    assert p.wait_s(1.0) == pytest.approx(GRANT_S - DRAIN_S)
+    end = 1.0 + GRANT_S - DRAIN_S
+    assert not p.may_load(end) and p.may_send(end)  # the FIFO's frames and the release go
+    assert p.release(end, idle=False) and not p.release(end, idle=False)  # once
+    assert not p.may_load(end) and not p.may_send(1.0 + GRANT_S)
+    # between grants: nothing, until the base has stopped granting for FREE_AFTER_S
+    assert not p.may_send(1.5) and not p.may_send(1.0 + FREE_AFTER_S - 0.001)
+    assert p.may_send(1.0 + FREE_AFTER_S) and p.may_load(1.0 + FREE_AFTER_S)
+
+
+def test_a_mobile_with_nothing_to_send_releases_at_once_and_loads_nothing_after() -> None:
+    p = UplinkPermit()
+    p.grant(GRANT_S, 1.0)
+    assert p.release(1.001, idle=True) and not p.release(1.002, idle=True)
+    assert not p.may_load(1.002)
+    p.grant(GRANT_S, 1.1)
+    assert p.may_load(1.1) and p.release(1.1, idle=True)
