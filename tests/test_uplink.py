@@ -18,6 +18,7 @@ from longge.protocol.uplink import (
     SILENT_MAX_S,
     UplinkPermit,
     UplinkScheduler,
+    asks_answer,
     grant_message,
     is_release,
     parse_grant,
@@ -191,3 +192,33 @@ def test_a_mobile_with_nothing_to_send_releases_at_once_and_loads_nothing_after(
     assert not p.may_load(1.002)
     p.grant(GRANT_S, 1.1)
     assert p.may_load(1.1) and p.release(1.1, idle=True)
+
+
+def test_a_ping_or_a_tcp_segment_asks_for_an_answer_a_udp_datagram_does_not() -> None:
+    def v4(proto: int, first: int = 0) -> bytes:
+        return bytes([0x45]) + bytes(8) + bytes([proto]) + bytes(10) + bytes([first]) + bytes(7)
+
+    def v6(proto: int, first: int = 0) -> bytes:
+        return bytes([0x60]) + bytes(5) + bytes([proto]) + bytes(33) + bytes([first]) + bytes(7)
+
+    assert asks_answer(v4(1, 8)) and asks_answer(v4(6)) and asks_answer(v6(58, 128))
+    assert asks_answer(v6(6))
+    for quiet in (v4(1, 0), v4(17), v6(58, 129), v6(17), b"", b"\x45", b"junk" * 10):
+        assert not asks_answer(quiet), quiet
+
+
+def test_an_idle_mobile_the_base_addresses_anyway_is_asked_first() -> None:
+    s = UplinkScheduler(3)
+    assert s.due(0.0, prefer=2) == 2  # (no change of address for its grant)
+    s.released(2, 0.001)
+    assert s.due(0.001, prefer=2) in (0, 1)  # it handed back having sent nothing: backed off
+    # a busy mobile is not taken out of turn by being addressed
+    s2 = UplinkScheduler(2)
+    t = 0.0
+    for _ in range(2):
+        i = s2.due(t)
+        assert i is not None
+        s2.heard(i)
+        t += GRANT_S
+        s2.released(i, t)  # both busy: each sent till its time was up
+    assert [s2.due(t, prefer=1), s2.due(t + TURN, prefer=1)] == [0, 1]

@@ -260,6 +260,7 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket | None 
     storm = 0  # MAX_RT in a row, without a frame acknowledged in between
     pending_max_rt = False  # seen just before sleeping (what_happened may clear the flag)
     control_ready = True  # the supervisor's pipe: looked at when select() found it readable
+    pair_ready = pair is not None  # the RX process's news: likewise
     while child.running:
         now = time.monotonic()
         radio = child.ensure_radio(now)
@@ -270,6 +271,10 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket | None 
         except TunError as exc:
             child.fail(str(exc))
             break
+        # the RX process's news of the uplink, read when select() found the pair readable (a
+        # read that finds nothing costs a system call and an exception each loop turn)
+        if pair_ready:
+            out.uplink_news(pair, now)
         if radio is not None:
             # 5. max_rt (checked first: it decides what the FIFO holds)
             sent_ok, max_rt, _ = radio.what_happened()
@@ -288,7 +293,6 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket | None 
             # 6. keepalive (its frames wait with their peer, as a packet's)
             keepalives(table, queues, cfg.keepalive_s, now)
             # 7. uplink
-            out.uplink_news(pair, now)
             out.uplink(now)
             out.fill(radio, now, c)
         if control_ready:
@@ -341,4 +345,5 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket | None 
         also = (() if loading else (tun,)) + (() if pair is None else (pair,))
         ready = child.wait(radio, out.wait_s(now, 0.25), now=look_now, poll=poll, also=also)
         control_ready = child.conn_fd in ready
+        pair_ready = pair in ready
     child.close_radio()
