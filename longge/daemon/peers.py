@@ -123,6 +123,9 @@ class TxCounters:
     dropped_no_radio: int = 0
     oversize: int = 0
     no_route: int = 0
+    #: interactive packets for another peer than the one whose packet was on its way, sent
+    #: before its rest (a base with several mobiles: radio_tx.EsbSending.cut_in)
+    cut_in: int = 0
     control_sent: int = 0
     bursts: int = 0
     bursts_short: int = 0

@@ -4,9 +4,10 @@
 2. reassembler  rebuild packets (``longge.protocol``): whole and checked, or counted drops;
 3. tun_writer   hand each packet to the kernel; a keepalive only marks the peer as alive;
    uplink       what a peer's packet said of the shared uplink (protocol/uplink.py) goes to
-                the TX process over the pair: ``g`` + peer + ms (our base grants us the
-                uplink), ``r`` + peer (a mobile hands its grant back), ``h`` + peer (a base
-                with several mobiles heard one: it answered its grant);
+                the TX process over the pair: ``g`` + peer + ms + when (a double, the
+                monotonic clock: our base grants us the uplink), ``r`` + peer (a mobile
+                ends its grant), ``h`` + peer (a base with several mobiles heard one: it
+                sent in its grant);
 4. expire       a half-built packet that waited too long is dropped;
 5. wait         sleep until the radio or the supervisor has something.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import signal
 import socket
+import struct
 import time
 from multiprocessing.connection import Connection
 from typing import Any
@@ -40,7 +42,11 @@ def tend(child: Child, table: PeerTable[PeerReceiver], now: float) -> None:
 
 
 def uplink_news(
-    pair: socket.socket | None, table: PeerTable[PeerReceiver], peer: PeerReceiver, c: RxCounters
+    pair: socket.socket | None,
+    table: PeerTable[PeerReceiver],
+    peer: PeerReceiver,
+    c: RxCounters,
+    now: float,
 ) -> None:
     """3. uplink: a whole packet of ``peer``'s came; what it said of the uplink, for our TX
     process (the pair: made by the supervisor)."""
@@ -48,8 +54,8 @@ def uplink_news(
     if pair is None:
         return
     i = bytes((peer.index,))
-    if grant is not None:
-        msg = b"g" + i + round(grant * 1000).to_bytes(2, "big")
+    if grant is not None:  # (with when it came: the TX process may read it later)
+        msg = b"g" + i + round(grant * 1000).to_bytes(2, "big") + struct.pack("!d", now)
     elif release:
         msg = b"r" + i
     elif len(table) > 1:
@@ -99,7 +105,7 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket | None 
                 heard = peer.heard
                 packet = peer.receive(frame, now)
                 if peer.heard != heard:  # a whole packet (a keepalive, link control)
-                    uplink_news(pair, table, peer, c)
+                    uplink_news(pair, table, peer, c, now)
                 if packet is not None:
                     deliver(tun, packet, c)
         tend(child, table, now)

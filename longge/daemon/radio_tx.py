@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import signal
 import socket
+import struct
 import sys
 import time
 from dataclasses import asdict
@@ -26,6 +27,7 @@ from longge.config import NodeConfig
 from longge.daemon.child import FIFO_FULL, Child, on_irq, take_edges, waitable
 from longge.daemon.peerqueues import PeerQueues
 from longge.daemon.peers import (
+    PREEMPT_MAX,
     TxCounters,
     keepalives,
     make_queues,
@@ -81,8 +83,10 @@ class EsbSending:
         #: a peer whose frames go before the rest, at once (a grant of the uplink: it counts
         #: from when it was made); what is left of another's packet waits meanwhile
         self.priority: PeerSender | None = None
-        #: a mobile's: while it hears grants, it sends only in them (uplink.py)
+        #: a mobile's, from its first grant on: while it hears grants, it sends only in them
+        #: (uplink.py; a mobile whose base never granted runs none of this)
         self.permit: UplinkPermit | None = None
+        self.mobile = False
         #: a base's with several mobiles: who holds the uplink (uplink.py)
         self.grants: UplinkScheduler | None = None
         #: a mobile's frames still to go in its grant once it released it (the release's)
@@ -116,8 +120,12 @@ class EsbSending:
             if len(msg) < 2 or msg[1] >= len(self.table):
                 continue
             kind, index = msg[:1], msg[1]
-            if kind == b"g" and self.permit is not None and len(msg) == 4:
-                self.permit.grant(int.from_bytes(msg[2:4], "big") / 1000, now)
+            if kind == b"g" and self.mobile and len(msg) == 12:
+                if self.permit is None:  # (the first grant: this base grants the uplink)
+                    self.permit = UplinkPermit()
+                # counted from when the RX process heard it (a grant read late is shorter)
+                heard = min(now, struct.unpack("!d", msg[4:12])[0])
+                self.permit.grant(int.from_bytes(msg[2:4], "big") / 1000, heard)
             elif kind == b"r" and self.grants is not None:
                 self.grants.released(index, now)
             elif kind == b"h" and self.grants is not None:
@@ -177,8 +185,37 @@ class EsbSending:
                     self.grants.poke(peer.index)  # (its answer will want the uplink)
                 return peer
 
+    def cut_in(self, now: float, c: TxCounters) -> None:
+        """Several peers: an interactive packet (a sparse flow's, PeerQueues.pop_sparse) for
+        another peer than the one whose packet is on its way goes next, once the FIFO has
+        drained and the address changed (as lanes do within a peer: frame.py); the rest of
+        that packet waits meanwhile. A peer backed off after MAX_RT is not served so."""
+        sending = self.sending
+        if len(self.table) < 2 or self.priority is not None or sending is None:
+            return
+        if not sending.frames:
+            return  # (nothing in the way: the queues' order serves it)
+        for peer in self.table:
+            i = peer.index
+            if peer is sending or peer.urgent or self.queues.backoff_until[i] > now:
+                continue
+            packet = self.queues.pop_sparse(i, now, PREEMPT_MAX, peer.flow)
+            if packet is None:
+                continue
+            if peer.frames:
+                peer.preempt(packet, now)  # (lane 1, before the rest of its own packet)
+            else:
+                peer.load(packet, now, self.queues.last_key(i))
+                peer.counters.preempted += 1
+            if self.grants is not None and asks_answer(packet):
+                self.grants.poke(i)
+            self.priority = peer
+            c.cut_in += 1
+            return
+
     def fill(self, radio: LinkRadio, now: float, c: TxCounters) -> None:
         """2. scheduler, 3. fragmenter, 4. radio_tx: load frames while the TX FIFO has room."""
+        self.cut_in(now, c)
         sending = self.sending
         permit = self.permit
         while radio.is_fifo(True) != FIFO_FULL:
@@ -251,8 +288,7 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket | None 
     out = EsbSending(table, queues)
     if cfg.role == "base" and len(table) > 1:
         out.grants = UplinkScheduler(len(table))
-    elif cfg.role == "mobile":
-        out.permit = UplinkPermit()
+    out.mobile = cfg.role == "mobile"
     c = TxCounters()
     start = time.monotonic()
     for peer in table:
@@ -261,6 +297,7 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket | None 
     pending_max_rt = False  # seen just before sleeping (what_happened may clear the flag)
     control_ready = True  # the supervisor's pipe: looked at when select() found it readable
     pair_ready = pair is not None  # the RX process's news: likewise
+    pair_looked = 0.0
     while child.running:
         now = time.monotonic()
         radio = child.ensure_radio(now)
@@ -342,8 +379,13 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket | None 
             and waitable(radio) is None
             and (work or not radio.is_fifo(True, True))
         )
-        also = (() if loading else (tun,)) + (() if pair is None else (pair,))
+        # (the pair is watched once the uplink is granted; before, looked at every 0.25 s
+        # for a first grant: one descriptor less in each select() of a link with one mobile)
+        watch_pair = pair is not None and (out.permit is not None or out.grants is not None)
+        also = (() if loading else (tun,)) + ((pair,) if watch_pair else ())
         ready = child.wait(radio, out.wait_s(now, 0.25), now=look_now, poll=poll, also=also)
         control_ready = child.conn_fd in ready
-        pair_ready = pair in ready
+        pair_ready = pair in ready if watch_pair else now - pair_looked >= 0.25
+        if pair_ready:
+            pair_looked = now
     child.close_radio()

@@ -103,6 +103,7 @@ class TxStatus(ProcessStatus):
     dropped_no_radio: int = 0
     oversize: int = 0
     no_route: int = 0  # packets whose destination no peer's allowed_ips holds (dropped)
+    cut_in: int = 0  # interactive packets for another peer, before the rest of one on its way
     retransmissions: int | None = None  # None where the backend does not count them
     queue_packets: int = 0
     queue_bytes: int = 0

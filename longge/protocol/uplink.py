@@ -149,8 +149,10 @@ class UplinkScheduler:
         order = [(self._turn + step) % self.mobiles for step in range(1, self.mobiles + 1)]
         idle = [i for i in order if not self._state[i].busy]
         poked = [i for i in idle if self._state[i].poked]
-        if prefer in idle:  # (out of turn, as a poked one: the turn stays the busy ones')
+        if prefer in poked:
             poked = [prefer, *(i for i in poked if i != prefer)]
+        elif prefer in idle:  # (after the poked ones, before the turn's: out of turn)
+            poked.append(prefer)
         for i in poked + order:
             st = self._state[i]
             if now >= st.retry_at:
