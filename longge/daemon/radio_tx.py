@@ -112,10 +112,12 @@ class EsbSending:
     def uplink_news(self, pair: socket.socket | None, now: float) -> None:
         """What the RX process passed on (radio_rx.py, "uplink"): a grant for us, a mobile's
         release, a packet heard from a mobile."""
-        while pair is not None:
+        if pair is None:
+            return
+        while True:
             try:
                 msg = pair.recv(16)
-            except (BlockingIOError, OSError):
+            except OSError:  # (BlockingIOError: nothing more)
                 return
             if len(msg) < 2 or msg[1] >= len(self.table):
                 continue
@@ -181,9 +183,14 @@ class EsbSending:
             packet = self.queues.pop(peer.index, now)
             if packet is not None:
                 peer.load(packet, now, self.queues.last_key(peer.index))
-                if self.grants is not None and asks_answer(packet):
-                    self.grants.poke(peer.index)  # (its answer will want the uplink)
+                self._poke(peer.index, packet)
                 return peer
+
+    def _poke(self, index: int, packet: bytes) -> None:
+        """A packet for mobile ``index`` that asks for an answer: its answer will want the
+        uplink (a base that grants it: uplink.py)."""
+        if self.grants is not None and asks_answer(packet):
+            self.grants.poke(index)
 
     def cut_in(self, now: float, c: TxCounters) -> None:
         """Several peers: an interactive packet (a sparse flow's, PeerQueues.pop_sparse) for
@@ -207,8 +214,7 @@ class EsbSending:
             else:
                 peer.load(packet, now, self.queues.last_key(i))
                 peer.counters.preempted += 1
-            if self.grants is not None and asks_answer(packet):
-                self.grants.poke(i)
+            self._poke(i, packet)
             self.priority = peer
             c.cut_in += 1
             return
