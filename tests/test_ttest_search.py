@@ -180,6 +180,30 @@ def test_a_load_just_above_c_carried_by_the_queues_is_no_contradiction() -> None
     assert v.capacity_bps is not None and 0.97 * 505e3 <= v.capacity_bps <= 1.03 * 505e3
 
 
+def test_saturated_loads_a_busy_machine_spread_give_the_most_carried() -> None:
+    """From the CI run of stop 49 (lTest --quick, two test workers on two cores): saturated
+    loads carried 441.6-484.3 kbit/s, their mean (461.6) was contradicted by 800 kbit/s carrying
+    484.3, measured again three times, and lTest stopped with "no capacity". A busy machine
+    carries less than the link can, never more: C is the most carried, confirmed by a second
+    point, and it explains every point."""
+    from longge.measure.analysis import Judged, judge_capacity
+
+    rows = [(2.0, 2.0, 0), (20.0, 20.0, 0), (200.0, 201.2, 0), (400.0, 397.6, 0)]
+    rows += [(475.7, 471.3, 0), (518.7, 449.0, 40), (565.7, 461.9, 70), (800.0, 484.3, 200)]
+    rows += [(1200.0, 441.6, 400)]
+    pts = [Judged(o * 1e3, r * 1e3, r / o < 0.97 and lost > 0) for o, r, lost in rows]
+    v = judge_capacity(pts)
+    assert v.capacity_bps == pytest.approx(484.3e3)
+    assert "441.6–484.3" in str(v.reason) and "461.6" in str(v.reason)
+    # one point alone above the rest confirms nothing: 800 kbit/s read 560 is contradicted
+    lone = [p if p.offered_bps != 800e3 else Judged(800e3, 560e3, True) for p in pts]
+    v = judge_capacity(lone)
+    assert v.capacity_bps is None and 800e3 in v.contradicting
+    # nor do saturated loads spread further than a busy machine explains
+    wide = [p if p.offered_bps != 1200e3 else Judged(1200e3, 300e3, True) for p in pts]
+    assert judge_capacity(wide).capacity_bps is None
+
+
 class HeldAir(SyntheticLink):
     """An emulated link whose air stood still ``held`` of each trial's time once the load
     saturated it (the air waits for radio processes the machine runs late): per second the

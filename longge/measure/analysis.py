@@ -66,6 +66,9 @@ CONTRADICTION_TOL = 0.03
 #: A point that brackets C from above must be clearly saturated: received at most this share of
 #: what was offered (a point at 0.966 is a wobble, not an overloaded link).
 CLEAR_SATURATION = 0.94
+#: How far below the most a saturated load carried the others may lie for that most to be C
+#: (the machine's disturbance; beyond it, the points say no capacity).
+SPREAD = 0.15
 
 
 @dataclass(frozen=True)
@@ -94,6 +97,37 @@ class CapacityVerdict:
     lower_bound_bps: float | None = None
 
 
+def _margin(p: Judged, tol: float) -> float:
+    return max(tol, 2 * p.noise)
+
+
+def _against(
+    pts: Sequence[Judged], c: float, tol: float
+) -> tuple[list[Judged], list[Judged], list[Judged]]:
+    """The points that contradict C from below (saturated at a load the link carries) and
+    from above (carried more than C), and those clearly saturated above C."""
+    below = [p for p in pts if p.saturated and p.offered_bps < c * (1 - _margin(p, tol))]
+    # carried more than C: received, not offered (a load a little above C is received at C with
+    # nothing lost while the queues absorb the excess of a short trial)
+    above = [p for p in pts if p.received_bps > c * (1 + _margin(p, tol))]
+    clear = [
+        p
+        for p in pts
+        if p.saturated and p.offered_bps > c and p.received_bps <= CLEAR_SATURATION * p.offered_bps
+    ]
+    return below, above, clear
+
+
+def _highest_confirmed(pts: Sequence[Judged], tol: float) -> float | None:
+    """The highest received rate that another point's comes within twice the tolerance of (one
+    point alone, read high by a receiver's window, does not make a capacity)."""
+    rates = sorted((p.received_bps for p in pts), reverse=True)
+    for i, r in enumerate(rates[:-1]):
+        if rates[i + 1] >= r * (1 - 2 * tol):
+            return r
+    return None
+
+
 def judge_capacity(points: Sequence[Judged], tol: float = CONTRADICTION_TOL) -> CapacityVerdict:
     """The capacity the points support, or none. C (the hockey fit) stands only if
     - a load below it was carried (not saturated): else the points give only an upper bound,
@@ -114,19 +148,22 @@ def judge_capacity(points: Sequence[Judged], tol: float = CONTRADICTION_TOL) -> 
             "no load it carried whole says where its capacity is",
         )
     c = fit_capacity([Point(p.offered_bps, p.received_bps) for p in pts])
-
-    def margin(p: Judged) -> float:
-        return max(tol, 2 * p.noise)
-
-    below = [p for p in pts if p.saturated and p.offered_bps < c * (1 - margin(p))]
-    # carried more than C: received, not offered (a load a little above C is received at C with
-    # nothing lost while the queues absorb the excess of a short trial)
-    above = [p for p in pts if p.received_bps > c * (1 + margin(p))]
-    clear = [
-        p
-        for p in pts
-        if p.saturated and p.offered_bps > c and p.received_bps <= CLEAR_SATURATION * p.offered_bps
-    ]
+    below, above, clear = _against(pts, c, tol)
+    if above and not below:
+        # The fit is the saturated points' mean; a busy machine only ever carries less than the
+        # link can, so their spread pulls it below what the link showed it carries. C is then
+        # the most that was carried, if another point confirms it and explains every point.
+        best = _highest_confirmed(pts, tol)
+        if best is not None:
+            b_below, b_above, b_clear = _against(pts, best, tol)
+            over = [p.received_bps for p in pts if p.saturated and p.offered_bps > best]
+            if b_clear and not b_below and not b_above and min(over) >= best * (1 - SPREAD):
+                return CapacityVerdict(
+                    best,
+                    f"the saturated loads carried {min(over) / 1e3:.1f}–{best / 1e3:.1f} "
+                    f"kbit/s: C is the most carried (their mean, {c / 1e3:.1f}, is contradicted "
+                    "by the points above it; a busy machine carries less, never more)",
+                )
     contradicting = tuple(p.offered_bps for p in below + above)
     if contradicting:
         what = ", ".join(

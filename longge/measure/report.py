@@ -60,6 +60,8 @@ def _ttest_lines(t: dict[str, Any], model: float | None, note: str = "") -> list
     if model and cap:
         line += f"  (emulator's model {_k(model)}: ratio {cap / model:.3f}{note})"
     lines.append(line)
+    if cap is not None and t.get("capacity_reason"):
+        lines.append(f"  ({t['capacity_reason']})")
     sat = t.get("saturation")
     if sat:
         lines.append(f"  saturation at {_k(sat['offered_bps'])} offered, ρ = {sat['rho']:.2f}")

@@ -303,7 +303,8 @@ class TTest(_Sweep):
         pdr = floor.drop_rate(judged, samples, self.plan.pdr_loss, "PDR")
         largest = max((self.plan.datagram(p.offered_bps) for p in pts if p.packets), default=None)
         return {
-            # None when the points do not support one (capacity_reason says why)
+            # None when the points do not support one (capacity_reason says why; beside a C,
+            # it says how C was read when not by the fit)
             "capacity_bps": capacity,
             "capacity_reason": verdict.reason,
             "capacity_lower_bound_bps": verdict.lower_bound_bps,
