@@ -55,6 +55,33 @@ def test_a_peer_back_from_idle_goes_next_ahead_of_the_busy_ones() -> None:
     assert max(served.values()) - min(served.values()) <= 1, served
 
 
+def test_a_peer_served_alone_earlier_is_not_kept_waiting_once_the_others_come_back() -> None:
+    """From the three-mobile testbed: the base pinged mobile 3 for 10 s while the others were
+    idle (67 kB served to it alone), then loaded mobiles 1 and 2. They came back from idle
+    with nothing busy to be levelled with and kept their low counts: mobile 3's pings waited
+    until they had caught up 67 kB (a second of air), and 23 of its next 28 expired. A peer
+    that starts a busy period starts level with the most served (the clock stood there)."""
+    q = queues(3)
+    for k in range(800):  # mobile 3 alone: pings
+        q.push(2, pkt(2, 84, k), 0)
+        assert q.next_peer(0) == 2 and q.pop(2, 0) is not None
+    for k in range(20):
+        q.push(0, pkt(0, 1400, k), 0)
+        q.push(1, pkt(1, 1400, k), 0)
+    for _ in range(4):
+        i = q.next_peer(0)
+        assert i is not None and q.pop(i, 0) is not None
+    q.push(2, pkt(2, 84, 900), 0)
+    assert q.next_peer(0) == 2  # (it waited 48 packets of theirs before)
+    assert q.pop(2, 0) is not None
+    served = {0: 0, 1: 0}
+    for _ in range(10):  # and the two share as before
+        i = q.next_peer(0)
+        assert i in served and q.pop(i, 0) is not None
+        served[i] += 1
+    assert served == {0: 5, 1: 5}
+
+
 def test_a_peer_that_stopped_answering_waits_while_others_have_packets() -> None:
     q = queues(2)
     q.push(0, pkt(0, 100, 1), 0)

@@ -9,6 +9,7 @@ import itertools
 import pytest
 
 from longge.protocol.uplink import (
+    DEFER_MAX_S,
     DRAIN_S,
     FREE_AFTER_S,
     GRANT_S,
@@ -222,3 +223,32 @@ def test_an_idle_mobile_the_base_addresses_anyway_is_asked_first() -> None:
         t += GRANT_S
         s2.released(i, t)  # both busy: each sent till its time was up
     assert [s2.due(t, prefer=1), s2.due(t + TURN, prefer=1)] == [0, 1]
+
+
+def test_an_idle_mobile_the_downlink_will_address_waits_for_it_a_bounded_time() -> None:
+    """A grant to a mobile other than the one the base's radio addresses drains the TX FIFO
+    and changes the address twice: an idle mobile with packets queued on the downlink is
+    granted when the radio addresses it, or DEFER_MAX_S after it was due."""
+    s = UplinkScheduler(3)
+    t = 0.0
+    for i in range(3):  # each asked once, each hands its grant back having sent nothing
+        assert s.due(t) == i
+        t += 0.001
+        s.released(i, t)
+    t += IDLE_MAX_S  # every one due again
+    assert s.due(t, prefer=0, soon=[1, 2]) == 0  # the addressed one: no change of address
+    s.released(0, t + 0.001)
+    t += 0.002
+    assert s.due(t, prefer=0, soon=[1, 2]) is None  # 1 and 2 wait for the radio
+    assert 0 < s.wait_s(t) <= DEFER_MAX_S  # (the loop does not spin meanwhile)
+    assert s.due(t, prefer=1, soon=[0, 2]) == 1  # it addresses 1 now
+    s.released(1, t + 0.001)
+    assert s.due(t + 0.002, prefer=1, soon=[2]) is None
+    granted, now = [], t + 0.002
+    while 2 not in granted and now < t + 1.0:  # the radio stays on 1: 2 is not kept for ever
+        i = s.due(now, prefer=1, soon=[2])
+        if i is not None:
+            granted.append(i)
+            s.released(i, now + 0.001)
+        now += 0.001
+    assert 2 in granted and now <= t + IDLE_MAX_S + DEFER_MAX_S + 0.01

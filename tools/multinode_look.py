@@ -32,9 +32,11 @@ def _rtt_line(what: str, rtts: list[float | None]) -> str:
     if not got:
         return f"{what}: no answer of {len(rtts)}"
     p95 = got[min(len(got) - 1, int(0.95 * len(got)))]
+    lost = [i + 1 for i, r in enumerate(rtts) if r is None]
+    where = f" (icmp_seq {lost[0]}-{lost[-1]})" if lost else ""
     return (
         f"{what}: RTT median {statistics.median(got):.2f} ms, p95 {p95:.2f} ms, "
-        f"{len(rtts) - len(got)} of {len(rtts)} lost"
+        f"{len(lost)} of {len(rtts)} lost{where}"
     )
 
 

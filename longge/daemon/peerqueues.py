@@ -5,10 +5,11 @@ A base that serves several mobiles shares its downlink between them, not between
 a mobile with eight flows gets no more air than one with one. Between the peers the rule is
 the least air served (bytes sent, as in a virtual clock): the backlogged peer that has been
 sent the fewest bytes goes next, and a peer that comes back from idle starts level with the
-others, with no credit saved up. A peer whose frames keep meeting MAX_RT (a mobile out of
-range, switched off) is backed off, 10 ms doubling up to 1 s, but only while another peer
-has something to send: alone it is tried as before, so one mobile sees no change. Its packets
-age out of its own queue meanwhile (``queue_ms``). Time is passed in.
+others (with the most served when none is busy), with no credit saved up. A peer whose
+frames keep meeting MAX_RT (a mobile out of range, switched off) is backed off, 10 ms
+doubling up to 1 s, but only while another peer has something to send: alone it is tried as
+before, so one mobile sees no change. Its packets age out of its own queue meanwhile
+(``queue_ms``). Time is passed in.
 """
 
 from __future__ import annotations
@@ -38,9 +39,13 @@ class PeerQueues:
         if not len(self.queues[index]) and len(self.queues) > 1:
             # back from idle: level with the least served of the busy ones, no saved credit,
             # and next (a byte below them: a tie went to the lower index, so a ping for the
-            # last mobile waited for a packet of each busy one, 44 ms beside two of them)
+            # last mobile waited for a packet of each busy one, 44 ms beside two of them).
+            # None busy: level with the most served, where the clock stood (a peer served
+            # alone earlier waited for the others to catch up: a second of air, its pings
+            # expired)
             busy = [s for i, s in enumerate(self.served) if len(self.queues[i])]
-            self.served[index] = max(self.served[index], min(busy, default=1) - 1)
+            level = min(busy) - 1 if busy else max(self.served)
+            self.served[index] = max(self.served[index], level)
         self.queues[index].push(packet, now)
 
     def next_peer(self, now: float) -> int | None:

@@ -268,11 +268,13 @@ def summed(parts: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def queue_parts(table: PeerTable[PeerSender], queues: PeerQueues) -> dict[str, dict[str, Any]]:
-    """Each peer's queue, by name: its packets (with the one being loaded), bytes, backoffs."""
+    """Each peer's queue, by name: its packets (with the one being loaded), bytes, drops,
+    backoffs."""
     return {
         p.name: {
             "queue_packets": len(queues.queues[p.index]) + (1 if p.frames else 0),
             "queue_bytes": queues.queues[p.index].bytes,
+            "queue_drops": dict(queues.queues[p.index].drops),
             "backoffs": queues.backoffs[p.index],
         }
         for p in table

@@ -96,7 +96,9 @@ class EsbSending:
         """7. uplink: a base grants the next mobile when it is due (its frames go at once);
         a mobile in its grant with nothing to send hands it back."""
         if self.grants is not None:
-            index = self.grants.due(now, self.addressed.index)
+            q = self.queues
+            soon = [i for i, f in enumerate(q.queues) if len(f) and q.backoff_until[i] <= now]
+            index = self.grants.due(now, self.addressed.index, soon)
             if index is not None:
                 peer = self.priority = self.table.peers[index]
                 peer.uplink(grant_message(self.grants.grant_s), now)
