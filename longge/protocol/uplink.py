@@ -141,9 +141,7 @@ class UplinkScheduler:
     def __post_init__(self) -> None:
         self._state = [_Mobile() for _ in range(self.mobiles)]
 
-    def due(
-        self, now: float, prefer: int | None = None, soon: Collection[int] = ()
-    ) -> int | None:
+    def due(self, now: float, prefer: int | None = None, soon: Collection[int] = ()) -> int | None:
         """The mobile to grant the uplink to now (its grant is counted from now: send it at
         once), or None: the holder's grant runs, or every mobile waits. ``prefer``: the
         mobile the base's radio addresses now (a grant to it needs no change of address),
