@@ -13,8 +13,10 @@ from longge.protocol.uplink import (
     DRAIN_S,
     FREE_AFTER_S,
     GRANT_S,
+    HOLD_S,
     IDLE_MAX_S,
     RELEASE_WAIT_S,
+    REVOKE_S,
     SILENT_FIRST_S,
     SILENT_MAX_S,
     UplinkPermit,
@@ -30,8 +32,9 @@ TURN = GRANT_S + RELEASE_WAIT_S  # a grant whose release was not heard
 
 
 def test_a_grant_says_its_length_and_nothing_else_parses_as_one() -> None:
-    assert parse_grant(grant_message(0.020)) == 0.020
-    assert parse_grant(grant_message(5.0)) == 1.0  # (at most MAX_GRANT_S)
+    assert parse_grant(grant_message(0.020)) == (0.020, False)
+    assert parse_grant(grant_message(0.050, hold=True)) == (0.050, True)
+    assert parse_grant(grant_message(5.0)) == (1.0, False)  # (at most MAX_GRANT_S)
     for junk in (
         b"",
         b"\x00LGgrant",
@@ -39,6 +42,7 @@ def test_a_grant_says_its_length_and_nothing_else_parses_as_one() -> None:
         b"\x00LGgrant\x00\x01\x02",
         b"\x00LGgranT\x00\x14",
         b"\x00LGgrant\xff\xff",
+        b"\x00LGgrant\x80\x00",  # (held, but no length)
         release_message(),
     ):
         assert parse_grant(junk) is None
@@ -252,3 +256,70 @@ def test_an_idle_mobile_the_downlink_will_address_waits_for_it_a_bounded_time() 
             s.released(i, now + 0.001)
         now += 0.001
     assert 2 in granted and now <= t + IDLE_MAX_S + DEFER_MAX_S + 0.01
+
+
+def test_the_only_mobile_that_sends_holds_its_grant_and_a_ping_for_another_ends_it() -> None:
+    """Mobile 2 pings every 50 ms beside two idle mobiles: its echo requests waited for its
+    next grant (18 ms in the median). Alone in sending, with none busy, it holds its grants
+    (HOLD_S) though idle; a packet the base sends another mobile that asks for an answer ends
+    the held grant early (a REVOKE_S grant); two mobiles that send, or a busy one: no hold."""
+    s = UplinkScheduler(3)
+    t = 0.0
+    for i in range(3):
+        assert s.due(t) == i and not s.hold
+        if i == 2:
+            s.heard(2)  # mobile 2 sent (a ping)
+        t += 0.001
+        s.released(i, t)
+    t += 0.001
+    held = None
+    while held is None and t < 1.0:
+        if s.due(t) == 2:
+            held = s.hold
+        elif s.holder is not None:
+            s.released(s.holder, t + 0.001)
+        t += 0.001
+    assert held and s.length == HOLD_S
+    assert s.revoke(t) is None  # nobody waits
+    s.poke(0)  # the base pings mobile 0
+    assert s.revoke(t) == 2 and s.revoke(t) is None  # (once)
+    s.released(2, t + 0.002)
+    assert s.due(t + 0.002) == 0  # the poked one next
+    # a mobile holding a grant sends what comes at once and keeps the grant while idle
+    p = UplinkPermit()
+    p.grant(HOLD_S, 1.0, hold=True)
+    assert not p.release(1.001, idle=True) and p.may_load(1.001)
+    assert p.release(1.0 + HOLD_S - DRAIN_S, idle=True)  # till its end
+    p.grant(REVOKE_S, 1.1)  # a revoke: a short grant, not held
+    assert p.release(1.1, idle=True)
+    # two that send: no hold
+    s2 = UplinkScheduler(2)
+    t = 0.0
+    for _ in range(4):
+        i = s2.due(t)
+        assert i is not None and not s2.hold
+        s2.heard(i)
+        t += 0.001
+        s2.released(i, t)
+
+
+def test_a_light_mobile_the_radio_addresses_is_not_granted_twice_in_a_row() -> None:
+    """The base answered mobile 2's ping (so its radio addressed mobile 2) as mobile 2 released
+    its grant: being addressed put it first again, and every ping cost a second, empty grant
+    (a handover of 3 ms) before the busy ones went on."""
+    s = UplinkScheduler(3)
+    t = 0.0
+    for _ in range(6):  # 0 and 1 busy; 2 sends a ping now and then
+        i = s.due(t)
+        assert i is not None
+        s.heard(i)
+        t += GRANT_S if i != 2 else 0.002
+        s.released(i, t)
+    while s.due(t, prefer=2) != 2:
+        s.heard(s.holder)  # type: ignore[arg-type]
+        t += GRANT_S
+        s.released(s.holder, t)  # type: ignore[arg-type]
+    s.heard(2)
+    t += 0.002
+    s.released(2, t)
+    assert s.due(t, prefer=2) in (0, 1)

@@ -55,7 +55,7 @@ def uplink_news(
         return
     i = bytes((peer.index,))
     if grant is not None:  # (with when it came: the TX process may read it later)
-        msg = b"g" + i + round(grant * 1000).to_bytes(2, "big") + struct.pack("!d", now)
+        msg = b"g" + i + grant.field().to_bytes(2, "big") + struct.pack("!d", now)
     elif release:
         msg = b"r" + i
     elif len(table) > 1:

@@ -40,6 +40,8 @@ from longge.daemon.peers import (
 from longge.protocol.peer import PeerSender, PeerTable
 from longge.protocol.secure import SecurityError
 from longge.protocol.uplink import (
+    REVOKE_S,
+    Grant,
     UplinkPermit,
     UplinkScheduler,
     asks_answer,
@@ -101,7 +103,11 @@ class EsbSending:
             index = self.grants.due(now, self.addressed.index, soon)
             if index is not None:
                 peer = self.priority = self.table.peers[index]
-                peer.uplink(grant_message(self.grants.grant_s), now)
+                peer.uplink(grant_message(self.grants.length, self.grants.hold), now)
+            revoked = self.grants.revoke(now)
+            if revoked is not None:  # (a shorter grant ends a held one)
+                self.priority = self.table.peers[revoked]
+                self.priority.uplink(grant_message(REVOKE_S), now)
         permit = self.permit
         if permit is not None and not permit.released:
             peer = self.table.peers[0]
@@ -110,6 +116,20 @@ class EsbSending:
                 # what goes before the release, and it: the interactive packet's rest in
                 # lane 1 and the release behind it, or the release alone
                 self.release_left = len(peer.urgent) or len(peer.frames)
+
+    def release_due(self, now: float) -> bool:
+        """A mobile in its grant, with nothing left to load: its release is due."""
+        permit = self.permit
+        peer = self.table.peers[0]
+        return (
+            permit is not None
+            and not permit.released
+            and not permit.hold
+            and permit.granted(now)
+            and now < permit.until
+            and not peer.frames
+            and not len(self.queues)
+        )
 
     def uplink_news(self, pair: socket.socket | None, now: float) -> None:
         """What the RX process passed on (radio_rx.py, "uplink"): a grant for us, a mobile's
@@ -129,7 +149,9 @@ class EsbSending:
                     self.permit = UplinkPermit()
                 # counted from when the RX process heard it (a grant read late is shorter)
                 heard = min(now, struct.unpack("!d", msg[4:12])[0])
-                self.permit.grant(int.from_bytes(msg[2:4], "big") / 1000, heard)
+                grant = Grant.from_field(int.from_bytes(msg[2:4], "big"))
+                if grant is not None:
+                    self.permit.grant(grant.seconds, heard, grant.hold)
             elif kind == b"r" and self.grants is not None:
                 self.grants.released(index, now)
             elif kind == b"h" and self.grants is not None:
@@ -340,6 +362,12 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket | None 
             # 7. uplink
             out.uplink(now)
             out.fill(radio, now, c)
+            if out.permit is not None and out.release_due(now):
+                # its last frame loaded, nothing more queued: the release goes behind it now
+                # (a wake-up later came after the grant's end on a busy machine: no release,
+                # and the base took the mobile for busy)
+                out.uplink(now)
+                out.fill(radio, now, c)
         if control_ready:
             child.handle_control()
         if not out.loading():

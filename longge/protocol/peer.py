@@ -275,7 +275,7 @@ class PeerReceiver:
     floor_heard: int | None = None
     #: the uplink (uplink.py): a grant's length the peer (our base) sent us; the peer (a
     #: mobile) handed its grant back. For our TX process; taken with ``take_uplink``.
-    grant_heard: float | None = None
+    grant_heard: uplink.Grant | None = None
     release_heard: bool = False
     counters: ReceiveCounters = field(default_factory=ReceiveCounters)
     _stale_told: int = 0
@@ -322,8 +322,8 @@ class PeerReceiver:
             return self.opener.stale_floor
         return None
 
-    def take_uplink(self) -> tuple[float | None, bool]:
-        """The grant heard (its length) and whether a release was, since the last call."""
+    def take_uplink(self) -> tuple[uplink.Grant | None, bool]:
+        """The grant heard and whether a release was, since the last call."""
         out = (self.grant_heard, self.release_heard)
         self.grant_heard, self.release_heard = None, False
         return out
