@@ -12,6 +12,7 @@ from longge.protocol.uplink import (
     DEFER_MAX_S,
     DRAIN_S,
     FREE_AFTER_S,
+    GRANT_LONG_S,
     GRANT_S,
     HOLD_S,
     IDLE_MAX_S,
@@ -50,7 +51,7 @@ def test_a_grant_says_its_length_and_nothing_else_parses_as_one() -> None:
 
 
 def test_busy_mobiles_take_the_uplink_in_turn_each_till_its_release() -> None:
-    s = UplinkScheduler(3)
+    s = UplinkScheduler(3, grant_long_s=GRANT_S)
     now, holders = 0.0, []
     for _ in range(9):
         i = s.due(now)
@@ -64,14 +65,14 @@ def test_busy_mobiles_take_the_uplink_in_turn_each_till_its_release() -> None:
 
 
 def test_a_lost_release_holds_the_uplink_only_release_wait_s_longer() -> None:
-    s = UplinkScheduler(2)
+    s = UplinkScheduler(2, grant_long_s=GRANT_S)
     assert s.due(0.0) == 0
     s.heard(0)
     assert s.due(TURN - 1e-6) is None and s.due(TURN) == 1
 
 
 def test_a_mobile_with_nothing_to_send_hands_its_grant_back_at_once() -> None:
-    s = UplinkScheduler(2)
+    s = UplinkScheduler(2, grant_long_s=GRANT_S)
     assert s.due(0.0) == 0
     s.released(0, 0.002)
     assert s.due(0.003) == 1  # no waiting for the rest of mobile 0's grant
@@ -79,7 +80,7 @@ def test_a_mobile_with_nothing_to_send_hands_its_grant_back_at_once() -> None:
 
 
 def test_a_silent_mobile_is_asked_less_and_less_often_and_at_once_when_heard() -> None:
-    s = UplinkScheduler(2)
+    s = UplinkScheduler(2, grant_long_s=GRANT_S)
     now = 0.0
     asked0: list[float] = []
     while now < 10.0:
@@ -101,7 +102,7 @@ def test_a_silent_mobile_is_asked_less_and_less_often_and_at_once_when_heard() -
 
 
 def test_a_silent_mobile_alone_leaves_the_scheduler_idle_until_its_retry() -> None:
-    s = UplinkScheduler(1)
+    s = UplinkScheduler(1, grant_long_s=GRANT_S)
     assert s.due(0.0) == 0
     assert s.due(TURN) is None  # silent: backed off
     assert s.wait_s(TURN) == pytest.approx(SILENT_FIRST_S)
@@ -109,7 +110,7 @@ def test_a_silent_mobile_alone_leaves_the_scheduler_idle_until_its_retry() -> No
 
 
 def test_an_idle_mobile_is_asked_less_often_but_next_once_the_base_sends_it_a_packet() -> None:
-    s = UplinkScheduler(3)
+    s = UplinkScheduler(3, grant_long_s=GRANT_S)
     now, asked = 0.0, {0: 0, 1: 0, 2: 0}
     while now < 1.0:  # mobiles 0 and 1 busy, mobile 2 idle: hands every grant back at once
         i = s.due(now)
@@ -122,7 +123,7 @@ def test_an_idle_mobile_is_asked_less_often_but_next_once_the_base_sends_it_a_pa
         now += 0.0005
     assert asked[2] <= asked[0] and abs(asked[0] - asked[1]) <= 1  # once a turn at most
     # the link idle: each mobile asked about every IDLE_MAX_S, not a storm of grants
-    idle = UplinkScheduler(3)
+    idle = UplinkScheduler(3, grant_long_s=GRANT_S)
     t, grants = 0.0, 0
     while t < 1.0:
         i = idle.due(t)
@@ -158,7 +159,7 @@ def test_an_idle_mobile_is_asked_less_often_but_next_once_the_base_sends_it_a_pa
 
 
 def test_a_silent_mobile_is_not_asked_sooner_for_the_packets_the_base_sends_it() -> None:
-    s = UplinkScheduler(2)
+    s = UplinkScheduler(2, grant_long_s=GRANT_S)
     now = 0.0
     while s._state[0].silent < 4:  # mobile 0 never answers; mobile 1 is busy
         if s.due(now) == 1:
@@ -213,12 +214,12 @@ def test_a_ping_or_a_tcp_segment_asks_for_an_answer_a_udp_datagram_does_not() ->
 
 
 def test_an_idle_mobile_the_base_addresses_anyway_is_asked_first() -> None:
-    s = UplinkScheduler(3)
+    s = UplinkScheduler(3, grant_long_s=GRANT_S)
     assert s.due(0.0, prefer=2) == 2  # (no change of address for its grant)
     s.released(2, 0.001)
     assert s.due(0.001, prefer=2) in (0, 1)  # it handed back having sent nothing: backed off
     # a busy mobile is not taken out of turn by being addressed
-    s2 = UplinkScheduler(2)
+    s2 = UplinkScheduler(2, grant_long_s=GRANT_S)
     t = 0.0
     for _ in range(2):
         i = s2.due(t)
@@ -233,7 +234,7 @@ def test_an_idle_mobile_the_downlink_will_address_waits_for_it_a_bounded_time() 
     """A grant to a mobile other than the one the base's radio addresses drains the TX FIFO
     and changes the address twice: an idle mobile with packets queued on the downlink is
     granted when the radio addresses it, or DEFER_MAX_S after it was due."""
-    s = UplinkScheduler(3)
+    s = UplinkScheduler(3, grant_long_s=GRANT_S)
     t = 0.0
     for i in range(3):  # each asked once, each hands its grant back having sent nothing
         assert s.due(t) == i
@@ -263,7 +264,7 @@ def test_the_only_mobile_that_sends_holds_its_grant_and_a_ping_for_another_ends_
     next grant (18 ms in the median). Alone in sending, with none busy, it holds its grants
     (HOLD_S) though idle; a packet the base sends another mobile that asks for an answer ends
     the held grant early (a REVOKE_S grant); two mobiles that send, or a busy one: no hold."""
-    s = UplinkScheduler(3)
+    s = UplinkScheduler(3, grant_long_s=GRANT_S)
     t = 0.0
     for i in range(3):
         assert s.due(t) == i and not s.hold
@@ -293,7 +294,7 @@ def test_the_only_mobile_that_sends_holds_its_grant_and_a_ping_for_another_ends_
     p.grant(REVOKE_S, 1.1)  # a revoke: a short grant, not held
     assert p.release(1.1, idle=True)
     # two that send: no hold
-    s2 = UplinkScheduler(2)
+    s2 = UplinkScheduler(2, grant_long_s=GRANT_S)
     t = 0.0
     for _ in range(4):
         i = s2.due(t)
@@ -307,7 +308,7 @@ def test_a_light_mobile_the_radio_addresses_is_not_granted_twice_in_a_row() -> N
     """The base answered mobile 2's ping (so its radio addressed mobile 2) as mobile 2 released
     its grant: being addressed put it first again, and every ping cost a second, empty grant
     (a handover of 3 ms) before the busy ones went on."""
-    s = UplinkScheduler(3)
+    s = UplinkScheduler(3, grant_long_s=GRANT_S)
     t = 0.0
     for _ in range(6):  # 0 and 1 busy; 2 sends a ping now and then
         i = s.due(t)
@@ -323,3 +324,35 @@ def test_a_light_mobile_the_radio_addresses_is_not_granted_twice_in_a_row() -> N
     t += 0.002
     s.released(2, t)
     assert s.due(t, prefer=2) in (0, 1)
+
+
+def test_busy_mobiles_get_longer_grants_while_no_other_has_a_light_flow() -> None:
+    """Each handover between busy mobiles leaves the uplink idle 2-4 ms: three busy mobiles
+    with 30-ms grants carried 0.89 of what one does. With no light flow (a mobile that sent
+    lately without being busy) and none poked, grants are GRANT_LONG_S; with one, GRANT_S
+    (its packets wait for one busy grant)."""
+    s = UplinkScheduler(3)
+    t = 0.0
+    lengths = []
+    while len(lengths) < 6:  # 0 and 1 busy, 2 idle
+        i = s.due(t)
+        if i is None:
+            t += 0.001
+            continue
+        if i == 2:
+            t += 0.001
+            s.released(2, t)
+            continue
+        lengths.append(s.length)
+        s.heard(i)
+        t += s.length
+        s.released(i, t)
+    assert lengths[-4:] == [GRANT_LONG_S] * 4
+    s.poke(2)  # the base pings mobile 2
+    i = s.due(t)
+    assert i == 2
+    s.heard(2)
+    t += 0.002
+    s.released(2, t)  # it answered: a light flow now
+    i = s.due(t)
+    assert i in (0, 1) and s.length == GRANT_S

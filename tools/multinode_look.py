@@ -88,10 +88,17 @@ def main() -> int:
         for direction in ("down", "up"):
             sh = load_all(direction, ns.mobiles, ns.rate, ns.seconds, ns.stagger)
             failed = [f"{i + 1}: {e}" for i, e in enumerate(sh.errors) if e]
+            steady = sh.steady_total
             print(
-                f"{direction}: per mobile {[round(r, 1) for r in sh.kbps]} kbit/s, aggregate "
-                f"{sh.total:.1f} = {sh.total / bound:.3f} of one link's bound "
-                f"({bound:.1f}), Jain {sh.jain:.3f}"
+                f"{direction}: per mobile {[round(r, 1) for r in sh.kbps]} kbit/s (iperf3 "
+                f"receivers), Jain {sh.jain:.3f}; aggregate "
+                + (
+                    f"{steady:.1f} = {steady / bound:.3f} of one link's bound ({bound:.1f}) "
+                    "in the trial's middle (TUN counters), "
+                    if steady is not None
+                    else ""
+                )
+                + f"receivers' sum {sh.total:.1f} = {sh.total / bound:.3f}"
                 + (f"; failed clients: {failed}" if failed else ""),
                 flush=True,
             )

@@ -19,9 +19,14 @@ import time
 from dataclasses import dataclass, field
 
 from longge import testbed
+from longge.config import NodeConfig
 from longge.measure.analysis import jain_index
 
 PORT = 5301
+DATAGRAM = 1400
+TUN = NodeConfig.tun  # (the testbed's nodes keep the default name)
+#: IPv4 and UDP headers in front of a datagram's payload
+IP_UDP_HEADERS = 28
 
 
 def ping_rtts(namespace: str, address: str, count: int, interval_s: float) -> list[float | None]:
@@ -62,6 +67,11 @@ class Shares:
     direction: str  # "up" (mobiles -> base) or "down"
     kbps: list[float] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)  # "" where the client succeeded
+    #: UDP payload kbit/s the receivers' TUN counters saw in the trial's middle (its first
+    #: STEADY_SKIP_S and last second left out): per mobile on the downlink, in sum on the
+    #: uplink (one entry). The aggregate that one clock measures: the iperf3 receivers'
+    #: windows differ, and their rates' sum read 1.04 of the air's bound once.
+    steady_kbps: list[float] = field(default_factory=list)
 
     @property
     def total(self) -> float:
@@ -70,6 +80,38 @@ class Shares:
     @property
     def jain(self) -> float:
         return jain_index(self.kbps)
+
+    @property
+    def steady_total(self) -> float | None:
+        return sum(self.steady_kbps) if self.steady_kbps else None
+
+
+#: The start of a trial the steady counters leave out (the clients' control connections, the
+#: queues filling).
+STEADY_SKIP_S = 2.0
+
+
+def _rx_bytes(namespace: str) -> int:
+    out = subprocess.run(
+        ["ip", "netns", "exec", namespace, "cat", f"/sys/class/net/{TUN}/statistics/rx_bytes"],
+        capture_output=True,
+        text=True,
+        timeout=10,
+    ).stdout
+    return int(out.strip() or 0)
+
+
+def _steady(receivers: list[str], seconds: int, datagram: int) -> list[float]:
+    """UDP payload kbit/s into each receiver namespace's TUN between STEADY_SKIP_S and one
+    second before the end of a trial that starts now (IP bytes scaled to the payload)."""
+    if seconds < STEADY_SKIP_S + 2:
+        return []
+    time.sleep(STEADY_SKIP_S)
+    t0, b0 = time.monotonic(), [_rx_bytes(ns) for ns in receivers]
+    time.sleep(seconds - STEADY_SKIP_S - 1)
+    t1, b1 = time.monotonic(), [_rx_bytes(ns) for ns in receivers]
+    share = datagram / (datagram + IP_UDP_HEADERS)
+    return [(y - x) * 8 * share / (t1 - t0) / 1000 for x, y in zip(b0, b1, strict=True)]
 
 
 def _ns(namespace: str, *cmd: str) -> subprocess.Popen[str]:
@@ -127,10 +169,12 @@ def load_all(
                 where, target = f"lg-{name}", testbed.BASE_IP
             else:
                 where, target = "lg-base", testbed.mobile_ip(i)
-            udp = ["-u", "-b", rate, "-l", "1400", "-t", str(seconds), "-J"]
+            udp = ["-u", "-b", rate, "-l", str(DATAGRAM), "-t", str(seconds), "-J"]
             clients.append(_ns(where, "iperf3", "-c", target, "-p", str(PORT + i), *udp))
             time.sleep(stagger_s)
-        shares = Shares(direction)
+        receivers = ["lg-base"] if direction == "up" else [f"lg-{n}" for n in names]
+        steady = _steady(receivers, seconds, DATAGRAM)
+        shares = Shares(direction, steady_kbps=steady)
         for client in clients:
             out, _ = client.communicate(timeout=seconds + 60)
             kbps, error = _received_kbps(out)
