@@ -8,6 +8,7 @@ import itertools
 import os
 import signal
 import sys
+from pathlib import Path
 from typing import Any
 
 from longge.cli_progress import progress
@@ -209,6 +210,7 @@ def cmd_tune(ns: argparse.Namespace) -> int:
 
 def cmd_experiment(ns: argparse.Namespace) -> int:
     from longge.air.loss import loss_from_args
+    from longge.measure import multinode_experiment as multinode
     from longge.measure import runner
     from longge.measure.experiments import EXPERIMENTS
     from longge.radio.options import options_from_args
@@ -216,13 +218,23 @@ def cmd_experiment(ns: argparse.Namespace) -> int:
     if ns.name == "list":
         for e in EXPERIMENTS.values():
             print(f"  {e.name:11s} {e.question}")
+        print(f"  {multinode.NAME:11s} {multinode.QUESTION}")
         return 0
     names = list(EXPERIMENTS) if ns.name == "all" else [ns.name]
-    if names[0] not in EXPERIMENTS:
+    several = ns.name in ("all", multinode.NAME)  # (several mobiles: testbeds of its own)
+    names = [n for n in names if n != multinode.NAME]
+    if several and ns.host:
         print(
-            f"experiment: unknown {ns.name!r}; one of {', '.join(EXPERIMENTS)}, all, list",
+            f"experiment: {multinode.NAME} brings up testbeds with several mobiles: not with "
+            "--host (a real link)",
             file=sys.stderr,
         )
+        if not names:
+            return 2
+        several = False
+    if names and names[0] not in EXPERIMENTS:
+        known = ", ".join([*EXPERIMENTS, multinode.NAME])
+        print(f"experiment: unknown {ns.name!r}; one of {known}, all, list", file=sys.stderr)
         return 2
     for name in names:
         EXPERIMENTS[name].validate()
@@ -234,6 +246,8 @@ def cmd_experiment(ns: argparse.Namespace) -> int:
         )
     signal.signal(signal.SIGINT, _interrupt)
     signal.signal(signal.SIGTERM, _interrupt)
+    if not names:
+        return _multinode(ns, None)
     path, summary = runner.run_experiments(
         names,
         ns.quick,
@@ -251,6 +265,29 @@ def cmd_experiment(ns: argparse.Namespace) -> int:
     for name, text in summary["verdicts"].items():
         print(f"  {name:11s} {text}")
     print(f"experiment: {summary['seconds']:.0f} s; CSV, JSON and plots in {path}/")
+    return _multinode(ns, path) if several else 0
+
+
+def _multinode(ns: argparse.Namespace, path: Path | None) -> int:
+    """Experiment multinode (after the battery's, in its folder, with ``all``)."""
+    import time
+
+    from longge.measure import multinode_experiment as multinode
+    from longge.measure.results import ResultsDir, default_dir, system_context
+    from longge.radio.options import options_from_args
+
+    if options_from_args(ns).mode != "esb" or ns.queue != "fair":
+        raise ConfigError(
+            "mode", ns.mode, f"esb with the fair queue: {multinode.NAME} runs the testbed's"
+        )
+    results = ResultsDir(path or ns.out or default_dir("experiment"))
+    if path is None:
+        results.write_json("context.json", {"system": system_context()})
+    t0 = time.time()
+    say = lambda s: print(f"experiment: {s}", flush=True)  # noqa: E731
+    summary = multinode.run(ns.quick, results, say, progress("experiment"))
+    print(f"  {multinode.NAME:11s} {summary['verdict']}")
+    print(f"experiment: {time.time() - t0:.0f} s; CSV, JSON and plots in {results.path}/")
     return 0
 
 

@@ -242,4 +242,12 @@ def rejudge_experiments(folder: Path, draw: bool = True) -> list[tuple[str, str,
         if not data.get("rows"):
             continue
         out.append((name, verdict(exp, data), plot(exp, data, folder) if draw else []))
+    from longge.measure import multinode_experiment as multinode
+
+    p = folder / f"{multinode.NAME}.json"
+    if p.exists():
+        data = json.loads(p.read_text())
+        if data.get("rows"):
+            drawn = multinode.plot(data, folder) if draw else []
+            out.append((multinode.NAME, multinode.verdict(data), drawn))
     return out

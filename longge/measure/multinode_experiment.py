@@ -1,0 +1,183 @@
+"""Experiment ``multinode``: a base with N = 1..5 mobiles (issue 41), each loaded with more
+than its share at once (stock iperf3, 1400-byte UDP datagrams, ``multinode.load_all``), down
+then up; per N and direction: the aggregate the receivers' TUN counters saw in the trials'
+middle as a share of one link's bound, each mobile's rate and Jain's index over them, and
+the RTT p95 of a ping from the base to every loaded mobile meanwhile (5 a second).
+
+Each N brings up its own testbed (``testbed up --mobiles N``: ESB, 2 Mbit/s, secured) and
+takes it down. Stream mode serves one mobile so far (its grants and ACKs are not built for
+several): the summary says so instead of a figure. The verdict and the plot come from the
+saved summary (``plot``), as the battery's do.
+"""
+
+from __future__ import annotations
+
+import math
+import textwrap
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from longge import testbed
+from longge.measure import analysis
+from longge.measure.experiments import write_rows
+from longge.measure.model import udp_goodput_bps
+from longge.measure.multinode import DATAGRAM, load_all, ping_rtts
+from longge.measure.results import ResultsDir
+from longge.protocol.secure import OVERHEAD
+from longge.radio.options import RadioOptions
+
+NAME = "multinode"
+QUESTION = (
+    "How much do N mobiles on one base carry in all, how fairly is it shared, and what RTT "
+    "does each see (ESB)?"
+)
+MOBILES = (1, 2, 3, 4, 5)
+QUICK_MOBILES = (1, 3, 5)
+#: each mobile offers this much of one link's bound over N: every one more than its share
+OVERSHARE = 1.3
+PING_EVERY_S = 0.2
+STREAM_NOTE = "not measured: stream mode serves one mobile so far (grants are ESB's)"
+
+
+def bound_bps() -> float:
+    return udp_goodput_bps(RadioOptions(), DATAGRAM, OVERHEAD)
+
+
+def trial(mobiles: int, direction: str, seconds: int, bound: float) -> dict[str, Any]:
+    """One direction on the running testbed: every mobile loaded at once, each pinged from
+    the base meanwhile."""
+    rate = f"{round(OVERSHARE * bound / mobiles / 1000)}k"
+    count = max(1, int((seconds - 3) / PING_EVERY_S))
+    with ThreadPoolExecutor(mobiles + 1) as pool:
+        load = pool.submit(load_all, direction, mobiles, rate, seconds)
+        pings = [pool.submit(_ping_later, testbed.mobile_ip(i), count) for i in range(mobiles)]
+        shares = load.result()
+        rtts = [p.result() for p in pings]
+    p95 = [analysis.percentile([r for r in got if r is not None], 0.95) for got in rtts]
+    steady = shares.steady_total
+    return {
+        "mode": "esb",
+        "mobiles": mobiles,
+        "direction": direction,
+        "offered_each_bps": OVERSHARE * bound / mobiles,
+        "aggregate_bps": None if steady is None else steady * 1000,
+        "aggregate_ratio": None if steady is None else steady * 1000 / bound,
+        "receivers_sum_bps": shares.total * 1000,
+        "per_mobile_bps": [k * 1000 for k in shares.kbps],
+        "jain": analysis.jain_index(shares.kbps) if any(shares.kbps) else math.nan,
+        "rtt_p95_ms": p95,  # (NaN: no answer)
+        "rtt_p95_max_ms": max((v for v in p95 if v == v), default=math.nan),
+        "probes_lost": sum(r is None for got in rtts for r in got),
+        "probes_sent": sum(len(got) for got in rtts),
+        "error": "; ".join(f"mobile{i + 1}: {e}" for i, e in enumerate(shares.errors) if e),
+    }
+
+
+def _ping_later(address: str, count: int) -> list[float | None]:
+    import time
+
+    time.sleep(2.0)  # (the clients' control connections, the queues filling)
+    return ping_rtts("lg-base", address, count, PING_EVERY_S)
+
+
+def run(
+    quick: bool,
+    out: ResultsDir,
+    say: Callable[[str], None],
+    progress: Callable[[str, float], None],
+) -> dict[str, Any]:
+    """Every N of the experiment, each on its own testbed; the summary, CSV and plot in
+    ``out``."""
+    ns = QUICK_MOBILES if quick else MOBILES
+    seconds = 6 if quick else 10
+    bound = bound_bps()
+    rows: list[dict[str, Any]] = []
+    testbed.down()
+    for k, n in enumerate(ns):
+        say(f"{NAME}: {n} mobile(s): bringing up the testbed")
+        testbed.up(testbed.TestbedSpec(mobiles=n))
+        try:
+            for j, direction in enumerate(("down", "up")):
+                progress(f"{NAME}: {n} mobile(s), {direction}", (2 * k + j) / (2 * len(ns)))
+                rows.append(trial(n, direction, seconds, bound))
+        finally:
+            testbed.down()
+    progress(f"{NAME}: done", 1.0)
+    summary: dict[str, Any] = {
+        "kind": "experiment",
+        "experiment": {"name": NAME, "question": QUESTION, "mobiles": list(ns)},
+        "quick": quick,
+        "trial_s": seconds,
+        "rows": rows,
+        "bound_bps": {"udp_1400": bound},
+        "stream": STREAM_NOTE,
+    }
+    summary["verdict"] = verdict(summary)
+    write_rows(out.path / f"{NAME}.csv", rows)
+    out.write_summary(summary, f"{NAME}.json")
+    plot(summary, out.path)
+    return summary
+
+
+def verdict(summary: dict[str, Any]) -> str:
+    """Per direction: the aggregate at the most mobiles over one mobile's, the lowest Jain's
+    index, the highest RTT p95."""
+    parts = []
+    for direction in ("down", "up"):
+        rows = [r for r in summary["rows"] if r["direction"] == direction]
+        got = {r["mobiles"]: r["aggregate_ratio"] for r in rows if r["aggregate_ratio"]}
+        if not got:
+            parts.append(f"{direction}: no aggregate measured")
+            continue
+        top = max(got)
+        one = got.get(1)
+        rel = f" ({got[top] / one:.2f} of one mobile's)" if one and top != 1 else ""
+        jains = [r["jain"] for r in rows if r["jain"] == r["jain"]]
+        p95 = [r["rtt_p95_max_ms"] for r in rows if r["rtt_p95_max_ms"] == r["rtt_p95_max_ms"]]
+        parts.append(
+            f"{direction}: {top} mobiles carry {got[top]:.3f} of one link's bound{rel}, Jain "
+            f">= {min(jains, default=math.nan):.3f}, ping p95 <= "
+            f"{max(p95, default=math.nan):.0f} ms"
+        )
+    return "; ".join(parts) + f"; stream {summary.get('stream', '')}"
+
+
+def plot(summary: dict[str, Any], out: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.4))
+    for direction, style in (("down", "o-"), ("up", "s--")):
+        rows = sorted(
+            (r for r in summary["rows"] if r["direction"] == direction), key=lambda r: r["mobiles"]
+        )
+        xs = [r["mobiles"] for r in rows]
+        axes[0].plot(xs, [r["aggregate_ratio"] or math.nan for r in rows], style, label=direction)
+        axes[1].plot(xs, [r["jain"] for r in rows], style, label=direction)
+        axes[2].plot(xs, [r["rtt_p95_max_ms"] for r in rows], style, label=direction)
+    for ax, label in zip(
+        axes,
+        (
+            "aggregate / one link's bound",
+            "Jain's index over the mobiles",
+            "ping p95 from the base (ms, worst mobile)",
+        ),
+        strict=True,
+    ):
+        ax.set(xlabel="mobiles on the base", ylabel=label)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    axes[0].set_ylim(0, 1.1)
+    axes[1].set_ylim(0, 1.05)
+    axes[2].set_ylim(bottom=0)
+    fig.suptitle(textwrap.fill(summary.get("verdict", QUESTION), 150), fontsize=9)
+    fig.tight_layout()
+    paths = [out / f"{NAME}.png", out / f"{NAME}.svg"]
+    for p in paths:
+        fig.savefig(p, dpi=110)
+    plt.close(fig)
+    return paths

@@ -1,0 +1,163 @@
+"""Several mobiles on one base, a daemon killed (issue 41): what it costs the others. Run by
+hand, as root:
+
+    .venv/bin/python -m tools.multinode_restart [--mobiles 3] [--direction down]
+        [--seconds 20] [--kill-at 7]
+
+1. *A mobile's daemon killed during a saturated run*: every mobile loaded with more than its
+   share (stock iperf3, 1400-byte UDP, ``multinode.load_all``), the last mobile's daemon killed
+   (SIGKILL to its process group) ``--kill-at`` s in; the testbed's keeper starts it again.
+   The others' service: their receivers' TUN counters every 50 ms (downlink: the other
+   mobiles'; uplink: the base's); the time they spent below half their rate before the kill,
+   and when the killed mobile answered a ping again.
+2. *The base's daemon killed*, the link idle: how long until each mobile answers the base's
+   ping again (no manual step: the keeper starts the daemon again).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+from longge import testbed
+from longge.measure.model import udp_goodput_bps
+from longge.measure.multinode import DATAGRAM, _rx_bytes, load_all
+from longge.protocol.secure import OVERHEAD
+from longge.radio.options import RadioOptions
+
+
+def kill(name: str) -> float:
+    """SIGKILL to the testbed process ``name``'s group (the daemon and its radio processes);
+    when."""
+    pid = json.loads(testbed.paths()["state"].read_text())["pids"][name]
+    os.killpg(pid, signal.SIGKILL)
+    return time.monotonic()
+
+
+def answers(address: str, timeout_s: float = 0.2) -> bool:
+    return (
+        subprocess.run(
+            [
+                "ip",
+                "netns",
+                "exec",
+                "lg-base",
+                "ping",
+                "-n",
+                "-c",
+                "1",
+                "-W",
+                str(timeout_s),
+                address,
+            ],
+            capture_output=True,
+            timeout=10,
+        ).returncode
+        == 0
+    )
+
+
+def back_after(address: str, since: float, limit_s: float = 30.0) -> float | None:
+    """Seconds from ``since`` until ``address`` answers the base's ping (every 0.1 s)."""
+    while time.monotonic() - since < limit_s:
+        if answers(address):
+            return time.monotonic() - since
+        time.sleep(0.1)
+    return None
+
+
+def mobile_killed(mobiles: int, direction: str, seconds: int, kill_at: float) -> None:
+    bound = udp_goodput_bps(RadioOptions(), DATAGRAM, OVERHEAD)
+    rate = f"{round(1.3 * bound / mobiles / 1000)}k"
+    names = testbed.mobile_names(mobiles)
+    victim = names[-1]
+    watched = ["lg-base"] if direction == "up" else [f"lg-{n}" for n in names[:-1]]
+    samples: list[tuple[float, int]] = []
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            samples.append((time.monotonic(), sum(_rx_bytes(ns) for ns in watched)))
+            time.sleep(0.05)
+
+    load = threading.Thread(target=load_all, args=(direction, mobiles, rate, seconds))
+    t0 = time.monotonic()
+    load.start()
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    time.sleep(kill_at + 1.0)  # (load_all waits 1 s for its servers)
+    killed = kill(victim)
+    back = back_after(testbed.mobile_ip(mobiles - 1), killed)
+    load.join()
+    stop.set()
+    sampler.join()
+    # the others' received rate between samples (kbit/s of IP bytes)
+    rates: list[tuple[float, float]] = []
+    for (ta, ba), (tb, bb) in itertools.pairwise(samples):
+        rates.append((tb - killed, (bb - ba) * 8 / (tb - ta) / 1000))
+    before = [r for t, r in rates if -4.0 < t < 0]
+    after = [(t, r) for t, r in rates if 0 <= t < seconds - kill_at - 1.5]
+    if not before or not after:
+        print("mobile killed: too few samples", flush=True)
+        return
+    base = statistics.median(before)
+    low = [t for t, r in after if r < 0.5 * base]
+    gap = len(low) * 0.05  # (samples every 50 ms)
+    print(
+        f"mobile killed ({victim}, {direction}, {mobiles} mobiles): the others received "
+        f"{base:.0f} kbit/s before (median of 50-ms samples); after the kill, "
+        f"{gap:.2f} s below half of that (first at {low[0]:.2f} s, last at {low[-1]:.2f} s)"
+        if low
+        else f"mobile killed ({victim}, {direction}, {mobiles} mobiles): the others received "
+        f"{base:.0f} kbit/s before; never below half of that after the kill (lowest "
+        f"{min(r for _, r in after):.0f})",
+        flush=True,
+    )
+    print(
+        f"  {victim} answered again {back:.2f} s after the kill"
+        if back is not None
+        else f"  {victim} did not answer within 30 s",
+        f"(t0 {killed - t0:.1f} s into the run)",
+        flush=True,
+    )
+
+
+def base_killed(mobiles: int) -> None:
+    for i in range(mobiles):
+        if not answers(testbed.mobile_ip(i), 1.0):
+            print(f"base killed: mobile {i + 1} did not answer before", flush=True)
+    killed = kill("base")
+    backs = []
+    for i in range(mobiles):  # (in turn: each measured from the kill)
+        backs.append(back_after(testbed.mobile_ip(i), killed))
+    said = ", ".join("never" if b is None else f"{b:.2f} s" for b in backs)
+    print(f"base killed ({mobiles} mobiles): each mobile answered again after {said}", flush=True)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--mobiles", type=int, default=3)
+    ap.add_argument("--direction", choices=("up", "down"), default="down")
+    ap.add_argument("--seconds", type=int, default=20)
+    ap.add_argument("--kill-at", type=float, default=7.0)
+    ns = ap.parse_args()
+    testbed.up(testbed.TestbedSpec(mobiles=ns.mobiles))
+    try:
+        mobile_killed(ns.mobiles, ns.direction, ns.seconds, ns.kill_at)
+        time.sleep(3)
+        base_killed(ns.mobiles)
+    finally:
+        testbed.down()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
