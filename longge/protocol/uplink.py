@@ -50,6 +50,10 @@ GRANT_S = 0.030
 #: mobiles leaves the uplink idle 2 to 4 ms (three mobiles with 30-ms grants carried 0.89 of
 #: what one does).
 GRANT_LONG_S = 0.060
+#: A mobile not busy that held its last grant at most this long has a light flow: it goes
+#: before the busy ones when due (a ping's echo, a few ACKs: one 1400-byte packet alone takes
+#: 25 ms of the uplink).
+LIGHT_USE_S = 0.008
 #: A mobile stops loading packets this long before its grant ends: the <= 3 frames in its TX
 #: FIFO and its release's 2 (about 0.45 ms each at 2 Mbit/s with their ACK) go meanwhile.
 DRAIN_S = 0.002
@@ -142,6 +146,7 @@ class _Mobile:
     idle: int = 0  # grants in a row it handed back having sent nothing
     retry_at: float = -math.inf  # not granted before this (silent or idle)
     last_sent: float = -math.inf  # when a grant of its in which it sent ended
+    used: float = 0.0  # how long it held its last grant
 
 
 @dataclass
@@ -206,7 +211,7 @@ class UplinkScheduler:
         # only with the mobile whose turn it was
         ready = [i for i in order if not self._deferred(i, self._state[i], now)]
         ready = [i for i in ready if now >= self._state[i].retry_at]
-        rest = [i for i in idle if i not in poked and i != self._last]
+        rest = [i for i in idle if i not in poked and i != self._last and self._light(i)]
         for i in poked + rest + order:
             st = self._state[i]
             if self._deferred(i, st, now):
@@ -230,10 +235,18 @@ class UplinkScheduler:
         """GRANT_S, or GRANT_LONG_S while no other mobile has a light flow (it sent lately
         without being busy) or is poked: fewer handovers between busy ones."""
         light = any(
-            j != i and (st.poked or (not st.busy and now - st.last_sent < ACTIVE_S))
+            j != i and (st.poked or (self._light(j) and now - st.last_sent < ACTIVE_S))
             for j, st in enumerate(self._state)
         )
         return self.grant_s if light else max(self.grant_s, self.grant_long_s)
+
+    def _light(self, i: int) -> bool:
+        """Not busy, and it used little of its last grant: a light flow (a ping, ACKs), not
+        a heavy one whose queue ran dry (five mobiles offering 200 kbit/s each: the one that
+        emptied its queue in each grant went before the busy ones every time, and got all
+        it offered)."""
+        st = self._state[i]
+        return not st.busy and st.used <= LIGHT_USE_S
 
     def _holds(self, i: int, now: float) -> bool:
         """Does mobile ``i`` hold its grant: it alone sent lately, and none is busy?"""
@@ -265,6 +278,7 @@ class UplinkScheduler:
     def _ended(self, st: _Mobile, now: float) -> None:
         if not st.released:
             st.busy = st.sent  # (its release was lost: it sent till the end)
+            st.used = self.length if st.sent else 0.0
         if st.sent:
             st.silent = st.idle = 0
             st.retry_at = -math.inf
@@ -298,6 +312,7 @@ class UplinkScheduler:
             st = self._state[index]
             if index == self.holder:
                 st.released = True
+                st.used = now - self.granted_at
                 # (handed back early: it has no more; with its time up: it may have more)
                 st.busy = (
                     st.sent and not self.hold and now >= self.granted_at + self.length - 2 * DRAIN_S
