@@ -14,7 +14,7 @@ from daemonlink import ip_packet, make_link
 from prometheus_client.parser import text_string_to_metric_families
 
 from longge.cli import main
-from longge.daemon.metrics import exposition
+from longge.daemon.metrics import COUNTERS, exposition
 from longge.daemon.status import NodeStatus
 
 #: run.sh puts it beside the venv's python (taken from Debian's package), or the system has it
@@ -70,6 +70,9 @@ def test_status_prometheus_passes_promtool_and_says_what_status_says(
     assert got[("longge_rx_bytes_total", node)] == base.rx.bytes_out >= 1500
     assert got[("longge_tx_packets_total", (("node", "mobile"),))] == mobile.tx.packets_in >= 5
     assert got[("longge_link_up", node)] == 1.0
+    for name, _, where, key in COUNTERS:  # every plain counter, as the status says it
+        status = getattr(getattr(base, where), key)
+        assert got[(f"longge_{name}_total", node)] == status, name
     assert got[("longge_daemon_up", (("node", "gone"),))] == 0.0
     assert not any(
         labels == (("node", "gone"),) for name, labels in got if name != "longge_daemon_up"

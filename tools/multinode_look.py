@@ -21,6 +21,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from longge import testbed
+from longge.measure.analysis import percentile
 from longge.measure.model import udp_goodput_bps
 from longge.measure.multinode import load_all, ping_rtts
 from longge.protocol.secure import OVERHEAD
@@ -31,7 +32,7 @@ def _rtt_line(what: str, rtts: list[float | None]) -> str:
     got = sorted(r for r in rtts if r is not None)
     if not got:
         return f"{what}: no answer of {len(rtts)}"
-    p95 = got[min(len(got) - 1, int(0.95 * len(got)))]
+    p95 = percentile(got, 0.95)
     lost = [i + 1 for i, r in enumerate(rtts) if r is None]
     where = f" (icmp_seq {lost[0]}-{lost[-1]})" if lost else ""
     return (

@@ -8,8 +8,8 @@ hand, as root:
    share (stock iperf3, 1400-byte UDP, ``multinode.load_all``), the last mobile's daemon killed
    (SIGKILL to its process group) ``--kill-at`` s in; the testbed's keeper starts it again.
    The others' service: their receivers' TUN counters every 50 ms (downlink: the other
-   mobiles'; uplink: the base's); the time they spent below half their rate before the kill,
-   and when the killed mobile answered a ping again.
+   mobiles'; uplink: the base's) over 0.2-s windows; how long they spent below half their
+   rate before the kill, and when the killed mobile answered a ping again.
 2. *The base's daemon killed*, the link idle: how long until each mobile answers the base's
    ping again (no manual step: the keeper starts the daemon again).
 """
@@ -17,7 +17,6 @@ hand, as root:
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import os
 import signal
@@ -32,6 +31,8 @@ from longge.measure.model import udp_goodput_bps
 from longge.measure.multinode import DATAGRAM, _rx_bytes, load_all
 from longge.protocol.secure import OVERHEAD
 from longge.radio.options import RadioOptions
+
+WINDOW_S = 0.2
 
 
 def kill(name: str) -> float:
@@ -99,9 +100,11 @@ def mobile_killed(mobiles: int, direction: str, seconds: int, kill_at: float) ->
     load.join()
     stop.set()
     sampler.join()
-    # the others' received rate between samples (kbit/s of IP bytes)
+    # the others' received rate over each WINDOW_S ending at a sample (kbit/s of IP bytes;
+    # 50 ms holds one or two 1400-byte packets: a window of it reads low by chance)
     rates: list[tuple[float, float]] = []
-    for (ta, ba), (tb, bb) in itertools.pairwise(samples):
+    k = round(WINDOW_S / 0.05)
+    for (ta, ba), (tb, bb) in zip(samples, samples[k:], strict=False):
         rates.append((tb - killed, (bb - ba) * 8 / (tb - ta) / 1000))
     before = [r for t, r in rates if -4.0 < t < 0]
     after = [(t, r) for t, r in rates if 0 <= t < seconds - kill_at - 1.5]
@@ -110,10 +113,10 @@ def mobile_killed(mobiles: int, direction: str, seconds: int, kill_at: float) ->
         return
     base = statistics.median(before)
     low = [t for t, r in after if r < 0.5 * base]
-    gap = len(low) * 0.05  # (samples every 50 ms)
+    gap = len(low) * 0.05  # (a window ends every 50 ms)
     print(
         f"mobile killed ({victim}, {direction}, {mobiles} mobiles): the others received "
-        f"{base:.0f} kbit/s before (median of 50-ms samples); after the kill, "
+        f"{base:.0f} kbit/s before (median over {WINDOW_S:.1f}-s windows); after the kill, "
         f"{gap:.2f} s below half of that (first at {low[0]:.2f} s, last at {low[-1]:.2f} s)"
         if low
         else f"mobile killed ({victim}, {direction}, {mobiles} mobiles): the others received "

@@ -27,6 +27,13 @@ COUNTERS = (
     ("tx_max_rt", "frames that exhausted their retries (MAX_RT)", "tx", "max_rt"),
     ("tx_packets_aborted", "packets abandoned with a frame that failed", "tx", "packets_aborted"),
     ("tx_preempted", "interactive packets sent between another's frames", "tx", "preempted"),
+    (
+        "tx_cut_in",
+        "interactive packets for another peer sent before the rest of one on its way",
+        "tx",
+        "cut_in",
+    ),
+    ("tx_uplink_sent", "uplink grants (a base) or releases (a mobile) sent", "tx", "uplink_sent"),
     ("rx_frames", "frames read from the radio", "rx", "frames_in"),
     ("rx_packets", "packets handed to the TUN", "rx", "packets_out"),
     ("rx_bytes", "bytes handed to the TUN", "rx", "bytes_out"),
