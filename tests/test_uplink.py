@@ -16,6 +16,7 @@ from longge.protocol.uplink import (
     GRANT_S,
     HOLD_S,
     IDLE_MAX_S,
+    PROBE_S,
     RELEASE_WAIT_S,
     REVOKE_S,
     SILENT_FIRST_S,
@@ -356,3 +357,21 @@ def test_busy_mobiles_get_longer_grants_while_no_other_has_a_light_flow() -> Non
     s.released(2, t)  # it answered: a light flow now
     i = s.due(t)
     assert i in (0, 1) and s.length == GRANT_S
+
+
+def test_a_mobile_that_answered_nothing_is_asked_with_a_short_grant() -> None:
+    """A mobile whose daemon was killed: each grant it did not answer held the uplink idle
+    its length and RELEASE_WAIT_S; after the first, it is asked with PROBE_S."""
+    s = UplinkScheduler(2)
+    assert s.due(0.0) == 0 and s.length == GRANT_LONG_S  # (nobody else waits)
+    t = s.until
+    assert s.due(t) == 1  # 0 answered nothing
+    s.heard(1)
+    t += GRANT_S
+    s.released(1, t)
+    while s.due(t) != 0:
+        if s.holder is not None:
+            s.heard(s.holder)
+            s.released(s.holder, t + s.length)
+        t += 0.001
+    assert s.length == PROBE_S and s.until == pytest.approx(t + PROBE_S + RELEASE_WAIT_S)

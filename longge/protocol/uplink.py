@@ -50,6 +50,8 @@ GRANT_S = 0.030
 #: mobiles leaves the uplink idle 2 to 4 ms (three mobiles with 30-ms grants carried 0.89 of
 #: what one does).
 GRANT_LONG_S = 0.060
+#: A grant to a mobile that answered nothing last time: long enough for its release.
+PROBE_S = 0.005
 #: A mobile not busy that held its last grant at most this long has a light flow: it goes
 #: before the busy ones when due (a ping's echo, a few ACKs: one 1400-byte packet alone takes
 #: 25 ms of the uplink).
@@ -233,7 +235,11 @@ class UplinkScheduler:
 
     def _length(self, i: int, now: float) -> float:
         """GRANT_S, or GRANT_LONG_S while no other mobile has a light flow (it sent lately
-        without being busy) or is poked: fewer handovers between busy ones."""
+        without being busy) or is poked: fewer handovers between busy ones; PROBE_S to a
+        mobile that answered nothing last time (its daemon killed: each of its grants held
+        the uplink idle 65 ms)."""
+        if self._state[i].silent:
+            return PROBE_S
         light = any(
             j != i and (st.poked or (self._light(j) and now - st.last_sent < ACTIVE_S))
             for j, st in enumerate(self._state)
