@@ -149,6 +149,7 @@ def _sweep(ns: argparse.Namespace, kind: str) -> int:
         progress=progress(kind),
         queue=ns.queue,
         loss=loss_from_args(ns),
+        mobiles=getattr(ns, "mobiles", None),
     )
     print(summary_text(summary))
     print(f"{kind}: results, CSV and plots in {path}/")

@@ -39,6 +39,35 @@ def _beside(ctx: dict[str, Any]) -> str:
     return "; the model leaves out the Wi-Fi interferer" if wifi else ""
 
 
+def _mobiles_lines(t: dict[str, Any]) -> list[str]:
+    """tTest --mobiles: each load's rate per mobile and Jain's index, and each mobile's share
+    of the saturated loads."""
+    names = t.get("mobiles")
+    if not names:
+        return []
+    lines = [
+        f"  {len(names)} mobiles at once ({', '.join(names)}), each an equal part of the load:"
+    ]
+    for p in t.get("points", []):
+        each = p.get("mobiles_bps")
+        if each:
+            jain = p.get("jain_index")
+            lines.append(
+                f"  {_k(p['offered_bps']):>14}  per mobile "
+                + " / ".join(f"{x / 1e3:.1f}" for x in each)
+                + " kbit/s"
+                + ("" if jain is None else f", Jain {jain:.3f}")
+            )
+    shares = t.get("mobile_shares")
+    if shares:
+        lines.append(
+            "  shares of the saturated loads "
+            + " / ".join(f"{x:.3f}" for x in shares)
+            + f", Jain {t['mobiles_jain']:.3f}"
+        )
+    return lines
+
+
 def _ttest_lines(t: dict[str, Any], model: float | None, note: str = "") -> list[str]:
     lines = ["  offered        received       efficiency  ρ      loss (95% CI)"]
     for p in t.get("points", []):
@@ -62,6 +91,7 @@ def _ttest_lines(t: dict[str, Any], model: float | None, note: str = "") -> list
     lines.append(line)
     if cap is not None and t.get("capacity_reason"):
         lines.append(f"  ({t['capacity_reason']})")
+    lines += _mobiles_lines(t)
     sat = t.get("saturation")
     if sat:
         lines.append(f"  saturation at {_k(sat['offered_bps'])} offered, ρ = {sat['rho']:.2f}")

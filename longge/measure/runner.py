@@ -47,8 +47,10 @@ def resolve_target(
     say: Say,
     queue: str = "fair",
     loss: AirLoss = NO_LOSS,
+    mobiles: int | None = None,
 ) -> tuple[Target, bool]:
-    """The target, and whether we brought the testbed up ourselves."""
+    """The target, and whether we brought the testbed up ourselves (with ``mobiles`` mobiles,
+    if given; a running testbed is taken as it is)."""
     if host is not None:
         check_host(host)
         controls = (LOCAL_CONTROL,) if os.path.exists(LOCAL_CONTROL) else ()
@@ -67,7 +69,7 @@ def resolve_target(
         check_asked(opts, loss, queue, lambda: st, None)
         return Target(st.node.peer, iperf_port, rtt_port, None, (LOCAL_CONTROL,)), False
     say("no radio configured: bringing up the emulated testbed (./run.sh testbed up)")
-    spec = testbed.TestbedSpec(opts, loss, queue)
+    spec = testbed.TestbedSpec(opts, loss, queue, mobiles=mobiles or 1)
     testbed.up(spec, say=lambda s: say(f"testbed: {s}"))
     return testbed_target(), True
 
@@ -239,11 +241,29 @@ def run(
     progress: Progress,
     queue: str = "fair",
     loss: AirLoss = NO_LOSS,
+    mobiles: str | None = None,
 ) -> tuple[Path, dict[str, Any]]:
-    target, started = resolve_target(host, iperf_port, rtt_port, opts, say, queue, loss)
+    """``mobiles`` (tTest --mobiles): the testbed's mobiles that load the link at once."""
+    from longge.measure.mobiles_ttest import MobilesTTest, choose, wanted
+
+    if mobiles is not None and host is not None:
+        raise ConfigError("--mobiles", mobiles, "the testbed's mobiles: not with --host")
+    target, started = resolve_target(
+        host,
+        iperf_port,
+        rtt_port,
+        opts,
+        say,
+        queue,
+        loss,
+        None if mobiles is None else wanted(mobiles),
+    )
+    chosen = None if mobiles is None else choose(mobiles, len(testbed.recorded_mobiles()))
 
     def start(results: ResultsDir, context: dict[str, Any]) -> Job:
         frames = frames_of(context)
+        if isinstance(plan, TTestPlan) and chosen is not None:
+            return MobilesTTest(target, plan, results, progress, frames=frames, mobiles=chosen)
         if isinstance(plan, TTestPlan):
             return TTest(target, plan, results, progress, frames=frames)
         return LTest(target, plan, results, progress, frames=frames)

@@ -17,7 +17,7 @@ from longge.measure import analysis, floor
 from longge.measure.cpu import STEAL_LIMIT, StealMeter
 from longge.measure.disturbance import Disturbance, unspoilt
 from longge.measure.emulator import FROZEN_LIMIT, health, still_share
-from longge.measure.iperf import TrialResult, parse_result, run_trial
+from longge.measure.iperf import TrialResult, TrialSpec, parse_result, run_trial
 from longge.measure.link import DIRECTIONS, Target
 from longge.measure.results import ResultsDir
 from longge.measure.sweep import (
@@ -64,7 +64,7 @@ class TTest(_Sweep):
 
         def trial() -> tuple[float, TrialResult]:
             started = time.time()
-            return started, parse_result(spec, run_trial(spec, self.target.netns))
+            return started, self.trial(spec)
 
         def keep(done: tuple[float, TrialResult], d: Disturbance, why: str | None = None) -> None:
             started, res = done
@@ -94,6 +94,14 @@ class TTest(_Sweep):
             budget -= repeated
             keep(done, disturbance)
         return point
+
+    def trial(self, spec: TrialSpec) -> TrialResult:
+        """One trial of ``spec`` (MobilesTTest: one per mobile at once, in sum)."""
+        return parse_result(spec, run_trial(spec, self.target.netns))
+
+    def point_extra(self, ok: list[TrialResult]) -> dict[str, Any]:
+        """More of a load's row (MobilesTTest: each mobile's rate)."""
+        return {}
 
     def sample(self, p: PointResult) -> floor.Sample:
         return floor.Sample(
@@ -295,6 +303,7 @@ class TTest(_Sweep):
                     "floor_share": judged.floor.share(self.sample(p).frames),
                     "cpu_steal_max": max((t.cpu_steal for t in p.trials), default=0.0),
                     "air_still_share": still,
+                    **self.point_extra(ok),
                 }
             )
         share = analysis.percentile(saturated_still, 0.5) if saturated_still else None

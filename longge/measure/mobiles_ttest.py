@@ -1,0 +1,157 @@
+"""tTest from several mobiles at once (``tTest --mobiles all|LIST``, issue 41): each load is
+shared equally by the chosen mobiles of the testbed, each with its own iperf3 client in its
+namespace and its own server in lg-base (a port each: one iperf3 server serves one test at a
+time), all started together. The search, the loss floor and the capacity verdict are tTest's,
+on the aggregate; each load's row also says each mobile's rate (``mobiles_bps``) and Jain's
+index over them, and the summary each mobile's share of the saturated loads.
+
+The aggregate is what the receivers' TUN counters saw in the trial's middle (``multinode``:
+the iperf3 receivers' windows differ, and their rates' sum read a three-mobile uplink as up to
+1.12 of the air's bound), so trials last at least MIN_DURATION_S; datagrams sent and lost are
+the clients' sums (they do not depend on a window).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from typing import Any
+
+from longge import testbed
+from longge.errors import ConfigError
+from longge.measure import analysis
+from longge.measure.iperf import TrialResult, TrialSpec, parse_result, run_trial
+from longge.measure.multinode import IP_UDP_HEADERS, PORT, STEADY_SKIP_S, _rx_bytes
+from longge.measure.ttest import TTest
+
+#: The shortest trial: STEADY_SKIP_S at its start and a second at its end are not counted.
+MIN_DURATION_S = 6
+SERVER = ("ip", "netns", "exec", "lg-base", "iperf3", "-s")
+
+
+def wanted(selection: str) -> int:
+    """How many mobiles a testbed brought up for ``--mobiles`` has: the highest number it
+    names (``all``: 3)."""
+    if selection.strip() == "all":
+        return 3
+    try:
+        return max(1, *(int(x) for x in selection.split(",") if x.strip()))
+    except ValueError:
+        raise ConfigError(
+            "--mobiles", selection, "all, or mobile numbers with commas (e.g. 1,3)"
+        ) from None
+
+
+def choose(selection: str, mobiles: int) -> list[int]:
+    """The 0-based indices ``--mobiles`` names: ``all``, or numbers 1..N with commas."""
+    if selection.strip() == "all":
+        return list(range(mobiles))
+    try:
+        picked = [int(x) for x in selection.split(",") if x.strip()]
+    except ValueError:
+        picked = []
+    if not picked or any(not 1 <= i <= mobiles for i in picked) or len(set(picked)) < len(picked):
+        raise ConfigError(
+            "--mobiles", selection, f"all, or mobile numbers 1..{mobiles} with commas (e.g. 1,3)"
+        )
+    return [i - 1 for i in picked]
+
+
+class MobilesTTest(TTest):
+    def __init__(self, *args: Any, mobiles: list[int], **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        if self.plan.direction == "both":
+            raise ConfigError("--bidir", True, "not with --mobiles (one direction at a time)")
+        if self.plan.duration < MIN_DURATION_S:
+            self.plan = replace(self.plan, duration=MIN_DURATION_S)
+        every = testbed.recorded_mobiles()
+        self.mobiles = mobiles
+        self.names = [every[i] for i in mobiles]
+        self._servers: list[subprocess.Popen[bytes]] = []
+
+    def run(self) -> dict[str, Any]:
+        for i in self.mobiles:  # (a server each, for the whole run)
+            self._servers.append(
+                subprocess.Popen(
+                    [*SERVER, "-p", str(PORT + i), "-B", testbed.BASE_IP],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
+        time.sleep(1.0)
+        try:
+            return super().run()
+        finally:
+            for s in self._servers:
+                s.kill()
+                s.wait()
+
+    def trial(self, spec: TrialSpec) -> TrialResult:
+        """Every chosen mobile offers its equal part of ``spec`` at once; their sum, the
+        aggregate by the receivers' counters."""
+        k = len(self.mobiles)
+        specs = [
+            replace(spec, host=testbed.BASE_IP, port=PORT + i, rate_bps=int(spec.rate_bps / k))
+            for i in self.mobiles
+        ]
+        receivers = (
+            [f"lg-{n}" for n in self.names] if spec.reverse else ["lg-base"]  # (down: -R)
+        )
+        share = spec.length / (spec.length + IP_UDP_HEADERS) if spec.protocol == "udp" else 1.0
+        with ThreadPoolExecutor(k + 1) as pool:
+            runs = [
+                pool.submit(run_trial, s, f"lg-{n}") for s, n in zip(specs, self.names, strict=True)
+            ]
+            steady = pool.submit(_steady_bps, receivers, spec.duration, share)
+            results = [parse_result(s, r.result()) for s, r in zip(specs, runs, strict=True)]
+            aggregate = steady.result()
+        return combine(spec, self.names, results, aggregate)
+
+    def point_extra(self, ok: list[TrialResult]) -> dict[str, Any]:
+        rates = [t.stream_received_bps for t in ok if len(t.stream_received_bps) == len(self.names)]
+        if not rates:
+            return {"mobiles_bps": None}
+        return {"mobiles_bps": [sum(col) / len(col) for col in zip(*rates, strict=True)]}
+
+    def summary(self) -> dict[str, Any]:
+        out = super().summary()
+        sat = [p for p in out.get("points", []) if p["saturated"] and p.get("mobiles_bps")]
+        each = [sum(col) / len(col) for col in zip(*(p["mobiles_bps"] for p in sat), strict=True)]
+        total = sum(each)
+        out["mobiles"] = self.names
+        out["mobile_shares"] = [x / total for x in each] if total else None
+        out["mobiles_jain"] = analysis.jain_index(each) if total else None
+        return out
+
+
+def _steady_bps(receivers: list[str], duration: int, share: float) -> float | None:
+    """Payload bit/s into the receivers' TUNs from STEADY_SKIP_S after now to a second before
+    the trial's end (its clients start now)."""
+    time.sleep(STEADY_SKIP_S)
+    t0, b0 = time.monotonic(), sum(_rx_bytes(ns) for ns in receivers)
+    time.sleep(max(0.5, duration - STEADY_SKIP_S - 1))
+    t1, b1 = time.monotonic(), sum(_rx_bytes(ns) for ns in receivers)
+    return (b1 - b0) * 8 * share / (t1 - t0) if b1 > b0 else None
+
+
+def combine(
+    spec: TrialSpec, names: list[str], results: list[TrialResult], aggregate: float | None
+) -> TrialResult:
+    """The mobiles' trials as one: the aggregate received (the counters', or the receivers'
+    sum without them), datagrams and retransmits summed, each mobile's rate in
+    ``stream_received_bps``; an error if any mobile's trial failed."""
+    failed = [f"{n}: {r.error}" for n, r in zip(names, results, strict=True) if r.error]
+    out = TrialResult(
+        offered_bps=float(spec.rate_bps) or sum(r.offered_bps for r in results),
+        sent_bps=sum(r.sent_bps for r in results),
+        received_bps=aggregate if aggregate is not None else sum(r.received_bps for r in results),
+        packets=sum(r.packets for r in results),
+        lost_packets=sum(r.lost_packets for r in results),
+        jitter_ms=max((r.jitter_ms for r in results), default=0.0),
+        retransmits=sum(r.retransmits for r in results),
+        stream_received_bps=[r.received_bps for r in results],
+        error="; ".join(failed) or None,
+    )
+    return out
