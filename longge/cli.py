@@ -62,14 +62,14 @@ def _add_sweep_arguments(p: argparse.ArgumentParser, kind: str) -> None:
         p.add_argument("--tcp", action="store_true", help="TCP instead of UDP")
         p.add_argument("-P", "--parallel", type=int, default=1, help="parallel streams")
         p.add_argument("--repeats", type=int, help="trials per load")
-        p.add_argument(
-            "--mobiles",
-            help="the testbed's mobiles that load the link at once, each an equal part: all, "
-            "or numbers with commas (1,3); one without a running testbed brings up as many "
-            "mobiles as it names (all: 3)",
-        )
     else:
         p.add_argument("--capacity", type=float, help="capacity in bit/s (default: measure it)")
+    p.add_argument(
+        "--mobiles",
+        help="the testbed's mobiles that load the link at once, each an equal part (lTest: "
+        "and each probes): all, or numbers with commas (1,3); without a running testbed it "
+        "brings up as many mobiles as it names (all: 3)",
+    )
     way = p.add_mutually_exclusive_group()
     way.add_argument(
         "-R",

@@ -120,3 +120,51 @@ def test_two_of_three_mobiles(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     assert s["mobiles"] == ["mobile1", "mobile3"]
     assert {sp.port for sp in seen} == {mt.PORT, mt.PORT + 2}
     assert s["capacity_bps"] == pytest.approx(C, rel=0.03)
+
+
+def test_ltest_from_several_mobiles_probes_from_each_and_loads_them_all(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """lTest --mobiles: each level's load from every mobile at once (run_split), RTT probes
+    from each mobile's namespace at once, pooled for the level's figures, each mobile's p95
+    kept; a given capacity skips the quick tTest."""
+    from dataclasses import replace
+
+    from longge.measure.sweep import QUICK_LTEST
+
+    monkeypatch.setattr(mt.testbed, "recorded_mobiles", lambda: ["mobile1", "mobile2", "mobile3"])
+    monkeypatch.setattr(mt.subprocess, "Popen", lambda *a, **k: Server())
+    monkeypatch.setattr(mt.time, "sleep", lambda s: None)
+    monkeypatch.setattr(Target, "drain", lambda self, max_wait_s=5.0: None)
+    loads: list[tuple[int, list[int]]] = []
+    probed: list[str | None] = []
+
+    def run_split(spec: TrialSpec, mobiles: list[int], names: list[str]) -> Any:
+        loads.append((spec.rate_bps, mobiles))
+        return mt.combine(
+            spec,
+            names,
+            [mt.TrialResult(spec.rate_bps / 2, 0, spec.rate_bps / 2)] * 2,
+            spec.rate_bps,
+        )
+
+    def probe_in(target: Target, count: int, interval: float, size: int) -> dict[str, Any]:
+        probed.append(target.netns)
+        slow = 10.0 if target.netns == "lg-mobile3" else 1.0
+        records = [{"rtt_ms": slow * (1 + k / count), "app_rtt_ms": None} for k in range(count)]
+        return {"sent": count, "received": count, "records": records}
+
+    monkeypatch.setattr(mt, "run_split", run_split)
+    monkeypatch.setattr(mt, "probe_in", probe_in)
+    plan = replace(QUICK_LTEST, rhos=(0.0, 0.5, 1.1), capacity_bps=400_000.0, seconds=2)
+    t = mt.MobilesLTest(Target("192.0.2.1"), plan, ResultsDir(tmp_path), mobiles=[0, 2])
+    s = t.run()
+    assert s["mobiles"] == ["mobile1", "mobile3"]
+    assert [r for r, _ in loads] == [200_000, 440_000] and all(m == [0, 2] for _, m in loads)
+    assert set(probed) == {"lg-mobile1", "lg-mobile3"} and len(probed) == 2 * 3
+    for lv in s["levels"]:
+        lo, hi = lv["mobiles_rtt_p95_ms"]
+        assert lo < 2.0 < 10.0 < hi  # each mobile's own
+        assert lv["probes_sent"] >= 20 and lv["probes_sent"] % 2 == 0  # both mobiles' pooled
+    assert "2 mobiles at once (mobile1, mobile3)" in summary_text(s)
+    assert_documented(s, "summary.json")

@@ -13,8 +13,9 @@ from longge.measure import analysis
 from longge.measure.cpu import STEAL_LIMIT
 from longge.measure.disturbance import Watch, unspoilt
 from longge.measure.emulator import health, spoilt_reason
+from longge.measure.iperf import TrialSpec
 from longge.measure.link import DIRECTIONS, Target
-from longge.measure.loadprobe import load_and_probe, probe_in
+from longge.measure.loadprobe import LoadProbe, load_and_probe, probe_in
 from longge.measure.results import ResultsDir
 from longge.measure.sweep import (
     IP_UDP_HEADERS,
@@ -22,6 +23,7 @@ from longge.measure.sweep import (
     SENDERS,
     LTestPlan,
     Progress,
+    TTestPlan,
     _Sweep,
 )
 from longge.measure.ttest import TTest
@@ -46,16 +48,31 @@ class LTest(_Sweep):
         self.capacity_source = "given"
         self.ttest: dict[str, Any] | None = None
 
+    def capacity_ttest(self, plan: TTestPlan, progress: Progress) -> TTest:
+        """The quick tTest that measures the capacity (MobilesLTest: from its mobiles)."""
+        return TTest(self.target, plan, self.out, progress, frames=self.frames)
+
+    def load_and_probe(
+        self,
+        spec: TrialSpec | None,
+        count: int,
+        interval: float,
+        probe: Callable[[], dict[str, Any]],
+    ) -> LoadProbe:
+        """A level's load and its probes (MobilesLTest: from every mobile)."""
+        return load_and_probe(self.target, spec, count, interval, probe=probe)
+
+    def probes(self, count: int, interval: float) -> dict[str, Any]:
+        """A level's RTT probes (MobilesLTest: from every mobile at once)."""
+        return probe_in(self.target, count, interval, self.plan.probe_bytes)
+
     def capacity(self) -> float:
         if self.plan.capacity_bps:
             return self.plan.capacity_bps
         self.capacity_source = "measured by a quick tTest first"
-        t = TTest(
-            self.target,
+        t = self.capacity_ttest(
             replace(QUICK_TTEST, direction=self.plan.direction, pdr_loss=self.plan.pdr_loss),
-            self.out,
             lambda m, f: self.progress(f"capacity: {m}", 0.4 * f),
-            frames=self.frames,
         )
         self.ttest = t.run()
         # --bidir: the direction that carries less sets the loads of both
@@ -135,13 +152,11 @@ class LTest(_Sweep):
         def probe() -> dict[str, Any]:  # steal, the air and the queues while the probes run
             around["watch"] = Watch(self.target.air)
             around["before"] = self._queue_delay_hist()
-            probes = probe_in(self.target, count, interval, self.plan.probe_bytes)
+            probes = self.probes(count, interval)
             around["after"] = self._queue_delay_hist()
             return probes
 
-        measured = load_and_probe(
-            self.target, spec if rho > 0 else None, count, interval, probe=probe
-        )
+        measured = self.load_and_probe(spec if rho > 0 else None, count, interval, probe)
         res, probes = measured.load, measured.probes
         disturbed = around["watch"].end(count * interval)
         before, after = around["before"], around["after"]
@@ -172,6 +187,7 @@ class LTest(_Sweep):
             "cpu_steal": disturbed.steal,
             "air_freezes": disturbed.freezes,
             "air_frozen_ms": disturbed.frozen_ms,
+            **self.level_extra(probes),
         }
         if before is not None and after is not None and after[1]:
             edges = after[1]
@@ -203,6 +219,10 @@ class LTest(_Sweep):
         }
         self.out.add_trial(row, probes.get("records", []))
         return lv
+
+    def level_extra(self, probes: dict[str, Any]) -> dict[str, Any]:
+        """More of a level (MobilesLTest: each mobile's probes' p95)."""
+        return {}
 
     def partial(self) -> dict[str, Any]:
         """The levels measured so far (runner: after Ctrl-C or an error), judged for nothing."""

@@ -13,8 +13,10 @@ the clients' sums (they do not depend on a window).
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
@@ -23,7 +25,10 @@ from longge import testbed
 from longge.errors import ConfigError
 from longge.measure import analysis
 from longge.measure.iperf import TrialResult, TrialSpec, parse_result, run_trial
+from longge.measure.loadprobe import SETTLE_S, LoadProbe, probe_in
+from longge.measure.ltest import LTest
 from longge.measure.multinode import IP_UDP_HEADERS, PORT, STEADY_SKIP_S, _rx_bytes
+from longge.measure.sweep import Progress, TTestPlan
 from longge.measure.ttest import TTest
 
 #: The shortest trial: STEADY_SKIP_S at its start and a second at its end are not counted.
@@ -69,45 +74,14 @@ class MobilesTTest(TTest):
         every = testbed.recorded_mobiles()
         self.mobiles = mobiles
         self.names = [every[i] for i in mobiles]
-        self._servers: list[subprocess.Popen[bytes]] = []
 
     def run(self) -> dict[str, Any]:
-        for i in self.mobiles:  # (a server each, for the whole run)
-            self._servers.append(
-                subprocess.Popen(
-                    [*SERVER, "-p", str(PORT + i), "-B", testbed.BASE_IP],
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                )
-            )
-        time.sleep(1.0)
-        try:
+        with servers(self.mobiles):
             return super().run()
-        finally:
-            for s in self._servers:
-                s.kill()
-                s.wait()
 
     def trial(self, spec: TrialSpec) -> TrialResult:
-        """Every chosen mobile offers its equal part of ``spec`` at once; their sum, the
-        aggregate by the receivers' counters."""
-        k = len(self.mobiles)
-        specs = [
-            replace(spec, host=testbed.BASE_IP, port=PORT + i, rate_bps=int(spec.rate_bps / k))
-            for i in self.mobiles
-        ]
-        receivers = (
-            [f"lg-{n}" for n in self.names] if spec.reverse else ["lg-base"]  # (down: -R)
-        )
-        share = spec.length / (spec.length + IP_UDP_HEADERS) if spec.protocol == "udp" else 1.0
-        with ThreadPoolExecutor(k + 1) as pool:
-            runs = [
-                pool.submit(run_trial, s, f"lg-{n}") for s, n in zip(specs, self.names, strict=True)
-            ]
-            steady = pool.submit(_steady_bps, receivers, spec.duration, share)
-            results = [parse_result(s, r.result()) for s, r in zip(specs, runs, strict=True)]
-            aggregate = steady.result()
-        return combine(spec, self.names, results, aggregate)
+        """Every chosen mobile offers its equal part of ``spec`` at once (``run_split``)."""
+        return run_split(spec, self.mobiles, self.names)
 
     def point_extra(self, ok: list[TrialResult]) -> dict[str, Any]:
         rates = [t.stream_received_bps for t in ok if len(t.stream_received_bps) == len(self.names)]
@@ -124,6 +98,119 @@ class MobilesTTest(TTest):
         out["mobile_shares"] = [x / total for x in each] if total else None
         out["mobiles_jain"] = analysis.jain_index(each) if total else None
         return out
+
+
+@contextlib.contextmanager
+def servers(mobiles: list[int]) -> Iterator[None]:
+    """An iperf3 server in lg-base for each mobile (its own port), for the whole run."""
+    procs = [
+        subprocess.Popen(
+            [*SERVER, "-p", str(PORT + i), "-B", testbed.BASE_IP],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for i in mobiles
+    ]
+    time.sleep(1.0)
+    try:
+        yield
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
+def split(spec: TrialSpec, mobiles: list[int]) -> list[TrialSpec]:
+    """Each mobile's equal part of ``spec``, to its own server."""
+    k = len(mobiles)
+    return [
+        replace(spec, host=testbed.BASE_IP, port=PORT + i, rate_bps=int(spec.rate_bps / k))
+        for i in mobiles
+    ]
+
+
+def run_split(spec: TrialSpec, mobiles: list[int], names: list[str]) -> TrialResult:
+    """Every mobile's part of ``spec`` at once; their sum, the aggregate by the receivers'
+    counters."""
+    specs = split(spec, mobiles)
+    receivers = [f"lg-{n}" for n in names] if spec.reverse else ["lg-base"]  # (down: -R)
+    share = spec.length / (spec.length + IP_UDP_HEADERS) if spec.protocol == "udp" else 1.0
+    with ThreadPoolExecutor(len(specs) + 1) as pool:
+        runs = [pool.submit(run_trial, s, f"lg-{n}") for s, n in zip(specs, names, strict=True)]
+        steady = pool.submit(_steady_bps, receivers, spec.duration, share)
+        results = [parse_result(s, r.result()) for s, r in zip(specs, runs, strict=True)]
+        aggregate = steady.result()
+    return combine(spec, names, results, aggregate)
+
+
+class MobilesLTest(LTest):
+    """lTest from several mobiles at once: the capacity by MobilesTTest, each level's load
+    shared equally by the mobiles, RTT probes from every mobile (pooled for the level's
+    figures; each mobile's p95 in ``mobiles_rtt_p95_ms``)."""
+
+    def __init__(self, *args: Any, mobiles: list[int], **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        if self.plan.direction == "both":
+            raise ConfigError("--bidir", True, "not with --mobiles (one direction at a time)")
+        self.mobiles = mobiles
+        every = testbed.recorded_mobiles()
+        self.names = [every[i] for i in mobiles]
+
+    def capacity_ttest(self, plan: TTestPlan, progress: Progress) -> TTest:
+        return MobilesTTest(
+            self.target, plan, self.out, progress, frames=self.frames, mobiles=self.mobiles
+        )
+
+    def run(self) -> dict[str, Any]:
+        out = super().run()
+        out["mobiles"] = self.names
+        return out
+
+    def load_and_probe(
+        self,
+        spec: TrialSpec | None,
+        count: int,
+        interval: float,
+        probe: Callable[[], dict[str, Any]],
+    ) -> LoadProbe:
+        if spec is None:
+            return LoadProbe(None, probe())
+        with servers(self.mobiles), ThreadPoolExecutor(1) as pool:
+            load = pool.submit(run_split, spec, self.mobiles, self.names)
+            time.sleep(SETTLE_S)
+            probes = probe()
+            return LoadProbe(load.result(), probes)
+
+    def probes(self, count: int, interval: float) -> dict[str, Any]:
+        with ThreadPoolExecutor(len(self.names)) as pool:
+            each = [
+                pool.submit(
+                    probe_in,
+                    replace(self.target, netns=f"lg-{n}"),
+                    count,
+                    interval,
+                    self.plan.probe_bytes,
+                )
+                for n in self.names
+            ]
+            got = [f.result() for f in each]
+        errors = [
+            f"{n}: {g['error']}" for n, g in zip(self.names, got, strict=True) if g.get("error")
+        ]
+        return {
+            "sent": sum(int(g.get("sent", 0)) for g in got),
+            "received": sum(int(g.get("received", 0)) for g in got),
+            "records": [r for g in got for r in g.get("records", [])],
+            "error": "; ".join(errors) or None,
+            "per_mobile": got,
+        }
+
+    def level_extra(self, probes: dict[str, Any]) -> dict[str, Any]:
+        p95 = []
+        for g in probes.get("per_mobile", []):
+            p95.append(LoadProbe(None, g).rtt_ms(0.95))
+        probes.pop("per_mobile", None)
+        return {"mobiles_rtt_p95_ms": p95}
 
 
 def _steady_bps(receivers: list[str], duration: int, share: float) -> float | None:

@@ -137,6 +137,17 @@ def summary_text(s: dict[str, Any]) -> str:
                 f"{lv['rtt_p95_ms']:7.1f} {lv['rtt_p99_ms']:8.1f} {lv['rtt_max_ms'] or 0:8.1f} "
                 f"{lv['probes_lost']:5d}/{lv['probes_sent']}{queue}"
             )
+        if s.get("mobiles"):
+            lines.append(
+                f"  {len(s['mobiles'])} mobiles at once ({', '.join(s['mobiles'])}): each "
+                "probed; p95 per mobile (ms):"
+            )
+            for lv in s.get("levels", []):
+                each = lv.get("mobiles_rtt_p95_ms") or []
+                lines.append(
+                    f"  {lv['rho']:4.2f}  "
+                    + " / ".join("lost" if x is None else f"{x:.1f}" for x in each)
+                )
 
         if s.get("probe_loss_floor") is not None:
             beyond = [lv["rho"] for lv in s.get("levels", []) if lv.get("probes_lost_beyond_floor")]

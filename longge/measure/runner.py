@@ -244,7 +244,7 @@ def run(
     mobiles: str | None = None,
 ) -> tuple[Path, dict[str, Any]]:
     """``mobiles`` (tTest --mobiles): the testbed's mobiles that load the link at once."""
-    from longge.measure.mobiles_ttest import MobilesTTest, choose, wanted
+    from longge.measure.mobiles_ttest import MobilesLTest, MobilesTTest, choose, wanted
 
     if mobiles is not None and host is not None:
         raise ConfigError("--mobiles", mobiles, "the testbed's mobiles: not with --host")
@@ -266,6 +266,8 @@ def run(
             return MobilesTTest(target, plan, results, progress, frames=frames, mobiles=chosen)
         if isinstance(plan, TTestPlan):
             return TTest(target, plan, results, progress, frames=frames)
+        if chosen is not None:
+            return MobilesLTest(target, plan, results, progress, frames=frames, mobiles=chosen)
         return LTest(target, plan, results, progress, frames=frames)
 
     length = plan.length or 1400
