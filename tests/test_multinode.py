@@ -205,10 +205,17 @@ def test_a_mobile_that_does_not_answer_holds_nobody_elses_packets(
                 p = packet("10.24.0.1", mobile_ip(i), 800, 100 * i + k)
                 sent[i].append(p)
                 s.btun.peer.send(p)
-        for i in range(N - 1):
-            assert s.collect(s.mtuns[i], len(sent[i]), 30) == sent[i], s.base.status()["tx"]
+        got = [s.collect(s.mtuns[i], len(sent[i]), 30) for i in range(N - 1)]
         s.run(0.6)
         st = s.base.status()
+        for i in range(N - 1):
+            # each present mobile gets its packets in order; one it misses was counted against
+            # itself (its own frame's MAX_RT, or its queue's age bound on a busy machine: one
+            # of 15 once went missing in a full suite), not held by mobile 3
+            assert got[i] == [p for p in sent[i] if p in got[i]], i
+            own = st["peers"][i]["sent"]
+            missed = len(sent[i]) - len(got[i])
+            assert missed <= own["packets_aborted"] + sum(own["queue_drops"].values()), own
         tx, absent = st["tx"], st["peers"][2]
         assert tx["max_rt"] > 0 and tx["packets_aborted"] > 0, tx
         # passed over while the others had packets; its link down, the others' up

@@ -28,7 +28,7 @@ import time
 
 from longge import testbed
 from longge.measure.model import udp_goodput_bps
-from longge.measure.multinode import DATAGRAM, _rx_bytes, load_all
+from longge.measure.multinode import DATAGRAM, load_all, rx_bytes
 from longge.protocol.secure import OVERHEAD
 from longge.radio.options import RadioOptions
 
@@ -86,7 +86,7 @@ def mobile_killed(mobiles: int, direction: str, seconds: int, kill_at: float) ->
 
     def sample() -> None:
         while not stop.is_set():
-            samples.append((time.monotonic(), sum(_rx_bytes(ns) for ns in watched)))
+            samples.append((time.monotonic(), sum(rx_bytes(ns) for ns in watched)))
             time.sleep(0.05)
 
     load = threading.Thread(target=load_all, args=(direction, mobiles, rate, seconds))

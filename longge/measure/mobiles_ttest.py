@@ -27,7 +27,7 @@ from longge.measure import analysis
 from longge.measure.iperf import TrialResult, TrialSpec, parse_result, run_trial
 from longge.measure.loadprobe import SETTLE_S, LoadProbe, probe_in
 from longge.measure.ltest import LTest
-from longge.measure.multinode import IP_UDP_HEADERS, PORT, STEADY_SKIP_S, _rx_bytes
+from longge.measure.multinode import IP_UDP_HEADERS, PORT, steady_bps
 from longge.measure.sweep import Progress, TTestPlan
 from longge.measure.ttest import TTest
 
@@ -214,13 +214,10 @@ class MobilesLTest(LTest):
 
 
 def _steady_bps(receivers: list[str], duration: int, share: float) -> float | None:
-    """Payload bit/s into the receivers' TUNs from STEADY_SKIP_S after now to a second before
-    the trial's end (its clients start now)."""
-    time.sleep(STEADY_SKIP_S)
-    t0, b0 = time.monotonic(), sum(_rx_bytes(ns) for ns in receivers)
-    time.sleep(max(0.5, duration - STEADY_SKIP_S - 1))
-    t1, b1 = time.monotonic(), sum(_rx_bytes(ns) for ns in receivers)
-    return (b1 - b0) * 8 * share / (t1 - t0) if b1 > b0 else None
+    """The receivers' payload bit/s in sum, in the middle of a trial that starts now (None:
+    nothing came, or no middle)."""
+    rates = steady_bps(receivers, duration, share)
+    return sum(rates) if rates and sum(rates) > 0 else None
 
 
 def combine(

@@ -91,7 +91,8 @@ class Shares:
 STEADY_SKIP_S = 2.0
 
 
-def _rx_bytes(namespace: str) -> int:
+def rx_bytes(namespace: str) -> int:
+    """The bytes the namespace's TUN has received."""
     out = subprocess.run(
         ["ip", "netns", "exec", namespace, "cat", f"/sys/class/net/{TUN}/statistics/rx_bytes"],
         capture_output=True,
@@ -101,17 +102,17 @@ def _rx_bytes(namespace: str) -> int:
     return int(out.strip() or 0)
 
 
-def _steady(receivers: list[str], seconds: int, datagram: int) -> list[float]:
-    """UDP payload kbit/s into each receiver namespace's TUN between STEADY_SKIP_S and one
-    second before the end of a trial that starts now (IP bytes scaled to the payload)."""
-    if seconds < STEADY_SKIP_S + 2:
+def steady_bps(receivers: list[str], seconds: float, share: float) -> list[float]:
+    """Payload bit/s into each receiver namespace's TUN between STEADY_SKIP_S and one second
+    before the end of a trial of ``seconds`` that starts now (IP bytes times ``share``, the
+    payload's part of them); none for a trial too short to have a middle."""
+    if seconds < STEADY_SKIP_S + 1.5:
         return []
     time.sleep(STEADY_SKIP_S)
-    t0, b0 = time.monotonic(), [_rx_bytes(ns) for ns in receivers]
+    t0, b0 = time.monotonic(), [rx_bytes(ns) for ns in receivers]
     time.sleep(seconds - STEADY_SKIP_S - 1)
-    t1, b1 = time.monotonic(), [_rx_bytes(ns) for ns in receivers]
-    share = datagram / (datagram + IP_UDP_HEADERS)
-    return [(y - x) * 8 * share / (t1 - t0) / 1000 for x, y in zip(b0, b1, strict=True)]
+    t1, b1 = time.monotonic(), [rx_bytes(ns) for ns in receivers]
+    return [(y - x) * 8 * share / (t1 - t0) for x, y in zip(b0, b1, strict=True)]
 
 
 def _ns(namespace: str, *cmd: str) -> subprocess.Popen[str]:
@@ -173,7 +174,8 @@ def load_all(
             clients.append(_ns(where, "iperf3", "-c", target, "-p", str(PORT + i), *udp))
             time.sleep(stagger_s)
         receivers = ["lg-base"] if direction == "up" else [f"lg-{n}" for n in names]
-        steady = _steady(receivers, seconds, DATAGRAM)
+        share = DATAGRAM / (DATAGRAM + IP_UDP_HEADERS)
+        steady = [b / 1000 for b in steady_bps(receivers, seconds, share)]
         shares = Shares(direction, steady_kbps=steady)
         for client in clients:
             out, _ = client.communicate(timeout=seconds + 60)
