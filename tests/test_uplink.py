@@ -9,9 +9,17 @@ import itertools
 import pytest
 
 from longge.protocol.uplink import (
-    DEFER_MAX_S,
     DRAIN_S,
     FREE_AFTER_S,
+    UplinkPermit,
+    asks_answer,
+    grant_message,
+    is_release,
+    parse_grant,
+    release_message,
+)
+from longge.protocol.uplink_scheduler import (
+    DEFER_MAX_S,
     GRANT_LONG_S,
     GRANT_S,
     HOLD_S,
@@ -21,13 +29,7 @@ from longge.protocol.uplink import (
     REVOKE_S,
     SILENT_FIRST_S,
     SILENT_MAX_S,
-    UplinkPermit,
     UplinkScheduler,
-    asks_answer,
-    grant_message,
-    is_release,
-    parse_grant,
-    release_message,
 )
 
 TURN = GRANT_S + RELEASE_WAIT_S  # a grant whose release was not heard

@@ -8,7 +8,7 @@
 6. keepalive    nothing sent for ``keepalive_s``: send a keepalive frame so the peer knows;
 7. uplink       a base with several mobiles grants the shared uplink in turn; a mobile that
                 heard a grant sends only in its grants and hands back what it does not need
-                (``protocol/uplink.py``; the RX process passes grants and releases on);
+                (``protocol/uplink*.py``; the RX process passes grants and releases on);
 8. wait         sleep until the TUN, the radio, the RX process or the supervisor has
                 something, or the grant's time is up.
 """
@@ -39,15 +39,8 @@ from longge.daemon.peers import (
 )
 from longge.protocol.peer import PeerSender, PeerTable
 from longge.protocol.secure import SecurityError
-from longge.protocol.uplink import (
-    REVOKE_S,
-    Grant,
-    UplinkPermit,
-    UplinkScheduler,
-    asks_answer,
-    grant_message,
-    release_message,
-)
+from longge.protocol.uplink import Grant, UplinkPermit, asks_answer, grant_message, release_message
+from longge.protocol.uplink_scheduler import REVOKE_S, UplinkScheduler
 from longge.radio.interface import LinkRadio
 from longge.tun import Tun, TunError
 
