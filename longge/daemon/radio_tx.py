@@ -17,10 +17,8 @@ from __future__ import annotations
 
 import signal
 import socket
-import struct
 import sys
 import time
-from dataclasses import asdict
 from multiprocessing.connection import Connection
 
 from longge.config import NodeConfig
@@ -37,10 +35,10 @@ from longge.daemon.peers import (
     senders_once_recorded,
     table_stats,
 )
+from longge.daemon.uplink_tx import UplinkSending
 from longge.protocol.peer import PeerSender, PeerTable
 from longge.protocol.secure import SecurityError
-from longge.protocol.uplink import Grant, UplinkPermit, asks_answer, grant_message, release_message
-from longge.protocol.uplink_scheduler import REVOKE_S, UplinkScheduler
+from longge.protocol.uplink_scheduler import UplinkScheduler
 from longge.radio.interface import LinkRadio
 from longge.tun import Tun, TunError
 
@@ -64,10 +62,11 @@ def link_control(child: Child, table: PeerTable[PeerSender]) -> None:
                 return
 
 
-class EsbSending:
+class EsbSending(UplinkSending):
     """Which peer's frames the TX radio is loading, and whose address it sends to. The chip
     has one TX address: another peer's packet starts only once the TX FIFO has drained (its
-    frames' fates known), and the address changes then."""
+    frames' fates known), and the address changes then. The shared uplink's part (a base's
+    grants, a mobile's permit): UplinkSending."""
 
     def __init__(self, table: PeerTable[PeerSender], queues: PeerQueues) -> None:
         self.table = table
@@ -78,93 +77,7 @@ class EsbSending:
         #: a peer whose frames go before the rest, at once (a grant of the uplink: it counts
         #: from when it was made); what is left of another's packet waits meanwhile
         self.priority: PeerSender | None = None
-        #: a mobile's, from its first grant on: while it hears grants, it sends only in them
-        #: (uplink.py; a mobile whose base never granted runs none of this)
-        self.permit: UplinkPermit | None = None
-        self.mobile = False
-        #: a base's with several mobiles: who holds the uplink (uplink.py)
-        self.grants: UplinkScheduler | None = None
-        #: a mobile's frames still to go in its grant once it released it (the release's)
-        self.release_left = 0
-
-    def uplink(self, now: float) -> None:
-        """7. uplink: a base grants the next mobile when it is due (its frames go at once);
-        a mobile in its grant with nothing to send hands it back."""
-        if self.grants is not None:
-            q = self.queues
-            soon = [i for i, f in enumerate(q.queues) if len(f) and q.backoff_until[i] <= now]
-            index = self.grants.due(now, self.addressed.index, soon)
-            if index is not None:
-                peer = self.priority = self.table.peers[index]
-                peer.uplink(grant_message(self.grants.length, self.grants.hold), now)
-            revoked = self.grants.revoke(now)
-            if revoked is not None:  # (a shorter grant ends a held one)
-                self.priority = self.table.peers[revoked]
-                self.priority.uplink(grant_message(REVOKE_S), now)
-        permit = self.permit
-        if permit is not None and not permit.released:
-            peer = self.table.peers[0]
-            if permit.release(now, idle=not peer.frames and not len(self.queues)):
-                peer.uplink(release_message(), now)
-                # what goes before the release, and it: the interactive packet's rest in
-                # lane 1 and the release behind it, or the release alone
-                self.release_left = len(peer.urgent) or len(peer.frames)
-
-    def release_due(self, now: float) -> bool:
-        """A mobile in its grant, with nothing left to load: its release is due."""
-        permit = self.permit
-        peer = self.table.peers[0]
-        return (
-            permit is not None
-            and not permit.released
-            and not permit.hold
-            and permit.granted(now)
-            and now < permit.until
-            and not peer.frames
-            and not len(self.queues)
-        )
-
-    def uplink_news(self, pair: socket.socket | None, now: float) -> None:
-        """What the RX process passed on (radio_rx.py, "uplink"): a grant for us, a mobile's
-        release, a packet heard from a mobile."""
-        if pair is None:
-            return
-        while True:
-            try:
-                msg = pair.recv(16)
-            except OSError:  # (BlockingIOError: nothing more)
-                return
-            if len(msg) < 2 or msg[1] >= len(self.table):
-                continue
-            kind, index = msg[:1], msg[1]
-            if kind == b"g" and self.mobile and len(msg) == 12:
-                if self.permit is None:  # (the first grant: this base grants the uplink)
-                    self.permit = UplinkPermit()
-                # counted from when the RX process heard it (a grant read late is shorter)
-                heard = min(now, struct.unpack("!d", msg[4:12])[0])
-                grant = Grant.from_field(int.from_bytes(msg[2:4], "big"))
-                if grant is not None:
-                    self.permit.grant(grant.seconds, heard, grant.hold)
-            elif kind == b"r" and self.grants is not None:
-                self.grants.released(index, now)
-            elif kind == b"h" and self.grants is not None:
-                self.grants.heard(index)
-
-    def uplink_stats(self, now: float) -> dict[str, int]:
-        """The shared uplink's counters: a base's grants, a mobile's (empty: neither)."""
-        if self.grants is not None:
-            return asdict(self.grants.counters)
-        if self.permit is not None and self.permit.grants:
-            return {"grants": self.permit.grants, "granted": int(self.permit.granted(now))}
-        return {}
-
-    def wait_s(self, now: float, longest: float) -> float:
-        """How long the loop may sleep: until the next grant is due (a base's), or a
-        mobile's release."""
-        if self.grants is not None:
-            return min(longest, self.grants.wait_s(now))
-        due = None if self.permit is None else self.permit.wait_s(now)
-        return longest if due is None else min(longest, due)
+        self.uplink_init()
 
     def loading(self) -> bool:
         return self.sending is not None and bool(self.sending.frames)
@@ -202,12 +115,6 @@ class EsbSending:
                 peer.load(packet, now, self.queues.last_key(peer.index))
                 self._poke(peer.index, packet)
                 return peer
-
-    def _poke(self, index: int, packet: bytes) -> None:
-        """A packet for mobile ``index`` that asks for an answer: its answer will want the
-        uplink (a base that grants it: uplink.py)."""
-        if self.grants is not None and asks_answer(packet):
-            self.grants.poke(index)
 
     def cut_in(self, now: float, c: TxCounters) -> None:
         """Several peers: an interactive packet (a sparse flow's, PeerQueues.pop_sparse) for
@@ -355,11 +262,10 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket | None 
             # 7. uplink
             out.uplink(now)
             out.fill(radio, now, c)
-            if out.permit is not None and out.release_due(now):
+            if out.release(now):
                 # its last frame loaded, nothing more queued: the release goes behind it now
                 # (a wake-up later came after the grant's end on a busy machine: no release,
                 # and the base took the mobile for busy)
-                out.uplink(now)
                 out.fill(radio, now, c)
         if control_ready:
             child.handle_control()

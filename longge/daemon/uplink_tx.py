@@ -1,0 +1,114 @@
+"""The TX process's part in the shared uplink (``protocol/uplink.py``,
+``protocol/uplink_scheduler.py``): a base with several mobiles grants it to one at a time; a
+mobile that heard a grant sends only in its grants and hands back what it does not need; what
+the RX process heard of it comes over the pair (radio_rx.py, "uplink"). A base with one mobile,
+and a mobile whose base never granted, run none of this. ``EsbSending`` (radio_tx.py) is one.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+from dataclasses import asdict
+
+from longge.daemon.peerqueues import PeerQueues
+from longge.protocol.peer import PeerSender, PeerTable
+from longge.protocol.uplink import Grant, UplinkPermit, asks_answer, grant_message, release_message
+from longge.protocol.uplink_scheduler import REVOKE_S, UplinkScheduler
+
+
+class UplinkSending:
+    table: PeerTable[PeerSender]
+    queues: PeerQueues
+    addressed: PeerSender
+    priority: PeerSender | None  # (EsbSending's: whose frames go first, a grant's)
+
+    def uplink_init(self) -> None:
+        #: a mobile's, from its first grant on: while it hears grants, it sends only in them
+        #: (a mobile whose base never granted runs none of this)
+        self.permit: UplinkPermit | None = None
+        self.mobile = False
+        #: a base's with several mobiles: who holds the uplink
+        self.grants: UplinkScheduler | None = None
+        #: a mobile's frames still to go in its grant once it released it (the release's)
+        self.release_left = 0
+
+    def uplink(self, now: float) -> None:
+        """7. uplink: a base grants the next mobile when it is due (its frames go at once);
+        a mobile in its grant with nothing to send hands it back."""
+        if self.grants is not None:
+            q = self.queues
+            soon = [i for i, f in enumerate(q.queues) if len(f) and q.backoff_until[i] <= now]
+            index = self.grants.due(now, self.addressed.index, soon)
+            if index is not None:
+                peer = self.priority = self.table.peers[index]
+                peer.uplink(grant_message(self.grants.length, self.grants.hold), now)
+            revoked = self.grants.revoke(now)
+            if revoked is not None:  # (a shorter grant ends a held one)
+                self.priority = self.table.peers[revoked]
+                self.priority.uplink(grant_message(REVOKE_S), now)
+        self.release(now)
+
+    def release(self, now: float) -> bool:
+        """A mobile in its grant: its release, behind what it has loaded, when it has nothing
+        more to send (and does not hold the grant) or its time for loading is up; whether it
+        went now."""
+        permit = self.permit
+        if permit is None or permit.released:
+            return False
+        peer = self.table.peers[0]
+        if not permit.release(now, idle=not peer.frames and not len(self.queues)):
+            return False
+        peer.uplink(release_message(), now)
+        # what goes before the release, and it: the interactive packet's rest in lane 1 and
+        # the release behind it, or the release alone
+        self.release_left = len(peer.urgent) or len(peer.frames)
+        return True
+
+    def uplink_news(self, pair: socket.socket | None, now: float) -> None:
+        """What the RX process passed on (radio_rx.py, "uplink"): a grant for us, a mobile's
+        release, a packet heard from a mobile."""
+        if pair is None:
+            return
+        while True:
+            try:
+                msg = pair.recv(16)
+            except OSError:  # (BlockingIOError: nothing more)
+                return
+            if len(msg) < 2 or msg[1] >= len(self.table):
+                continue
+            kind, index = msg[:1], msg[1]
+            if kind == b"g" and self.mobile and len(msg) == 12:
+                if self.permit is None:  # (the first grant: this base grants the uplink)
+                    self.permit = UplinkPermit()
+                # counted from when the RX process heard it (a grant read late is shorter)
+                heard = min(now, struct.unpack("!d", msg[4:12])[0])
+                grant = Grant.from_field(int.from_bytes(msg[2:4], "big"))
+                if grant is not None:
+                    self.permit.grant(grant.seconds, heard, grant.hold)
+            elif kind == b"r" and self.grants is not None:
+                self.grants.released(index, now)
+            elif kind == b"h" and self.grants is not None:
+                self.grants.heard(index)
+
+    def uplink_stats(self, now: float) -> dict[str, int]:
+        """The shared uplink's counters: a base's grants, a mobile's (empty: neither)."""
+        if self.grants is not None:
+            return asdict(self.grants.counters)
+        if self.permit is not None and self.permit.grants:
+            return {"grants": self.permit.grants, "granted": int(self.permit.granted(now))}
+        return {}
+
+    def wait_s(self, now: float, longest: float) -> float:
+        """How long the loop may sleep: until the next grant is due (a base's), or a
+        mobile's release."""
+        if self.grants is not None:
+            return min(longest, self.grants.wait_s(now))
+        due = None if self.permit is None else self.permit.wait_s(now)
+        return longest if due is None else min(longest, due)
+
+    def _poke(self, index: int, packet: bytes) -> None:
+        """A packet for mobile ``index`` that asks for an answer: its answer will want the
+        uplink (a base that grants it)."""
+        if self.grants is not None and asks_answer(packet):
+            self.grants.poke(index)
