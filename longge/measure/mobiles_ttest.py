@@ -64,16 +64,20 @@ def choose(selection: str, mobiles: int) -> list[int]:
     return [i - 1 for i in picked]
 
 
+def chosen_names(direction: str, mobiles: list[int]) -> list[str]:
+    """The running testbed's names of the mobiles indexed, for a sweep in ``direction``."""
+    if direction == "both":
+        raise ConfigError("--bidir", True, "not with --mobiles (one direction at a time)")
+    every = testbed.recorded_mobiles()
+    return [every[i] for i in mobiles]
+
+
 class MobilesTTest(TTest):
     def __init__(self, *args: Any, mobiles: list[int], **kw: Any) -> None:
         super().__init__(*args, **kw)
-        if self.plan.direction == "both":
-            raise ConfigError("--bidir", True, "not with --mobiles (one direction at a time)")
+        self.mobiles, self.names = mobiles, chosen_names(self.plan.direction, mobiles)
         if self.plan.duration < MIN_DURATION_S:
             self.plan = replace(self.plan, duration=MIN_DURATION_S)
-        every = testbed.recorded_mobiles()
-        self.mobiles = mobiles
-        self.names = [every[i] for i in mobiles]
 
     def run(self) -> dict[str, Any]:
         with servers(self.mobiles):
@@ -150,11 +154,7 @@ class MobilesLTest(LTest):
 
     def __init__(self, *args: Any, mobiles: list[int], **kw: Any) -> None:
         super().__init__(*args, **kw)
-        if self.plan.direction == "both":
-            raise ConfigError("--bidir", True, "not with --mobiles (one direction at a time)")
-        self.mobiles = mobiles
-        every = testbed.recorded_mobiles()
-        self.names = [every[i] for i in mobiles]
+        self.mobiles, self.names = mobiles, chosen_names(self.plan.direction, mobiles)
 
     def capacity_ttest(self, plan: TTestPlan, progress: Progress) -> TTest:
         return MobilesTTest(
