@@ -29,6 +29,7 @@ import time
 from longge import testbed
 from longge.measure.model import udp_goodput_bps
 from longge.measure.multinode import DATAGRAM, load_all, rx_bytes
+from longge.measure.multinode_experiment import OVERSHARE
 from longge.protocol.secure import OVERHEAD
 from longge.radio.options import RadioOptions
 
@@ -77,7 +78,7 @@ def back_after(address: str, since: float, limit_s: float = 30.0) -> float | Non
 
 def mobile_killed(mobiles: int, direction: str, seconds: int, kill_at: float) -> None:
     bound = udp_goodput_bps(RadioOptions(), DATAGRAM, OVERHEAD)
-    rate = f"{round(1.3 * bound / mobiles / 1000)}k"
+    rate = f"{round(OVERSHARE * bound / mobiles / 1000)}k"
     names = testbed.mobile_names(mobiles)
     victim = names[-1]
     watched = ["lg-base"] if direction == "up" else [f"lg-{n}" for n in names[:-1]]

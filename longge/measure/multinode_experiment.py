@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import textwrap
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -76,8 +77,6 @@ def trial(mobiles: int, direction: str, seconds: int, bound: float) -> dict[str,
 
 
 def _ping_later(address: str, count: int) -> list[float | None]:
-    import time
-
     time.sleep(2.0)  # (the clients' control connections, the queues filling)
     return ping_rtts("lg-base", address, count, PING_EVERY_S)
 
