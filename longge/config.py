@@ -266,7 +266,7 @@ class NodeConfig:
                 else f"1..{MAX_MOBILES} mobiles (one RX pipe each: pipes 1..5)",
             )
         if len(self.peers) > 1:
-            _check_mobiles(self.peers, self.radio.mode)
+            _check_mobiles(self.peers)
         width = self.radio.address_width
         object.__setattr__(
             self,
@@ -356,13 +356,9 @@ def with_live_options(cfg: NodeConfig, options: dict[str, Any]) -> NodeConfig:
 MAX_MOBILES = MAX_PEERS
 
 
-def _check_mobiles(peers: tuple[PeerConfig, ...], mode: str) -> None:
+def _check_mobiles(peers: tuple[PeerConfig, ...]) -> None:
     """A base's several mobiles, before their defaults: each names its radio addresses (the
     default pair is one mobile's), and each is another."""
-    if mode != "esb":
-        raise ConfigError(
-            "radio.mode", mode, "esb for a base with several mobiles (stream mode serves one)"
-        )
     for key in ("tx_address", "rx_address"):
         if any(getattr(p, key) == b"" for p in peers):
             raise ConfigError(

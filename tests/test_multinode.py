@@ -140,9 +140,11 @@ class Star:
 
 
 @contextlib.contextmanager
-def star(air: str, tmp: Path, mobiles: list[NodeConfig]) -> Iterator[Star]:
+def star(
+    air: str, tmp: Path, mobiles: list[NodeConfig], base: NodeConfig | None = None
+) -> Iterator[Star]:
     btun = MemoryTun("b0")
-    s = Star(Supervisor(base_config(tmp, air), btun, network=False), btun)
+    s = Star(Supervisor(base or base_config(tmp, air), btun, network=False), btun)
     s.base.start()
     try:
         for i, cfg in enumerate(mobiles):
@@ -249,7 +251,6 @@ def test_a_mobile_with_another_mobiles_key_gets_nothing_through(
 @pytest.mark.parametrize(
     ("change", "key_named"),
     [
-        ({"radio": RadioOptions(mode="stream")}, "radio.mode"),
         ({"peers": "duplicate-name"}, "peer.name"),
         ({"peers": "bad-pipe"}, "peer.rx_address"),
         ({"peers": "six"}, "peer"),

@@ -3,13 +3,13 @@ once, downlink then uplink, per mobile, in sum and as Jain's fairness index. Run
 root:
 
     .venv/bin/python -m tools.multinode_look [--mobiles 3] [--rate 300k] [--seconds 10]
-        [--stagger 0]
+        [--stagger 0] [--mode esb|stream]
 
-Brings up ``testbed up --mobiles N`` (ESB, 2 Mbit/s, secured), loads every mobile at once
-(``longge.measure.multinode``: stock iperf3, 1400-byte datagrams, ``--rate`` each, the clients
-``--stagger`` s apart), and prints each mobile's received rate, the aggregate as a share of one
-link's model bound, and Jain's index; takes the testbed down. A client that fails counts 0
-and says why.
+Brings up ``testbed up --mobiles N`` (ESB or stream mode, 2 Mbit/s, secured), loads every
+mobile at once (``longge.measure.multinode``: stock iperf3, 1400-byte datagrams, ``--rate``
+each, the clients ``--stagger`` s apart), and prints each mobile's received rate, the aggregate
+as a share of one link's model bound, and Jain's index; takes the testbed down. A client that
+fails counts 0 and says why.
 """
 
 from __future__ import annotations
@@ -74,14 +74,16 @@ def main() -> int:
     ap.add_argument("--rate", default="300k")
     ap.add_argument("--seconds", type=int, default=10)
     ap.add_argument("--stagger", type=float, default=0.0, help="seconds between clients' starts")
+    ap.add_argument("--mode", choices=("esb", "stream"), default="esb")
     ap.add_argument(
         "--idle-ping",
         action="store_true",
         help="the last mobile pings the base (20/s) while the others are loaded, and alone",
     )
     ns = ap.parse_args()
-    bound = udp_goodput_bps(RadioOptions(), 1400, OVERHEAD) / 1000
-    testbed.up(testbed.TestbedSpec(mobiles=ns.mobiles))
+    options = RadioOptions(mode=ns.mode)
+    bound = udp_goodput_bps(options, 1400, OVERHEAD) / 1000
+    testbed.up(testbed.TestbedSpec(options=options, mobiles=ns.mobiles))
     try:
         if ns.idle_ping:
             idle_ping(ns.mobiles, ns.rate, ns.seconds)

@@ -14,7 +14,7 @@ before, so one mobile sees no change. Its packets age out of its own queue meanw
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from longge.daemon.fairqueue import SOJOURN_EDGES_MS, FairQueue
@@ -31,6 +31,9 @@ class PeerQueues:
         self.failures = [0] * n  # MAX_RT in a row, per peer
         self.backoff_until = [0.0] * n
         self.backoffs = [0] * n  # times each was backed off
+        #: the queues' clock from the loop's time (a mobile that shares the uplink: its
+        #: permit's, uplink.UplinkPermit.clock; else the time itself)
+        self.clock: Callable[[float], float] = float
 
     def __len__(self) -> int:
         return sum(len(q) for q in self.queues)
@@ -46,7 +49,7 @@ class PeerQueues:
             busy = [s for i, s in enumerate(self.served) if len(self.queues[i])]
             level = min(busy) - 1 if busy else max(self.served)
             self.served[index] = max(self.served[index], level)
-        self.queues[index].push(packet, now)
+        self.queues[index].push(packet, self.clock(now))
 
     def next_peer(self, now: float) -> int | None:
         """The peer whose packet goes next, or None: nothing queued."""
@@ -60,14 +63,14 @@ class PeerQueues:
 
     def pop(self, index: int, now: float) -> bytes | None:
         """Peer ``index``'s next packet (None: what it had expired)."""
-        packet = self.queues[index].pop(now)
+        packet = self.queues[index].pop(self.clock(now))
         if packet is not None:
             self.served[index] += len(packet)
         return packet
 
     def pop_sparse(self, index: int, now: float, max_len: int, busy: bytes) -> bytes | None:
         """Peer ``index``'s next packet if it is a sparse flow's (FairQueue.pop_sparse)."""
-        packet = self.queues[index].pop_sparse(now, max_len, busy)
+        packet = self.queues[index].pop_sparse(self.clock(now), max_len, busy)
         if packet is not None:
             self.served[index] += len(packet)
         return packet
@@ -98,7 +101,7 @@ class PeerQueues:
             "queue_packets": len(self),
             "queue_bytes": sum(q.bytes for q in qs),
             "queue_limit_bytes": sum(q.limit_bytes for q in qs),
-            "queue_oldest_ms": round(max(q.oldest_age(now) for q in qs) * 1000, 1),
+            "queue_oldest_ms": round(max(q.oldest_age(self.clock(now)) for q in qs) * 1000, 1),
             "queue_drops": drops,
             "queue_shared": sum(q.shared for q in qs),
             "queue_delay_hist": [sum(b) for b in zip(*(q.sojourn for q in qs), strict=True)],

@@ -4,10 +4,10 @@
 2. reassembler  rebuild packets (``longge.protocol``): whole and checked, or counted drops;
 3. tun_writer   hand each packet to the kernel; a keepalive only marks the peer as alive;
    uplink       what a peer's packet said of the shared uplink (protocol/uplink.py) goes to
-                the TX process over the pair: ``g`` + peer + ms + when (a double, the
-                monotonic clock: our base grants us the uplink), ``r`` + peer (a mobile
-                ends its grant), ``h`` + peer (a base with several mobiles heard one: it
-                sent in its grant);
+                the TX process over the pair: ``g`` + peer + the grant (Grant.wire) + when
+                (a double, the monotonic clock: our base grants us the uplink), ``r`` + peer
+                + the grant's number (a mobile ends its grant), ``h`` + peer (a base with
+                several mobiles heard one: it sent in its grant);
 4. expire       a half-built packet that waited too long is dropped;
 5. wait         sleep until the radio or the supervisor has something.
 """
@@ -55,9 +55,9 @@ def uplink_news(
         return
     i = bytes((peer.index,))
     if grant is not None:  # (with when it came: the TX process may read it later)
-        msg = b"g" + i + grant.field().to_bytes(2, "big") + struct.pack("!d", now)
-    elif release:
-        msg = b"r" + i
+        msg = b"g" + i + grant.wire() + struct.pack("!d", now)
+    elif release is not None:
+        msg = b"r" + i + bytes((release,))
     elif len(table) > 1:
         msg = b"h" + i
     else:

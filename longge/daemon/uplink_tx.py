@@ -42,11 +42,12 @@ class UplinkSending:
             index = self.grants.due(now, self.addressed.index, soon)
             if index is not None:
                 peer = self.priority = self.table.peers[index]
-                peer.uplink(grant_message(self.grants.length, self.grants.hold), now)
+                g = self.grants
+                peer.uplink(grant_message(g.length, g.hold, g.number), now)
             revoked = self.grants.revoke(now)
             if revoked is not None:  # (a shorter grant ends a held one)
                 self.priority = self.table.peers[revoked]
-                self.priority.uplink(grant_message(REVOKE_S), now)
+                self.priority.uplink(grant_message(REVOKE_S, number=self.grants.number), now)
         self.release(now)
 
     def release(self, now: float) -> bool:
@@ -59,7 +60,7 @@ class UplinkSending:
         peer = self.table.peers[0]
         if not permit.release(now, idle=not peer.frames and not len(self.queues)):
             return False
-        peer.uplink(release_message(), now)
+        peer.uplink(release_message(permit.number), now)
         # what goes before the release, and it: the interactive packet's rest in lane 1 and
         # the release behind it, or the release alone
         self.release_left = len(peer.urgent) or len(peer.frames)
@@ -75,19 +76,24 @@ class UplinkSending:
                 msg = pair.recv(16)
             except OSError:  # (BlockingIOError: nothing more)
                 return
-            if len(msg) < 2 or msg[1] >= len(self.table):
-                continue
+            self.uplink_message(msg, now)
+
+    def uplink_message(self, msg: bytes, now: float) -> None:
+        """One message of the RX process's about the uplink (``g``, ``r``, ``h``: radio_rx.py);
+        anything else is ignored."""
+        if len(msg) >= 2 and msg[1] < len(self.table):
             kind, index = msg[:1], msg[1]
-            if kind == b"g" and self.mobile and len(msg) == 12:
+            if kind == b"g" and self.mobile and len(msg) == 13:
                 if self.permit is None:  # (the first grant: this base grants the uplink)
                     self.permit = UplinkPermit()
+                    self.queues.clock = self.permit.clock  # (a packet ages in our grants)
                 # counted from when the RX process heard it (a grant read late is shorter)
-                heard = min(now, struct.unpack("!d", msg[4:12])[0])
-                grant = Grant.from_field(int.from_bytes(msg[2:4], "big"))
+                heard = min(now, struct.unpack("!d", msg[5:13])[0])
+                grant = Grant.from_wire(msg[2:5])
                 if grant is not None:
-                    self.permit.grant(grant.seconds, heard, grant.hold)
-            elif kind == b"r" and self.grants is not None:
-                self.grants.released(index, now)
+                    self.permit.grant(grant.seconds, heard, grant.hold, grant.number)
+            elif kind == b"r" and self.grants is not None and len(msg) == 3:
+                self.grants.released(index, now, msg[2])
             elif kind == b"h" and self.grants is not None:
                 self.grants.heard(index)
 

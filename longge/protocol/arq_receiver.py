@@ -111,6 +111,12 @@ class ArqReceiver:
         if self._buffer:
             self._slow_down()
 
+    def ack_now(self) -> None:
+        """The next ``control`` acknowledges at once (a mobile granted the uplink: its ACK goes
+        in its own grant, docs/design.md §4, "Several mobiles")."""
+        if self.epoch is not None:
+            self._ack_now = True
+
     #: Frames acknowledged twice as often after each request to slow down: four windows, so
     #: the sender's window, growing by one a frame acknowledged, is back over ack_every.
     TIGHT_FRAMES = 4 * MAX_WINDOW

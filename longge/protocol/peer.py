@@ -276,7 +276,7 @@ class PeerReceiver:
     #: the uplink (uplink.py): a grant's length the peer (our base) sent us; the peer (a
     #: mobile) handed its grant back. For our TX process; taken with ``take_uplink``.
     grant_heard: uplink.Grant | None = None
-    release_heard: bool = False
+    release_heard: int | None = None  # the number of the grant released
     counters: ReceiveCounters = field(default_factory=ReceiveCounters)
     _stale_told: int = 0
     _told_at: float = -STALE_NOTICE_S
@@ -298,8 +298,8 @@ class PeerReceiver:
                 self.floor_heard = epoch
             elif grant is not None:
                 self.grant_heard = grant
-            elif uplink.is_release(packet):
-                self.release_heard = True
+            elif (number := uplink.parse_release(packet)) is not None:
+                self.release_heard = number
             else:
                 self.counters.control_unknown += 1
             return None
@@ -322,10 +322,11 @@ class PeerReceiver:
             return self.opener.stale_floor
         return None
 
-    def take_uplink(self) -> tuple[uplink.Grant | None, bool]:
-        """The grant heard and whether a release was, since the last call."""
+    def take_uplink(self) -> tuple[uplink.Grant | None, int | None]:
+        """The grant heard and the number of the grant a release was heard of (or None),
+        since the last call."""
         out = (self.grant_heard, self.release_heard)
-        self.grant_heard, self.release_heard = None, False
+        self.grant_heard, self.release_heard = None, None
         return out
 
     def take_floor(self) -> int | None:

@@ -61,38 +61,53 @@ HOLD_BIT = 0x8000
 class Grant(NamedTuple):
     seconds: float
     hold: bool = False  # keep it though idle (the only mobile sending: its packets go at once)
+    #: the grant's number (mod 256), which its release names: a release that comes late
+    #: (stream mode delivers in order, so behind a lost frame's retransmission) ends no later
+    #: grant (it ended the next grant of the same mobile, and the base granted another
+    #: mobile while this one still sent: both lost most of their frames)
+    number: int = 0
 
     def field(self) -> int:
         """The 2 bytes a grant carries: its length in ms and the hold bit."""
         ms = max(1, min(round(self.seconds * 1000), round(MAX_GRANT_S * 1000)))
         return ms | (HOLD_BIT if self.hold else 0)
 
+    def wire(self) -> bytes:
+        """The 3 bytes a grant carries: the field and the number."""
+        return self.field().to_bytes(2, "big") + bytes((self.number & 0xFF,))
+
     @classmethod
-    def from_field(cls, field: int) -> Grant | None:
-        ms = field & ~HOLD_BIT
+    def from_wire(cls, wire: bytes) -> Grant | None:
+        if len(wire) != 3:
+            return None
+        ms, field = int.from_bytes(wire[:2], "big") & ~HOLD_BIT, wire[0] << 8 | wire[1]
         if not 1 <= ms <= MAX_GRANT_S * 1000:
             return None
-        return cls(ms / 1000, bool(field & HOLD_BIT))
+        return cls(ms / 1000, bool(field & HOLD_BIT), wire[2])
 
 
-def grant_message(seconds: float, hold: bool = False) -> bytes:
+def grant_message(seconds: float, hold: bool = False, number: int = 0) -> bytes:
     """The link-control packet that gives the uplink to its mobile for ``seconds``."""
-    return GRANT_MAGIC + Grant(seconds, hold).field().to_bytes(2, "big")
+    return GRANT_MAGIC + Grant(seconds, hold, number).wire()
 
 
 def parse_grant(packet: bytes) -> Grant | None:
     """The grant ``packet`` says, or None if it is not a grant (or a wrong one)."""
-    if len(packet) != len(GRANT_MAGIC) + 2 or not packet.startswith(GRANT_MAGIC):
+    if not packet.startswith(GRANT_MAGIC):
         return None
-    return Grant.from_field(int.from_bytes(packet[len(GRANT_MAGIC) :], "big"))
+    return Grant.from_wire(packet[len(GRANT_MAGIC) :])
 
 
-def release_message() -> bytes:
-    return RELEASE_MAGIC
+def release_message(number: int) -> bytes:
+    """The release of grant ``number``."""
+    return RELEASE_MAGIC + bytes((number & 0xFF,))
 
 
-def is_release(packet: bytes) -> bool:
-    return packet == RELEASE_MAGIC
+def parse_release(packet: bytes) -> int | None:
+    """The number of the grant ``packet`` releases, or None if it is not a release."""
+    if len(packet) != len(RELEASE_MAGIC) + 1 or not packet.startswith(RELEASE_MAGIC):
+        return None
+    return packet[-1]
 
 
 def asks_answer(packet: bytes) -> bool:
@@ -117,8 +132,17 @@ class UplinkPermit:
     released: bool = True
     grants: int = 0
     hold: bool = False  # keep it though idle, till its end
+    #: the queue's clock (``clock``): the time without a grant before the running one, summed,
+    #: and when the last grant's loading stopped (its release, or its time up)
+    paused: float = 0.0
+    stopped: float = math.inf
+    number: int = 0  # the running grant's (its release names it)
 
-    def grant(self, seconds: float, now: float, hold: bool = False) -> None:
+    def grant(self, seconds: float, now: float, hold: bool = False, number: int = 0) -> None:
+        if self.grants:
+            self.paused += max(0.0, self._pause_end(now) - self._stop())
+        self.stopped = math.inf
+        self.number = number
         self.until = now + seconds
         self.last_grant = now
         self.released = False
@@ -144,8 +168,30 @@ class UplinkPermit:
             return False
         if (idle and not self.hold) or now >= self.until - DRAIN_S:
             self.released = True
+            self.stopped = now
             return True
         return False
+
+    def _stop(self) -> float:
+        """When the last grant's loading stopped: its release, or its time for loading up."""
+        return min(self.stopped, self.until - DRAIN_S)
+
+    def _pause_end(self, now: float) -> float:
+        """Now, or when the pause became free sending (no grant for FREE_AFTER_S)."""
+        return min(now, self.last_grant + FREE_AFTER_S)
+
+    def clock(self, now: float) -> float:
+        """The queue's clock: time that passes only while the mobile may load packets (in its
+        grants, or sending freely), so a packet's age is measured in the mobile's own air. A
+        mobile that shares the uplink with two busy ones waits 120 ms and more for its turn:
+        against the wall clock, the queue's 100-ms bound dropped a packet in six (three
+        mobiles in stream mode) and each grant found the queue nearly empty. Before its first
+        grant, the wall clock."""
+        if not self.grants:
+            return now
+        if self.may_load(now) and now < self.until:  # (in a grant)
+            return now - self.paused
+        return now - self.paused - max(0.0, self._pause_end(now) - self._stop())
 
     def wait_s(self, now: float) -> float | None:
         """How long until the release is due (for the loop's sleep); None: no grant running."""

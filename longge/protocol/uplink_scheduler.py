@@ -73,6 +73,7 @@ class UplinkCounters:
     grants: int = 0
     releases: int = 0  # grants the mobile ended (time up, or nothing more to send)
     silent: int = 0  # grants the mobile answered nothing to
+    stale_releases: int = 0  # releases of an earlier grant than the running one (late)
 
 
 @dataclass
@@ -100,6 +101,7 @@ class UplinkScheduler:
     length: float = GRANT_S
     hold: bool = False
     _revoked: bool = False
+    number: int = 0  # the running grant's, mod 256 (its release names it)
 
     def __post_init__(self) -> None:
         self._state = [_Mobile() for _ in range(self.mobiles)]
@@ -148,6 +150,7 @@ class UplinkScheduler:
         self.length = HOLD_S if self.hold else self._length(i, now)
         self._revoked = False
         self.until = now + self.length + RELEASE_WAIT_S
+        self.number = (self.number + 1) % 256
         self.counters.grants += 1
         return i
 
@@ -229,12 +232,15 @@ class UplinkScheduler:
             if st.silent:  # heard outside its grant: it lives, ask it at its next turn
                 st.silent, st.retry_at = 0, -math.inf
 
-    def released(self, index: int, now: float) -> None:
-        """Mobile ``index`` is done with its grant (its time was up, or it had nothing more
-        to send): the next one's turn."""
+    def released(self, index: int, now: float, number: int | None = None) -> None:
+        """Mobile ``index`` is done with its grant ``number`` (its time was up, or it had
+        nothing more to send): the next one's turn. A release of an earlier grant (it came
+        late) ends none; it says the mobile lives. (``number`` None: the running grant's.)"""
         if 0 <= index < self.mobiles:
             st = self._state[index]
-            if index == self.holder:
+            if number is not None and number != self.number:
+                self.counters.stale_releases += 1
+            elif index == self.holder:
                 st.released = True
                 st.used = now - self.granted_at
                 # (handed back early: it has no more; with its time up: it may have more)

@@ -1,0 +1,177 @@
+"""The TX process's sending in stream mode (``daemon/stream.py`` runs it; docs/design.md §4):
+which frame goes next, to which peer, within the 4 ms rule's bursts; the ARQs' timers."""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Sequence
+
+from longge.config import NodeConfig
+from longge.daemon.child import FIFO_EMPTY, FIFO_OCCUPIED, Child
+from longge.daemon.peerqueues import PeerQueues
+from longge.daemon.peers import TxCounters, preempt
+from longge.daemon.uplink_tx import UplinkSending
+from longge.protocol.arq import CONTROL, RESET, ArqSender
+from longge.protocol.arq_receiver import ArqReceiver
+from longge.protocol.peer import PeerSender, PeerTable
+from longge.radio.interface import LinkRadio
+
+#: Control frames (ACKs, resyncs) from our RX process that wait for the TX radio at most.
+CONTROL_BACKLOG = 16
+
+
+def sender_arqs(table: PeerTable[PeerSender]) -> list[ArqSender]:
+    """The peers' ARQ senders, in the table's order (every peer has one in stream mode)."""
+    arqs = [p.arq for p in table if p.arq is not None]
+    if len(arqs) != len(table):
+        raise ValueError("stream mode: a peer without its ARQ")
+    return arqs
+
+
+def arq_timeout(arqs: Sequence[ArqSender | ArqReceiver], now: float) -> float:
+    """How long a stream-mode process may sleep: until its ARQs' next timer, 0.25 s at most."""
+    deadlines = [d for a in arqs if (d := a.next_deadline()) is not None]
+    return max(0.0, min([0.25, *(d - now for d in deadlines)]))
+
+
+class StreamSending(UplinkSending):
+    """The TX process's stream-mode state beside its peers: our receiver's ACKs waiting to go,
+    each with its peer (bounded, for a TX radio that is away while the RX radio hears on: each
+    ACK says all its older ones did, and the receiver repeats them), and the burst the chip is
+    in. The chip has one TX address: a burst goes to one peer, and the address changes between
+    bursts, when the FIFO has drained (the 4 ms rule drains it anyway). Which peer's burst is
+    next: one with an ACK waiting, then one the uplink's grant is for, then the peers in turn.
+    A mobile that heard a grant sends its ARQ's frames only in its grants; its ACKs go at any
+    time (one short frame every 16 of the base's: docs/design.md §4, "Several mobiles")."""
+
+    def __init__(
+        self, cfg: NodeConfig, table: PeerTable[PeerSender], queues: PeerQueues, c: TxCounters
+    ) -> None:
+        self.table = table
+        self.queues = queues
+        self.arqs = sender_arqs(table)
+        self.c = c
+        self.control: deque[tuple[int, bytes]] = deque(maxlen=CONTROL_BACKLOG)
+        self.burst = cfg.radio.timing().stream_burst_frames
+        self.in_burst = 0
+        self.burst_peer: int | None = None  # whose frames the burst in the chip carries
+        self.turn = 0  # the peer whose burst went last in turn
+        self.last_sent = time.monotonic()
+        self.addressed = table.peers[0]  # whose address the radio has (child.apply_settings)
+        self.applied = 0  # child.applied when `addressed` was last known
+        self.priority: PeerSender | None = None  # a grant's peer: its burst goes next
+        self.uplink_init()
+
+    def idle(self) -> bool:
+        return all(a.idle for a in self.arqs)
+
+    def may_send(self, now: float) -> bool:
+        """May the ARQs' frames go now (a mobile: only in its grant, once it heard one)?"""
+        return self.permit is None or self.permit.may_send(now)
+
+    def may_load(self, now: float) -> bool:
+        """May a packet be taken from the queue for the ARQ now?"""
+        return self.permit is None or self.permit.may_load(now)
+
+    def settings_applied(self, child: Child) -> None:
+        """The radio's settings were applied again: its TX address is the first peer's."""
+        if child.applied != self.applied:
+            self.applied = child.applied
+            self.addressed = self.table.peers[0]
+
+    def _take(self, index: int, now: float) -> bytes | None:
+        """Peer ``index``'s next frame: an ACK of ours for it, else its ARQ's."""
+        for item in self.control:
+            if item[0] == index:
+                self.control.remove(item)
+                return item[1]
+        if not self.may_send(now):
+            return None
+        return self.arqs[index].next_frame(now)
+
+    def _next(self, now: float, empty: bool) -> tuple[int, bytes] | None:
+        """The next frame and its peer: the burst's peer's, or, between bursts (the FIFO
+        ``empty``), the next peer's that has one."""
+        if self.burst_peer is None and not empty:  # (frames in the FIFO: to the addressed)
+            self.burst_peer = self.addressed.index
+        if self.burst_peer is not None:
+            frame = self._take(self.burst_peer, now)
+            return None if frame is None else (self.burst_peer, frame)
+        n = len(self.arqs)
+        order = [(self.turn + step) % n for step in range(1, n + 1)]
+        first = []
+        if self.control:
+            first.append(self.control[0][0])
+        if self.priority is not None:
+            first.append(self.priority.index)
+        for index in first + order:
+            frame = self._take(index, now)
+            if frame is not None:
+                if index not in first:
+                    self.turn = index
+                if self.priority is not None and index == self.priority.index:
+                    self.priority = None  # (its grant goes in this burst)
+                self.burst_peer = index
+                return index, frame
+        self.priority = None
+        return None
+
+    def fill(self, radio: LinkRadio, now: float) -> None:
+        """Load the TX FIFO while it has room, within the burst (the 4 ms rule)."""
+        c = self.c
+        state = radio.is_fifo(True)  # one look at the chip a frame (a syscall on sim)
+        if self.in_burst and state == FIFO_EMPTY:
+            # the FIFO drained: the chip is in standby again (a burst cut short: the sender
+            # had nothing to send, or this process came back too late)
+            c.bursts += 1
+            if self.in_burst < self.burst:
+                c.bursts_short += 1
+            self.in_burst = 0
+        if state == FIFO_EMPTY:
+            self.burst_peer = None  # (the next burst may go to another peer)
+        while self.in_burst < self.burst and state in (FIFO_EMPTY, FIFO_OCCUPIED):
+            got = self._next(now, state == FIFO_EMPTY)
+            if got is None:
+                if not self.idle():
+                    c.window_full += 1
+                break
+            index, frame = got
+            peer = self.table.peers[index]
+            if peer is not self.addressed:  # (between bursts: the FIFO is empty)
+                radio.stop_listening(peer.radio_address)
+                self.addressed = peer
+            radio.start_fast_write(frame)  # room: just seen (write_fast would ask again)
+            self.in_burst += 1
+            c.frames_sent += 1
+            if frame[0] & CONTROL and frame[0] != RESET:
+                c.control_sent += 1
+            self.last_sent = now
+            state = radio.is_fifo(True)
+
+    def load(self, now: float) -> bool:
+        """The packets the peers' ARQs have room for, cut into frames (an interactive packet
+        first); did any frame go to an ARQ?"""
+        offered = False
+        for peer in self.table:
+            i = peer.index
+            while True:
+                if not peer.frames:
+                    if not self.may_load(now) or not len(self.queues.queues[i]):
+                        break
+                    packet = self.queues.pop(i, now)
+                    if packet is None:
+                        continue  # (expired: the next one)
+                    peer.load(packet, now, self.queues.last_key(i))
+                    self._poke(i, packet)
+                else:
+                    preempt(self.queues, peer, now)
+                if not peer.feed_arq():
+                    break
+                offered = True
+        return offered
+
+    def timeout(self, now: float) -> float:
+        """How long the loop may sleep: the ARQs' timers (while they may send), the uplink's."""
+        longest = arq_timeout(self.arqs, now) if self.may_send(now) else 0.25
+        return self.wait_s(now, longest)
