@@ -263,7 +263,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=1,
         help="mobiles on the base: 1 (lg-mobile, 10.24.0.2) or 2..5 (lg-mobile1 ... at "
-        "10.24.0.2 ...; ESB, sim backend)",
+        "10.24.0.2 ...; sim backend)",
     )
     p.add_argument(
         "--backend",

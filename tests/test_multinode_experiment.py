@@ -59,15 +59,17 @@ def test_summary_verdict_and_plot_from_the_saved_rows(
 ) -> None:
     ratios = {1: 0.99, 3: 0.93, 5: 0.90}
 
-    def trial(n: int, direction: str, seconds: int, bound: float) -> dict[str, Any]:
+    def trial(n: int, direction: str, seconds: int, bound: float, mode: str) -> dict[str, Any]:
+        assert bound == pytest.approx(mx.bound_bps(mode))
         return {
             **dict.fromkeys(
                 ("offered_each_bps", "receivers_sum_bps", "aggregate_bps"), ratios[n] * bound
             ),
-            "mode": "esb",
+            "mode": mode,
             "mobiles": n,
             "direction": direction,
-            "aggregate_ratio": ratios[n] if direction == "down" else ratios[n] - 0.01,
+            "aggregate_ratio": (ratios[n] if direction == "down" else ratios[n] - 0.01)
+            - (0.05 if mode == "stream" and n > 1 else 0.0),
             "per_mobile_bps": [ratios[n] * bound / n] * n,
             "jain": 1.0 if n < 5 else 0.97,
             "rtt_p95_ms": [20.0 + n] * n,
@@ -77,17 +79,21 @@ def test_summary_verdict_and_plot_from_the_saved_rows(
             "error": "",
         }
 
-    ups: list[int] = []
+    ups: list[tuple[str, int]] = []
     monkeypatch.setattr(mx, "trial", trial)
-    monkeypatch.setattr(mx.testbed, "up", lambda spec: ups.append(spec.mobiles))
+    monkeypatch.setattr(
+        mx.testbed, "up", lambda spec: ups.append((spec.options.mode, spec.mobiles))
+    )
     monkeypatch.setattr(mx.testbed, "down", lambda: None)
     out = ResultsDir(tmp_path / "run")
     s = mx.run(True, out, lambda m: None, lambda m, f: None)
-    assert ups == list(mx.QUICK_MOBILES)  # a testbed of its own for each N
-    assert len(s["rows"]) == 2 * len(mx.QUICK_MOBILES)
-    assert "down: 5 mobiles carry 0.900 of one link's bound (0.91 of one mobile's)" in s["verdict"]
-    assert "Jain >= 0.970" in s["verdict"] and "ping p95 <= 25 ms" in s["verdict"]
-    assert "stream" in s["verdict"]
+    # a testbed of its own for each mode and N
+    assert ups == [(m, n) for m in ("esb", "stream") for n in mx.QUICK_MOBILES]
+    assert len(s["rows"]) == 4 * len(mx.QUICK_MOBILES)
+    v = s["verdict"]
+    assert "esb down: 5 mobiles carry 0.900 of one link's bound (0.91 of one mobile's)" in v
+    assert "stream up: 5 mobiles carry 0.840 of one link's bound (0.86 of one mobile's)" in v
+    assert "Jain >= 0.970" in v and "ping p95 <= 25 ms" in v
     for name in ("multinode.png", "multinode.svg", "multinode.csv"):
         assert (out.path / name).stat().st_size > 500
     assert_folder_documented(out.path)

@@ -279,7 +279,10 @@ def _multinode(ns: argparse.Namespace, path: Path | None) -> int:
 
     if options_from_args(ns).mode != "esb" or ns.queue != "fair":
         raise ConfigError(
-            "mode", ns.mode, f"esb with the fair queue: {multinode.NAME} runs the testbed's"
+            "mode",
+            ns.mode,
+            f"the default (esb, fair queue): {multinode.NAME} runs both modes on testbeds of "
+            "its own",
         )
     results = ResultsDir(path or ns.out or default_dir("experiment"))
     if path is None:

@@ -4,10 +4,10 @@ then up; per N and direction: the aggregate the receivers' TUN counters saw in t
 middle as a share of one link's bound, each mobile's rate and Jain's index over them, and
 the RTT p95 of a ping from the base to every loaded mobile meanwhile (5 a second).
 
-Each N brings up its own testbed (``testbed up --mobiles N``: ESB, 2 Mbit/s, secured) and
-takes it down. Stream mode serves one mobile so far (its grants and ACKs are not built for
-several): the summary says so instead of a figure. The verdict and the plot come from the
-saved summary (``plot``), as the battery's do.
+Both link modes; each mode and N brings up its own testbed (``testbed up --mobiles N --mode
+M``: 2 Mbit/s, secured) and takes it down. Each mode's aggregate is a share of its own
+bound (one link's). The verdict and the plot come from the saved summary (``plot``), as the
+battery's do.
 """
 
 from __future__ import annotations
@@ -32,21 +32,24 @@ from longge.radio.options import RadioOptions
 NAME = "multinode"
 QUESTION = (
     "How much do N mobiles on one base carry in all, how fairly is it shared, and what RTT "
-    "does each see (ESB)?"
+    "does each see (ESB and stream mode)?"
 )
 MOBILES = (1, 2, 3, 4, 5)
 QUICK_MOBILES = (1, 3, 5)
 #: each mobile offers this much of one link's bound over N: every one more than its share
 OVERSHARE = 1.3
 PING_EVERY_S = 0.2
-STREAM_NOTE = "not measured: stream mode serves one mobile so far (grants are ESB's)"
+MODES = ("esb", "stream")
 
 
-def bound_bps() -> float:
-    return udp_goodput_bps(RadioOptions(), DATAGRAM, OVERHEAD)
+def bound_bps(mode: str = "esb") -> float:
+    """One link's bound in ``mode``: 1400-byte UDP datagrams, secured (model.py)."""
+    return udp_goodput_bps(RadioOptions(mode=mode), DATAGRAM, OVERHEAD)
 
 
-def trial(mobiles: int, direction: str, seconds: int, bound: float) -> dict[str, Any]:
+def trial(
+    mobiles: int, direction: str, seconds: int, bound: float, mode: str = "esb"
+) -> dict[str, Any]:
     """One direction on the running testbed: every mobile loaded at once, each pinged from
     the base meanwhile."""
     rate = f"{round(OVERSHARE * bound / mobiles / 1000)}k"
@@ -59,7 +62,7 @@ def trial(mobiles: int, direction: str, seconds: int, bound: float) -> dict[str,
     p95 = [analysis.percentile([r for r in got if r is not None], 0.95) for got in rtts]
     steady = shares.steady_total
     return {
-        "mode": "esb",
+        "mode": mode,
         "mobiles": mobiles,
         "direction": direction,
         "offered_each_bps": OVERSHARE * bound / mobiles,
@@ -91,16 +94,18 @@ def run(
     ``out``."""
     ns = QUICK_MOBILES if quick else MOBILES
     seconds = 6 if quick else 10
-    bound = bound_bps()
+    bounds = {mode: bound_bps(mode) for mode in MODES}
     rows: list[dict[str, Any]] = []
     testbed.down()
-    for k, n in enumerate(ns):
-        say(f"{NAME}: {n} mobile(s): bringing up the testbed")
-        testbed.up(testbed.TestbedSpec(mobiles=n))
+    steps = [(mode, n) for mode in MODES for n in ns]
+    for k, (mode, n) in enumerate(steps):
+        say(f"{NAME}: {mode}, {n} mobile(s): bringing up the testbed")
+        testbed.up(testbed.TestbedSpec(options=RadioOptions(mode=mode), mobiles=n))
         try:
             for j, direction in enumerate(("down", "up")):
-                progress(f"{NAME}: {n} mobile(s), {direction}", (2 * k + j) / (2 * len(ns)))
-                rows.append(trial(n, direction, seconds, bound))
+                what = f"{NAME}: {mode}, {n} mobile(s), {direction}"
+                progress(what, (2 * k + j) / (2 * len(steps)))
+                rows.append(trial(n, direction, seconds, bounds[mode], mode))
         finally:
             testbed.down()
     progress(f"{NAME}: done", 1.0)
@@ -110,8 +115,7 @@ def run(
         "quick": quick,
         "trial_s": seconds,
         "rows": rows,
-        "bound_bps": {"udp_1400": bound},
-        "stream": STREAM_NOTE,
+        "bound_bps": {"udp_1400": bounds["esb"], "udp_1400_stream": bounds["stream"]},
     }
     summary["verdict"] = verdict(summary)
     write_rows(out.path / f"{NAME}.csv", rows)
@@ -121,26 +125,33 @@ def run(
 
 
 def verdict(summary: dict[str, Any]) -> str:
-    """Per direction: the aggregate at the most mobiles over one mobile's, the lowest Jain's
-    index, the highest RTT p95."""
+    """Per mode and direction: the aggregate at the most mobiles over one mobile's, the
+    lowest Jain's index, the highest RTT p95."""
     parts = []
-    for direction in ("down", "up"):
-        rows = [r for r in summary["rows"] if r["direction"] == direction]
-        got = {r["mobiles"]: r["aggregate_ratio"] for r in rows if r["aggregate_ratio"]}
-        if not got:
-            parts.append(f"{direction}: no aggregate measured")
-            continue
-        top = max(got)
-        one = got.get(1)
-        rel = f" ({got[top] / one:.2f} of one mobile's)" if one and top != 1 else ""
-        jains = [r["jain"] for r in rows if r["jain"] == r["jain"]]
-        p95 = [r["rtt_p95_max_ms"] for r in rows if r["rtt_p95_max_ms"] == r["rtt_p95_max_ms"]]
-        parts.append(
-            f"{direction}: {top} mobiles carry {got[top]:.3f} of one link's bound{rel}, Jain "
-            f">= {min(jains, default=math.nan):.3f}, ping p95 <= "
-            f"{max(p95, default=math.nan):.0f} ms"
-        )
-    return "; ".join(parts) + f"; stream {summary.get('stream', '')}"
+    for mode in MODES:
+        for direction in ("down", "up"):
+            rows = [
+                r
+                for r in summary["rows"]
+                if r["direction"] == direction and r.get("mode", "esb") == mode
+            ]
+            if not rows:
+                continue
+            got = {r["mobiles"]: r["aggregate_ratio"] for r in rows if r["aggregate_ratio"]}
+            if not got:
+                parts.append(f"{mode} {direction}: no aggregate measured")
+                continue
+            top = max(got)
+            one = got.get(1)
+            rel = f" ({got[top] / one:.2f} of one mobile's)" if one and top != 1 else ""
+            jains = [r["jain"] for r in rows if r["jain"] == r["jain"]]
+            p95 = [r["rtt_p95_max_ms"] for r in rows if r["rtt_p95_max_ms"] == r["rtt_p95_max_ms"]]
+            parts.append(
+                f"{mode} {direction}: {top} mobiles carry {got[top]:.3f} of one link's bound"
+                f"{rel}, Jain >= {min(jains, default=math.nan):.3f}, ping p95 <= "
+                f"{max(p95, default=math.nan):.0f} ms"
+            )
+    return "; ".join(parts)
 
 
 def plot(summary: dict[str, Any], out: Path) -> list[Path]:
@@ -150,18 +161,27 @@ def plot(summary: dict[str, Any], out: Path) -> list[Path]:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.4))
-    for direction, style in (("down", "o-"), ("up", "s--")):
-        rows = sorted(
-            (r for r in summary["rows"] if r["direction"] == direction), key=lambda r: r["mobiles"]
-        )
-        xs = [r["mobiles"] for r in rows]
-        axes[0].plot(xs, [r["aggregate_ratio"] or math.nan for r in rows], style, label=direction)
-        axes[1].plot(xs, [r["jain"] for r in rows], style, label=direction)
-        axes[2].plot(xs, [r["rtt_p95_max_ms"] for r in rows], style, label=direction)
+    for mode, color in zip(MODES, ("C0", "C1"), strict=True):
+        for direction, style in (("down", "o-"), ("up", "s--")):
+            rows = sorted(
+                (
+                    r
+                    for r in summary["rows"]
+                    if r["direction"] == direction and r.get("mode", "esb") == mode
+                ),
+                key=lambda r: r["mobiles"],
+            )
+            if not rows:
+                continue
+            xs = [r["mobiles"] for r in rows]
+            how = {"color": color, "label": f"{mode} {direction}"}
+            axes[0].plot(xs, [r["aggregate_ratio"] or math.nan for r in rows], style, **how)
+            axes[1].plot(xs, [r["jain"] for r in rows], style, **how)
+            axes[2].plot(xs, [r["rtt_p95_max_ms"] for r in rows], style, **how)
     for ax, label in zip(
         axes,
         (
-            "aggregate / one link's bound",
+            "aggregate / one link's bound (its mode's)",
             "Jain's index over the mobiles",
             "ping p95 from the base (ms, worst mobile)",
         ),
