@@ -61,6 +61,8 @@ from longge.protocol.uplink_scheduler import UplinkScheduler
 from longge.tun import Tun, TunError
 
 TO_TX, FOR_SENDER = b"o", b"i"
+#: A base with several mobiles tells its TX process a mobile sent (``h``) at most this often.
+HEARD_EVERY_S = 0.005
 
 
 def receiver_arqs(table: PeerTable[PeerReceiver]) -> list[ArqReceiver]:
@@ -118,7 +120,7 @@ def run_tx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
             elif len(msg) < 3 or msg[1] >= len(arqs):
                 continue
             elif kind == TO_TX:
-                out.control.append((msg[1], msg[2:]))
+                out.ack(msg[1], msg[2:])
             else:
                 arqs[msg[1]].on_control(msg[2:], now)
         # The FIFO first: two frames' time after a slot frees it runs dry, and taking in a
@@ -174,7 +176,7 @@ def run_tx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
         )
         # a backend without a descriptor (pyrf24) is polled while frames are on their way
         busy = (
-            out.control
+            out.acks_waiting()
             or out.in_burst
             or (out.may_send(now) and (any(p.frames for p in table) or not out.idle()))
         )
@@ -198,6 +200,10 @@ def run_rx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
             c.pair_full += 1  # the TX process is behind: an ACK is repeated anyway
 
     fifo = RxFifo()
+    # a base with several mobiles: when each was last said to be heard (any data frame: a
+    # packet behind a lost frame completes only after its retransmission, and a mobile that
+    # sent in its grant is not silent: uplink_scheduler.py)
+    told = [-1.0] * len(table) if len(table) > 1 else []
     while child.running:
         now = time.monotonic()
         radio = child.ensure_radio(now)
@@ -221,6 +227,10 @@ def run_rx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
                     c.acks_in += 1
                     to_tx(FOR_SENDER, peer.index, frame)
                     continue
+                i = peer.index
+                if told and frame and not frame[0] & CONTROL and now - told[i] >= HEARD_EVERY_S:
+                    told[i] = now
+                    to_tx(b"h", peer.index, b"")
                 for inner in arqs[peer.index].on_frame(frame, now):
                     heard = peer.heard
                     packet = peer.receive(inner, now)

@@ -52,7 +52,12 @@ class StreamSending(UplinkSending):
         self.queues = queues
         self.arqs = sender_arqs(table)
         self.c = c
-        self.control: deque[tuple[int, bytes]] = deque(maxlen=CONTROL_BACKLOG)
+        #: per peer (one peer's ACKs never push out another's), each with its place in the
+        #: order they came in
+        self.control: list[deque[tuple[int, bytes]]] = [
+            deque(maxlen=CONTROL_BACKLOG) for _ in table
+        ]
+        self._came = 0
         self.burst = cfg.radio.timing().stream_burst_frames
         self.in_burst = 0
         self.burst_peer: int | None = None  # whose frames the burst in the chip carries
@@ -65,6 +70,17 @@ class StreamSending(UplinkSending):
 
     def idle(self) -> bool:
         return all(a.idle for a in self.arqs)
+
+    def ack(self, index: int, frame: bytes) -> None:
+        """Our receiver's ACK (or RESYNC) for peer ``index``, to go before its data."""
+        self._came += 1
+        self.control[index].append((self._came, frame))
+
+    def acks_waiting(self) -> bool:
+        return any(self.control)
+
+    def acknowledged(self) -> bool:
+        return self.idle()
 
     def may_send(self, now: float) -> bool:
         """May the ARQs' frames go now (a mobile: only in its grant, once it heard one)?"""
@@ -82,10 +98,8 @@ class StreamSending(UplinkSending):
 
     def _take(self, index: int, now: float) -> bytes | None:
         """Peer ``index``'s next frame: an ACK of ours for it, else its ARQ's."""
-        for item in self.control:
-            if item[0] == index:
-                self.control.remove(item)
-                return item[1]
+        if self.control[index]:
+            return self.control[index].popleft()[1]
         if not self.may_send(now):
             return None
         return self.arqs[index].next_frame(now)
@@ -101,8 +115,9 @@ class StreamSending(UplinkSending):
         n = len(self.arqs)
         order = [(self.turn + step) % n for step in range(1, n + 1)]
         first = []
-        if self.control:
-            first.append(self.control[0][0])
+        waiting = [i for i, c in enumerate(self.control) if c]
+        if waiting:  # (the peer whose ACK came first)
+            first.append(min(waiting, key=lambda i: self.control[i][0][0]))
         if self.priority is not None:
             first.append(self.priority.index)
         for index in first + order:

@@ -58,12 +58,19 @@ class UplinkSending:
         if permit is None or permit.released:
             return False
         peer = self.table.peers[0]
-        if not permit.release(now, idle=not peer.frames and not len(self.queues)):
+        idle = not peer.frames and not len(self.queues) and self.acknowledged()
+        if not permit.release(now, idle=idle):
             return False
         peer.uplink(release_message(permit.number), now)
         # what goes before the release, and it: the interactive packet's rest in lane 1 and
         # the release behind it, or the release alone
         self.release_left = len(peer.urgent) or len(peer.frames)
+        return True
+
+    def acknowledged(self) -> bool:
+        """Has the peer acknowledged all we sent (stream mode's ARQ; ESB: the chip did)? An
+        idle mobile releases its grant only then: a lost frame is sent again in the grant,
+        and the release behind it is not held up till the next (StreamSending)."""
         return True
 
     def uplink_news(self, pair: socket.socket | None, now: float) -> None:
