@@ -2,7 +2,7 @@
 hand, as root:
 
     .venv/bin/python -m tools.multinode_restart [--mobiles 3] [--direction down]
-        [--seconds 20] [--kill-at 7]
+        [--seconds 20] [--kill-at 7] [--mode esb|stream]
 
 1. *A mobile's daemon killed during a saturated run*: every mobile loaded with more than its
    share (stock iperf3, 1400-byte UDP, ``multinode.load_all``), the last mobile's daemon killed
@@ -76,8 +76,10 @@ def back_after(address: str, since: float, limit_s: float = 30.0) -> float | Non
     return None
 
 
-def mobile_killed(mobiles: int, direction: str, seconds: int, kill_at: float) -> None:
-    bound = udp_goodput_bps(RadioOptions(), DATAGRAM, OVERHEAD)
+def mobile_killed(
+    mobiles: int, direction: str, seconds: int, kill_at: float, mode: str = "esb"
+) -> None:
+    bound = udp_goodput_bps(RadioOptions(mode=mode), DATAGRAM, OVERHEAD)
     rate = f"{round(OVERSHARE * bound / mobiles / 1000)}k"
     names = testbed.mobile_names(mobiles)
     victim = names[-1]
@@ -152,10 +154,11 @@ def main() -> int:
     ap.add_argument("--direction", choices=("up", "down"), default="down")
     ap.add_argument("--seconds", type=int, default=20)
     ap.add_argument("--kill-at", type=float, default=7.0)
+    ap.add_argument("--mode", choices=("esb", "stream"), default="esb")
     ns = ap.parse_args()
-    testbed.up(testbed.TestbedSpec(mobiles=ns.mobiles))
+    testbed.up(testbed.TestbedSpec(options=RadioOptions(mode=ns.mode), mobiles=ns.mobiles))
     try:
-        mobile_killed(ns.mobiles, ns.direction, ns.seconds, ns.kill_at)
+        mobile_killed(ns.mobiles, ns.direction, ns.seconds, ns.kill_at, ns.mode)
         time.sleep(3)
         base_killed(ns.mobiles)
     finally:
