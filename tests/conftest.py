@@ -45,6 +45,7 @@ SYSTEM_MODULES = frozenset(
         "test_sweeps_testbed",
         "test_testbed",
         "test_testbed_multi",
+        "test_testbed_multi_stream",
         "test_testbed_rf24",
         "test_testbed_teardown",
     }

@@ -235,10 +235,12 @@ def run_rx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
                     heard = peer.heard
                     packet = peer.receive(inner, now)
                     if peer.heard != heard:  # a whole packet (a keepalive, link control)
-                        if peer.grant_heard is not None:
+                        if peer.grant_heard is not None or peer.release_heard is not None:
                             # our base grants us the uplink: our ACK goes in it, before the
                             # grant reaches the TX process (an ACK later meets the next
-                            # holder's frames, and is lost)
+                            # holder's frames, and is lost); a mobile released its grant:
+                            # acknowledged at once (an idle mobile releases its next only
+                            # once all it sent is acknowledged: uplink_tx.py)
                             arqs[peer.index].ack_now()
                             ack = arqs[peer.index].control(now)
                             if ack is not None:
