@@ -23,6 +23,7 @@ from longge.protocol.uplink_scheduler import (
     GRANT_LONG_S,
     GRANT_S,
     HOLD_S,
+    IDLE_FIRST_S,
     IDLE_MAX_S,
     PROBE_S,
     RELEASE_WAIT_S,
@@ -430,3 +431,24 @@ def test_a_mobiles_packets_age_only_in_its_grants() -> None:
     assert queues.pop(0, 10.790) is None  # 150+ ms of its own air: dropped
     later = 10.600 + 0.200 + 2.5  # no grant since: it sends freely, the clock runs again
     assert p.clock(later + 1.0) - p.clock(later) == pytest.approx(1.0)
+
+
+def test_a_mobile_whose_frames_came_is_not_silent_and_frames_are_not_packets() -> None:
+    """Stream mode: a mobile's release held up behind a lost frame reaches the base after the
+    grant's time. Its frames came (``frames``): it is asked again as one that released (after
+    IDLE_FIRST_S), not backed off as silent (SILENT_FIRST_S, doubling); and frames alone (a
+    release's) do not count as a packet sent, which would have an idle mobile granted again at
+    once, time after time (a loaded downlink lost a tenth to those grants)."""
+    s = UplinkScheduler(2)
+    assert s.due(0.0) == 0
+    s.frames(0)
+    t = s.until + 0.001
+    assert s.due(t) == 1 and s.counters.silent == 0
+    s.released(1, t + 0.001, s.number)
+    assert s.due(t + 0.002) is None
+    assert s.due(t + IDLE_FIRST_S + 0.001) == 0  # (silent: not before t + SILENT_FIRST_S)
+    t += IDLE_FIRST_S + 0.001
+    s.frames(0)
+    s.released(0, t + 0.001, s.number)  # it sent nothing but its release
+    assert s.due(t + 0.002) != 0  # not asked again at once
+    assert s._state[0].retry_at >= t + 0.001 + IDLE_FIRST_S

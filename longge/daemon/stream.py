@@ -9,7 +9,8 @@ process hands the TX process two kinds of message over a socket pair the supervi
     ``i`` + peer + control frame    the peer's ACK/RESYNC, for our sender to it
 
 (peer: one byte, the peer's index in the node's table), and what it heard of the shared
-uplink (``g``, ``r``, ``h``: radio_rx.py, "uplink").
+uplink (``g``, ``r``, ``h``: radio_rx.py, "uplink"; ``f`` + peer: a base heard a mobile's
+frames).
 
 TX loop: read the TUN into the fair queue; a base with several mobiles grants the uplink, a
 mobile in its grant releases it (uplink_tx.py); control frames first, then whatever the ARQs
@@ -61,7 +62,8 @@ from longge.protocol.uplink_scheduler import UplinkScheduler
 from longge.tun import Tun, TunError
 
 TO_TX, FOR_SENDER = b"o", b"i"
-#: A base with several mobiles tells its TX process a mobile sent (``h``) at most this often.
+#: A base with several mobiles tells its TX process a mobile's frames came (``f``) at most this
+#: often.
 HEARD_EVERY_S = 0.005
 
 
@@ -200,9 +202,9 @@ def run_rx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
             c.pair_full += 1  # the TX process is behind: an ACK is repeated anyway
 
     fifo = RxFifo()
-    # a base with several mobiles: when each was last said to be heard (any data frame: a
-    # packet behind a lost frame completes only after its retransmission, and a mobile that
-    # sent in its grant is not silent: uplink_scheduler.py)
+    # a base with several mobiles: when each one's frames were last said to have come (a
+    # packet behind a lost frame completes only after its retransmission, and a mobile whose
+    # frames came is not silent: uplink_scheduler.py)
     told = [-1.0] * len(table) if len(table) > 1 else []
     while child.running:
         now = time.monotonic()
@@ -230,7 +232,7 @@ def run_rx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
                 i = peer.index
                 if told and frame and not frame[0] & CONTROL and now - told[i] >= HEARD_EVERY_S:
                     told[i] = now
-                    to_tx(b"h", peer.index, b"")
+                    to_tx(b"f", peer.index, b"")
                 for inner in arqs[peer.index].on_frame(frame, now):
                     heard = peer.heard
                     packet = peer.receive(inner, now)

@@ -103,6 +103,8 @@ class UplinkSending:
                 self.grants.released(index, now, msg[2])
             elif kind == b"h" and self.grants is not None:
                 self.grants.heard(index)
+            elif kind == b"f" and self.grants is not None:
+                self.grants.frames(index)
 
     def uplink_stats(self, now: float) -> dict[str, int]:
         """The shared uplink's counters: a base's grants, a mobile's (empty: neither)."""

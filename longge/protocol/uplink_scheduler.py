@@ -58,6 +58,7 @@ REVOKE_S = 0.001
 @dataclass
 class _Mobile:
     sent: bool = False  # a packet of its (not the release) since its grant began
+    alive: bool = False  # a frame of its since its grant began (stream mode: ``frames``)
     released: bool = False
     busy: bool = False  # it sent till the end of its last grant
     poked: bool = False  # the base sent it a packet since its last grant: an answer may wait
@@ -144,7 +145,7 @@ class UplinkScheduler:
         if i == ready[0]:
             self._turn = i
         self.holder = i
-        st.sent = st.released = st.poked = False
+        st.sent = st.released = st.poked = st.alive = False
         self.granted_at = now
         self.hold = self._holds(i, now)
         self.length = HOLD_S if self.hold else self._length(i, now)
@@ -213,7 +214,8 @@ class UplinkScheduler:
         elif st.released and self.hold:  # (it held till the end: it may send any moment)
             st.silent = 0
             st.retry_at = -math.inf
-        elif st.released:
+        elif st.released or st.alive:
+            # (alive: frames came but no release: behind a frame lost, it comes later)
             st.silent = 0
             # (one that sent lately, a ping every 50 ms, is asked at least every ACTIVE_MAX_S)
             longest = ACTIVE_MAX_S if now - st.last_sent < ACTIVE_S else IDLE_MAX_S
@@ -231,6 +233,14 @@ class UplinkScheduler:
             st.sent = True
             if st.silent:  # heard outside its grant: it lives, ask it at its next turn
                 st.silent, st.retry_at = 0, -math.inf
+
+    def frames(self, index: int) -> None:
+        """A frame of mobile ``index``'s came (stream mode, not more often than every 5 ms): it
+        lives, though no packet of its completed (a release held up behind a lost frame's
+        retransmission: the base took the mobile for silent and asked it again only after
+        20 ms, doubling)."""
+        if 0 <= index < self.mobiles:
+            self._state[index].alive = True
 
     def released(self, index: int, now: float, number: int | None = None) -> None:
         """Mobile ``index`` is done with its grant ``number`` (its time was up, or it had
