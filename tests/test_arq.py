@@ -514,3 +514,36 @@ def test_a_sender_whose_receiver_lost_the_session_silently_starts_a_new_one() ->
         now += SLOT
     assert run.done()
     check_delivery(run, complete=True)
+
+
+def test_resend_unacked_sends_what_the_receiver_may_lack_again_first() -> None:
+    """Before a grant to a mobile whose ACKs may have been lost, the base sends again what the
+    mobile has not acknowledged, oldest first, ahead of new frames, with no timeout counted
+    (frames the receiver said it holds are not sent again); the receiver fills its hole, takes
+    the other copies as duplicates and delivers the grant behind them at once."""
+    tx, rx = ArqSender(), ArqReceiver()
+    t = 0.0
+    reset = tx.next_frame(t)
+    assert reset is not None
+    rx.on_frame(reset, t)
+    ack = rx.control(t)
+    assert ack is not None
+    tx.on_control(ack, t)
+    for k in range(5):
+        assert tx.offer(bytes((k,)) * 8)
+    sent = [tx.next_frame(t) for _ in range(5)]
+    assert all(f is not None for f in sent)
+    assert rx.on_frame(sent[0], t) == [bytes(8)]  # type: ignore[arg-type]
+    tx.on_control(rx._ack(), t)  # frame 0 acknowledged
+    for f in sent[3:]:  # 1 and 2 lost, 3 and 4 wait for them; this ACK is lost too
+        assert rx.on_frame(f, t) == []  # type: ignore[arg-type]
+    rx._ack()
+    tx.offer(b"grant")
+    assert tx.resend_unacked() == 4 and tx.stats.timeouts == 0
+    got = []
+    for _ in range(5):
+        frame = tx.next_frame(t)
+        assert frame is not None
+        got += rx.on_frame(frame, t)
+    assert got == [bytes((k,)) * 8 for k in (1, 2, 3, 4)] + [b"grant"]
+    assert rx.stats.duplicates == 2

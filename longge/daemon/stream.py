@@ -42,6 +42,7 @@ from longge.daemon.child import (
     waitable,
 )
 from longge.daemon.peers import (
+    PREEMPT_MAX,
     RxCounters,
     TxCounters,
     deliver,
@@ -249,6 +250,12 @@ def run_rx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
                                 to_tx(TO_TX, peer.index, ack)
                         uplink_news(pair, table, peer, c, now)
                     if packet is not None:
+                        if told and len(packet) <= PREEMPT_MAX:
+                            # a mobile's interactive packet (a ping's): acknowledged at once,
+                            # so that the mobile, idle then, releases its grant soon (slower,
+                            # it held it more than LIGHT_USE_S and waited its turn behind
+                            # the busy ones)
+                            arqs[i].ack_now()
                         deliver(tun, packet, c)
         for index, arq in enumerate(arqs):
             ack = arq.control(now)

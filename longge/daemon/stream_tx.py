@@ -82,6 +82,13 @@ class StreamSending(UplinkSending):
     def acknowledged(self) -> bool:
         return self.idle()
 
+    def before_grant(self, index: int) -> None:
+        """What the mobile has not acknowledged goes again before its grant: a frame it lacks
+        holds the grant up behind it (delivered in order), and its ACK saying so, sent outside
+        its grant, met a busy mobile's frames; the retransmission waited for a timeout backed
+        off to 0.3 s (idle pings waited as long)."""
+        self.arqs[index].resend_unacked()
+
     def may_send(self, now: float) -> bool:
         """May the ARQs' frames go now (a mobile: only in its grant, once it heard one)?"""
         return self.permit is None or self.permit.may_send(now)
@@ -102,7 +109,16 @@ class StreamSending(UplinkSending):
             return self.control[index].popleft()[1]
         if not self.may_send(now):
             return None
-        return self.arqs[index].next_frame(now)
+        arq = self.arqs[index]
+        timeouts = arq.stats.timeouts
+        frame = arq.next_frame(now)
+        if arq.stats.timeouts != timeouts and self.grants is not None:
+            # A base's frames to a mobile went unacknowledged: its ACKs, sent outside its
+            # grants, met a busy mobile's frames. It is asked next (its ACK goes first in its
+            # grant): else the window filled with replies and grants that waited for ACKs,
+            # and its pings waited up to 0.5 s.
+            self.grants.poke(index)
+        return frame
 
     def _next(self, now: float, empty: bool) -> tuple[int, bytes] | None:
         """The next frame and its peer: the burst's peer's, or, between bursts (the FIFO

@@ -43,6 +43,7 @@ class UplinkSending:
             if index is not None:
                 peer = self.priority = self.table.peers[index]
                 g = self.grants
+                self.before_grant(index)
                 peer.uplink(grant_message(g.length, g.hold, g.number), now)
             revoked = self.grants.revoke(now)
             if revoked is not None:  # (a shorter grant ends a held one)
@@ -66,6 +67,10 @@ class UplinkSending:
         # the release behind it, or the release alone
         self.release_left = len(peer.urgent) or len(peer.frames)
         return True
+
+    def before_grant(self, index: int) -> None:
+        """A base is about to grant mobile ``index`` the uplink (stream mode: what it may lack
+        goes again first, StreamSending)."""
 
     def acknowledged(self) -> bool:
         """Has the peer acknowledged all we sent (stream mode's ARQ; ESB: the chip did)? An

@@ -184,6 +184,17 @@ class ArqSender:
             return bytes((seq % SEQ_MOD,)) + frame
         return None
 
+    def resend_unacked(self) -> int:
+        """Send every frame in flight that the receiver has not said it holds again, next,
+        oldest first (no timeout counted): before a frame the receiver must have at once, when
+        its ACKs may have been lost (a mobile's, outside its grant: docs/design.md §4,
+        "Several mobiles"). How many."""
+        again = [
+            s for s, f in sorted(self._flight.items()) if not f.sacked and s not in self._retransmit
+        ]
+        self._retransmit.extend(again)
+        return len(again)
+
     def next_deadline(self) -> float | None:
         """When next_frame has something to do without news from the peer (a timer)."""
         if not self.established:
