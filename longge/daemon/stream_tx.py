@@ -87,7 +87,7 @@ class StreamSending(UplinkSending):
         holds the grant up behind it (delivered in order), and its ACK saying so, sent outside
         its grant, met a busy mobile's frames; the retransmission waited for a timeout backed
         off to 0.3 s (idle pings waited as long)."""
-        self.arqs[index].resend_unacked()
+        self.arqs[index].resend_unacked(time.monotonic())
 
     def may_send(self, now: float) -> bool:
         """May the ARQs' frames go now (a mobile: only in its grant, once it heard one)?"""

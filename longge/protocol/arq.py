@@ -184,13 +184,17 @@ class ArqSender:
             return bytes((seq % SEQ_MOD,)) + frame
         return None
 
-    def resend_unacked(self) -> int:
-        """Send every frame in flight that the receiver has not said it holds again, next,
-        oldest first (no timeout counted): before a frame the receiver must have at once, when
-        its ACKs may have been lost (a mobile's, outside its grant: docs/design.md §4,
-        "Several mobiles"). How many."""
+    def resend_unacked(self, now: float) -> int:
+        """Send every frame in flight for at least ``min_rto`` that the receiver has not said
+        it holds again, next, oldest first (no timeout counted): before a frame the receiver
+        must have at once, when its ACKs may have been lost (a mobile's, outside its grant:
+        docs/design.md §4, "Several mobiles"). Younger frames' ACKs may be on their way (a
+        mobile loaded on the downlink has a window of them: sent again before each of its
+        grants, they cost a loaded downlink a tenth). How many."""
         again = [
-            s for s, f in sorted(self._flight.items()) if not f.sacked and s not in self._retransmit
+            s
+            for s, f in sorted(self._flight.items())
+            if not f.sacked and s not in self._retransmit and now - f.sent_at >= self.min_rto
         ]
         self._retransmit.extend(again)
         return len(again)
