@@ -100,6 +100,11 @@ def mobile_config(tmp: Path, air: str, i: int, with_key: bytes | None = None) ->
     )
 
 
+def in_mode(cfg: NodeConfig, mode: str) -> NodeConfig:
+    """``cfg`` in link mode ``mode`` (its other radio settings kept)."""
+    return replace(cfg, radio=replace(cfg.radio, mode=mode))
+
+
 class Star:
     def __init__(self, base: Supervisor, btun: MemoryTun) -> None:
         self.base, self.btun = base, btun
@@ -125,6 +130,30 @@ class Star:
                 got.append(tun.peer.recv(65536))
             self.step()
         return got
+
+    def each_gets_its_own(self, step: int) -> None:
+        """12 packets for each mobile (300 + step·k bytes), interleaved on the base's TUN:
+        each mobile gets its own, whole and in order, and nobody else's."""
+        sent: list[list[bytes]] = [[] for _ in self.mobiles]
+        for k in range(12):
+            for i, mine in enumerate(sent):
+                mine.append(packet("10.24.0.1", mobile_ip(i), 300 + step * k, 100 * i + k))
+                self.btun.peer.send(mine[-1])
+        for i, mine in enumerate(sent):
+            got = self.collect(self.mtuns[i], len(mine), 20)
+            assert got == mine, (i, len(got), self.base.status()["tx"])
+
+    def all_send_at_once(self, count: int) -> tuple[list[list[bytes]], list[bytes]]:
+        """Every mobile sends ``count`` 1000-byte packets at once (interleaved): what each
+        sent, and what came out of the base's TUN (in 30 s at most)."""
+        sent = [
+            [packet(mobile_ip(i), "10.24.0.1", 1000, 2000 + 100 * i + k) for k in range(count)]
+            for i in range(len(self.mobiles))
+        ]
+        for k in range(count):
+            for i, mine in enumerate(sent):
+                self.mtuns[i].peer.send(mine[k])
+        return sent, self.collect(self.btun, len(sent) * count, 30)
 
     def heard(self, timeout: float = 10.0) -> bool:
         """Every mobile has heard the base, and the base every mobile (keepalives)."""
@@ -166,15 +195,7 @@ def test_the_base_sends_each_mobile_its_own_packets(air_path: str, tmp_path: Pat
     cfgs = [mobile_config(tmp_path, air_path, i) for i in range(N)]
     with star(air_path, tmp_path, cfgs) as s:
         assert s.heard(), s.base.status()["rx"]
-        sent: list[list[bytes]] = [[] for _ in range(N)]
-        for k in range(12):
-            for i in range(N):
-                p = packet("10.24.0.1", mobile_ip(i), 300 + 37 * k, 100 * i + k)
-                sent[i].append(p)
-                s.btun.peer.send(p)
-        for i in range(N):
-            got = s.collect(s.mtuns[i], len(sent[i]), 20)
-            assert got == sent[i], (i, len(got), s.base.status()["tx"])
+        s.each_gets_its_own(37)
         for i in range(N):  # one after another: the uplink's collisions are not this test's
             ups = [packet(mobile_ip(i), "10.24.0.1", 500, 1000 + 10 * i + k) for k in range(5)]
             for p in ups:
@@ -232,12 +253,9 @@ def test_a_mobile_with_another_mobiles_key_gets_nothing_through(
     """Mobile 3 holds mobile 2's key (its own addresses): the base opens its packets with
     mobile 3's key and refuses them all, counted; mobiles 1 and 2 go on. Both link modes."""
 
-    def moded(cfg: NodeConfig) -> NodeConfig:
-        return replace(cfg, radio=replace(cfg.radio, mode=mode))
-
-    cfgs = [moded(mobile_config(tmp_path, air_path, i)) for i in range(N - 1)]
-    cfgs.append(moded(mobile_config(tmp_path, air_path, N - 1, with_key=key(1))))
-    base = moded(base_config(tmp_path, air_path))
+    cfgs = [in_mode(mobile_config(tmp_path, air_path, i), mode) for i in range(N - 1)]
+    cfgs.append(in_mode(mobile_config(tmp_path, air_path, N - 1, with_key=key(1)), mode))
+    base = in_mode(base_config(tmp_path, air_path), mode)
     with star(air_path, tmp_path, cfgs, base) as s:
         thief = [packet(mobile_ip(2), "10.24.0.1", 400, 7000 + k) for k in range(10)]
         honest = [packet(mobile_ip(0), "10.24.0.1", 400, 8000 + k) for k in range(5)]
@@ -319,14 +337,7 @@ def test_the_mobiles_take_the_uplink_in_turn(air_path: str, tmp_path: Path) -> N
     ]
     with star(air_path, tmp_path, cfgs) as s:
         assert s.heard(), s.base.status()["rx"]
-        sent = [
-            [packet(mobile_ip(i), "10.24.0.1", 1000, 2000 + 100 * i + k) for k in range(30)]
-            for i in range(N)
-        ]
-        for k in range(30):
-            for i in range(N):
-                s.mtuns[i].peer.send(sent[i][k])
-        got = s.collect(s.btun, 3 * 30, 30)
+        sent, got = s.all_send_at_once(30)
         s.run(0.6)  # (the radio processes send their counters every 0.25 s)
         for i in range(N):
             mine = [p for p in got if p in sent[i]]

@@ -7,19 +7,15 @@ star)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
-from test_multinode import N, base_config, mobile_config, mobile_ip, packet, star
+from test_multinode import N, base_config, in_mode, mobile_config, star
 
 from longge.config import NodeConfig
-from longge.radio.options import RadioOptions
-
-STREAM = RadioOptions(mode="stream")
 
 
 def streamed(cfg: NodeConfig) -> NodeConfig:
-    return replace(cfg, radio=STREAM)
+    return in_mode(cfg, "stream")
 
 
 def test_a_base_in_stream_mode_serves_each_mobile_its_own_packets_both_ways(
@@ -31,23 +27,8 @@ def test_a_base_in_stream_mode_serves_each_mobile_its_own_packets_both_ways(
     cfgs = [streamed(mobile_config(tmp_path, air_path, i)) for i in range(N)]
     with star(air_path, tmp_path, cfgs, streamed(base_config(tmp_path, air_path))) as s:
         assert s.heard(), s.base.status()["rx"]
-        sent: list[list[bytes]] = [[] for _ in range(N)]
-        for k in range(12):
-            for i in range(N):
-                p = packet("10.24.0.1", mobile_ip(i), 300 + 91 * k, 100 * i + k)
-                sent[i].append(p)
-                s.btun.peer.send(p)
-        for i in range(N):
-            got = s.collect(s.mtuns[i], len(sent[i]), 20)
-            assert got == sent[i], (i, len(got), s.base.status()["tx"])
-        ups = [
-            [packet(mobile_ip(i), "10.24.0.1", 1000, 2000 + 100 * i + k) for k in range(20)]
-            for i in range(N)
-        ]
-        for k in range(20):
-            for i in range(N):
-                s.mtuns[i].peer.send(ups[i][k])
-        got = s.collect(s.btun, N * 20, 30)
+        s.each_gets_its_own(91)
+        ups, got = s.all_send_at_once(20)
         s.run(0.6)  # (the radio processes send their counters every 0.25 s)
         for i in range(N):
             assert [p for p in got if p in ups[i]] == ups[i], (i, s.mobiles[i].status()["tx"])

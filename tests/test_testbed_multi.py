@@ -5,6 +5,7 @@ base grants the uplink), and ``down`` leaves nothing behind."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -49,10 +50,11 @@ def in_ns(ns: str, *cmd: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.fixture(scope="module")
-def star() -> Iterator[None]:
+@contextlib.contextmanager
+def star_testbed(*options: str) -> Iterator[None]:
+    """``testbed up --mobiles N`` with ``options``; down after, leaving no namespace."""
     testbed.down()
-    up = cli("testbed", "up", "--mobiles", str(N))
+    up = cli("testbed", "up", "--mobiles", str(N), *options)
     try:
         assert up.returncode == 0, up.stdout + up.stderr
         yield
@@ -61,6 +63,12 @@ def star() -> Iterator[None]:
         assert down.returncode == 0, down.stderr
         left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
         assert "lg-" not in left, left
+
+
+@pytest.fixture(scope="module")
+def star() -> Iterator[None]:
+    with star_testbed():
+        yield
 
 
 def test_every_mobile_reaches_the_base_and_through_it(star: None) -> None:

@@ -9,7 +9,7 @@ import json
 from collections.abc import Iterator
 
 import pytest
-from test_testbed_multi import N, cli, in_ns, pytestmark  # noqa: F401  (root, tools)
+from test_testbed_multi import N, cli, in_ns, pytestmark, star_testbed  # noqa: F401  (root)
 
 from longge import testbed
 from longge.measure.model import udp_goodput_bps
@@ -20,14 +20,8 @@ from longge.radio.options import RadioOptions
 
 @pytest.fixture(scope="module")
 def star() -> Iterator[None]:
-    testbed.down()
-    up = cli("testbed", "up", "--mobiles", str(N), "--mode", "stream")
-    try:
-        assert up.returncode == 0, up.stdout + up.stderr
+    with star_testbed("--mode", "stream"):
         yield
-    finally:
-        down = cli("testbed", "down")
-        assert down.returncode == 0, down.stderr
 
 
 def test_three_mobiles_in_stream_mode_share_both_directions(star: None) -> None:

@@ -55,10 +55,8 @@ from longge.daemon.peers import (
 )
 from longge.daemon.radio_rx import flush, rx_stats, tend, uplink_news
 from longge.daemon.radio_tx import link_control
-from longge.daemon.stream_tx import StreamSending, arq_timeout
+from longge.daemon.stream_tx import StreamSending, arq_timeout, peer_arqs
 from longge.protocol.arq import CONTROL, RESET, ArqStats
-from longge.protocol.arq_receiver import ArqReceiver
-from longge.protocol.peer import PeerReceiver, PeerTable
 from longge.protocol.uplink_scheduler import UplinkScheduler
 from longge.tun import Tun, TunError
 
@@ -66,13 +64,6 @@ TO_TX, FOR_SENDER = b"o", b"i"
 #: A base with several mobiles tells its TX process a mobile's frames came (``f``) at most this
 #: often.
 HEARD_EVERY_S = 0.005
-
-
-def receiver_arqs(table: PeerTable[PeerReceiver]) -> list[ArqReceiver]:
-    arqs = [p.arq for p in table if p.arq is not None]
-    if len(arqs) != len(table):
-        raise ValueError("stream mode: a peer without its ARQ")
-    return arqs
 
 
 def _arq_stats(stats: list[ArqStats]) -> dict[str, int]:
@@ -192,7 +183,7 @@ def run_tx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
 def run_rx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> None:
     child = Child(cfg, "rx", conn)
     table = receivers(cfg)
-    arqs = receiver_arqs(table)
+    arqs = peer_arqs([p.arq for p in table])
     c = RxCounters()
     control_ready = True  # the supervisor's pipe: looked at when select() found it readable
 
@@ -230,11 +221,11 @@ def run_rx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
                     c.acks_in += 1
                     to_tx(FOR_SENDER, peer.index, frame)
                     continue
-                i = peer.index
+                i, arq = peer.index, arqs[peer.index]
                 if told and frame and not frame[0] & CONTROL and now - told[i] >= HEARD_EVERY_S:
                     told[i] = now
-                    to_tx(b"f", peer.index, b"")
-                for inner in arqs[peer.index].on_frame(frame, now):
+                    to_tx(b"f", i, b"")
+                for inner in arq.on_frame(frame, now):
                     heard = peer.heard
                     packet = peer.receive(inner, now)
                     if peer.heard != heard:  # a whole packet (a keepalive, link control)
@@ -244,10 +235,10 @@ def run_rx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
                             # holder's frames, and is lost); a mobile released its grant:
                             # acknowledged at once (an idle mobile releases its next only
                             # once all it sent is acknowledged: uplink_tx.py)
-                            arqs[peer.index].ack_now()
-                            ack = arqs[peer.index].control(now)
+                            arq.ack_now()
+                            ack = arq.control(now)
                             if ack is not None:
-                                to_tx(TO_TX, peer.index, ack)
+                                to_tx(TO_TX, i, ack)
                         uplink_news(pair, table, peer, c, now)
                     if packet is not None:
                         if told and len(packet) <= PREEMPT_MAX:
@@ -255,7 +246,7 @@ def run_rx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
                             # so that the mobile, idle then, releases its grant soon (slower,
                             # it held it more than LIGHT_USE_S and waited its turn behind
                             # the busy ones)
-                            arqs[i].ack_now()
+                            arq.ack_now()
                         deliver(tun, packet, c)
         for index, arq in enumerate(arqs):
             ack = arq.control(now)

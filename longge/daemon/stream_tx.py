@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Sequence
+from typing import TypeVar
 
 from longge.config import NodeConfig
 from longge.daemon.child import FIFO_EMPTY, FIFO_OCCUPIED, Child
@@ -21,12 +22,16 @@ from longge.radio.interface import LinkRadio
 CONTROL_BACKLOG = 16
 
 
-def sender_arqs(table: PeerTable[PeerSender]) -> list[ArqSender]:
-    """The peers' ARQ senders, in the table's order (every peer has one in stream mode)."""
-    arqs = [p.arq for p in table if p.arq is not None]
-    if len(arqs) != len(table):
+A = TypeVar("A", ArqSender, ArqReceiver)
+
+
+def peer_arqs(arqs: Sequence[A | None]) -> list[A]:
+    """The peers' ARQs (senders or receivers), in the table's order: every peer has one in
+    stream mode."""
+    got = [a for a in arqs if a is not None]
+    if len(got) != len(arqs):
         raise ValueError("stream mode: a peer without its ARQ")
-    return arqs
+    return got
 
 
 def arq_timeout(arqs: Sequence[ArqSender | ArqReceiver], now: float) -> float:
@@ -50,7 +55,7 @@ class StreamSending(UplinkSending):
     ) -> None:
         self.table = table
         self.queues = queues
-        self.arqs = sender_arqs(table)
+        self.arqs = peer_arqs([p.arq for p in table])
         self.c = c
         #: per peer (one peer's ACKs never push out another's), each with its place in the
         #: order they came in
@@ -82,12 +87,12 @@ class StreamSending(UplinkSending):
     def acknowledged(self) -> bool:
         return self.idle()
 
-    def before_grant(self, index: int) -> None:
+    def before_grant(self, index: int, now: float) -> None:
         """What the mobile has not acknowledged goes again before its grant: a frame it lacks
         holds the grant up behind it (delivered in order), and its ACK saying so, sent outside
         its grant, met a busy mobile's frames; the retransmission waited for a timeout backed
         off to 0.3 s (idle pings waited as long)."""
-        self.arqs[index].resend_unacked(time.monotonic())
+        self.arqs[index].resend_unacked(now)
 
     def may_send(self, now: float) -> bool:
         """May the ARQs' frames go now (a mobile: only in its grant, once it heard one)?"""

@@ -43,7 +43,7 @@ class UplinkSending:
             if index is not None:
                 peer = self.priority = self.table.peers[index]
                 g = self.grants
-                self.before_grant(index)
+                self.before_grant(index, now)
                 peer.uplink(grant_message(g.length, g.hold, g.number), now)
             revoked = self.grants.revoke(now)
             if revoked is not None:  # (a shorter grant ends a held one)
@@ -68,7 +68,7 @@ class UplinkSending:
         self.release_left = len(peer.urgent) or len(peer.frames)
         return True
 
-    def before_grant(self, index: int) -> None:
+    def before_grant(self, index: int, now: float) -> None:
         """A base is about to grant mobile ``index`` the uplink (stream mode: what it may lack
         goes again first, StreamSending)."""
 

@@ -189,8 +189,7 @@ class UplinkPermit:
         grant, the wall clock."""
         if not self.grants:
             return now
-        if self.may_load(now) and now < self.until:  # (in a grant)
-            return now - self.paused
+        # (in a grant the running pause is nought: its loading stops after now)
         return now - self.paused - max(0.0, self._pause_end(now) - self._stop())
 
     def wait_s(self, now: float) -> float | None:
