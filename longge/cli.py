@@ -95,6 +95,7 @@ class _Help(argparse.ArgumentDefaultsHelpFormatter):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from longge.air.control import add_set_arguments
     from longge.air.loss import add_loss_arguments
     from longge.air.wire import DEFAULT_SOCKET
     from longge.radio.options import add_radio_arguments
@@ -129,10 +130,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=node.cmd_modem_bench)
 
-    p = sub.add_parser("air", help="run the air emulator in the foreground")
+    p = sub.add_parser(
+        "air",
+        help="run the air emulator in the foreground (air set: change a running one's channel)",
+    )
     p.add_argument("--socket", default=DEFAULT_SOCKET, help="Unix socket radios attach to")
     add_loss_arguments(p)
     p.set_defaults(func=node.cmd_air)
+    air_sub = p.add_subparsers(dest="air_action", metavar="{set}")
+    q = air_sub.add_parser(
+        "set",
+        help="change a running air's channel live: losses, path loss, Wi-Fi (every link, "
+        "or --node NAME's)",
+    )
+    add_set_arguments(q)
+    q.set_defaults(func=node.cmd_air_set)
 
     p = sub.add_parser("air-stats", help="print a running air emulator's counters")
     p.add_argument(

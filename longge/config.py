@@ -131,6 +131,9 @@ class NodeConfig:
     keepalive_s: float = 1.0
     backend: str = "sim"
     air: str = AIR_SOCKET
+    #: the radios' names on the emulated air (NAME-tx, NAME-rx; "": the role), where the air's
+    #: per-link losses (./run.sh air set --node NAME) find them
+    air_name: str = ""
     radio: RadioOptions = field(default_factory=RadioOptions)
     pa_level: str = "low"
     # the mobile's tx = the base's rx = the uplink; in the ISM band (0..83), >= 2 apart.
@@ -187,6 +190,10 @@ class NodeConfig:
 
     def __post_init__(self) -> None:
         _one_of("node.role", self.role, ROLES)
+        if self.air_name != "" and (
+            not isinstance(self.air_name, str) or not _PEER_NAME.fullmatch(self.air_name)
+        ):
+            raise ConfigError("sim.air_name", self.air_name, "1..32 letters, digits, - or _")
         up, down = UPLINK_CHANNEL, downlink_channel(UPLINK_CHANNEL)
         mine = (up, down) if self.role == "mobile" else (down, up)
         for key, default in zip(("tx_channel", "rx_channel"), mine, strict=True):

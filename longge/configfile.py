@@ -48,7 +48,7 @@ _NODE_KEYS = {
         "keepalive_s",
     },
     "radio": {"backend", "pa_level", "tx_channel", "rx_channel"},
-    "sim": {"air"},
+    "sim": {"air", "air_name"},
     "mobile": {"default_route", "routes"},
     "base": {"nat", "uplink"},
     "security": {"insecure", "state_dir"},

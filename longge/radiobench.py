@@ -24,7 +24,7 @@ from typing import Any
 from longge.air import native
 from longge.air.loss import NO_LOSS, AirLoss
 from longge.air.wire import query
-from longge.chip.datasheet import per_attempt_failure
+from longge.chip.datasheet import bits_on_air, per_attempt_failure
 from longge.errors import ConfigError
 from longge.radio.options import RadioOptions, configure
 from longge.radio.sim import SimRadio
@@ -258,13 +258,19 @@ def _result(plan: BenchPlan, c: Counts, stats: dict[str, Any]) -> BenchResult:
     timing = opts.timing()
     span_ns = c.last_ns - c.first_ns
     throughput = c.bytes_after_first * 8 * 1e9 / span_ns if c.received > 1 and span_ns else 0.0
-    loss = plan.loss.spec()
+    # (the radios run at RF24 begin()'s power, PA_MAX: the path loss counts at 0 dBm)
+    per, ack_per = plan.loss.spec().frame_errors(
+        opts.rate,
+        3,
+        bits_on_air(opts.payload, opts.address_width, opts.crc),
+        bits_on_air(0, opts.address_width, opts.crc),
+    )
     bound = opts.air_bound_bps()
     if opts.acked:
-        q = per_attempt_failure(loss.data_per, loss.ack_per)
+        q = per_attempt_failure(per, ack_per)
         model = timing.expected_goodput_bps(q)
     else:
-        q = loss.data_per
+        q = per
         model = bound * (1 - q)
     attempts = tx.get("attempts", 0)
     retrans = tx.get("retransmissions", 0)

@@ -128,6 +128,8 @@ class TestbedSpec:
             "state_dir": str(STATE_DIR / "security"),
             "driver": "pyrf24",
         }
+        if mobile and len(names) > 1:  # (the air tells the mobiles' radios apart)
+            node["air_name"] = names[index]
         if self.rf24 and self.irq:  # README's wiring table
             node["tx_irq_pin"], node["rx_irq_pin"] = IRQ_PINS
         if self.backend(role) == "serial":

@@ -63,7 +63,7 @@ def _step(air: Air, op: Op) -> Any:
     elif kind == "run_until_idle":
         return {"out": _outputs(air.run_until_idle(op["limit"])), "now": air.now}
     elif kind == "loss":
-        spec = LossSpec(op["per"], op["ack_per"], op["burst"])
+        spec = LossSpec(op["per"], op["ack_per"], op["burst"], op.get("path_loss"))
         if "tx" in op:
             air.loss.set_link(op["tx"], op["rx"], spec)
         else:
@@ -129,15 +129,24 @@ def _regs(**over: Any) -> dict[str, Any]:
 
 
 def _stream(
-    frames: int, *, per: float, ack_per: float, burst: float, no_ack: bool, seed: int
+    frames: int,
+    *,
+    per: float,
+    ack_per: float,
+    burst: float,
+    no_ack: bool,
+    seed: int,
+    path_loss: float | None = None,
+    **regs: Any,
 ) -> list[Op]:
     """A host that keeps a TX FIFO full and reads everything, flushing after MAX_RT."""
     rng = random.Random(seed)
     script: list[Op] = [{"op": "new", "seed": seed}]
     script += [{"op": "attach", "name": "tx"}, {"op": "attach", "name": "rx"}]
-    script.append({"op": "loss", "per": per, "ack_per": ack_per, "burst": burst})
-    script.append({"op": "configure", "rid": 1, "regs": _regs(), "t": 0})
-    script.append({"op": "configure", "rid": 2, "regs": _regs(), "t": 0})
+    loss = {"op": "loss", "per": per, "ack_per": ack_per, "burst": burst}
+    script.append({**loss, "path_loss": path_loss} if path_loss is not None else loss)
+    script.append({"op": "configure", "rid": 1, "regs": _regs(**regs), "t": 0})
+    script.append({"op": "configure", "rid": 2, "regs": _regs(**regs), "t": 0})
     script.append({"op": "listen", "rid": 2, "on": True, "t": 0})
     t = 1_000
     for k in range(frames):
@@ -194,6 +203,33 @@ def test_collisions_interferers_rpd_and_detach_agree() -> None:
     assert_same(script)
 
 
+@pytest.mark.parametrize(
+    ("rate", "pa_level", "path_loss", "per"),
+    [("2M", 3, 82.0, 0.0), ("1M", 1, 72.5, 0.1), ("250k", 0, 76.5, 0.0), ("2M", 2, 70.0, 0.05)],
+)
+def test_a_weak_link_loses_the_same_frames_at_every_rate(
+    rate: str, pa_level: int, path_loss: float, per: float
+) -> None:
+    """The path's noise (its margin over the sensitivity at that rate and power, each frame's
+    length) destroys the same frames and ACKs in both airs."""
+    script = _stream(
+        300,
+        per=per,
+        ack_per=per,
+        burst=1.0,
+        no_ack=False,
+        seed=3,
+        path_loss=path_loss,
+        rate=rate,
+        pa_level=pa_level,
+        ard_step=3,
+        arc=5,
+    )
+    assert_same(script)
+    lost = run_python(script)[-1]["stats"]["radios"]["tx"]
+    assert lost["lost_data"] > 0  # (the scenario does meet the noise)
+
+
 @pytest.mark.parametrize(("centre", "no_ack"), [(77, False), (77, True), (40, False)])
 def test_a_wifi_interferer_destroys_the_frames_it_overlaps_alike(centre: int, no_ack: bool) -> None:
     """Wi-Fi on channel 6 (nRF 37..) or 14 (nRF 66..88) busy 30 % of its 1-ms slots: the frames
@@ -227,6 +263,7 @@ _reg_sets = st.fixed_dictionaries(
         "ard_step": st.integers(0, 15),
         "arc": st.integers(0, 15),
         "powered": st.booleans(),
+        "pa_level": st.integers(0, 3),
         "tx_address": _addresses,
         "rx_pipes": st.dictionaries(st.sampled_from(["0", "1", "2"]), _addresses, max_size=2),
     }
@@ -283,6 +320,14 @@ def _scripts(draw: st.DrawFn) -> list[Op]:
                 ack_per=draw(st.sampled_from([0.0, 0.2])),
                 burst=1.0 if per >= 1.0 else draw(st.sampled_from([1.0, 3.0])),
             )
+            # a margin near 0 dB at some rate and power: partial losses
+            path_loss = draw(st.sampled_from([None, 64.5, 70.0, 73.0, 76.0, 82.0, 88.0]))
+            if path_loss is not None:
+                op["path_loss"] = path_loss
+            if draw(st.booleans()):  # one link of its own
+                op.update(
+                    tx=f"r{draw(st.integers(0, n - 1))}", rx=f"r{draw(st.integers(0, n - 1))}"
+                )
         script.append(op)
     script += [{"op": "run_until_idle", "limit": t + 10**9}, {"op": "stats"}]
     return script

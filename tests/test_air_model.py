@@ -10,9 +10,9 @@ from dataclasses import replace
 
 import pytest
 
-from longge.air.loss import LossModel, LossSpec
+from longge.air.loss import LossModel, LossSpec, frame_error, margin_db
 from longge.air.model import Air, Outcome, RadioRegisters, RxFrame, TxResult
-from longge.chip.datasheet import T_SETTLE_NS, LinkTiming, ard_ns
+from longge.chip.datasheet import T_SETTLE_NS, LinkTiming, ard_ns, bits_on_air
 from longge.errors import ConfigError
 
 ADDR = b"Node1"
@@ -247,6 +247,48 @@ def test_bursty_loss_keeps_the_long_run_rate_but_clusters() -> None:
     assert sum(bursts) / len(bursts) == pytest.approx(8.0, rel=0.15)
 
 
+def test_the_error_curve_passes_through_the_datasheets_sensitivity() -> None:
+    """At the sensitivity one bit in a thousand is wrong (the datasheet's 0.1 % BER point);
+    each dB of margin makes frames much safer, and a longer frame is likelier lost."""
+    assert frame_error(0.0, 1) == pytest.approx(0.001, rel=1e-9)
+    full = bits_on_air(32)  # 329 bits
+    assert frame_error(0.0, full) == pytest.approx(1 - 0.999**full, rel=1e-9)
+    fers = [frame_error(m, full) for m in (-2.0, -1.0, 0.0, 1.0, 2.0, 3.0)]
+    assert fers == sorted(fers, reverse=True)
+    assert fers[0] > 0.9 and fers[-1] < 0.002
+    assert frame_error(0.0, bits_on_air(0)) < frame_error(0.0, full)
+
+
+def test_a_path_loses_frames_as_the_margin_at_each_rate_and_power_says() -> None:
+    """Over one path, 250 kbit/s is 12 dB and 1 Mbit/s 3 dB more sensitive than 2 Mbit/s,
+    and each PA step is 6 dB: the air's losses follow the formula at each (20 000 frames)."""
+    path = 82.5  # 0 dBm at 2 Mbit/s: 0.5 dB under the sensitivity
+    bits = bits_on_air(32)
+    for rate, pa_level in (("2M", 3), ("1M", 3), ("1M", 2), ("250k", 0), ("2M", 2)):
+        loss = LossModel(LossSpec(path_loss=path), seed=3)
+        n = 20_000
+        lost = sum(loss.data_lost("a", "b", bits, rate, pa_level) for _ in range(n)) / n
+        want = frame_error(margin_db(path, pa_level, rate), bits)
+        assert lost == pytest.approx(want, abs=4 * (want * (1 - want) / n) ** 0.5 + 1e-3)
+    assert margin_db(path, 3, "1M") - margin_db(path, 3, "2M") == 3.0
+    assert margin_db(path, 3, "250k") - margin_db(path, 3, "2M") == 12.0
+    assert margin_db(path, 3, "2M") - margin_db(path, 2, "2M") == 6.0
+
+
+def test_a_weak_path_halves_2m_where_1m_and_250k_get_through() -> None:
+    """The attenuations the adaptive experiment needs exist: at one path loss 2 Mbit/s loses
+    more than half its frames and 1 Mbit/s almost none; at a higher one only 250 kbit/s works."""
+    for path, delivered in (
+        (83.0, {"2M": (0, 0.5), "1M": (0.95, 1)}),
+        (90.0, {"250k": (0.99, 1), "1M": (0, 0.01)}),
+    ):
+        for rate, (lo, hi) in delivered.items():
+            b = Bench(LossModel(LossSpec(path_loss=path), seed=1), rate=rate, pa_level=3, arc=0)
+            b.stream(2000, no_ack=True)
+            share = len(b.frames) / 2000
+            assert lo <= share <= hi, (path, rate, share)
+
+
 def test_impossible_register_values_are_refused() -> None:
     air = Air()
     rid = air.attach("x")
@@ -256,3 +298,6 @@ def test_impossible_register_values_are_refused() -> None:
         air.configure(rid, regs(rate="3M"), 0)
     with pytest.raises(ConfigError, match="per"):
         LossSpec(data_per=1.5)
+    for bad in (-1.0, 250.0, float("nan"), "80", True):
+        with pytest.raises(ConfigError, match="path_loss"):
+            LossSpec(path_loss=bad)  # type: ignore[arg-type]

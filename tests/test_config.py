@@ -136,6 +136,7 @@ WRONG = {
     "radio.burst": ("2", "radio.burst"),
     "radio.seed": ("3", "radio.seed"),
     "sim.air": ('"air.sock"', "sim.air"),
+    "sim.air_name": ('"mobile 2"', "sim.air_name"),
     "mobile.default_route": ('"yes"', "mobile.default_route"),
     "mobile.routes": ('["10.99.0.0/33"]', "mobile.routes"),
     "base.nat": ("1", "base.nat"),

@@ -1,7 +1,7 @@
 //! `longge-air`: LongGe's emulated nRF24L01+ air.
 //!
 //!     longge-air serve --socket PATH [--per P] [--ack-per P] [--burst B] [--seed S]
-//!                      [--wifi CHANNEL --wifi-duty D]   (a Wi-Fi interferer from the start)
+//!                      [--path-loss DB] [--wifi CHANNEL --wifi-duty D]
 //!     longge-air replay     < script.jsonl   (virtual clock: one JSON result per line)
 //!
 //! `serve` is what `./run.sh air`, the testbed and radio-bench run; `replay` drives the same
@@ -19,7 +19,7 @@ use std::process::ExitCode;
 fn usage() -> ExitCode {
     eprintln!(
         "usage: longge-air serve --socket PATH [--per P] [--ack-per P] [--burst B] [--seed S] \
-         [--wifi CHANNEL --wifi-duty D]\n\
+         [--path-loss DB] [--wifi CHANNEL --wifi-duty D]\n\
          \x20      longge-air replay < script.jsonl"
     );
     ExitCode::from(2)
@@ -37,6 +37,7 @@ fn main() -> ExitCode {
 fn serve(args: &[String]) -> ExitCode {
     let (mut socket, mut per, mut ack_per, mut burst, mut seed) = (None, 0.0, None, 1.0, 1i64);
     let (mut wifi, mut duty): (Option<i64>, f64) = (None, 0.3);
+    let mut path_loss = None;
     let mut it = args.iter();
     while let Some(flag) = it.next() {
         let Some(value) = it.next() else {
@@ -54,6 +55,7 @@ fn serve(args: &[String]) -> ExitCode {
             "--per" => num(value).map(|v| per = v),
             "--ack-per" => num(value).map(|v| ack_per = Some(v)),
             "--burst" => num(value).map(|v| burst = v),
+            "--path-loss" => num(value).map(|v| path_loss = Some(v)),
             "--seed" => value
                 .parse()
                 .map(|v| seed = v)
@@ -71,7 +73,9 @@ fn serve(args: &[String]) -> ExitCode {
         }
     }
     let Some(socket) = socket else { return usage() };
-    let spec = match loss::LossSpec::new(per, ack_per.unwrap_or(per), burst) {
+    let spec = match loss::LossSpec::new(per, ack_per.unwrap_or(per), burst)
+        .and_then(|s| s.with_path_loss(path_loss))
+    {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: {e}");

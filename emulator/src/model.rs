@@ -10,7 +10,7 @@ use std::rc::Rc;
 
 use serde_json::{json, Map, Value};
 
-use crate::loss::LossModel;
+use crate::loss::{Frame, LossModel};
 
 // nRF24L01+ Product Specification v1.0 (page numbers as in longge/chip/datasheet.py).
 pub const T_SETTLE_NS: i64 = 130_000; // Tstby2a, p. 22
@@ -43,9 +43,14 @@ fn min_ard_us_for_empty_ack(rate: &str) -> i64 {
     }
 }
 
+/// Bits of one Enhanced ShockBurst packet (p. 27, figure 4).
+pub fn bits_on_air(payload_len: i64, address_width: i64, crc_len: i64) -> i64 {
+    8 * (PREAMBLE_BYTES + address_width + payload_len + crc_len) + PCF_BITS
+}
+
 pub fn time_on_air_ns(payload_len: i64, rate: &str, address_width: i64, crc_len: i64) -> i64 {
-    let bits = 8 * (PREAMBLE_BYTES + address_width + payload_len + crc_len) + PCF_BITS;
-    bits * 1_000_000_000 / rate_bps(rate).expect("validated rate")
+    bits_on_air(payload_len, address_width, crc_len) * 1_000_000_000
+        / rate_bps(rate).expect("validated rate")
 }
 
 pub fn ard_ns(step: i64) -> i64 {
@@ -1032,7 +1037,13 @@ impl Air {
             rx.count("lost_collision", 1);
             return false;
         }
-        if self.loss.data_lost(&sender_name, &rx_name) {
+        let s = &self.radios[&sid].regs;
+        let frame = Frame {
+            bits: bits_on_air(payload.len() as i64, s.address_width, s.crc_len),
+            rate: &s.rate,
+            pa_level: s.pa_level,
+        };
+        if self.loss.data_lost(&sender_name, &rx_name, frame) {
             self.radios
                 .get_mut(&sid)
                 .expect("live")
@@ -1097,11 +1108,18 @@ impl Air {
             self.fail_attempt(rid, tx_end);
             return;
         }
-        let lost = match self.radios.get(&acker).map(|a| a.name.clone()) {
+        let lost = match self.radios.get(&acker) {
             None => true,
-            Some(acker_name) => {
+            Some(a) => {
+                // an empty ACK, sent at the acker's power
+                let (acker_name, r) = (a.name.clone(), a.regs.clone());
+                let frame = Frame {
+                    bits: bits_on_air(0, r.address_width, r.crc_len),
+                    rate: &r.rate,
+                    pa_level: r.pa_level,
+                };
                 let name = self.radios[&rid].name.clone();
-                self.loss.ack_lost(&name, &acker_name)
+                self.loss.ack_lost(&name, &acker_name, frame)
             }
         };
         if lost {

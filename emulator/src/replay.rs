@@ -4,8 +4,8 @@
 //!
 //! Operations (`t` in ns): attach{name} detach{rid} configure{rid,regs,t} listen{rid,on,t}
 //! submit{rid,payload(hex),no_ack,t} flush_tx{rid,t} reuse_tx{rid,t} consumed{rid,count}
-//! flush_rx{rid} rpd{rid,t} advance{t} run_until_idle{limit} loss{per,ack_per,burst[,tx,rx]}
-//! interferer{centre,duty,width,burst_ns} stats{}.
+//! flush_rx{rid} rpd{rid,t} advance{t} run_until_idle{limit}
+//! loss{per,ack_per,burst[,path_loss][,tx,rx]} interferer{centre,duty,width,burst_ns} stats{}.
 
 use std::io::{BufRead, Write};
 use std::process::ExitCode;
@@ -93,7 +93,9 @@ fn step(air: &mut Air, op: &Value) -> Result<Value, String> {
         "loss" => {
             let num = |k: &str, d: f64| op.get(k).and_then(Value::as_f64).unwrap_or(d);
             let per = num("per", 0.0);
-            let spec = LossSpec::new(per, num("ack_per", per), num("burst", 1.0))?;
+            let path_loss = op.get("path_loss").and_then(Value::as_f64);
+            let spec = LossSpec::new(per, num("ack_per", per), num("burst", 1.0))?
+                .with_path_loss(path_loss)?;
             match (
                 op.get("tx").and_then(Value::as_str),
                 op.get("rx").and_then(Value::as_str),

@@ -806,7 +806,12 @@ impl Server {
                 .ok_or(format!("{k}: a number"))
         };
         let per = num("per", 0.0)?;
-        let loss = LossSpec::new(per, num("ack_per", per)?, num("burst", 1.0)?)?;
+        let path_loss = match spec.get("path_loss") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(v.as_f64().ok_or("path_loss: a number (dB) or null")?),
+        };
+        let loss = LossSpec::new(per, num("ack_per", per)?, num("burst", 1.0)?)?
+            .with_path_loss(path_loss)?;
         if spec.get("tx").is_some() || spec.get("rx").is_some() {
             let name = |k: &str| match spec.get(k) {
                 Some(Value::String(s)) => Ok(s.clone()),
@@ -853,7 +858,18 @@ impl Server {
     }
 
     fn stats(&self) -> Value {
-        let loss = self.air.loss.default;
+        let links: Vec<Value> = self
+            .air
+            .loss
+            .links()
+            .into_iter()
+            .map(|((tx, rx), spec)| {
+                let mut v = spec_json(spec);
+                v["tx"] = json!(tx);
+                v["rx"] = json!(rx);
+                v
+            })
+            .collect();
         let interferers: Vec<Value> = self
             .air
             .interferers
@@ -877,9 +893,20 @@ impl Server {
             "uptime_s": (monotonic_ns() - self.started) as f64 / 1e9,
             "bad_messages": self.bad_messages,
             "send_overflows": self.send_overflows,
-            "loss": {"per": loss.data_per, "ack_per": loss.ack_per, "burst": loss.burst},
+            "loss": spec_json(&self.air.loss.default),
+            "links": links,
             "seed": self.air.loss.seed,
             "interferers": interferers,
         })
     }
+}
+
+/// A loss spec as the stats give it (as `AirServer.stats`).
+fn spec_json(spec: &LossSpec) -> Value {
+    json!({
+        "per": spec.data_per,
+        "ack_per": spec.ack_per,
+        "burst": spec.burst,
+        "path_loss": spec.path_loss,
+    })
 }

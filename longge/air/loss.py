@@ -6,17 +6,46 @@ every run with the same seed, whatever other links do. Data frames and ACKs have
 rates. Losses are either independent (Bernoulli) or bursty (Gilbert–Elliott with a lossless
 good state and a lossy bad state, parametrised by the long-run error rate and the mean burst
 length).
+
+A link may also have a path loss (dB): then each frame also meets the noise of a receiver at
+the end of that path. Its margin is the sender's output power (RF_PWR) minus the path loss
+minus the receiver's sensitivity at the frame's data rate (datasheet: 0.1 % BER at −82, −85,
+−94 dBm); the bit error rate follows non-coherent binary FSK's curve, BER = ½·exp(−γ/2)
+with γ the signal-to-noise ratio per bit, scaled so that the curve passes through the
+datasheet's point (γ = 2·ln 500 at the sensitivity); a frame of n bits survives with
+(1 − BER)^n. So each data rate, power level and frame length has its own error rate, from a
+separate generator per link and kind (docs/emulator.md, "The channel").
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import random
 import zlib
 from dataclasses import dataclass, field
 
 from longge.air.interferer import parse_interferer
+from longge.chip.datasheet import PA_DBM, SENSITIVITY_BER, SENSITIVITY_DBM
 from longge.errors import ConfigError
+
+#: The signal-to-noise ratio per bit at which ½·exp(−γ/2) is the sensitivity's BER (2·ln 500).
+GAMMA_AT_SENSITIVITY = -2.0 * math.log(2.0 * SENSITIVITY_BER)
+#: Path losses the air accepts, dB (0: antennas touching; 200: far beyond any link).
+PATH_LOSS_RANGE = (0.0, 200.0)
+
+
+def margin_db(path_loss: float, pa_level: int, rate: str) -> float:
+    """How far above the receiver's sensitivity a frame arrives (negative: below it)."""
+    return PA_DBM[pa_level] - path_loss - SENSITIVITY_DBM[rate]
+
+
+def frame_error(margin: float, bits: int) -> float:
+    """The chance that a frame of ``bits`` bits arriving ``margin`` dB above the sensitivity
+    has a bit wrong (its CRC then fails and the receiver drops it)."""
+    gamma = GAMMA_AT_SENSITIVITY * 10.0 ** (margin / 10.0)
+    ber = 0.5 * math.exp(-gamma / 2.0)
+    return 1.0 - (1.0 - ber) ** bits
 
 
 def _check_rate(key: str, value: float) -> None:
@@ -31,6 +60,8 @@ class LossSpec:
     data_per: float = 0.0
     ack_per: float = 0.0
     burst: float = 1.0
+    #: dB between the sender's antenna and the receiver's (None: close, no noise errors)
+    path_loss: float | None = None
 
     def __post_init__(self) -> None:
         _check_rate("per", self.data_per)
@@ -39,6 +70,27 @@ class LossSpec:
             raise ConfigError("burst", self.burst, "a mean burst length >= 1 frame")
         if self.burst > 1.0 and max(self.data_per, self.ack_per) >= 1.0:
             raise ConfigError("burst", self.burst, "bursts need an error rate below 1")
+        check_path_loss(self.path_loss)
+
+    def frame_errors(
+        self, rate: str, pa_level: int, data_bits: int, ack_bits: int
+    ) -> tuple[float, float]:
+        """The long-run error rates of a data frame and of its ACK on this link, both ends
+        at ``rate`` and ``pa_level``: its own rates combined with the path's."""
+        if self.path_loss is None:
+            return self.data_per, self.ack_per
+        m = margin_db(self.path_loss, pa_level, rate)
+        data = 1.0 - (1.0 - self.data_per) * (1.0 - frame_error(m, data_bits))
+        ack = 1.0 - (1.0 - self.ack_per) * (1.0 - frame_error(m, ack_bits))
+        return data, ack
+
+
+def check_path_loss(value: object) -> None:
+    lo, hi = PATH_LOSS_RANGE
+    if value is None:
+        return
+    if not isinstance(value, int | float) or isinstance(value, bool) or not lo <= value <= hi:
+        raise ConfigError("path_loss", value, f"dB in {lo:g}..{hi:g}, or none")
 
 
 @dataclass(frozen=True)
@@ -53,6 +105,8 @@ class AirLoss:
     seed: int = 1
     #: a Wi-Fi interferer that destroys the frames it overlaps: "wifi:CHANNEL[:DUTY]"
     interferer: str | None = None
+    #: dB on every link (None: the radios are close: no noise errors)
+    path_loss: float | None = None
 
     def __post_init__(self) -> None:
         for key in ("per", "ack_per", "burst"):
@@ -76,6 +130,7 @@ class AirLoss:
             data_per=self.per,
             ack_per=self.per if self.ack_per is None else self.ack_per,
             burst=self.burst,
+            path_loss=self.path_loss,
         )
 
     def as_dict(self) -> dict[str, object]:
@@ -85,8 +140,11 @@ class AirLoss:
             "burst": self.burst,
             "seed": self.seed,
         }
-        if self.interferer is not None:  # (absent without one: testbeds recorded before match)
+        # (absent when unset: testbeds recorded before they existed still match)
+        if self.interferer is not None:
             out["interferer"] = self.interferer
+        if self.path_loss is not None:
+            out["path_loss"] = self.path_loss
         return out
 
 
@@ -108,6 +166,14 @@ def add_loss_arguments(parser: argparse.ArgumentParser) -> None:
         help="a Wi-Fi transmitter on that 2.4 GHz channel (1-13), busy DUTY of the time "
         "(default 0.3), destroying the frames it overlaps",
     )
+    e.add_argument(
+        "--path-loss",
+        type=float,
+        metavar="DB",
+        help="dB between the radios' antennas (e.g. 60 in a room, 80+ through walls): "
+        "frames arrive at the sender's power (radio.pa_level) minus this and are lost as the "
+        "receiver's sensitivity at the data rate says (default: close, no such errors)",
+    )
 
 
 def loss_from_args(ns: argparse.Namespace) -> AirLoss:
@@ -117,6 +183,7 @@ def loss_from_args(ns: argparse.Namespace) -> AirLoss:
         burst=ns.burst,
         seed=ns.seed,
         interferer=getattr(ns, "interferer", None),
+        path_loss=getattr(ns, "path_loss", None),
     )
 
 
@@ -150,15 +217,18 @@ class LossModel:
     seed: int = 1
     links: dict[tuple[str, str], LossSpec] = field(default_factory=dict)
     _procs: dict[tuple[str, str, str], _Process] = field(default_factory=dict, repr=False)
+    _paths: dict[tuple[str, str, str], random.Random] = field(default_factory=dict, repr=False)
 
     def set_default(self, spec: LossSpec) -> None:
         self.default = spec
         self._procs.clear()
+        self._paths.clear()
 
     def set_link(self, tx: str, rx: str, spec: LossSpec) -> None:
         self.links[(tx, rx)] = spec
         for kind in ("data", "ack"):
             self._procs.pop((tx, rx, kind), None)
+            self._paths.pop((tx, rx, kind), None)
 
     def spec(self, tx: str, rx: str) -> LossSpec:
         return self.links.get((tx, rx), self.default)
@@ -173,9 +243,36 @@ class LossModel:
             proc = self._procs[key] = _Process(per, spec.burst, rng)
         return proc
 
-    def data_lost(self, tx: str, rx: str) -> bool:
-        return self._proc(tx, rx, "data").lost()
+    def _weak(self, tx: str, rx: str, kind: str, bits: int, rate: str, pa_level: int) -> bool:
+        """Did the path's noise destroy this frame? Drawn (from the link's own generator)
+        only where the path can."""
+        path_loss = self.spec(tx, rx).path_loss
+        if path_loss is None:
+            return False
+        fer = frame_error(margin_db(path_loss, pa_level, rate), bits)
+        if fer <= 0.0:
+            return False
+        key = (tx, rx, kind)
+        rng = self._paths.get(key)
+        if rng is None:
+            label = f"{self.seed}/{tx}/{rx}/{kind}/path"
+            rng = self._paths[key] = random.Random(zlib.crc32(label.encode()))
+        return rng.random() < fer
 
-    def ack_lost(self, tx: str, rx: str) -> bool:
-        # The ACK travels rx -> tx, but it belongs to the tx -> rx link's exchange.
-        return self._proc(tx, rx, "ack").lost()
+    def data_lost(
+        self, tx: str, rx: str, bits: int = 0, rate: str = "2M", pa_level: int = 3
+    ) -> bool:
+        """Is the data frame of ``bits`` bits the sender sends at ``rate`` with ``pa_level``
+        lost (its own process first, then the path: both drawn)?"""
+        lost = self._proc(tx, rx, "data").lost()
+        weak = self._weak(tx, rx, "data", bits, rate, pa_level)
+        return lost or weak
+
+    def ack_lost(
+        self, tx: str, rx: str, bits: int = 0, rate: str = "2M", pa_level: int = 3
+    ) -> bool:
+        """The same for its ACK: it travels rx -> tx (at the receiver's ``pa_level``), but
+        it belongs to the tx -> rx link's exchange."""
+        lost = self._proc(tx, rx, "ack").lost()
+        weak = self._weak(tx, rx, "ack", bits, rate, pa_level)
+        return lost or weak

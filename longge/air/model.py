@@ -37,6 +37,7 @@ from longge.chip.datasheet import (
     TX_FIFO_DEPTH,
     TX_MODE_MAX_NS,
     ard_ns,
+    bits_on_air,
     time_on_air_ns,
 )
 from longge.chip.registers import RadioRegisters
@@ -393,7 +394,8 @@ class Air:
         if tx.collided:
             rx.counters["lost_collision"] += 1
             return False
-        if self.loss.data_lost(sender.name, rx.name):
+        bits = bits_on_air(len(attempt.payload), s.address_width, s.crc_len)
+        if self.loss.data_lost(sender.name, rx.name, bits, s.rate, s.pa_level):
             sender.counters["lost_data"] += 1
             rx.counters["lost_data"] += 1
             return False
@@ -443,11 +445,16 @@ class Air:
         if ack.collided:  # two receivers answered, or something else was on air
             radio.counters["ack_collisions"] += 1
             self._fail_attempt(radio, attempt, tx.end)
-        elif acker is None or self.loss.ack_lost(radio.name, acker.name):
+        elif acker is None or self._ack_lost(radio, acker):
             radio.counters["lost_ack"] += 1
             self._fail_attempt(radio, attempt, tx.end)
         else:
             self._complete(radio, attempt, t, chain=False)
+
+    def _ack_lost(self, radio: _Radio, acker: _Radio) -> bool:
+        a = acker.regs  # an empty ACK, sent at the acker's power
+        bits = bits_on_air(0, a.address_width, a.crc_len)
+        return self.loss.ack_lost(radio.name, acker.name, bits, a.rate, a.pa_level)
 
     def _fail_attempt(self, radio: _Radio, attempt: _Attempt, data_end: int) -> None:
         if attempt.tries <= radio.regs.arc:

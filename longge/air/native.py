@@ -81,6 +81,8 @@ def command(socket: str, loss: AirLoss = NO_LOSS) -> list[str]:
         args = [str(build()), "serve", "--socket", socket, "--per", per]
     if loss.ack_per is not None:
         args += ["--ack-per", str(loss.ack_per)]
+    if loss.path_loss is not None:
+        args += ["--path-loss", repr(float(loss.path_loss))]
     wifi = loss.wifi()
     if wifi is not None:
         args += (

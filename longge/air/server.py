@@ -290,10 +290,12 @@ class AirServer:
         self.air.interferers.append(Interferer(wire.wifi_centre(int(spec["wifi"])), duty=duty))
 
     def _set_loss(self, spec: dict[str, Any]) -> None:
+        path_loss = spec.get("path_loss")
         loss = LossSpec(
             data_per=float(spec.get("per", 0.0)),
             ack_per=float(spec.get("ack_per", spec.get("per", 0.0))),
             burst=float(spec.get("burst", 1.0)),
+            path_loss=None if path_loss is None else float(path_loss),
         )
         if "tx" in spec or "rx" in spec:
             self.air.loss.set_link(str(spec["tx"]), str(spec["rx"]), loss)
@@ -314,7 +316,10 @@ class AirServer:
                 self._send(client, msg)
 
     def stats(self) -> dict[str, Any]:
-        loss = self.air.loss.default
+        links = [
+            {**spec_json(spec), "tx": tx, "rx": rx}
+            for (tx, rx), spec in sorted(self.air.loss.links.items())
+        ]
         return {
             "air": self.air.stats(),
             "server": "python",
@@ -324,10 +329,21 @@ class AirServer:
             "frozen_ms": round(self.frozen_ns / 1e6, 3),
             "uptime_s": (self.clock() - self.started) / 1e9,
             "bad_messages": self.bad_messages,
-            "loss": {"per": loss.data_per, "ack_per": loss.ack_per, "burst": loss.burst},
+            "loss": spec_json(self.air.loss.default),
+            "links": links,
             "seed": self.air.loss.seed,
             "interferers": [
                 {"centre_channel": w.centre, "width_mhz": w.width, "duty": w.duty}
                 for w in self.air.interferers
             ],
         }
+
+
+def spec_json(spec: LossSpec) -> dict[str, Any]:
+    """A loss spec as the stats give it (the compiled server's ``spec_json``)."""
+    return {
+        "per": spec.data_per,
+        "ack_per": spec.ack_per,
+        "burst": spec.burst,
+        "path_loss": spec.path_loss,
+    }

@@ -45,6 +45,15 @@ RATE_BPS = {"250k": 250_000, "1M": 1_000_000, "2M": 2_000_000}
 #: 250 µs is enough at 2 and 1 Mbit/s, 250 kbit/s needs 500 µs.
 MIN_ARD_US_FOR_EMPTY_ACK = {"250k": 500, "1M": 250, "2M": 250}
 
+#: Output power of RF_SETUP.RF_PWR 0..3 (RF24's PA_MIN, LOW, HIGH, MAX), dBm (p. 24, 6.5,
+#: table 14).
+PA_DBM = (-18.0, -12.0, -6.0, 0.0)
+#: Receiver sensitivity at 0.1 % bit error rate, dBm (p. 15, 5.3, RXSENS: 2 Mbit/s −82,
+#: 1 Mbit/s −85, 250 kbit/s −94).
+SENSITIVITY_DBM = {"250k": -94.0, "1M": -85.0, "2M": -82.0}
+#: The bit error rate the sensitivities are quoted at (p. 15, 5.3).
+SENSITIVITY_BER = 0.001
+
 
 # -- Formulas --------------------------------------------------------------------------------
 

@@ -84,22 +84,45 @@ def cmd_air(ns: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_air_stats(ns: argparse.Namespace) -> int:
+def _air_socket(given: str | None) -> str:
+    """The air to talk to: ``given``, else the standalone air's socket, else the testbed's."""
     from longge import testbed
-    from longge.air.wire import DEFAULT_SOCKET, query
+    from longge.air.wire import DEFAULT_SOCKET
 
-    path = ns.socket
-    if path is None:  # the standalone air's socket, else the testbed's
-        bed = str(testbed.paths()["air"])
-        path = DEFAULT_SOCKET if os.path.exists(DEFAULT_SOCKET) or not os.path.exists(bed) else bed
+    if given is not None:
+        return given
+    bed = str(testbed.paths()["air"])
+    return DEFAULT_SOCKET if os.path.exists(DEFAULT_SOCKET) or not os.path.exists(bed) else bed
+
+
+def _no_air(path: str, exc: OSError) -> LongGeError:
+    return LongGeError(
+        f"no air emulator answers at {path} ({exc.strerror or exc}): start one "
+        "(./run.sh air, or sudo ./run.sh testbed up) or give its --socket"
+    )
+
+
+def cmd_air_stats(ns: argparse.Namespace) -> int:
+    from longge.air.wire import query
+
+    path = _air_socket(ns.socket)
     try:
         stats = query(path)
     except OSError as exc:
-        raise LongGeError(
-            f"no air emulator answers at {path} ({exc.strerror or exc}): start one "
-            "(./run.sh air, or sudo ./run.sh testbed up) or give its --socket"
-        ) from exc
+        raise _no_air(path, exc) from exc
     print(json.dumps(stats, indent=2))
+    return 0
+
+
+def cmd_air_set(ns: argparse.Namespace) -> int:
+    from longge.air import control
+
+    path = _air_socket(ns.socket)
+    try:
+        stats = control.apply(path, control.changes_from_args(ns), ns.node, ns.interferer)
+    except OSError as exc:
+        raise _no_air(path, exc) from exc
+    print(control.describe(stats))
     return 0
 
 

@@ -18,6 +18,7 @@ from longge.errors import ConfigError
 from longge.measure.iperf import TrialSpec
 from longge.measure.model import (
     datagram_frames,
+    link_error_rates,
     lossy_model,
     udp_goodput_both_ways_bps,
     udp_goodput_bps,
@@ -183,6 +184,8 @@ class Target:
                 stats = wire.query(self.air)
                 ctx["emulator"] = {
                     "loss": stats.get("loss"),
+                    # links with losses of their own (air set --node): not in the model
+                    "links": stats.get("links") or [],
                     "seed": stats.get("seed"),
                     # Wi-Fi interferers destroying frames (--interferer): not in the model
                     "interferers": stats.get("interferers") or [],
@@ -240,10 +243,9 @@ def model_context(
     opts = radio_options(radio)
     model = udp_goodput_both_ways_bps if both_ways else udp_goodput_bps
     capacity, floor = model(opts, length, overhead), 0.0
-    per = float((loss or {}).get("per") or 0.0)
-    ack = (loss or {}).get("ack_per")
-    ack_per = per if ack is None else float(ack)
-    burst = float((loss or {}).get("burst") or 1.0)
+    # (a path loss counts as the frame error rates its noise gives full frames and ACKs)
+    per, ack_per, burst = link_error_rates(opts, loss, radio.get("pa_level") or "low")
+    path_loss = (loss or {}).get("path_loss")
     lossy = per > 0 or ack_per > 0
     if lossy:
         one_way, floor = lossy_model(opts, per, ack_per, burst, length, overhead)
@@ -255,8 +257,10 @@ def model_context(
         "model_note": f"UDP payload rate the air allows for {length}-byte datagrams "
         + ("in each direction, both loaded at once, " if both_ways else "")
         + (
-            f"with the emulated air's losses (per {per:g}, ack_per {ack_per:g}, burst {burst:g}: "
-            f"{100 * floor:.2f} % of them lost at every load)"
+            f"with the emulated air's losses (per {per:.4g}, ack_per {ack_per:.4g}, "
+            f"burst {burst:g}"
+            + (f", path loss {path_loss:g} dB included" if path_loss is not None else "")
+            + f": {100 * floor:.2f} % of them lost at every load)"
             if lossy
             else "with no loss"
         )

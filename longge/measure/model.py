@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
-from longge.chip.datasheet import T_SETTLE_NS, per_attempt_failure, time_on_air_ns
+from longge.air.loss import LossSpec
+from longge.chip.datasheet import T_SETTLE_NS, bits_on_air, per_attempt_failure, time_on_air_ns
+from longge.config import PA_LEVELS
 from longge.protocol.arq import HEADER_LEN as ARQ_HEADER
 from longge.protocol.arq_receiver import ArqReceiver
 from longge.protocol.frame import HEADER_LEN, PACKET_OVERHEAD
@@ -203,6 +206,28 @@ def datagram_frames(opts: RadioOptions, length: int, overhead: int = 0) -> int:
     stream = length + IP_UDP_HEADERS + PACKET_OVERHEAD + overhead
     step = opts.payload - HEADER_LEN - (ARQ_HEADER if opts.mode == "stream" else 0)
     return -(-stream // step)
+
+
+def link_error_rates(
+    opts: RadioOptions, loss: dict[str, Any] | None, pa_level: str | int = "low"
+) -> tuple[float, float, float]:
+    """(per, ack_per, burst) of the emulated air's ``loss`` (its stats' or a testbed's
+    ``loss``: per, ack_per, burst, path_loss) for full frames on this link, the path's noise
+    included at the link's rate and ``pa_level`` (both ends'; a name or 0..3)."""
+    loss = loss or {}
+    per = float(loss.get("per") or 0.0)
+    ack = loss.get("ack_per")
+    spec = LossSpec(
+        data_per=per,
+        ack_per=per if ack is None else float(ack),
+        burst=float(loss.get("burst") or 1.0),
+        path_loss=loss.get("path_loss"),
+    )
+    level = PA_LEVELS[pa_level] if isinstance(pa_level, str) else pa_level
+    data_bits = bits_on_air(opts.payload, opts.address_width, opts.crc)
+    ack_bits = bits_on_air(0, opts.address_width, opts.crc)
+    data, ack_per = spec.frame_errors(opts.rate, level, data_bits, ack_bits)
+    return data, ack_per, spec.burst
 
 
 def lossy_model(

@@ -297,6 +297,8 @@ def run_tune(
     link (``host`` = the base station's address; ``controls`` = the daemons' control sockets,
     both nodes: a setting applied to one radio only would break the link)."""
     from longge.chip.datasheet import per_attempt_failure
+    from longge.config import NodeConfig
+    from longge.measure.model import link_error_rates
     from longge.measure.tune import Tune, check_resume
     from longge.measure.tune_plots import plot_tune, plot_tune_curves
 
@@ -311,14 +313,15 @@ def run_tune(
             "control socket too, e.g. forwarded over ssh: ssh -N -L /tmp/base.sock:"
             f"{LOCAL_CONTROL} pi@base & then --control /tmp/base.sock",
         )
-    spec = loss.spec()
-    q_hint = per_attempt_failure(spec.data_per, spec.ack_per)
+    # (the testbed's nodes run at the default power)
+    per, ack_per, burst = link_error_rates(opts, loss.as_dict(), NodeConfig().pa_level)
+    q_hint = per_attempt_failure(per, ack_per)
 
     def start(results: ResultsDir, context: dict[str, Any]) -> Job:
         say(f"(an interrupted tune resumes with --out {results.path})")
         # (None: the mobile daemon did not say; the model then counts no security bytes)
         overhead = context.get("security_overhead")
-        air = (spec.data_per, spec.ack_per, spec.burst)
+        air = (per, ack_per, burst)
         return Tune(target, opts, plan, results, q_hint, progress, overhead, air)
 
     def check(results: ResultsDir, context: dict[str, Any]) -> None:

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 def open_radio(cfg: NodeConfig, which: str) -> LinkRadio:
     """An un-begun radio of the configured backend for direction ``which`` ("tx" or "rx")."""
-    name = f"{cfg.role}-{which}"
+    name = f"{cfg.air_name or cfg.role}-{which}"
     if cfg.backend == "sim":
         from longge.radio.sim import SimRadio
 
