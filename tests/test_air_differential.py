@@ -70,6 +70,11 @@ def _step(air: Air, op: Op) -> Any:
             air.loss.set_default(spec)
     elif kind == "interferer":
         air.interferers.append(Interferer(op["centre"], op["width"], op["duty"], op["burst_ns"]))
+    elif kind == "holds":
+        air.holds = op["on"]
+        air.not_held = set(op.get("not_held", []))
+    elif kind == "blocking":
+        return {"blocking": air.blocking(), "for": air.blocked_for()}
     elif kind == "stats":
         return {"stats": air.stats()}
     return {}
@@ -84,10 +89,13 @@ def run_python(script: list[Op]) -> list[Any]:
             air.loss.seed = op["seed"]
             results.append({})
             continue
+        # a host message sent while the air held its clock (the compiled server's)
+        air.applying_held = bool(op.get("held", False))
         try:
             results.append(_step(air, op))
         except (ValueError, KeyError) as exc:
             results.append({"error": str(exc)})
+        air.applying_held = False
     return [json.loads(json.dumps(r)) for r in results]
 
 
@@ -137,9 +145,12 @@ def _stream(
     no_ack: bool,
     seed: int,
     path_loss: float | None = None,
+    holds: bool = False,
     **regs: Any,
 ) -> list[Op]:
-    """A host that keeps a TX FIFO full and reads everything, flushing after MAX_RT."""
+    """A host that keeps a TX FIFO full and reads everything, flushing after MAX_RT. With
+    ``holds``: the air holds for the receiver's host when its FIFO is full (the compiled
+    server's), and every third payload is loaded as if the air held its clock then."""
     rng = random.Random(seed)
     script: list[Op] = [{"op": "new", "seed": seed}]
     script += [{"op": "attach", "name": "tx"}, {"op": "attach", "name": "rx"}]
@@ -148,12 +159,17 @@ def _stream(
     script.append({"op": "configure", "rid": 1, "regs": _regs(**regs), "t": 0})
     script.append({"op": "configure", "rid": 2, "regs": _regs(**regs), "t": 0})
     script.append({"op": "listen", "rid": 2, "on": True, "t": 0})
+    if holds:
+        script.append({"op": "holds", "on": True})
     t = 1_000
     for k in range(frames):
         payload = rng.randbytes(rng.randint(1, 32)).hex()
-        script.append({"op": "submit", "rid": 1, "payload": payload, "no_ack": no_ack, "t": t})
+        submit = {"op": "submit", "rid": 1, "payload": payload, "no_ack": no_ack, "t": t}
+        script.append({**submit, "held": True} if holds and k % 3 == 0 else submit)
         t += rng.choice((50_000, 150_000, 400_000, 700_000))
         script.append({"op": "advance", "t": t})
+        if holds:
+            script.append({"op": "blocking"})
         if k % 5 != 4:  # a host that falls behind now and then: the RX FIFO fills
             script.append({"op": "consumed", "rid": 2, "count": 1})
         if k % 7 == 6:
@@ -201,6 +217,17 @@ def test_collisions_interferers_rpd_and_detach_agree() -> None:
             script.append({"op": "detach", "rid": 2})
     script += [{"op": "run_until_idle", "limit": t + 10**9}, {"op": "stats"}]
     assert_same(script)
+
+
+@pytest.mark.parametrize("no_ack", [False, True])
+def test_holding_for_a_slow_host_agrees(no_ack: bool) -> None:
+    """The air that holds its clock before a frame would land in a full RX FIFO (the
+    compiled server's, for hosts a busy machine delays), and payloads loaded while it held."""
+    script = _stream(300, per=0.1, ack_per=0.1, burst=1.0, no_ack=no_ack, seed=9, holds=True)
+    assert_same(script)
+    results = run_python(script)
+    assert any(r.get("blocking") is not None for r in results)  # (it did hold)
+    assert results[-1]["stats"]["radios"]["rx"].get("rx_fifo_full", 0) == 0
 
 
 @pytest.mark.parametrize(
@@ -295,6 +322,8 @@ def _scripts(draw: st.DrawFn) -> list[Op]:
                     "flush_rx",
                     "rpd",
                     "loss",
+                    "holds",
+                    "blocking",
                 ]
             )
         )
@@ -304,7 +333,10 @@ def _scripts(draw: st.DrawFn) -> list[Op]:
                 rid=draw(rid),
                 payload=draw(st.binary(min_size=1, max_size=33)).hex(),
                 no_ack=draw(st.booleans()),
+                held=draw(st.booleans()),
             )
+        elif kind == "holds":
+            op.update(on=draw(st.booleans()), not_held=draw(st.lists(rid, max_size=2)))
         elif kind == "listen":
             op.update(rid=draw(rid), on=draw(st.booleans()))
         elif kind == "configure":

@@ -734,11 +734,12 @@ impl Air {
         std::mem::take(&mut self.out)
     }
 
-    /// Virtual-clock helper: run every event, however far ahead.
+    /// Virtual-clock helper: run every event, however far ahead (with `holds`, up to a
+    /// `blocking` one: only a host's read moves on from there).
     pub fn run_until_idle(&mut self, limit_ns: i64) -> Vec<Output> {
         let mut out = Vec::new();
         while let Some(t) = self.next_event() {
-            if t > limit_ns {
+            if t > limit_ns || self.blocking().is_some() {
                 break;
             }
             out.extend(self.advance(t));

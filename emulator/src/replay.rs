@@ -5,7 +5,9 @@
 //! Operations (`t` in ns): attach{name} detach{rid} configure{rid,regs,t} listen{rid,on,t}
 //! submit{rid,payload(hex),no_ack,t} flush_tx{rid,t} reuse_tx{rid,t} consumed{rid,count}
 //! flush_rx{rid} rpd{rid,t} advance{t} run_until_idle{limit}
-//! loss{per,ack_per,burst[,path_loss][,tx,rx]} interferer{centre,duty,width,burst_ns} stats{}.
+//! loss{per,ack_per,burst[,path_loss][,tx,rx]} interferer{centre,duty,width,burst_ns} stats{}
+//! holds{on,not_held} blocking{}; any op with held: true is applied as a host message sent
+//! while the air held its clock (`Air::applying_held`).
 
 use std::io::{BufRead, Write};
 use std::process::ExitCode;
@@ -118,6 +120,20 @@ fn step(air: &mut Air, op: &Value) -> Result<Value, String> {
             air.interferers.push(w);
             json!({})
         }
+        "holds" => {
+            air.holds = op.get("on").and_then(Value::as_bool).ok_or("on")?;
+            air.not_held =
+                op.get("not_held")
+                    .and_then(Value::as_array)
+                    .map_or_else(Vec::new, |v| {
+                        v.iter()
+                            .filter_map(Value::as_i64)
+                            .map(|r| r as u32)
+                            .collect()
+                    });
+            json!({})
+        }
+        "blocking" => json!({"blocking": air.blocking(), "for": air.blocked_for()}),
         "stats" => json!({"stats": air.stats()}),
         other => return Err(format!("unknown op {other:?}")),
     })
@@ -142,7 +158,13 @@ pub fn run() -> ExitCode {
             }
             Ok(op) => match air.as_mut() {
                 None => json!({"error": "new first"}),
-                Some(a) => step(a, &op).unwrap_or_else(|e| json!({"error": e})),
+                Some(a) => {
+                    // a host message sent while the air held its clock (the server's)
+                    a.applying_held = op.get("held").and_then(Value::as_bool).unwrap_or(false);
+                    let result = step(a, &op).unwrap_or_else(|e| json!({"error": e}));
+                    a.applying_held = false;
+                    result
+                }
             },
         };
         if writeln!(out, "{result}").is_err() {

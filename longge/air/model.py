@@ -122,6 +122,19 @@ class Air:
         self._out: list[Output] = []
         self.retired: list[_Radio] = []  # detached radios, kept for their counters
         self.interferers: list[Interferer] = []
+        #: Hold for slow hosts (the compiled server turns it on; off, the chip's behaviour, by
+        #: default): ``advance`` stops just before a frame that would land in the full RX FIFO
+        #: of a listening radio not in ``not_held`` (``blocking``) instead of dropping it as
+        #: the chip would, until that radio's host reads. A full FIFO that no frame is about
+        #: to reach stops nothing. docs/emulator.md, "Real time on a shared machine".
+        self.holds = False
+        #: receivers whose hosts are taken for ones that do not read: their frames overflow
+        self.not_held: set[int] = set()
+        #: The host message being applied was sent while the air held its clock for a host: it
+        #: is applied at the held instant but after every event of that instant, so a payload
+        #: it loads cannot chain onto a frame that ended then (the host wrote it after hearing
+        #: of that end; the chip had gone to standby: a settle, a new stay in TX mode).
+        self.applying_held = False
 
     # -- radios ------------------------------------------------------------------------------
 
@@ -211,8 +224,14 @@ class Air:
         return self._events[0][0] if self._events else None
 
     def advance(self, now: int) -> list[Output]:
-        """Run every event due at or before ``now``; return what the radios see."""
+        """Run every event due at or before ``now`` (with ``holds``, up to a ``blocking``
+        one); return what the radios see."""
         while self._events and self._events[0][0] <= now:
+            held = self.blocking()
+            if held is not None:
+                self._clock(held - 1)
+                out, self._out = self._out, []
+                return out
             t, _, kind, rid, attempt = heapq.heappop(self._events)
             self._now = max(self._now, t)
             radio = self.radios.get(rid)
@@ -229,11 +248,45 @@ class Air:
         return out
 
     def run_until_idle(self, limit_ns: int = 10**12) -> list[Output]:
-        """Virtual-clock helper: run every event, however far ahead."""
+        """Virtual-clock helper: run every event, however far ahead (with ``holds``, up to a
+        ``blocking`` one: only a host's read moves on from there)."""
         out: list[Output] = []
-        while self._events and self._events[0][0] <= limit_ns:
+        while self._events and self._events[0][0] <= limit_ns and self.blocking() is None:
             out += self.advance(self._events[0][0])
         return out
+
+    def blocking(self) -> int | None:
+        """With ``holds``: the time of the next event, if it is a frame's end that would land
+        in the full RX FIFO of a held receiver (``advance`` stops just before it)."""
+        blocked = self._blocked()
+        return None if blocked is None else blocked[0]
+
+    def blocked_for(self) -> list[int]:
+        """The held receivers the ``blocking`` frame would land in."""
+        blocked = self._blocked()
+        return [] if blocked is None else blocked[1]
+
+    def _blocked(self) -> tuple[int, list[int]] | None:
+        if not self.holds or not self._events:
+            return None
+        t, _, kind, rid, attempt = self._events[0]
+        sender = self.radios.get(rid)
+        if kind != "data_end" or sender is None or attempt is None or sender.attempt is not attempt:
+            return None
+        tx = attempt.tx
+        if tx is None or tx.collided:
+            return None
+        # whether the frame would be lost is drawn only when it lands: hold either way
+        rids = [
+            r.id
+            for r in self.radios.values()
+            if r.rx_fifo >= RX_FIFO_DEPTH
+            and r.id != rid
+            and r.id not in self.not_held
+            and isinstance(pipe := self._reception(sender, attempt, tx, r), int)
+            and r.last_rx.get(pipe) != (attempt.pid, attempt.payload)
+        ]
+        return (t, rids) if rids else None
 
     def _clock(self, now: int) -> None:
         self._now = max(self._now, now)
@@ -262,8 +315,12 @@ class Air:
         attempt = _Attempt(payload, no_ack, radio.next_pid)
         radio.next_pid = (radio.next_pid + 1) % 4
         radio.attempt = attempt
-        if radio.chain_at is not None and radio.chain_at >= self._now:
-            start = radio.chain_at
+        chain = radio.chain_at
+        # loaded before the last frame ended (or at that instant, but not in reply to it)
+        if chain is not None and (
+            chain > self._now or (chain == self._now and not self.applying_held)
+        ):
+            start = chain
         else:
             start = max(self._now, radio.busy_until) + T_SETTLE_NS
             radio.counters["settles"] += 1
@@ -378,19 +435,16 @@ class Air:
     def _receive(self, sender: _Radio, attempt: _Attempt, tx: _Transmission, rx: _Radio) -> bool:
         """Does ``rx`` take the frame in, and answer it with an ACK?"""
         s, r = sender.regs, rx.regs
-        pipe = self._matching_pipe(s, r)
-        if pipe is None or not r.powered or not rx.listening or r.channel != s.channel:
+        pipe = self._reception(sender, attempt, tx, rx)
+        if pipe == "not_for_it":
             return False
-        if r.rate != s.rate or r.crc_len != s.crc_len:
-            return False
-        if rx.rx_since > tx.start or rx.busy_until > tx.start:
+        if pipe == "late":
             rx.counters["missed_not_listening"] += 1
             return False
-        if r.dynamic_payloads != s.dynamic_payloads or (
-            not r.dynamic_payloads and len(attempt.payload) != r.payload_size
-        ):
+        if pipe == "format":
             rx.counters["format_mismatch"] += 1
             return False
+        assert isinstance(pipe, int)
         if tx.collided:
             rx.counters["lost_collision"] += 1
             return False
@@ -412,6 +466,25 @@ class Air:
         rx.counters["frames_received"] += 1
         self._out.append(RxFrame(rx.id, pipe, attempt.payload))
         return ack_wanted
+
+    def _reception(
+        self, sender: _Radio, attempt: _Attempt, tx: _Transmission, rx: _Radio
+    ) -> int | str:
+        """The pipe on which ``rx`` would take the frame in, before collisions, loss,
+        duplicates and its RX FIFO; else why not ("not_for_it", "late", "format")."""
+        s, r = sender.regs, rx.regs
+        pipe = self._matching_pipe(s, r)
+        if pipe is None or not r.powered or not rx.listening or r.channel != s.channel:
+            return "not_for_it"
+        if r.rate != s.rate or r.crc_len != s.crc_len:
+            return "not_for_it"
+        if rx.rx_since > tx.start or rx.busy_until > tx.start:
+            return "late"
+        if r.dynamic_payloads != s.dynamic_payloads or (
+            not r.dynamic_payloads and len(attempt.payload) != r.payload_size
+        ):
+            return "format"
+        return pipe
 
     @staticmethod
     def _matching_pipe(s: RadioRegisters, r: RadioRegisters) -> int | None:
