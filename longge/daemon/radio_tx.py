@@ -6,6 +6,7 @@
 4. radio_tx     load frames while the TX FIFO has room (``start_fast_write``: never blocks);
 5. max_rt       a frame that exhausted its retries: flush, abandon the rest of its packet;
 6. keepalive    nothing sent for ``keepalive_s``: send a keepalive frame so the peer knows;
+   (adapt)      with ``adapt``: the retries chosen from the frames' fate (adapt_tx.py);
 7. uplink       a base with several mobiles grants the shared uplink in turn; a mobile that
                 heard a grant sends only in its grants and hands back what it does not need
                 (``protocol/uplink*.py``; the RX process passes grants and releases on);
@@ -22,6 +23,7 @@ import time
 from multiprocessing.connection import Connection
 
 from longge.config import NodeConfig
+from longge.daemon.adapt_tx import AdaptiveRetries
 from longge.daemon.child import FIFO_FULL, Child, on_irq, take_edges, waitable
 from longge.daemon.peerqueues import PeerQueues
 from longge.daemon.peers import (
@@ -223,6 +225,7 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket | None 
     start = time.monotonic()
     for peer in table:
         peer.last_sent = start
+    adapt = AdaptiveRetries()
     storm = 0  # MAX_RT in a row, without a frame acknowledged in between
     pending_max_rt = False  # seen just before sleeping (what_happened may clear the flag)
     control_ready = True  # the supervisor's pipe: looked at when select() found it readable
@@ -252,11 +255,13 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket | None 
                 storm = 0
             if max_rt:
                 radio.flush_tx()
+                adapt.max_rt += 1
                 storm += 1
                 if storm >= MAX_RT_STORM:  # a wedged chip looks like this too: start it over
                     storm = 0
                     child.reinitialise(f"{MAX_RT_STORM} MAX_RT in a row")
                     continue
+            adapt.step(child, radio, c, now)
             # 6. keepalive (its frames wait with their peer, as a packet's)
             keepalives(table, queues, cfg.keepalive_s, now)
             # 7. uplink
@@ -280,6 +285,7 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket | None 
                     {
                         "retransmissions": None if radio is None else radio.retransmissions,
                         "uplink": out.uplink_stats(now),
+                        "adapt": adapt.stats(now),
                     },
                     now,
                 )

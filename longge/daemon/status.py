@@ -100,6 +100,8 @@ class TxStatus(ProcessStatus):
     #: a mobile's grants heard and whether it is granted now (1) or sends freely (0)
     uplink: dict[str, int] = field(default_factory=dict)
     uplink_sent: int = 0  # grants (a base) or releases (a mobile) sent
+    #: with adapt (ESB): the retries in force, why, since when (protocol/adapt.py); else None
+    adapt: dict[str, Any] | None = None
     dropped_no_radio: int = 0
     oversize: int = 0
     no_route: int = 0  # packets whose destination no peer's allowed_ips holds (dropped)

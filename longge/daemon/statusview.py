@@ -68,12 +68,25 @@ def node_text(st: dict[str, Any]) -> str:
             f"radio {rx.get('state', '?')}",
             _security_line(tx, rx),
             *_uplink_line(tx.get("uplink")),
+            *_adapt_line(tx.get("adapt")),
             f"  procs  {procs}; radios waited on: tx {tx.get('waits_on', '?')}, "
             f"rx {rx.get('waits_on', '?')}",
             *_forwarding_lines(st.get("forwarding")),
             *_peer_lines(st.get("peers")),
         ]
     )
+
+
+def _adapt_line(adapt: object) -> list[str]:
+    """With ``adapt``: the retries the TX radio runs now, why, since when."""
+    if not isinstance(adapt, dict):
+        return []
+    q = adapt.get("q")
+    return [
+        f"  adapt  ARD {adapt.get('ard_us')} µs ARC {adapt.get('arc')} for "
+        f"{_number(adapt.get('since_s'), '.1f')} s: {adapt.get('why')}; failed attempts "
+        f"{'?' if q is None else format(q, '.3f')}, {adapt.get('decisions', 0)} decisions"
+    ]
 
 
 def _uplink_line(uplink: object) -> list[str]:

@@ -42,7 +42,7 @@ RESTART_AFTER_S = 0.3
 PEER_SILENT_S = 3.0
 #: Radio settings that can change while the link runs (RadioOptions fields + channels). A
 #: change of ``mode`` restarts the radio processes (see Supervisor.set_radio).
-LIVE_KEYS = {*LINK_KEYS, *CHANNEL_KEYS}
+LIVE_KEYS = {*LINK_KEYS, *CHANNEL_KEYS, "adapt"}
 
 
 #: What the RX process says (child.py) and what the TX process is told: the peer's sender is
@@ -320,6 +320,7 @@ class Supervisor:
             "address_width": r.address_width,
             "crc": r.crc,
             "mode": r.mode,
+            "adapt": r.adapt,
             "pa_level": self.cfg.pa_level,
             "tx_channel": self.cfg.tx_channel,
             "rx_channel": self.cfg.rx_channel,

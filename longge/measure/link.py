@@ -8,10 +8,11 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from longge.air import wire
+from longge.chip.datasheet import ARC_MAX, MIN_ARD_US_FOR_EMPTY_ACK
 from longge.daemon.control import ControlError
 from longge.daemon.status import DaemonClient, NodeStatus
 from longge.errors import ConfigError
@@ -218,6 +219,7 @@ def radio_options(radio: dict[str, Any] | None) -> RadioOptions:
         address_width=radio["address_width"],
         crc=radio["crc"],
         mode=radio.get("mode", "esb"),
+        adapt=bool(radio.get("adapt", False)),
     )
 
 
@@ -247,7 +249,22 @@ def model_context(
     per, ack_per, burst = link_error_rates(opts, loss, radio.get("pa_level") or "low")
     path_loss = (loss or {}).get("path_loss")
     lossy = per > 0 or ack_per > 0
-    if lossy:
+    adaptive = opts.adapt and opts.acked
+    if lossy and adaptive:
+        # the daemons choose their retries: the bound is the best fixed setting's (the
+        # shortest ARD the rate allows, the ARC that carries most)
+        ard = MIN_ARD_US_FOR_EMPTY_ACK[opts.rate]
+        one_way, floor = max(
+            (
+                lossy_model(
+                    replace(opts, ard_us=ard, arc=arc), per, ack_per, burst, length, overhead
+                )
+                for arc in range(ARC_MAX + 1)
+            ),
+            key=lambda m: m[0],
+        )
+        capacity = one_way * capacity / udp_goodput_bps(opts, length, overhead)
+    elif lossy:
         one_way, floor = lossy_model(opts, per, ack_per, burst, length, overhead)
         # (both ways in stream mode: the ACKs' share of the air, as without loss)
         capacity = one_way * capacity / udp_goodput_bps(opts, length, overhead)
@@ -263,6 +280,11 @@ def model_context(
             + f": {100 * floor:.2f} % of them lost at every load)"
             if lossy
             else "with no loss"
+        )
+        + (
+            ", the retries the best fixed ARC at the shortest ARD (--adapt)"
+            if adaptive and lossy
+            else ""
         )
         + " and no host overhead"
         + (f", {overhead} bytes of security per packet" if overhead else ""),

@@ -85,6 +85,7 @@ _ASKED = {
     "crc": ("--crc", "crc"),
     "channel": ("--channel", "tx_channel"),  # (the mobile sends on the uplink channel)
     "mode": ("--mode", "mode"),
+    "adapt": ("--adapt", "adapt"),
 }
 
 
@@ -298,6 +299,14 @@ def run_tune(
     both nodes: a setting applied to one radio only would break the link)."""
     from longge.chip.datasheet import per_attempt_failure
     from longge.config import NodeConfig
+
+    if opts.adapt:
+        raise ConfigError(
+            "--adapt",
+            True,
+            "tune measures each fixed ARD/ARC; with --adapt the daemons would choose their own "
+            "(run tune without it, or tTest --adapt to measure the adapting link)",
+        )
     from longge.measure.model import link_error_rates
     from longge.measure.tune import Tune, check_resume
     from longge.measure.tune_plots import plot_tune, plot_tune_curves

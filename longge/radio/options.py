@@ -2,7 +2,7 @@
 
     --rate {250k,1M,2M}  --ard-us N (250..4000, step 250)  --arc N (0..15)  --no-ack
     --payload N (1..32; a link needs 3)  --address-width N (3..5)  --crc N (1..2)
-    --channel N (0..125)
+    --channel N (0..125)  --adapt
 
 The link's settings only: the emulated air's losses are ``air.loss.AirLoss`` (``--per``,
 ``--ack-per``, ``--burst``, ``--seed``), radio-bench's duration is its own plan.
@@ -59,6 +59,9 @@ class RadioOptions:
     crc: int = 2
     channel: int = UPLINK_CHANNEL
     mode: str = "esb"
+    #: the daemon chooses the retries itself (ESB: ARD and ARC from its frames' fate;
+    #: protocol/adapt.py): ard_us and arc are then where it starts from
+    adapt: bool = False
 
     def __post_init__(self) -> None:
         # Types first: a config file or a control request can carry any JSON/TOML value, and
@@ -67,8 +70,9 @@ class RadioOptions:
             value = getattr(self, key)
             if not isinstance(value, int) or isinstance(value, bool):
                 raise ConfigError(key, value, "a whole number")
-        if not isinstance(self.auto_ack, bool):
-            raise ConfigError("auto_ack", self.auto_ack, "true or false")
+        for key in ("auto_ack", "adapt"):
+            if not isinstance(getattr(self, key), bool):
+                raise ConfigError(key, getattr(self, key), "true or false")
         if not isinstance(self.mode, str) or self.mode not in MODES:
             raise ConfigError("mode", self.mode, "esb or stream")
         if self.mode == "stream" and self.payload != MAX_PAYLOAD:
@@ -167,6 +171,21 @@ def add_radio_arguments(
         help="esb: the chips acknowledge each frame; stream: auto-ack off, LongGe's own ARQ "
         "over the reverse channel",
     )
+    g.add_argument(
+        "--adapt",
+        action="store_true",
+        default=dflt(False),
+        help="the daemons choose their retries live from what their frames meet (ESB: ARD, "
+        "ARC; status shows each choice and why)",
+    )
+    if only_given:
+        g.add_argument(
+            "--no-adapt",
+            dest="adapt",
+            action="store_false",
+            default=argparse.SUPPRESS,
+            help="retries as set (--ard-us, --arc)",
+        )
     if channels:
         g.add_argument(
             "--channel",
@@ -188,6 +207,7 @@ def given_options(ns: argparse.Namespace) -> dict[str, object]:
         "crc",
         "channel",
         "mode",
+        "adapt",
     }
     out = {k: v for k, v in vars(ns).items() if k in names}
     if "no_ack" in vars(ns):
@@ -206,6 +226,7 @@ def options_from_args(ns: argparse.Namespace) -> RadioOptions:
         crc=ns.crc,
         channel=ns.channel,
         mode=ns.mode,
+        adapt=getattr(ns, "adapt", False),
     )
 
 

@@ -1,0 +1,136 @@
+"""Retries chosen live (``adapt = true``, ESB): the sender's ARD and ARC from what its own
+frames meet. Sans-IO: the TX process feeds it counts and applies what it returns.
+
+ARD and ARC are the sender's alone (the receiver acknowledges whatever comes), so no
+agreement is needed. What it chooses (docs/design.md, "A link that tunes its retries"):
+
+- **ARD**: the shortest the rate allows for an empty ACK (250 µs at 2 and 1 Mbit/s, 500 µs
+  at 250 kbit/s, datasheet p. 34): a retry that waits longer only idles the channel. (A burst
+  of Wi-Fi outlasts one retry but not sixteen: ARC covers it, not ARD.)
+- **ARC**: the smallest count whose residual frame loss, q^(ARC+1) with q the measured share
+  of failed attempts, keeps a 1400-byte datagram (about 50 frames) lost with at most 1 in
+  2000 (q^(ARC+1) ≤ 1e-5), never below ``ARC_FLOOR``. A retry costs nothing on a frame that
+  gets through, so the count only matters when frames fail; a low count then loses packets, a
+  high one only costs a peer that is gone its MAX_RT time (backed off anyway). A MAX_RT while
+  the count is below 15 raises it to 15 at once ("frames exhausted their retries"); it comes
+  down one step per quiet window, never below what q asks for.
+
+q is measured in windows of at least ``WINDOW_ATTEMPTS`` attempts (or ``WINDOW_S`` with at
+least a few): attempts = frames loaded + retransmissions (the chips' ARC_CNT), failures =
+retransmissions + MAX_RT; an exponentially weighted mean (weight ``EWMA``) carries q across
+windows.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from longge.chip.datasheet import ARC_MAX, MIN_ARD_US_FOR_EMPTY_ACK
+
+#: The residual loss per frame the count aims at (a 50-frame datagram: about 1 in 2000 lost).
+TARGET_RESIDUAL = 1e-5
+#: The count never goes below this (a channel that turns bad costs few frames before a window).
+ARC_FLOOR = 3
+#: A window ends after this many attempts, or after WINDOW_S with at least MIN_ATTEMPTS.
+WINDOW_ATTEMPTS = 128
+WINDOW_S = 0.5
+MIN_ATTEMPTS = 8
+#: Weight of a new window in q's running estimate.
+EWMA = 0.5
+
+
+def arc_for(q: float) -> int:
+    """The smallest ARC with q^(ARC+1) ≤ TARGET_RESIDUAL (at least ARC_FLOOR, at most 15)."""
+    if q <= 0.0:
+        return ARC_FLOOR
+    if q >= 1.0:
+        return ARC_MAX
+    n = math.ceil(math.log(TARGET_RESIDUAL) / math.log(q)) - 1
+    return max(ARC_FLOOR, min(ARC_MAX, n))
+
+
+@dataclass(frozen=True)
+class Choice:
+    """Retries in force, why, and since when (monotonic s)."""
+
+    ard_us: int
+    arc: int
+    why: str
+    at: float
+
+
+class RetryAdapter:
+    """One sender's retries, chosen from its frames' fate."""
+
+    def __init__(self, rate: str, now: float) -> None:
+        self.rate = rate
+        self.ard_us = MIN_ARD_US_FOR_EMPTY_ACK[rate]
+        # Start robust: the channel is not known yet.
+        self.choice = Choice(self.ard_us, ARC_MAX, "start: channel not measured yet", now)
+        self.q: float | None = None
+        self.decisions = 0
+        self.windows = 0
+        self._attempts = 0
+        self._failures = 0
+        self._max_rt = 0
+        self._since = now
+
+    def observe(self, loaded: int, retransmissions: int, max_rt: int, now: float) -> Choice | None:
+        """Frames loaded, retransmissions and MAX_RT since the last call; a new choice to
+        apply, or None."""
+        self._attempts += loaded + retransmissions
+        self._failures += retransmissions + max_rt
+        self._max_rt += max_rt
+        if max_rt and self.choice.arc < ARC_MAX:
+            self._end_window(now)
+            return self._choose(
+                ARC_MAX, f"{max_rt} frame(s) exhausted {self.choice.arc} retries", now
+            )
+        full = self._attempts >= WINDOW_ATTEMPTS
+        timed = now - self._since >= WINDOW_S and self._attempts >= MIN_ATTEMPTS
+        if not (full or timed):
+            if now - self._since >= WINDOW_S:  # too little traffic to judge: start again
+                self._reset(now)
+            return None
+        max_rt_seen = self._max_rt
+        q = self._end_window(now)
+        want = arc_for(q)
+        arc = self.choice.arc
+        if want > arc:
+            return self._choose(
+                want,
+                f"failed attempts {q:.3f}: ARC {want} keeps q^(ARC+1) ≤ {TARGET_RESIDUAL:g}",
+                now,
+            )
+        if want < arc and not max_rt_seen:
+            return self._choose(arc - 1, f"failed attempts {q:.3f}: ARC {want} would do", now)
+        return None
+
+    def _end_window(self, now: float) -> float:
+        window_q = self._failures / self._attempts if self._attempts else 0.0
+        self.q = window_q if self.q is None else EWMA * window_q + (1 - EWMA) * self.q
+        self.windows += 1
+        self._reset(now)
+        return self.q
+
+    def _reset(self, now: float) -> None:
+        self._attempts = self._failures = self._max_rt = 0
+        self._since = now
+
+    def _choose(self, arc: int, why: str, now: float) -> Choice:
+        self.choice = Choice(self.ard_us, arc, why, now)
+        self.decisions += 1
+        return self.choice
+
+    def stats(self, now: float) -> dict[str, object]:
+        c = self.choice
+        return {
+            "ard_us": c.ard_us,
+            "arc": c.arc,
+            "why": c.why,
+            "since_s": round(now - c.at, 3),
+            "q": None if self.q is None else round(self.q, 4),
+            "decisions": self.decisions,
+            "windows": self.windows,
+        }
