@@ -88,7 +88,8 @@ _OLD_PEER_KEYS = {
 }
 #: ... and the other way: a check's ``peer.*`` as such a file spells it.
 _OLD_NAMES = {f"peer.{v}": k for k, v in _OLD_PEER_KEYS.items() if not v.endswith("_file")}
-_RADIO_KEYS = set(LINK_KEYS)
+#: (adapt: the node's own choice, not the link's: each daemon may adapt its retries or not)
+_RADIO_KEYS = {*LINK_KEYS, "adapt"}
 #: Emulator settings a node's daemon never reads: the emulated air's loss is set on the air.
 _AIR_ONLY_KEYS = {"per", "ack_per", "burst", "seed"}
 
@@ -276,7 +277,7 @@ def to_mapping(
                 value = list(value)
             table[key] = value
         out[section] = table
-    out["radio"].update({k: getattr(cfg.radio, k) for k in LINK_KEYS})
+    out["radio"].update({k: getattr(cfg.radio, k) for k in (*LINK_KEYS, "adapt")})
     peers = []
     for index, p in enumerate(cfg.peers):
         peer: dict[str, Any] = {

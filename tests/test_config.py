@@ -131,6 +131,7 @@ WRONG = {
     "radio.address_width": ("6", "radio.address_width"),
     "radio.crc": ("3", "radio.crc"),
     "radio.mode": ('"turbo"', "radio.mode"),
+    "radio.adapt": ('"yes"', "radio.adapt"),
     "radio.per": ("0.1", "radio.per"),  # the air's setting: refused in a node config
     "radio.ack_per": ("0.1", "radio.ack_per"),
     "radio.burst": ("2", "radio.burst"),

@@ -9,11 +9,13 @@ agreement is needed. What it chooses (docs/design.md, "A link that tunes its ret
   of Wi-Fi outlasts one retry but not sixteen: ARC covers it, not ARD.)
 - **ARC**: the smallest count whose residual frame loss, q^(ARC+1) with q the measured share
   of failed attempts, keeps a 1400-byte datagram (about 50 frames) lost with at most 1 in
-  2000 (q^(ARC+1) ≤ 1e-5), never below ``ARC_FLOOR``. A retry costs nothing on a frame that
+  20 000 (q^(ARC+1) ≤ 1e-6: losses on a real channel cluster more than independent draws
+  say), never below ``ARC_FLOOR``. A retry costs nothing on a frame that
   gets through, so the count only matters when frames fail; a low count then loses packets, a
   high one only costs a peer that is gone its MAX_RT time (backed off anyway). A MAX_RT while
   the count is below 15 raises it to 15 at once ("frames exhausted their retries"); it comes
-  down one step per quiet window, never below what q asks for.
+  down one step per quiet window, never below what q asks for with a margin (q × 1.5: a q
+  measured near a boundary would flip the count back and forth).
 
 q is measured in windows of at least ``WINDOW_ATTEMPTS`` attempts (or ``WINDOW_S`` with at
 least a few): attempts = frames loaded + retransmissions (the chips' ARC_CNT), failures =
@@ -28,8 +30,10 @@ from dataclasses import dataclass
 
 from longge.chip.datasheet import ARC_MAX, MIN_ARD_US_FOR_EMPTY_ACK
 
-#: The residual loss per frame the count aims at (a 50-frame datagram: about 1 in 2000 lost).
-TARGET_RESIDUAL = 1e-5
+#: The residual loss per frame the count aims at (a 50-frame datagram: 1 in 20 000 lost).
+TARGET_RESIDUAL = 1e-6
+#: The count comes down only as far as q times this asks for (hysteresis).
+DOWN_MARGIN = 1.5
 #: The count never goes below this (a channel that turns bad costs few frames before a window).
 ARC_FLOOR = 3
 #: A window ends after this many attempts, or after WINDOW_S with at least MIN_ATTEMPTS.
@@ -103,7 +107,7 @@ class RetryAdapter:
                 f"failed attempts {q:.3f}: ARC {want} keeps q^(ARC+1) ≤ {TARGET_RESIDUAL:g}",
                 now,
             )
-        if want < arc and not max_rt_seen:
+        if arc_for(min(1.0, q * DOWN_MARGIN)) < arc and not max_rt_seen:
             return self._choose(arc - 1, f"failed attempts {q:.3f}: ARC {want} would do", now)
         return None
 
