@@ -5,8 +5,10 @@ lossy emulated air."""
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from daemonlink import ip_packet, make_link
@@ -167,3 +169,114 @@ def test_two_daemons_adapt_their_retries_on_a_lossy_air(
         assert lk.mobile.set_radio({"adapt": False})["ok"]
         lk.pump(1.5)
         assert lk.mobile.status()["tx"].get("adapt") is None
+
+
+# -- the data rate -----------------------------------------------------------------------------
+
+
+def test_the_rate_goes_down_when_it_fails_half_its_attempts_and_up_on_trial() -> None:
+    from longge.protocol.adapt import PROBE_S, RateChooser, RateMove, parse_rate, rate_message
+
+    r = RateChooser("2M", 0.0)
+    assert r.after_window(0.3, 0.1) is None  # bad, but still worth more than 1 Mbit/s
+    assert r.after_window(0.7, 0.2) == RateMove("1M") and "failed 0.70" in r.why
+    assert r.after_window(0.01, 0.3) is None  # clean at 1M: tried again only after PROBE_S
+    assert r.after_window(0.01, 0.2 + PROBE_S) == RateMove("2M", trial=True)
+    assert r.after_window(0.8, 0.3 + PROBE_S) is None  # the trial failed: back, wait longer
+    assert (r.rate, r.trial_from, r.failed_probes) == ("1M", None, 1)
+    assert r.after_window(0.01, 0.4 + 2 * PROBE_S) is None  # (twice the wait now)
+    assert r.after_window(0.01, 0.4 + 3 * PROBE_S) == RateMove("2M", trial=True)
+    assert r.after_window(0.02, 0.5 + 3 * PROBE_S) == RateMove("2M", keep=True)
+    assert r.rate == "2M" and r.wait == PROBE_S
+    assert parse_rate(rate_message("250k", trial=True)) == ("250k", True)
+    assert parse_rate(rate_message("1M")[:-2] + b"\x07\x00") is None  # (no such rate)
+
+
+def test_the_receiver_ends_a_trial_not_kept_and_falls_back_when_nothing_comes() -> None:
+    from longge.protocol.adapt import FALLBACK_S, STARTUP_S, TRIAL_S, RateFollower
+
+    f = RateFollower("1M", 0.0)
+    assert f.announced("2M", True, 10.0) and f.rate == "2M"
+    assert not f.tick(10.0, 10.0 + TRIAL_S / 2)
+    assert f.tick(10.0, 10.0 + TRIAL_S) and f.rate == "1M"  # not kept: back
+    assert f.announced("2M", True, 20.0) and not f.announced("2M", False, 20.05)  # kept
+    assert not f.tick(20.05, 20.0 + 2 * TRIAL_S) and f.rate == "2M"
+    assert f.tick(20.05, 20.05 + FALLBACK_S) and f.rate == "250k"  # quiet: the robust rate
+    g = RateFollower("2M", 0.0)  # never heard: silence counts after STARTUP_S only
+    assert not g.tick(None, FALLBACK_S + 0.1)
+    assert g.tick(None, STARTUP_S) and g.rate == "250k"
+
+
+@pytest.fixture
+def air_71db(tmp_path: os.PathLike[str]) -> Iterator[str]:
+    """At the nodes' default power (low: −12 dBm), 71 dB leaves 2 Mbit/s 1 dB under its
+    sensitivity (about 3 attempts in 4 fail) and 1 Mbit/s 2 dB over (about 1 in 100)."""
+    path = os.path.join(str(tmp_path), "air.sock")
+    proc = start_air(path, AirLoss(path_loss=71.0))
+    try:
+        yield path
+    finally:
+        from longge.air import native
+
+        native.stop(proc)
+
+
+def _rates(lk: Any) -> tuple[str, str]:
+    """(the mobile's uplink rate, the base's RX radio's) as their status says."""
+    m = lk.mobile.status()["tx"]["adapt"]["rate"]["rate"]
+    b = lk.base.status()["rx"]["adapt"]["rate"]
+    return m, b
+
+
+def _until(lk: Any, want: tuple[str, str], seconds: float) -> tuple[str, str]:
+    """Traffic up the link (rates are judged on it) until both ends are at ``want``."""
+    got = _rates(lk)
+    end = time.monotonic() + seconds
+    tag = 10_000
+    while got != want and time.monotonic() < end:
+        tag += 20
+        lk.send(lk.mtun, [ip_packet(1000, tag + i) for i in range(20)], to=lk.btun, timeout=0.5)
+        got = _rates(lk)
+    return got
+
+
+def test_a_weak_path_moves_the_link_to_a_slower_rate_and_a_clean_one_back(
+    air_71db: str, tmp_path: os.PathLike[str]
+) -> None:
+    """Both ends agree: the mobile's uplink to 1 Mbit/s, announced to the base's RX radio;
+    with the path clean again (air set, live), back to 2 Mbit/s on trial; packets through
+    both times."""
+    from longge.air import control
+
+    radio = RadioOptions(ard_us=250, arc=2, adapt=True)
+    with make_link(air_71db, str(tmp_path), radio=radio) as lk:
+        lk.send(lk.mtun, [ip_packet(1000, 1 + i) for i in range(100)], to=lk.btun, timeout=20)
+        assert _until(lk, ("1M", "1M"), 5.0) == ("1M", "1M")
+        got = lk.send(lk.mtun, [ip_packet(1000, 200 + i) for i in range(50)], to=lk.btun)
+        assert len(got) >= 49
+        control.apply(air_71db, {"path_loss": None})
+        lk.send(lk.mtun, [ip_packet(1000, 300 + i) for i in range(100)], to=lk.btun, timeout=20)
+        # (the channel improved: tried again at once, whatever the wait had grown to)
+        assert _until(lk, ("2M", "2M"), 8.0) == ("2M", "2M")
+        why = lk.mobile.status()["tx"]["adapt"]["rate"]
+        assert why["switches"] >= 2 and why["probes"] >= 1
+        got = lk.send(lk.mtun, [ip_packet(1000, 400 + i) for i in range(50)], to=lk.btun)
+        assert len(got) >= 49
+
+
+def test_lost_rate_agreements_leave_both_ends_on_the_robust_rate_and_linked(
+    air_71db: str, tmp_path: os.PathLike[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every announcement dropped where it arrives (the receivers never switch): the sender
+    switches alone, hears nothing acknowledged, falls back; the receiver, hearing nothing,
+    falls back too: both at 250 kbit/s and packets through within a few FALLBACK_S."""
+    from longge.protocol import adapt
+
+    monkeypatch.setattr(adapt, "parse_rate", lambda packet: None)  # (the daemons fork)
+    radio = RadioOptions(ard_us=250, arc=2, adapt=True)
+    with make_link(air_71db, str(tmp_path), radio=radio) as lk:
+        lk.send(lk.mtun, [ip_packet(1000, 1 + i) for i in range(60)], to=lk.btun, timeout=10)
+        assert _until(lk, ("250k", "250k"), 4 * adapt.FALLBACK_S + 1) == ("250k", "250k")
+        assert lk.base.status()["rx"]["adapt"]["fallbacks"] >= 1
+        got = lk.send_until_through(lk.mtun, lk.btun, 500, 900, seconds=3 * adapt.FALLBACK_S)
+        assert got

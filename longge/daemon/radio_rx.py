@@ -8,6 +8,8 @@
                 (a double, the monotonic clock: our base grants us the uplink), ``r`` + peer
                 + the grant's number (a mobile ends its grant), ``h`` + peer (a base with
                 several mobiles heard one: it sent in its grant);
+   (adapt)      with ``adapt`` and one peer: the RX radio at the rate the peer announced
+                (adapt_rx.py);
 4. expire       a half-built packet that waited too long is dropped;
 5. wait         sleep until the radio or the supervisor has something.
 """
@@ -22,6 +24,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from longge.config import NodeConfig
+from longge.daemon.adapt_rx import RateListening
 from longge.daemon.child import Child, RxFifo, take_edges
 from longge.daemon.peers import RxCounters, deliver, receivers, table_stats
 from longge.protocol.peer import PeerReceiver, PeerTable
@@ -85,6 +88,7 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket | None 
     table = receivers(cfg)
     c = RxCounters()
     fifo = RxFifo()
+    rates = RateListening()
     control_ready = True  # the supervisor's pipe: looked at when select() found it readable
     while child.running:
         now = time.monotonic()
@@ -108,14 +112,15 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket | None 
                     uplink_news(pair, table, peer, c, now)
                 if packet is not None:
                     deliver(tun, packet, c)
+            rates.step(child, radio, table, now)
         tend(child, table, now)
         if control_ready:
             child.handle_control()
         if child.stats_due(now):
-            child.send_stats(rx_stats(c, table, now))
+            child.send_stats({**rx_stats(c, table, now), "adapt": rates.stats(now)})
         # 5. wait
         more = radio is not None and fifo.more_waiting(radio)  # frames there: no sleeping
-        ready = child.wait(radio, 0.25, now=more, poll=True)
+        ready = child.wait(radio, rates.wait_s(now, 0.25), now=more, poll=True)
         control_ready = child.conn_fd in ready
     flush(table)
     child.close_radio()

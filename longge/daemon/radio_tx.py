@@ -6,7 +6,8 @@
 4. radio_tx     load frames while the TX FIFO has room (``start_fast_write``: never blocks);
 5. max_rt       a frame that exhausted its retries: flush, abandon the rest of its packet;
 6. keepalive    nothing sent for ``keepalive_s``: send a keepalive frame so the peer knows;
-   (adapt)      with ``adapt``: the retries chosen from the frames' fate (adapt_tx.py);
+   (adapt)      with ``adapt``: the retries (and with one peer the rate) chosen from the
+                frames' fate (adapt_tx.py);
 7. uplink       a base with several mobiles grants the shared uplink in turn; a mobile that
                 heard a grant sends only in its grants and hands back what it does not need
                 (``protocol/uplink*.py``; the RX process passes grants and releases on);
@@ -23,7 +24,7 @@ import time
 from multiprocessing.connection import Connection
 
 from longge.config import NodeConfig
-from longge.daemon.adapt_tx import AdaptiveRetries
+from longge.daemon.adapt_tx import Adaptation
 from longge.daemon.child import FIFO_FULL, Child, on_irq, take_edges, waitable
 from longge.daemon.peerqueues import PeerQueues
 from longge.daemon.peers import (
@@ -225,7 +226,7 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket | None 
     start = time.monotonic()
     for peer in table:
         peer.last_sent = start
-    adapt = AdaptiveRetries()
+    adapt = Adaptation()
     storm = 0  # MAX_RT in a row, without a frame acknowledged in between
     pending_max_rt = False  # seen just before sleeping (what_happened may clear the flag)
     control_ready = True  # the supervisor's pipe: looked at when select() found it readable
@@ -253,6 +254,7 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket | None 
             out.news(sent_ok, max_rt, now)
             if sent_ok:
                 storm = 0
+                adapt.acknowledged(now)
             if max_rt:
                 radio.flush_tx()
                 adapt.max_rt += 1
@@ -261,12 +263,13 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket | None 
                     storm = 0
                     child.reinitialise(f"{MAX_RT_STORM} MAX_RT in a row")
                     continue
-            adapt.step(child, radio, c, now)
+            adapt.step(child, radio, c, table, now)
             # 6. keepalive (its frames wait with their peer, as a packet's)
-            keepalives(table, queues, cfg.keepalive_s, now)
+            keepalives(table, queues, adapt.keepalive_s(cfg.keepalive_s), now)
             # 7. uplink
             out.uplink(now)
-            out.fill(radio, now, c)
+            if adapt.may_load():  # (not while a new rate waits for the FIFO to drain)
+                out.fill(radio, now, c)
             if out.release(now):
                 # its last frame loaded, nothing more queued: the release goes behind it now
                 # (a wake-up later came after the grant's end on a busy machine: no release,
@@ -305,6 +308,7 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket | None 
             sent_ok, pending_max_rt, _ = radio.what_happened()
             if sent_ok:
                 storm = 0
+                adapt.acknowledged(now)
                 out.news(True, False, now)
             # A payload went out since the FIFO was loaded, and its news was taken in just
             # now: sleeping on the descriptor would wait for news that may never come (the
@@ -324,7 +328,8 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket | None 
         # for a first grant: one descriptor less in each select() of a link with one mobile)
         watch_pair = pair is not None and (out.permit is not None or out.grants is not None)
         also = (() if loading else (tun,)) + ((pair,) if watch_pair else ())
-        ready = child.wait(radio, out.wait_s(now, 0.25), now=look_now, poll=poll, also=also)
+        timeout = adapt.wait_s(now, out.wait_s(now, 0.25))
+        ready = child.wait(radio, timeout, now=look_now, poll=poll, also=also)
         control_ready = child.conn_fd in ready
         pair_ready = pair in ready if watch_pair else now - pair_looked >= 0.25
         if pair_ready:

@@ -152,6 +152,8 @@ class RxStatus(ProcessStatus):
     pair_full: int = 0  # ... and those dropped because it was behind
     #: keyed by peer name: its counters (keepalives, drops, security, peer_last_heard_s, ...)
     peers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: with adapt on an ESB link with one peer: the rate the RX radio listens at, why
+    adapt: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

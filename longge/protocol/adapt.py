@@ -73,6 +73,11 @@ class RetryAdapter:
         # Start robust: the channel is not known yet.
         self.choice = Choice(self.ard_us, ARC_MAX, "start: channel not measured yet", now)
         self.q: float | None = None
+        #: the last window's own share of failed attempts (the rate's choice reacts to it)
+        self.window_q: float | None = None
+        #: a window ends after this many attempts, or after window_s with MIN_ATTEMPTS
+        self.window_attempts = WINDOW_ATTEMPTS
+        self.window_s = WINDOW_S
         self.decisions = 0
         self.windows = 0
         self._attempts = 0
@@ -91,10 +96,10 @@ class RetryAdapter:
             return self._choose(
                 ARC_MAX, f"{max_rt} frame(s) exhausted {self.choice.arc} retries", now
             )
-        full = self._attempts >= WINDOW_ATTEMPTS
-        timed = now - self._since >= WINDOW_S and self._attempts >= MIN_ATTEMPTS
+        full = self._attempts >= self.window_attempts
+        timed = now - self._since >= self.window_s and self._attempts >= MIN_ATTEMPTS
         if not (full or timed):
-            if now - self._since >= WINDOW_S:  # too little traffic to judge: start again
+            if now - self._since >= self.window_s:  # too little traffic to judge: start again
                 self._reset(now)
             return None
         max_rt_seen = self._max_rt
@@ -113,6 +118,7 @@ class RetryAdapter:
 
     def _end_window(self, now: float) -> float:
         window_q = self._failures / self._attempts if self._attempts else 0.0
+        self.window_q = window_q
         self.q = window_q if self.q is None else EWMA * window_q + (1 - EWMA) * self.q
         self.windows += 1
         self._reset(now)
@@ -137,4 +143,221 @@ class RetryAdapter:
             "q": None if self.q is None else round(self.q, 4),
             "decisions": self.decisions,
             "windows": self.windows,
+        }
+
+
+# -- the data rate: both ends of a direction agree ------------------------------------------
+
+#: Link-control packet (first byte 0: never an IP packet): the sender of a direction tells its
+#: receiver to listen at another rate. Sealed like every packet: an unauthentic one moves
+#: nothing. Body: the magic, the rate's index in RATES, flags (TRIAL: for TRIAL_S only,
+#: unless the same rate is announced again without it).
+RATE_MAGIC = b"\x00LGrate"
+TRIAL = 0x01
+#: Slowest first: the most robust (12 dB more margin than 2 Mbit/s) is RATES[0].
+RATES = ("250k", "1M", "2M")
+ROBUST_RATE = RATES[0]
+#: An adapting link's ends fall back to ROBUST_RATE after this long without a sign of the
+#: other (the sender: no frame acknowledged; the receiver: no authentic packet heard). Its
+#: keepalives come every ADAPT_KEEPALIVE_S, so a working link is never that quiet.
+FALLBACK_S = 1.0
+ADAPT_KEEPALIVE_S = 0.25
+#: Before the other end was ever heard (both daemons starting), silence counts only after
+#: this long: the other may still be coming up at the configured rate.
+STARTUP_S = 3.0
+#: The sender switches this long after its announcement was loaded (and once its TX FIFO has
+#: drained): the receiver's process has read it and switched by then. An announcement not
+#: through within ANNOUNCE_S (or that met MAX_RT) is given up: the sender stays.
+GUARD_S = 0.02
+ANNOUNCE_S = 0.25
+#: A rate that fails this share of its attempts or more is left for the next slower one (its
+#: goodput is below the slower rate's even with every retry).
+Q_DOWN = 0.5
+#: While the rate fails fewer than Q_PROBE of its attempts, the next faster one is tried, on
+#: trial: judged on PROBE_ATTEMPTS attempts within PROBE_MAX_S of the switch. Kept, the
+#: sender announces it again (no trial); failed or not judged in time, the sender goes back
+#: without a word and sends nothing until the receiver's trial (TRIAL_S from the
+#: announcement) is over. The first trial comes PROBE_S after the last change; each failed
+#: one doubles the wait, up to PROBE_MAX_WAIT_S, unless the rate's failures fall to a quarter
+#: of what they were when the trial failed (the channel improved): then at once.
+Q_PROBE = 0.05
+PROBE_S = 1.5
+PROBE_MAX_WAIT_S = 12.0
+PROBE_ATTEMPTS = 16
+PROBE_MAX_S = 0.06
+TRIAL_S = 0.2
+
+
+def rate_message(rate: str, trial: bool = False) -> bytes:
+    return RATE_MAGIC + bytes((RATES.index(rate), TRIAL if trial else 0))
+
+
+def parse_rate(packet: bytes) -> tuple[str, bool] | None:
+    """(the rate a RATE packet names, on trial?), or None (not one, or unknown)."""
+    if len(packet) != len(RATE_MAGIC) + 2 or not packet.startswith(RATE_MAGIC):
+        return None
+    index, flags = packet[-2], packet[-1]
+    return (RATES[index], bool(flags & TRIAL)) if index < len(RATES) else None
+
+
+@dataclass(frozen=True)
+class RateMove:
+    """What the sender announces: ``rate`` (on ``trial``), or ``keep`` the trial's rate."""
+
+    rate: str
+    trial: bool = False
+    keep: bool = False
+
+
+class RateChooser:
+    """The sender's choice of its direction's rate, from the retry adapter's windows."""
+
+    def __init__(self, rate: str, now: float) -> None:
+        self.rate = rate
+        self.why = "configured"
+        self.at = now
+        self.trial_from: str | None = None  # on trial: the rate to go back to
+        #: the running share of failed attempts at this rate (windows counted), and what it
+        #: was when a trial from here last failed: a channel that improved since (a quarter
+        #: of it) is tried again at once, whatever the wait has grown to
+        self.q_here: float | None = None
+        self.windows_here = 0
+        self.q_at_fail: float | None = None
+        self.wait = PROBE_S
+        self.next_probe = now + PROBE_S
+        self.switches = 0
+        self.probes = 0
+        self.failed_probes = 0
+        self.fallbacks = 0
+
+    def after_window(self, q: float, now: float) -> RateMove | None:
+        """A window at the current rate failed ``q`` of its attempts: what to announce."""
+        i = RATES.index(self.rate)
+        if self.trial_from is None:
+            self.q_here = q if self.q_here is None else EWMA * q + (1 - EWMA) * self.q_here
+            self.windows_here += 1
+            fail = self.q_at_fail
+            if fail is not None and self.windows_here >= 3 and self.q_here < fail / 4:
+                self.q_at_fail, self.wait, self.next_probe = None, PROBE_S, now
+        if self.trial_from is not None:
+            if q >= Q_DOWN:
+                why = f"{self.rate} failed {q:.2f} of its attempts on trial"
+                self.trial_failed(self.trial_from, why, now)
+                return None
+            self.trial_from = self.q_at_fail = None
+            self.wait = PROBE_S
+            self.why = f"on trial failed {q:.2f} of its attempts: kept"
+            return RateMove(self.rate, keep=True)
+        if q >= Q_DOWN and i > 0:
+            self.wait = PROBE_S
+            return self._to(RATES[i - 1], f"{self.rate} failed {q:.2f} of its attempts", now)
+        if q < Q_PROBE and i + 1 < len(RATES) and now >= self.next_probe:
+            self.probes += 1
+            q_before = self.q_here
+            move = self._to(RATES[i + 1], f"on trial ({self.rate} failed {q:.3f})", now)
+            self.trial_from, self.q_at_fail = RATES[i], q_before
+            return RateMove(move.rate, trial=True)
+        return None
+
+    def trial_failed(self, back: str, why: str, now: float) -> None:
+        """The trial's rate failed, was not judged in time, or its keep did not get through:
+        back to ``back``, and wait longer before the next."""
+        self.rate, self.why, self.at = back, why, now
+        self.trial_from = None
+        self.q_here, self.windows_here = None, 0
+        self.failed_probes += 1
+        self.wait = min(PROBE_MAX_WAIT_S, 2 * self.wait)
+        self.next_probe = now + self.wait
+
+    def not_announced(self, back: str, now: float) -> None:
+        """The announcement did not get through: the rate stays ``back``."""
+        self.rate, self.why, self.at = back, "announcement not through: kept", now
+        self.trial_from, self.q_here, self.windows_here = None, None, 0
+        self.next_probe = now + self.wait
+
+    def _to(self, rate: str, why: str, now: float) -> RateMove:
+        self.rate, self.why, self.at = rate, why, now
+        self.q_here, self.windows_here, self.q_at_fail = None, 0, None
+        self.next_probe = now + self.wait
+        self.switches += 1
+        return RateMove(rate)
+
+    def fall_back(self, now: float) -> None:
+        """Nothing acknowledged for FALLBACK_S: the robust rate, without an agreement."""
+        self.rate, self.why, self.at = (
+            ROBUST_RATE,
+            f"nothing acknowledged for {FALLBACK_S:g} s",
+            now,
+        )
+        self.trial_from = None
+        self.q_here, self.windows_here, self.q_at_fail = None, 0, None
+        self.wait = PROBE_S
+        self.next_probe = now + PROBE_S
+        self.fallbacks += 1
+
+    def stats(self, now: float) -> dict[str, object]:
+        return {
+            "rate": self.rate,
+            "why": self.why,
+            "since_s": round(now - self.at, 3),
+            "on_trial": self.trial_from is not None,
+            "switches": self.switches,
+            "probes": self.probes,
+            "failed_probes": self.failed_probes,
+            "fallbacks": self.fallbacks,
+        }
+
+
+class RateFollower:
+    """The receiver's side: the rate its sender announced (back after TRIAL_S unless kept),
+    and the fallback when the sender has gone quiet (it switched without us, or the channel
+    took it)."""
+
+    def __init__(self, rate: str, now: float) -> None:
+        self.rate = rate
+        self.why = "configured"
+        self.at = now
+        self.started = now
+        self.heard = 0
+        self.fallbacks = 0
+        self.trial_back: tuple[str, float] | None = None  # (rate, when)
+
+    def announced(self, rate: str, trial: bool, now: float) -> bool:
+        """An authentic announcement: switch? (False: already there)."""
+        self.heard += 1
+        if trial and rate != self.rate:
+            self.trial_back = (self.rate, now + TRIAL_S)
+        elif not trial:
+            self.trial_back = None  # (kept, or a plain move)
+        if rate == self.rate:
+            return False
+        self.rate, self.at = rate, now
+        self.why = "announced by the sender" + (" (on trial)" if trial else "")
+        return True
+
+    def tick(self, last_heard: float | None, now: float) -> bool:
+        """A trial not kept ends; nothing heard for FALLBACK_S: the robust rate. Switch?"""
+        if self.trial_back is not None and now >= self.trial_back[1]:
+            self.rate, self.at, self.why = self.trial_back[0], now, "trial not kept: back"
+            self.trial_back = None
+            return True
+        if last_heard is None:
+            since = max(self.at, self.started + STARTUP_S - FALLBACK_S)
+        else:
+            since = max(last_heard, self.at)
+        if self.rate == ROBUST_RATE or now - since < FALLBACK_S:
+            return False
+        self.rate, self.why, self.at = ROBUST_RATE, f"nothing heard for {FALLBACK_S:g} s", now
+        self.trial_back = None
+        self.fallbacks += 1
+        return True
+
+    def stats(self, now: float) -> dict[str, object]:
+        return {
+            "rate": self.rate,
+            "why": self.why,
+            "since_s": round(now - self.at, 3),
+            "on_trial": self.trial_back is not None,
+            "announcements": self.heard,
+            "fallbacks": self.fallbacks,
         }

@@ -1,0 +1,53 @@
+"""The RX process's side of ``adapt = true`` (ESB, one peer; protocol/adapt.py): the RX
+radio listens at the rate its peer (this direction's sender) announced in a sealed
+link-control packet, and falls back to the robust rate when the peer has been quiet for
+FALLBACK_S (it switched without us, or the channel took it). Applied again whenever the
+radio's settings are (brought up, ``radio set``)."""
+
+from __future__ import annotations
+
+from longge.daemon.child import Child
+from longge.protocol import adapt as a
+from longge.protocol.peer import PeerReceiver, PeerTable
+from longge.radio.constants import RATE_BY_NAME
+from longge.radio.interface import LinkRadio
+
+
+class RateListening:
+    def __init__(self) -> None:
+        self.follower: a.RateFollower | None = None
+        self._key: tuple[bool, str] | None = None
+        self._applied = -1
+
+    def step(
+        self, child: Child, radio: LinkRadio, table: PeerTable[PeerReceiver], now: float
+    ) -> None:
+        """Once per loop turn with a radio, after its frames were read."""
+        opts = child.cfg.radio
+        key = (opts.adapt and opts.acked and len(table) == 1, opts.rate)
+        if key != self._key:
+            self._key = key
+            self.follower = a.RateFollower(opts.rate, now) if key[0] else None
+            self._applied = -1
+        peer = table.peers[0]
+        heard, peer.rate_heard = peer.rate_heard, None
+        follower = self.follower
+        if follower is None:
+            return
+        switch = child.applied != self._applied  # the config's rate was just applied
+        self._applied = child.applied
+        if heard is not None:
+            switch = follower.announced(*heard, now) or switch
+        switch = follower.tick(peer.last_heard, now) or switch
+        if switch:
+            radio.data_rate = int(RATE_BY_NAME[follower.rate])
+
+    def wait_s(self, now: float, longest: float) -> float:
+        """How long the loop may sleep: no longer than a trial's end."""
+        f = self.follower
+        if f is None or f.trial_back is None:
+            return longest
+        return max(0.0, min(longest, f.trial_back[1] - now))
+
+    def stats(self, now: float) -> dict[str, object] | None:
+        return None if self.follower is None else self.follower.stats(now)
