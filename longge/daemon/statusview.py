@@ -68,7 +68,7 @@ def node_text(st: dict[str, Any]) -> str:
             f"radio {rx.get('state', '?')}",
             _security_line(tx, rx),
             *_uplink_line(tx.get("uplink")),
-            *_adapt_line(tx.get("adapt")),
+            *_adapt_line(tx.get("adapt"), rx.get("adapt")),
             f"  procs  {procs}; radios waited on: tx {tx.get('waits_on', '?')}, "
             f"rx {rx.get('waits_on', '?')}",
             *_forwarding_lines(st.get("forwarding")),
@@ -77,16 +77,31 @@ def node_text(st: dict[str, Any]) -> str:
     )
 
 
-def _adapt_line(adapt: object) -> list[str]:
-    """With ``adapt``: the retries the TX radio runs now, why, since when."""
+def _adapt_line(adapt: object, rx: object = None) -> list[str]:
+    """With ``adapt``: the retries the TX radio runs now, why, since when; the rate each
+    radio runs at (a link with one peer)."""
     if not isinstance(adapt, dict):
         return []
     q = adapt.get("q")
-    return [
+    lines = [
         f"  adapt  ARD {adapt.get('ard_us')} µs ARC {adapt.get('arc')} for "
         f"{_number(adapt.get('since_s'), '.1f')} s: {adapt.get('why')}; failed attempts "
         f"{'?' if q is None else format(q, '.3f')}, {adapt.get('decisions', 0)} decisions"
     ]
+    rate = adapt.get("rate")
+    if isinstance(rate, dict):
+        lines.append(
+            f"  rate   tx {rate.get('rate')} for {_number(rate.get('since_s'), '.1f')} s: "
+            f"{rate.get('why')} ({rate.get('switches', 0)} switches, {rate.get('probes', 0)} "
+            f"trials, {rate.get('fallbacks', 0)} fallbacks)"
+        )
+    if isinstance(rx, dict):
+        lines.append(
+            f"  rate   rx {rx.get('rate')} for {_number(rx.get('since_s'), '.1f')} s: "
+            f"{rx.get('why')} ({rx.get('announcements', 0)} announcements heard, "
+            f"{rx.get('fallbacks', 0)} fallbacks)"
+        )
+    return lines
 
 
 def _uplink_line(uplink: object) -> list[str]:
