@@ -104,8 +104,12 @@ def ping_rtt(opts: RadioOptions) -> float:
 def ping(rounds: int) -> None:
     got: dict[str, list[float]] = {}
     for k in range(rounds):
-        a = ping_rtt(replace(BASE, adapt=True))
-        f = ping_rtt(BASE)
+        if k % 2:  # (alternating which goes first)
+            f = ping_rtt(BASE)
+            a = ping_rtt(replace(BASE, adapt=True))
+        else:
+            a = ping_rtt(replace(BASE, adapt=True))
+            f = ping_rtt(BASE)
         got.setdefault("adapt - fixed, ms", []).append(a - f)
         print(f"round {k + 1}: idle ping median adapt {a:.3f} ms, fixed {f:.3f} ms", flush=True)
     _summary(got)
