@@ -174,20 +174,44 @@ def test_two_daemons_adapt_their_retries_on_a_lossy_air(
 # -- the data rate -----------------------------------------------------------------------------
 
 
-def test_the_rate_goes_down_when_it_fails_half_its_attempts_and_up_on_trial() -> None:
-    from longge.protocol.adapt import PROBE_S, RateChooser, RateMove, parse_rate, rate_message
+def test_the_rate_carrying_most_is_chosen_down_at_once_up_on_trial() -> None:
+    """The expected-service model picks the rate: a slower one as soon as it would carry
+    more (one never tried counts as clean), a faster one on trial once what it met has been
+    forgotten enough, or at once when the channel improved; a trial that carries less fails
+    and doubles the wait. Wi-Fi-like failures that hit every rate alike move nothing."""
+    from longge.protocol.adapt import (
+        MEMORY_S,
+        PROBE_S,
+        RateChooser,
+        RateMove,
+        parse_rate,
+        rate_goodput,
+        rate_message,
+    )
 
     r = RateChooser("2M", 0.0)
-    assert r.after_window(0.3, 0.1) is None  # bad, but still worth more than 1 Mbit/s
-    assert r.after_window(0.7, 0.2) == RateMove("1M") and "failed 0.70" in r.why
-    assert r.after_window(0.01, 0.3) is None  # clean at 1M: tried again only after PROBE_S
-    assert r.after_window(0.01, 0.2 + PROBE_S) == RateMove("2M", trial=True)
-    assert r.after_window(0.8, 0.3 + PROBE_S) is None  # the trial failed: back, wait longer
-    assert (r.rate, r.trial_from, r.failed_probes) == ("1M", None, 1)
-    assert r.after_window(0.01, 0.4 + 2 * PROBE_S) is None  # (twice the wait now)
-    assert r.after_window(0.01, 0.4 + 3 * PROBE_S) == RateMove("2M", trial=True)
-    assert r.after_window(0.02, 0.5 + 3 * PROBE_S) == RateMove("2M", keep=True)
-    assert r.rate == "2M" and r.wait == PROBE_S
+    assert r.after_window(0.3, 0.1) is None  # 2 Mbit/s at q 0.3 still carries more than 1M
+    assert r.after_window(0.9, 0.2) == RateMove("1M") and "failed 0.60" in r.why
+    assert r.after_window(0.02, 0.3) is None  # 2M met 0.6: not worth a trial yet
+    t = 0.3 + 3 * MEMORY_S  # (forgotten to 0.075)
+    assert r.after_window(0.02, t) == RateMove("2M", trial=True)
+    assert r.after_window(0.8, t + 0.1) is None  # carried less than 1M: back, wait longer
+    assert (r.rate, r.trial_from, r.failed_probes, r.wait) == ("1M", None, 1, 2 * PROBE_S)
+    t += 0.2
+    for k in range(3):  # the reference, then the channel clears: tried at once
+        assert r.after_window(0.02, t + 0.01 * k) is None
+    moves = []
+    for k in range(4):
+        moves.append(r.after_window(0.0, t + 0.1 + 0.01 * k))
+        if moves[-1] is not None:
+            break
+    assert moves[-1] == RateMove("2M", trial=True)  # (well before the doubled wait)
+    assert r.after_window(0.0, t + 1) == RateMove("2M", keep=True) and r.wait == PROBE_S
+    # Wi-Fi: every rate fails alike (longer frames rather more): staying carries most
+    w = RateChooser("2M", 0.0)
+    w.memory["1M"] = (0.5, 0.0)
+    assert all(w.after_window(0.45, 0.1 * k) is None for k in range(1, 30))
+    assert rate_goodput("2M", 0.45) > rate_goodput("1M", 0.5)
     assert parse_rate(rate_message("250k", trial=True)) == ("250k", True)
     assert parse_rate(rate_message("1M")[:-2] + b"\x07\x00") is None  # (no such rate)
 

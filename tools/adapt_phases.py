@@ -3,9 +3,9 @@ settings. Run by hand, as root (each setting brings its own testbed up and down)
 
     .venv/bin/python -m tools.adapt_phases [--phase-s 40] [--settings adapt,2M/2,2M/15,...]
 
-The mobile sends stock iperf3 UDP (1400-byte datagrams) to the base at --offer (more than
-2 Mbit/s carries) through the whole schedule, and pings it 10 times a second; the air
-changes at each phase boundary (``air set``, live):
+In each phase the mobile sends stock iperf3 UDP (1400-byte datagrams) to the base at
+--offer (more than 2 Mbit/s carries; a client of its own each phase) and pings it 10 times a
+second; the air changes at each phase boundary (``air set``, live):
 
     clean     nothing lost
     per10     10 % frame error, data and ACKs
@@ -87,46 +87,64 @@ def run_setting(name: str, phase_s: float, offer: float) -> list[dict[str, Any]]
             samples.append((time.monotonic(), _counter()))
             stop.wait(SLICE_S)
 
-    total = phase_s * len(PHASES)
     try:
         time.sleep(2)
-        ping = subprocess.Popen(
-            [
-                "ip",
-                "netns",
-                "exec",
-                "lg-mobile",
-                "ping",
-                "-D",
-                "-i",
-                "0.1",
-                "-W",
-                "2",
-                "-w",
-                str(int(total) + 2),
-                "10.24.0.1",
-            ],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        load = subprocess.Popen(
-            ["ip", "netns", "exec", "lg-mobile", *iperf_udp(offer, int(total) + 2)],
-            stdout=subprocess.DEVNULL,
-        )
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
         bounds = []
+        pings: list[subprocess.Popen[str]] = []
+        loads: list[subprocess.Popen[bytes]] = []
         for phase, changes, wifi in PHASES:
             control.apply(air, changes, interferer=wifi)
             t0 = time.monotonic()
             tx0 = _tx()
+            # (a load and a ping of their own each phase: iperf3's control connection, or a
+            # ping that met a full queue, may not have lived through the phase before)
+            if loads:  # (the server takes one test at a time: the last one must be over)
+                try:
+                    loads[-1].wait(timeout=3)
+                except subprocess.TimeoutExpired:
+                    loads[-1].kill()
+            loads.append(
+                subprocess.Popen(
+                    ["ip", "netns", "exec", "lg-mobile", *iperf_udp(offer, int(phase_s) - 2)],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
+            pings.append(
+                subprocess.Popen(
+                    [
+                        "ip",
+                        "netns",
+                        "exec",
+                        "lg-mobile",
+                        "ping",
+                        "-D",
+                        "-i",
+                        "0.1",
+                        "-W",
+                        "2",
+                        "-w",
+                        str(int(phase_s)),
+                        "10.24.0.1",
+                    ],
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.DEVNULL,
+                    text=True,
+                )
+            )
             time.sleep(phase_s)
             tx1 = _tx()
             bounds.append((phase, t0, time.monotonic(), tx0, tx1))
         stop.set()
         sampler.join()
-        load.wait(timeout=30)
-        ping_out, _ = ping.communicate(timeout=30)
+        for load in loads:
+            try:
+                load.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                load.kill()
+        ping_out = "".join(p.communicate(timeout=30)[0] for p in pings)
         adapt = _tx().get("adapt")
     finally:
         server.kill()
@@ -155,16 +173,24 @@ def _phase_row(
     samples: list[tuple[float, int]],
     rtts: list[tuple[float, float]],
 ) -> dict[str, Any]:
-    inside = [(t, b) for t, b in samples if t0 <= t <= t1]
+    # (the phase's load runs for its first phase − 2 s: judged while it runs)
+    inside = [(t, b) for t, b in samples if t0 <= t <= t1 - 2.5]
     rates = [
         (t, 8 * (b1 - b0) / (t - ta)) for (ta, b0), (t, b1) in itertools.pairwise(inside) if t > ta
     ]
     half = [r for _, r in rates[len(rates) // 2 :]] or [0.0]
     final = statistics.median(half)
+    # settled: from the first slice on which every 2-s mean is within 5 % of the final rate
+    # or above it
+    n = max(1, int(2.0 / SLICE_S))
+    means = [
+        (rates[k][0], statistics.mean(r for _, r in rates[k : k + n]))
+        for k in range(max(0, len(rates) - n + 1))
+    ]
     settle = None
-    for k in range(len(rates)):
-        if all(abs(r - final) <= 0.05 * max(final, 1.0) for _, r in rates[k:]):
-            settle = rates[k][0] - t0
+    for k in range(len(means)):
+        if all(m >= 0.95 * final for _, m in means[k:]):
+            settle = means[k][0] - SLICE_S - t0
             break
     sent = tx1.get("packets_sent", 0) - tx0.get("packets_sent", 0)
     aborted = tx1.get("packets_aborted", 0) - tx0.get("packets_aborted", 0)

@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from longge.chip.datasheet import ARC_MAX, MIN_ARD_US_FOR_EMPTY_ACK
+from longge.chip.datasheet import ARC_MAX, MIN_ARD_US_FOR_EMPTY_ACK, LinkTiming
 
 #: The residual loss per frame the count aims at (a 50-frame datagram: 1 in 20 000 lost).
 TARGET_RESIDUAL = 1e-6
@@ -170,17 +170,22 @@ STARTUP_S = 3.0
 #: through within ANNOUNCE_S (or that met MAX_RT) is given up: the sender stays.
 GUARD_S = 0.02
 ANNOUNCE_S = 0.25
-#: A rate that fails this share of its attempts or more is left for the next slower one (its
-#: goodput is below the slower rate's even with every retry).
-Q_DOWN = 0.5
-#: While the rate fails fewer than Q_PROBE of its attempts, the next faster one is tried, on
-#: trial: judged on PROBE_ATTEMPTS attempts within PROBE_MAX_S of the switch. Kept, the
-#: sender announces it again (no trial); failed or not judged in time, the sender goes back
-#: without a word and sends nothing until the receiver's trial (TRIAL_S from the
-#: announcement) is over. The first trial comes PROBE_S after the last change; each failed
-#: one doubles the wait, up to PROBE_MAX_WAIT_S, unless the rate's failures fall to a quarter
-#: of what they were when the trial failed (the channel improved): then at once.
-Q_PROBE = 0.05
+#: A neighbouring rate is moved to (a slower one at once, a faster one on trial) when the
+#: model says it carries this much more than the current one.
+GAIN = 1.15
+#: Half-life of what a rate met (a rate left long ago may work again).
+MEMORY_S = 10.0
+#: The current rate's reference failures: taken after this many windows; one below REF_MIN
+#: is too small to tell an improvement by.
+REF_WINDOWS = 3
+REF_MIN = 0.004
+#: A faster rate on trial is judged on PROBE_ATTEMPTS attempts within PROBE_MAX_S of the
+#: switch. Kept (it carries more than the rate it came from), the sender announces it again
+#: (no trial); failed or not judged in time, the sender goes back without a word and sends
+#: nothing until the receiver's trial (TRIAL_S from the announcement) is over. The first
+#: trial comes PROBE_S after the last change; each failed one doubles the wait, up to
+#: PROBE_MAX_WAIT_S, unless the rate's failures fall to a quarter of their reference (the
+#: channel improved): then at once.
 PROBE_S = 1.5
 PROBE_MAX_WAIT_S = 12.0
 PROBE_ATTEMPTS = 16
@@ -209,20 +214,33 @@ class RateMove:
     keep: bool = False
 
 
+def rate_goodput(rate: str, q: float) -> float:
+    """What a rate carries (frame payload bit/s, full frames, ARC 15 at the shortest ARD)
+    when q of its attempts fail (datasheet.LinkTiming's expected-service model)."""
+    t = LinkTiming(rate, ard_us=MIN_ARD_US_FOR_EMPTY_ACK[rate], arc=ARC_MAX)
+    return t.expected_goodput_bps(min(q, 0.999))
+
+
 class RateChooser:
-    """The sender's choice of its direction's rate, from the retry adapter's windows."""
+    """The sender's choice of its direction's rate, from the retry adapter's windows: the
+    rate that carries most by the expected-service model, from each rate's share of failed
+    attempts as last measured (forgotten with a half-life of MEMORY_S; a rate never tried
+    counts as clean). A slower rate is moved to at once; a faster one on trial."""
 
     def __init__(self, rate: str, now: float) -> None:
         self.rate = rate
         self.why = "configured"
         self.at = now
         self.trial_from: str | None = None  # on trial: the rate to go back to
-        #: the running share of failed attempts at this rate (windows counted), and what it
-        #: was when a trial from here last failed: a channel that improved since (a quarter
-        #: of it) is tried again at once, whatever the wait has grown to
+        #: each rate's share of failed attempts as last measured, and when
+        self.memory: dict[str, tuple[float, float]] = {}
+        #: the running share of failed attempts at this rate (windows counted), and its
+        #: reference: after REF_WINDOWS windows here, or before the last trial from here. A
+        #: channel that improved since (down to a quarter of it) makes the faster rate's
+        #: memory stale: it is tried at once, whatever the wait has grown to
         self.q_here: float | None = None
         self.windows_here = 0
-        self.q_at_fail: float | None = None
+        self.q_ref: float | None = None
         self.wait = PROBE_S
         self.next_probe = now + PROBE_S
         self.switches = 0
@@ -230,33 +248,59 @@ class RateChooser:
         self.failed_probes = 0
         self.fallbacks = 0
 
+    def remembered(self, rate: str, now: float) -> float:
+        """A rate's share of failed attempts as far as is known now (0: never tried)."""
+        if rate not in self.memory:
+            return 0.0
+        q, at = self.memory[rate]
+        return float(q * 0.5 ** ((now - at) / MEMORY_S))
+
     def after_window(self, q: float, now: float) -> RateMove | None:
         """A window at the current rate failed ``q`` of its attempts: what to announce."""
         i = RATES.index(self.rate)
-        if self.trial_from is None:
-            self.q_here = q if self.q_here is None else EWMA * q + (1 - EWMA) * self.q_here
-            self.windows_here += 1
-            fail = self.q_at_fail
-            if fail is not None and self.windows_here >= 3 and self.q_here < fail / 4:
-                self.q_at_fail, self.wait, self.next_probe = None, PROBE_S, now
         if self.trial_from is not None:
-            if q >= Q_DOWN:
-                why = f"{self.rate} failed {q:.2f} of its attempts on trial"
-                self.trial_failed(self.trial_from, why, now)
+            back = self.trial_from
+            self.memory[self.rate] = (q, now)
+            if rate_goodput(self.rate, q) < rate_goodput(back, self.remembered(back, now)):
+                self.trial_failed(back, f"{self.rate} failed {q:.2f} of its attempts on trial", now)
                 return None
-            self.trial_from = self.q_at_fail = None
+            self.trial_from = self.q_ref = None
             self.wait = PROBE_S
             self.why = f"on trial failed {q:.2f} of its attempts: kept"
             return RateMove(self.rate, keep=True)
-        if q >= Q_DOWN and i > 0:
-            self.wait = PROBE_S
-            return self._to(RATES[i - 1], f"{self.rate} failed {q:.2f} of its attempts", now)
-        if q < Q_PROBE and i + 1 < len(RATES) and now >= self.next_probe:
-            self.probes += 1
-            q_before = self.q_here
-            move = self._to(RATES[i + 1], f"on trial ({self.rate} failed {q:.3f})", now)
-            self.trial_from, self.q_at_fail = RATES[i], q_before
-            return RateMove(move.rate, trial=True)
+        self.q_here = q if self.q_here is None else EWMA * q + (1 - EWMA) * self.q_here
+        self.windows_here += 1
+        self.memory[self.rate] = (self.q_here, now)
+        here = rate_goodput(self.rate, self.q_here)
+        if self.windows_here == REF_WINDOWS and self.q_ref is None:
+            self.q_ref = self.q_here
+        ref = self.q_ref
+        if (
+            ref is not None
+            and ref > REF_MIN
+            and self.windows_here > REF_WINDOWS
+            and self.q_here < ref / 4
+        ):
+            # the channel improved: what the faster rate met before is stale
+            self.q_ref, self.wait, self.next_probe = self.q_here, PROBE_S, now
+            if i + 1 < len(RATES):
+                self.memory.pop(RATES[i + 1], None)
+        if i > 0:
+            slower = RATES[i - 1]
+            q_slower = self.remembered(slower, now)
+            if rate_goodput(slower, q_slower) > GAIN * here:
+                why = f"{self.rate} failed {self.q_here:.2f} of its attempts"
+                self.wait = PROBE_S
+                return self._to(slower, why, now)
+        if i + 1 < len(RATES) and now >= self.next_probe:
+            faster = RATES[i + 1]
+            if rate_goodput(faster, self.remembered(faster, now)) > GAIN * here:
+                self.probes += 1
+                q_before = self.q_here
+                why = f"on trial ({self.rate} failed {self.q_here:.3f})"
+                move = self._to(faster, why, now)
+                self.trial_from, self.q_ref = RATES[i], q_before
+                return RateMove(move.rate, trial=True)
         return None
 
     def trial_failed(self, back: str, why: str, now: float) -> None:
@@ -277,20 +321,18 @@ class RateChooser:
 
     def _to(self, rate: str, why: str, now: float) -> RateMove:
         self.rate, self.why, self.at = rate, why, now
-        self.q_here, self.windows_here, self.q_at_fail = None, 0, None
+        self.q_here, self.windows_here, self.q_ref = None, 0, None
         self.next_probe = now + self.wait
         self.switches += 1
         return RateMove(rate)
 
     def fall_back(self, now: float) -> None:
         """Nothing acknowledged for FALLBACK_S: the robust rate, without an agreement."""
-        self.rate, self.why, self.at = (
-            ROBUST_RATE,
-            f"nothing acknowledged for {FALLBACK_S:g} s",
-            now,
-        )
+        self.memory[self.rate] = (1.0, now)
+        self.rate, self.at = ROBUST_RATE, now
+        self.why = f"nothing acknowledged for {FALLBACK_S:g} s"
         self.trial_from = None
-        self.q_here, self.windows_here, self.q_at_fail = None, 0, None
+        self.q_here, self.windows_here, self.q_ref = None, 0, None
         self.wait = PROBE_S
         self.next_probe = now + PROBE_S
         self.fallbacks += 1
