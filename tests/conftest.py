@@ -37,6 +37,7 @@ def required(reason: str | None, what: str) -> pytest.MarkDecorator:
 #: runs all of these, one after another, from the start; both share the rest test by test.
 SYSTEM_MODULES = frozenset(
     {
+        "test_air_keep_awake",  # (the kernel's CPU latency limit: another air holds it)
         "test_daemon_tun",
         "test_doctor",  # (it reports a running daemon: the testbed's)
         "test_exposure",

@@ -62,7 +62,9 @@ def until(cond, seconds: float = 5.0) -> bool:  # type: ignore[no-untyped-def]
 
 
 def test_held_while_frames_fly_released_when_idle_and_on_a_crash(tmp_path: Path) -> None:
-    if latency_limit_us() == 0:
+    # Another air (another test's, on the other worker) holds the CPUs awake while its frames
+    # fly: wait for a gap in them rather than fail on one moment's.
+    if not until(lambda: latency_limit_us() != 0, seconds=20.0):
         held = "another process holds the CPUs awake: nothing to observe"
         if os.environ.get("CI"):
             pytest.fail(f"{held} (on CI: {', '.join(qos_holders())})", pytrace=False)

@@ -3,9 +3,10 @@ settings. Run by hand, as root (each setting brings its own testbed up and down)
 
     .venv/bin/python -m tools.adapt_phases [--phase-s 40] [--settings adapt,2M/2,2M/15,...]
 
-In each phase the mobile sends stock iperf3 UDP (1400-byte datagrams) to the base at
---offer (more than 2 Mbit/s carries; a client of its own each phase) and pings it 10 times a
-second; the air changes at each phase boundary (``air set``, live):
+The mobile sends 1400-byte UDP datagrams to the base at --offer (more than 2 Mbit/s carries)
+through the whole schedule (a steady sender of its own: iperf3's TCP control connection would
+not live through a dead phase) and pings it 10 times a second (a ping each phase); the air
+changes at each phase boundary (``air set``, live):
 
     clean     nothing lost
     per10     10 % frame error, data and ACKs
@@ -31,6 +32,7 @@ import json
 import re
 import statistics
 import subprocess
+import sys
 import threading
 import time
 from typing import Any
@@ -40,7 +42,6 @@ from longge.air import control
 from longge.daemon.status import DaemonClient
 from longge.radio.options import RadioOptions
 from longge.testbed_spec import node_socket
-from tools.testbed_link import iperf_udp, stock_server
 
 PHASES: list[tuple[str, dict[str, Any], str]] = [
     ("clean", {"per": 0.0, "path_loss": None}, "none"),
@@ -51,6 +52,27 @@ PHASES: list[tuple[str, dict[str, Any], str]] = [
     ("clean2", {}, "none"),
 ]
 SLICE_S = 0.5
+#: The load: 1400-byte UDP datagrams to the base at a steady rate (argv: bit/s, seconds),
+#: with no control connection to lose when the link is down for a phase (iperf3's is TCP
+#: over the link: a client that started in a dead phase, or whose control connection died,
+#: measured nothing after it). Delivered: the base's TUN counter.
+BLASTER = """
+import socket, sys, time
+rate, seconds = float(sys.argv[1]), float(sys.argv[2])
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+payload, gap = bytes(1400), 1400 * 8 / rate
+t = time.monotonic()
+end = t + seconds
+while t < end:
+    try:
+        s.sendto(payload, ("10.24.0.1", 9))
+    except OSError:
+        pass
+    t += gap
+    d = t - time.monotonic()
+    if d > 0:
+        time.sleep(d)
+"""
 
 
 def setting(name: str) -> RadioOptions:
@@ -78,7 +100,6 @@ def run_setting(name: str, phase_s: float, offer: float) -> list[dict[str, Any]]
     opts = setting(name)
     testbed.up(testbed.TestbedSpec(opts))
     air = str(testbed.paths()["air"])
-    server = stock_server()
     samples: list[tuple[float, int]] = []
     stop = threading.Event()
 
@@ -93,25 +114,25 @@ def run_setting(name: str, phase_s: float, offer: float) -> list[dict[str, Any]]
         sampler.start()
         bounds = []
         pings: list[subprocess.Popen[str]] = []
-        loads: list[subprocess.Popen[bytes]] = []
+        load = subprocess.Popen(
+            [
+                "ip",
+                "netns",
+                "exec",
+                "lg-mobile",
+                sys.executable,
+                "-c",
+                BLASTER,
+                str(offer),
+                str(phase_s * len(PHASES) + 1),
+            ],
+        )
         for phase, changes, wifi in PHASES:
             control.apply(air, changes, interferer=wifi)
             t0 = time.monotonic()
             tx0 = _tx()
             # (a load and a ping of their own each phase: iperf3's control connection, or a
             # ping that met a full queue, may not have lived through the phase before)
-            if loads:  # (the server takes one test at a time: the last one must be over)
-                try:
-                    loads[-1].wait(timeout=3)
-                except subprocess.TimeoutExpired:
-                    loads[-1].kill()
-            loads.append(
-                subprocess.Popen(
-                    ["ip", "netns", "exec", "lg-mobile", *iperf_udp(offer, int(phase_s) - 2)],
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                )
-            )
             pings.append(
                 subprocess.Popen(
                     [
@@ -139,15 +160,13 @@ def run_setting(name: str, phase_s: float, offer: float) -> list[dict[str, Any]]
             bounds.append((phase, t0, time.monotonic(), tx0, tx1))
         stop.set()
         sampler.join()
-        for load in loads:
-            try:
-                load.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                load.kill()
+        try:
+            load.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            load.kill()
         ping_out = "".join(p.communicate(timeout=30)[0] for p in pings)
         adapt = _tx().get("adapt")
     finally:
-        server.kill()
         testbed.down()
     # ping -D prints the wall clock; the phases use the monotonic one: line them up by offset
     offset = time.time() - time.monotonic()
@@ -173,8 +192,7 @@ def _phase_row(
     samples: list[tuple[float, int]],
     rtts: list[tuple[float, float]],
 ) -> dict[str, Any]:
-    # (the phase's load runs for its first phase − 2 s: judged while it runs)
-    inside = [(t, b) for t, b in samples if t0 <= t <= t1 - 2.5]
+    inside = [(t, b) for t, b in samples if t0 <= t <= t1]
     rates = [
         (t, 8 * (b1 - b0) / (t - ta)) for (ta, b0), (t, b1) in itertools.pairwise(inside) if t > ta
     ]
