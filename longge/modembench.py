@@ -9,6 +9,7 @@ simulated time: the figures are the AVR's, not this machine's (docs/modem.md).
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import json
 import shutil
@@ -68,7 +69,13 @@ class ModemBenchPlan:
 def _make(*args: str) -> None:
     if shutil.which("make") is None:
         raise ModemBenchError("make is missing (Debian: make; ./run.sh installs it as root)")
-    r = subprocess.run(["make", "-C", str(FIRMWARE), *args], capture_output=True, text=True)
+    # One make at a time on this checkout: two processes (the test suite's two workers) that
+    # each ran make sim relinked modem-sim while the other was starting it (EACCES).
+    lock = FIRMWARE / "build" / ".make.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        r = subprocess.run(["make", "-C", str(FIRMWARE), *args], capture_output=True, text=True)
     if r.returncode != 0:
         hint = ""
         if "simavr" in r.stderr:
