@@ -24,8 +24,9 @@ from typing import Any
 from longge.air import native
 from longge.air.loss import NO_LOSS, AirLoss
 from longge.air.wire import query
-from longge.chip.datasheet import bits_on_air, per_attempt_failure
+from longge.chip.datasheet import per_attempt_failure
 from longge.errors import ConfigError
+from longge.measure.model import link_error_rates
 from longge.radio.options import RadioOptions, configure
 from longge.radio.sim import SimRadio
 
@@ -259,12 +260,7 @@ def _result(plan: BenchPlan, c: Counts, stats: dict[str, Any]) -> BenchResult:
     span_ns = c.last_ns - c.first_ns
     throughput = c.bytes_after_first * 8 * 1e9 / span_ns if c.received > 1 and span_ns else 0.0
     # (the radios run at RF24 begin()'s power, PA_MAX: the path loss counts at 0 dBm)
-    per, ack_per = plan.loss.spec().frame_errors(
-        opts.rate,
-        3,
-        bits_on_air(opts.payload, opts.address_width, opts.crc),
-        bits_on_air(0, opts.address_width, opts.crc),
-    )
+    per, ack_per, _ = link_error_rates(opts, plan.loss.as_dict(), 3)
     bound = opts.air_bound_bps()
     if opts.acked:
         q = per_attempt_failure(per, ack_per)

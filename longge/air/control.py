@@ -18,8 +18,8 @@ from longge.air.interferer import parse_interferer
 from longge.air.loss import LossSpec, check_path_loss
 from longge.errors import ConfigError
 
-#: ``air set`` keys -> the air's loss message keys
-_KEYS = {"per": "per", "ack_per": "ack_per", "burst": "burst", "path_loss": "path_loss"}
+#: the loss keys a link's spec has (the air's stats and its loss message spell them so)
+_KEYS = ("per", "ack_per", "burst", "path_loss")
 
 
 def path_loss_arg(text: str) -> float | None:
