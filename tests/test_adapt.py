@@ -179,7 +179,7 @@ def test_the_rate_carrying_most_is_chosen_down_at_once_up_on_trial() -> None:
     more (one never tried counts as clean), a faster one on trial once what it met has been
     forgotten enough, or at once when the channel improved; a trial that carries less fails
     and doubles the wait. Wi-Fi-like failures that hit every rate alike move nothing."""
-    from longge.protocol.adapt import (
+    from longge.protocol.rate import (
         MEMORY_S,
         PROBE_S,
         RateChooser,
@@ -217,7 +217,7 @@ def test_the_rate_carrying_most_is_chosen_down_at_once_up_on_trial() -> None:
 
 
 def test_the_receiver_ends_a_trial_not_kept_and_falls_back_when_nothing_comes() -> None:
-    from longge.protocol.adapt import FALLBACK_S, STARTUP_S, TRIAL_S, RateFollower
+    from longge.protocol.rate import FALLBACK_S, STARTUP_S, TRIAL_S, RateFollower
 
     f = RateFollower("1M", 0.0)
     assert f.announced("2M", True, 10.0) and f.rate == "2M"
@@ -294,13 +294,13 @@ def test_lost_rate_agreements_leave_both_ends_on_the_robust_rate_and_linked(
     """Every announcement dropped where it arrives (the receivers never switch): the sender
     switches alone, hears nothing acknowledged, falls back; the receiver, hearing nothing,
     falls back too: both at 250 kbit/s and packets through within a few FALLBACK_S."""
-    from longge.protocol import adapt
+    from longge.protocol import rate
 
-    monkeypatch.setattr(adapt, "parse_rate", lambda packet: None)  # (the daemons fork)
+    monkeypatch.setattr(rate, "parse_rate", lambda packet: None)  # (the daemons fork)
     radio = RadioOptions(ard_us=250, arc=2, adapt=True)
     with make_link(air_71db, str(tmp_path), radio=radio) as lk:
         lk.send(lk.mtun, [ip_packet(1000, 1 + i) for i in range(60)], to=lk.btun, timeout=10)
-        assert _until(lk, ("250k", "250k"), 4 * adapt.FALLBACK_S + 1) == ("250k", "250k")
+        assert _until(lk, ("250k", "250k"), 4 * rate.FALLBACK_S + 1) == ("250k", "250k")
         assert lk.base.status()["rx"]["adapt"]["fallbacks"] >= 1
-        got = lk.send_until_through(lk.mtun, lk.btun, 500, 900, seconds=3 * adapt.FALLBACK_S)
+        got = lk.send_until_through(lk.mtun, lk.btun, 500, 900, seconds=3 * rate.FALLBACK_S)
         assert got

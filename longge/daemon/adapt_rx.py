@@ -1,4 +1,4 @@
-"""The RX process's side of ``adapt = true`` (ESB, one peer; protocol/adapt.py): the RX
+"""The RX process's side of ``adapt = true`` (ESB, one peer; protocol/rate.py): the RX
 radio listens at the rate its peer (this direction's sender) announced in a sealed
 link-control packet, and falls back to the robust rate when the peer has been quiet for
 FALLBACK_S (it switched without us, or the channel took it). Applied again whenever the
@@ -7,7 +7,7 @@ radio's settings are (brought up, ``radio set``)."""
 from __future__ import annotations
 
 from longge.daemon.child import Child
-from longge.protocol import adapt as a
+from longge.protocol import rate as rt
 from longge.protocol.peer import PeerReceiver, PeerTable
 from longge.radio.constants import RATE_BY_NAME
 from longge.radio.interface import LinkRadio
@@ -15,7 +15,7 @@ from longge.radio.interface import LinkRadio
 
 class RateListening:
     def __init__(self) -> None:
-        self.follower: a.RateFollower | None = None
+        self.follower: rt.RateFollower | None = None
         self._key: tuple[bool, str] | None = None
         self._applied = -1
 
@@ -27,7 +27,7 @@ class RateListening:
         key = (opts.adapt and opts.acked and len(table) == 1, opts.rate)
         if key != self._key:
             self._key = key
-            self.follower = a.RateFollower(opts.rate, now) if key[0] else None
+            self.follower = rt.RateFollower(opts.rate, now) if key[0] else None
             self._applied = -1
         peer = table.peers[0]
         heard, peer.rate_heard = peer.rate_heard, None

@@ -1,4 +1,4 @@
-"""The TX process's side of ``adapt = true`` (ESB; protocol/adapt.py): feeds the retry
+"""The TX process's side of ``adapt = true`` (ESB; protocol/adapt.py, protocol/rate.py): feeds the retry
 adapter the radio's counts and applies its choices to the TX radio; on a link with one peer
 also chooses the direction's data rate: announces a change to the peer (a sealed
 link-control packet, ahead of the queue), switches once the announcement has gone and the TX
@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from longge.daemon.child import Child
 from longge.daemon.peers import TxCounters
 from longge.protocol import adapt as a
+from longge.protocol import rate as rt
 from longge.protocol.peer import PeerSender, PeerTable
 from longge.radio.constants import RATE_BY_NAME
 from longge.radio.interface import LinkRadio
@@ -22,7 +23,7 @@ from longge.radio.options import ARD_STEP_US
 
 @dataclass
 class _Announced:
-    move: a.RateMove
+    move: rt.RateMove
     back: str  # the rate to stay at (or return to) if it does not get through
     target: int  # frames_sent once the announcement is loaded
     deadline: float
@@ -43,7 +44,7 @@ class Adaptation:
 
     def __init__(self) -> None:
         self.adapter: a.RetryAdapter | None = None
-        self.rates: a.RateChooser | None = None
+        self.rates: rt.RateChooser | None = None
         self._key: tuple[bool, str] | None = None
         self._applied = -1
         self._loaded = 0
@@ -57,7 +58,7 @@ class Adaptation:
 
     def keepalive_s(self, configured: float) -> float:
         """An adapting link's keepalives come often enough for the fallback's silence."""
-        return configured if self.adapter is None else min(configured, a.ADAPT_KEEPALIVE_S)
+        return configured if self.adapter is None else min(configured, rt.ADAPT_KEEPALIVE_S)
 
     def may_load(self) -> bool:
         """False while a switch of rate waits for the TX FIFO to drain (or for the
@@ -73,7 +74,7 @@ class Adaptation:
         if ann is not None:
             due.append(ann.deadline)
             if ann.loaded_at is not None:
-                due.append(ann.loaded_at + a.GUARD_S)
+                due.append(ann.loaded_at + rt.GUARD_S)
         if self._back is not None:
             due.append(self._back[1])
         if self._trial is not None:
@@ -98,11 +99,11 @@ class Adaptation:
             self._key = key
             self.adapter = a.RetryAdapter(opts.rate, now) if key[0] else None
             one_peer = len(table) == 1  # (a base's RX radio hears all mobiles at one rate)
-            self.rates = a.RateChooser(opts.rate, now) if key[0] and one_peer else None
+            self.rates = rt.RateChooser(opts.rate, now) if key[0] and one_peer else None
             self._announced = self._trial = self._back = None
             self._applied = -1
             # (before a first acknowledgement, silence counts only after STARTUP_S)
-            self._last_ack = now + a.STARTUP_S - a.FALLBACK_S
+            self._last_ack = now + rt.STARTUP_S - rt.FALLBACK_S
         adapter = self.adapter
         if adapter is None:
             self.max_rt = 0
@@ -142,10 +143,10 @@ class Adaptation:
             rates.trial_failed(trial.back, f"{rates.rate} on trial: not judged in time", now)
             self._go_back(trial)
             return
-        if rates.rate != a.ROBUST_RATE and now - self._last_ack >= a.FALLBACK_S:
+        if rates.rate != rt.ROBUST_RATE and now - self._last_ack >= rt.FALLBACK_S:
             rates.fall_back(now)
             self._trial = None
-            self._switch(radio, a.ROBUST_RATE, now)
+            self._switch(radio, rt.ROBUST_RATE, now)
             return
         if adapter.windows == self._windows:
             return
@@ -156,14 +157,14 @@ class Adaptation:
             return
         if move is None:
             return
-        peer.uplink(a.rate_message(move.rate, move.trial), now)
+        peer.uplink(rt.rate_message(move.rate, move.trial), now)
         waiting = len(peer.urgent) if peer.urgent else len(peer.frames)
         back = trial.back if move.keep and trial is not None else adapter.rate
         self._announced = _Announced(
             move,
             back,
             c.frames_sent + waiting,
-            now + a.ANNOUNCE_S,
+            now + rt.ANNOUNCE_S,
             trial_at=trial.announced_at if move.keep and trial is not None else None,
         )
 
@@ -183,11 +184,11 @@ class Adaptation:
                 return
             rates.not_announced(ann.back, now)
             if ann.move.trial:  # it may have heard it: its trial ends by itself
-                self._back = (ann.back, (ann.loaded_at or now) + a.TRIAL_S + a.GUARD_S)
+                self._back = (ann.back, (ann.loaded_at or now) + rt.TRIAL_S + rt.GUARD_S)
             return
         if ann.loaded_at is None or not radio.is_fifo(True, True):
             return
-        if now < ann.loaded_at + a.GUARD_S:
+        if now < ann.loaded_at + rt.GUARD_S:
             return
         self._announced = None
         if ann.move.keep:
@@ -198,15 +199,15 @@ class Adaptation:
             return
         self._switch(radio, ann.move.rate, now)
         if ann.move.trial:
-            self._trial = _Trial(ann.back, ann.loaded_at, now + a.PROBE_MAX_S)
+            self._trial = _Trial(ann.back, ann.loaded_at, now + rt.PROBE_MAX_S)
             assert self.adapter is not None  # judged quickly: a rate that fails costs little
-            self.adapter.window_attempts = a.PROBE_ATTEMPTS
-            self.adapter.window_s = a.PROBE_MAX_S
+            self.adapter.window_attempts = rt.PROBE_ATTEMPTS
+            self.adapter.window_s = rt.PROBE_MAX_S
 
     def _go_back(self, trial: _Trial) -> None:
         """Back from a trial without a word, once the receiver's trial is over."""
         self._trial = None
-        self._back = (trial.back, trial.announced_at + a.TRIAL_S + a.GUARD_S)
+        self._back = (trial.back, trial.announced_at + rt.TRIAL_S + rt.GUARD_S)
 
     def _switch(self, radio: LinkRadio, rate: str, now: float) -> None:
         radio.data_rate = int(RATE_BY_NAME[rate])

@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Generic, TypeVar
 
-from longge.protocol import adapt, secure, uplink
+from longge.protocol import rate, secure, uplink
 from longge.protocol.arq import ArqSender
 from longge.protocol.arq_receiver import ArqReceiver
 from longge.protocol.fragmenter import Fragmenter
@@ -277,7 +277,7 @@ class PeerReceiver:
     #: mobile) handed its grant back. For our TX process; taken with ``take_uplink``.
     grant_heard: uplink.Grant | None = None
     release_heard: int | None = None  # the number of the grant released
-    #: the rate the peer (our direction's sender) announced, on trial? (adapt.py), for our
+    #: the rate the peer (our direction's sender) announced, on trial? (rate.py), for our
     #: RX radio
     rate_heard: tuple[str, bool] | None = None
     counters: ReceiveCounters = field(default_factory=ReceiveCounters)
@@ -303,7 +303,7 @@ class PeerReceiver:
                 self.grant_heard = grant
             elif (number := uplink.parse_release(packet)) is not None:
                 self.release_heard = number
-            elif (announced := adapt.parse_rate(packet)) is not None:
+            elif (announced := rate.parse_rate(packet)) is not None:
                 self.rate_heard = announced
             else:
                 self.counters.control_unknown += 1

@@ -1,0 +1,268 @@
+"""The data rate an adapting link sends at (``adapt = true``, ESB, one peer), sans-IO: the
+sender of a direction chooses it (``RateChooser``), announces it in a sealed link-control
+packet, and the receiver follows (``RateFollower``); both fall back to the robust rate when
+they lose each other. The retries are ``adapt.py``'s. docs/design.md §5.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from longge.chip.datasheet import ARC_MAX, MIN_ARD_US_FOR_EMPTY_ACK, LinkTiming
+from longge.protocol.adapt import EWMA
+
+#: Link-control packet (first byte 0: never an IP packet): the sender of a direction tells its
+#: receiver to listen at another rate. Sealed like every packet: an unauthentic one moves
+#: nothing. Body: the magic, the rate's index in RATES, flags (TRIAL: for TRIAL_S only,
+#: unless the same rate is announced again without it).
+RATE_MAGIC = b"\x00LGrate"
+TRIAL = 0x01
+#: Slowest first: the most robust (12 dB more margin than 2 Mbit/s) is RATES[0].
+RATES = ("250k", "1M", "2M")
+ROBUST_RATE = RATES[0]
+#: An adapting link's ends fall back to ROBUST_RATE after this long without a sign of the
+#: other (the sender: no frame acknowledged; the receiver: no authentic packet heard). Its
+#: keepalives come every ADAPT_KEEPALIVE_S, so a working link is never that quiet.
+FALLBACK_S = 1.0
+ADAPT_KEEPALIVE_S = 0.25
+#: Before the other end was ever heard (both daemons starting), silence counts only after
+#: this long: the other may still be coming up at the configured rate.
+STARTUP_S = 3.0
+#: The sender switches this long after its announcement was loaded (and once its TX FIFO has
+#: drained): the receiver's process has read it and switched by then. An announcement not
+#: through within ANNOUNCE_S (or that met MAX_RT) is given up: the sender stays.
+GUARD_S = 0.02
+ANNOUNCE_S = 0.25
+#: A neighbouring rate is moved to (a slower one at once, a faster one on trial) when the
+#: model says it carries this much more than the current one.
+GAIN = 1.15
+#: Half-life of what a rate met (a rate left long ago may work again).
+MEMORY_S = 10.0
+#: The current rate's reference failures: taken after this many windows; one below REF_MIN
+#: is too small to tell an improvement by.
+REF_WINDOWS = 3
+REF_MIN = 0.004
+#: A faster rate on trial is judged on PROBE_ATTEMPTS attempts within PROBE_MAX_S of the
+#: switch. Kept (it carries more than the rate it came from), the sender announces it again
+#: (no trial); failed or not judged in time, the sender goes back without a word and sends
+#: nothing until the receiver's trial (TRIAL_S from the announcement) is over. The first
+#: trial comes PROBE_S after the last change; each failed one doubles the wait, up to
+#: PROBE_MAX_WAIT_S, unless the rate's failures fall to a quarter of their reference (the
+#: channel improved): then at once.
+PROBE_S = 1.5
+PROBE_MAX_WAIT_S = 12.0
+PROBE_ATTEMPTS = 16
+PROBE_MAX_S = 0.06
+TRIAL_S = 0.2
+
+
+def rate_message(rate: str, trial: bool = False) -> bytes:
+    return RATE_MAGIC + bytes((RATES.index(rate), TRIAL if trial else 0))
+
+
+def parse_rate(packet: bytes) -> tuple[str, bool] | None:
+    """(the rate a RATE packet names, on trial?), or None (not one, or unknown)."""
+    if len(packet) != len(RATE_MAGIC) + 2 or not packet.startswith(RATE_MAGIC):
+        return None
+    index, flags = packet[-2], packet[-1]
+    return (RATES[index], bool(flags & TRIAL)) if index < len(RATES) else None
+
+
+@dataclass(frozen=True)
+class RateMove:
+    """What the sender announces: ``rate`` (on ``trial``), or ``keep`` the trial's rate."""
+
+    rate: str
+    trial: bool = False
+    keep: bool = False
+
+
+def rate_goodput(rate: str, q: float) -> float:
+    """What a rate carries (frame payload bit/s, full frames, ARC 15 at the shortest ARD)
+    when q of its attempts fail (datasheet.LinkTiming's expected-service model)."""
+    t = LinkTiming(rate, ard_us=MIN_ARD_US_FOR_EMPTY_ACK[rate], arc=ARC_MAX)
+    return t.expected_goodput_bps(min(q, 0.999))
+
+
+class RateChooser:
+    """The sender's choice of its direction's rate, from the retry adapter's windows: the
+    rate that carries most by the expected-service model, from each rate's share of failed
+    attempts as last measured (forgotten with a half-life of MEMORY_S; a rate never tried
+    counts as clean). A slower rate is moved to at once; a faster one on trial."""
+
+    def __init__(self, rate: str, now: float) -> None:
+        self.rate = rate
+        self.why = "configured"
+        self.at = now
+        self.trial_from: str | None = None  # on trial: the rate to go back to
+        #: each rate's share of failed attempts as last measured, and when
+        self.memory: dict[str, tuple[float, float]] = {}
+        #: the running share of failed attempts at this rate (windows counted), and its
+        #: reference: after REF_WINDOWS windows here, or before the last trial from here. A
+        #: channel that improved since (down to a quarter of it) makes the faster rate's
+        #: memory stale: it is tried at once, whatever the wait has grown to
+        self.q_here: float | None = None
+        self.windows_here = 0
+        self.q_ref: float | None = None
+        self.wait = PROBE_S
+        self.next_probe = now + PROBE_S
+        self.switches = 0
+        self.probes = 0
+        self.failed_probes = 0
+        self.fallbacks = 0
+
+    def remembered(self, rate: str, now: float) -> float:
+        """A rate's share of failed attempts as far as is known now (0: never tried)."""
+        if rate not in self.memory:
+            return 0.0
+        q, at = self.memory[rate]
+        return float(q * 0.5 ** ((now - at) / MEMORY_S))
+
+    def after_window(self, q: float, now: float) -> RateMove | None:
+        """A window at the current rate failed ``q`` of its attempts: what to announce."""
+        i = RATES.index(self.rate)
+        if self.trial_from is not None:
+            back = self.trial_from
+            self.memory[self.rate] = (q, now)
+            if rate_goodput(self.rate, q) < rate_goodput(back, self.remembered(back, now)):
+                self.trial_failed(back, f"{self.rate} failed {q:.2f} of its attempts on trial", now)
+                return None
+            self.trial_from = self.q_ref = None
+            self.wait = PROBE_S
+            self.why = f"on trial failed {q:.2f} of its attempts: kept"
+            return RateMove(self.rate, keep=True)
+        self.q_here = q if self.q_here is None else EWMA * q + (1 - EWMA) * self.q_here
+        self.windows_here += 1
+        self.memory[self.rate] = (self.q_here, now)
+        here = rate_goodput(self.rate, self.q_here)
+        if self.windows_here == REF_WINDOWS and self.q_ref is None:
+            self.q_ref = self.q_here
+        ref = self.q_ref
+        if (
+            ref is not None
+            and ref > REF_MIN
+            and self.windows_here > REF_WINDOWS
+            and self.q_here < ref / 4
+        ):
+            # the channel improved: what the faster rate met before is stale
+            self.q_ref, self.wait, self.next_probe = self.q_here, PROBE_S, now
+            if i + 1 < len(RATES):
+                self.memory.pop(RATES[i + 1], None)
+        if i > 0:
+            slower = RATES[i - 1]
+            q_slower = self.remembered(slower, now)
+            if rate_goodput(slower, q_slower) > GAIN * here:
+                why = f"{self.rate} failed {self.q_here:.2f} of its attempts"
+                self.wait = PROBE_S
+                return self._to(slower, why, now)
+        if i + 1 < len(RATES) and now >= self.next_probe:
+            faster = RATES[i + 1]
+            if rate_goodput(faster, self.remembered(faster, now)) > GAIN * here:
+                self.probes += 1
+                q_before = self.q_here
+                why = f"on trial ({self.rate} failed {self.q_here:.3f})"
+                move = self._to(faster, why, now)
+                self.trial_from, self.q_ref = RATES[i], q_before
+                return RateMove(move.rate, trial=True)
+        return None
+
+    def trial_failed(self, back: str, why: str, now: float) -> None:
+        """The trial's rate failed, was not judged in time, or its keep did not get through:
+        back to ``back``, and wait longer before the next."""
+        self.rate, self.why, self.at = back, why, now
+        self.trial_from = None
+        self.q_here, self.windows_here = None, 0
+        self.failed_probes += 1
+        self.wait = min(PROBE_MAX_WAIT_S, 2 * self.wait)
+        self.next_probe = now + self.wait
+
+    def not_announced(self, back: str, now: float) -> None:
+        """The announcement did not get through: the rate stays ``back``."""
+        self.rate, self.why, self.at = back, "announcement not through: kept", now
+        self.trial_from, self.q_here, self.windows_here = None, None, 0
+        self.next_probe = now + self.wait
+
+    def _to(self, rate: str, why: str, now: float) -> RateMove:
+        self.rate, self.why, self.at = rate, why, now
+        self.q_here, self.windows_here, self.q_ref = None, 0, None
+        self.next_probe = now + self.wait
+        self.switches += 1
+        return RateMove(rate)
+
+    def fall_back(self, now: float) -> None:
+        """Nothing acknowledged for FALLBACK_S: the robust rate, without an agreement."""
+        self.memory[self.rate] = (1.0, now)
+        self.rate, self.at = ROBUST_RATE, now
+        self.why = f"nothing acknowledged for {FALLBACK_S:g} s"
+        self.trial_from = None
+        self.q_here, self.windows_here, self.q_ref = None, 0, None
+        self.wait = PROBE_S
+        self.next_probe = now + PROBE_S
+        self.fallbacks += 1
+
+    def stats(self, now: float) -> dict[str, object]:
+        return {
+            "rate": self.rate,
+            "why": self.why,
+            "since_s": round(now - self.at, 3),
+            "on_trial": self.trial_from is not None,
+            "switches": self.switches,
+            "probes": self.probes,
+            "failed_probes": self.failed_probes,
+            "fallbacks": self.fallbacks,
+        }
+
+
+class RateFollower:
+    """The receiver's side: the rate its sender announced (back after TRIAL_S unless kept),
+    and the fallback when the sender has gone quiet (it switched without us, or the channel
+    took it)."""
+
+    def __init__(self, rate: str, now: float) -> None:
+        self.rate = rate
+        self.why = "configured"
+        self.at = now
+        self.started = now
+        self.heard = 0
+        self.fallbacks = 0
+        self.trial_back: tuple[str, float] | None = None  # (rate, when)
+
+    def announced(self, rate: str, trial: bool, now: float) -> bool:
+        """An authentic announcement: switch? (False: already there)."""
+        self.heard += 1
+        if trial and rate != self.rate:
+            self.trial_back = (self.rate, now + TRIAL_S)
+        elif not trial:
+            self.trial_back = None  # (kept, or a plain move)
+        if rate == self.rate:
+            return False
+        self.rate, self.at = rate, now
+        self.why = "announced by the sender" + (" (on trial)" if trial else "")
+        return True
+
+    def tick(self, last_heard: float | None, now: float) -> bool:
+        """A trial not kept ends; nothing heard for FALLBACK_S: the robust rate. Switch?"""
+        if self.trial_back is not None and now >= self.trial_back[1]:
+            self.rate, self.at, self.why = self.trial_back[0], now, "trial not kept: back"
+            self.trial_back = None
+            return True
+        if last_heard is None:
+            since = max(self.at, self.started + STARTUP_S - FALLBACK_S)
+        else:
+            since = max(last_heard, self.at)
+        if self.rate == ROBUST_RATE or now - since < FALLBACK_S:
+            return False
+        self.rate, self.why, self.at = ROBUST_RATE, f"nothing heard for {FALLBACK_S:g} s", now
+        self.trial_back = None
+        self.fallbacks += 1
+        return True
+
+    def stats(self, now: float) -> dict[str, object]:
+        return {
+            "rate": self.rate,
+            "why": self.why,
+            "since_s": round(now - self.at, 3),
+            "on_trial": self.trial_back is not None,
+            "announcements": self.heard,
+            "fallbacks": self.fallbacks,
+        }
