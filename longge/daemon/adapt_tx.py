@@ -1,6 +1,6 @@
-"""The TX process's side of ``adapt = true`` (ESB; protocol/adapt.py, protocol/rate.py): feeds the retry
-adapter the radio's counts and applies its choices to the TX radio; on a link with one peer
-also chooses the direction's data rate: announces a change to the peer (a sealed
+"""The TX process's side of ``adapt = true`` (ESB; protocol/adapt.py, protocol/rate.py):
+feeds the retry adapter the radio's counts and applies its choices to the TX radio; on a
+link with one peer also chooses the direction's data rate: announces a change to the peer (a sealed
 link-control packet, ahead of the queue), switches once the announcement has gone and the TX
 FIFO has drained, keeps a faster rate on trial only if it works (and says so), goes back
 without a word when it does not and waits out the receiver's trial; falls back to the robust
