@@ -212,8 +212,27 @@ def test_the_rate_carrying_most_is_chosen_down_at_once_up_on_trial() -> None:
     w.memory["1M"] = (0.5, 0.0)
     assert all(w.after_window(0.45, 0.1 * k) is None for k in range(1, 30))
     assert rate_goodput("2M", 0.45) > rate_goodput("1M", 0.5)
+    # a rate failing less than DEAD_Q: the slower one on trial (Wi-Fi may hit it as hard)
+    v = RateChooser("2M", 0.0)
+    assert v.after_window(0.45, 1.0) is None  # (before PROBE_S: no trial yet)
+    assert v.after_window(0.45, PROBE_S) == RateMove("1M", trial=True)
+    assert v.after_window(0.55, PROBE_S + 0.05) is None and v.rate == "2M"  # worse: back
+    assert all(v.after_window(0.45, PROBE_S + 0.1 * k) is None for k in range(1, 20))
     assert parse_rate(rate_message("250k", trial=True)) == ("250k", True)
     assert parse_rate(rate_message("1M")[:-2] + b"\x07\x00") is None  # (no such rate)
+
+
+def test_a_probe_fills_whole_frames_and_reads_as_its_trial() -> None:
+    from longge.protocol.frame import PACKET_OVERHEAD
+    from longge.protocol.rate import parse_rate, probe_length, probe_message
+    from longge.protocol.secure import OVERHEAD
+
+    sealed = probe_length(OVERHEAD + PACKET_OVERHEAD, 31)
+    assert (sealed + OVERHEAD + PACKET_OVERHEAD) % 31 == 0 and sealed >= 9
+    assert probe_length(PACKET_OVERHEAD, 31) == 25  # (open: one frame)
+    probe = probe_message("1M", sealed)
+    assert len(probe) == sealed and parse_rate(probe) == ("1M", True)
+    assert parse_rate(probe[:-1] + b"\x01") is None  # (padding is zeros)
 
 
 def test_the_receiver_ends_a_trial_not_kept_and_falls_back_when_nothing_comes() -> None:
@@ -286,6 +305,31 @@ def test_a_weak_path_moves_the_link_to_a_slower_rate_and_a_clean_one_back(
         assert why["switches"] >= 2 and why["probes"] >= 1
         got = lk.send(lk.mtun, [ip_packet(1000, 400 + i) for i in range(50)], to=lk.btun)
         assert len(got) >= 49
+
+
+def test_trials_of_a_dead_rate_cost_no_packet(tmp_path: os.PathLike[str]) -> None:
+    """78 dB: only 250 kbit/s is above its sensitivity. The mobile tries 1 Mbit/s now and
+    then (a rate never tried counts as clean); its probes fail, the data waits: every packet
+    sent meanwhile arrives."""
+    path = os.path.join(str(tmp_path), "air.sock")
+    proc = start_air(path, AirLoss(path_loss=78.0))
+    radio = RadioOptions(rate="250k", ard_us=500, arc=15, adapt=True)
+    try:
+        with make_link(path, str(tmp_path), radio=radio) as lk:
+            sent = got = 0
+            end = time.monotonic() + 6.0
+            while time.monotonic() < end:
+                batch = [ip_packet(600, 1 + sent + i) for i in range(10)]
+                got += len(lk.send(lk.mtun, batch, to=lk.btun, timeout=3.0))
+                sent += len(batch)
+            rate = lk.mobile.status()["tx"]["adapt"]["rate"]
+            assert rate["probes"] >= 1 and rate["failed_probes"] >= 1
+            assert rate["probe_frames"] >= 2 and rate["rate"] == "250k"
+            assert got == sent, rate
+    finally:
+        from longge.air import native
+
+        native.stop(proc)
 
 
 def test_lost_rate_agreements_leave_both_ends_on_the_robust_rate_and_linked(

@@ -9,6 +9,7 @@ settings are (brought up, ``radio set``)."""
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 
 from longge.daemon.child import Child
@@ -37,6 +38,11 @@ class _Trial:
     back: str
     announced_at: float  # the receiver's trial ends TRIAL_S after it heard this
     judge_by: float
+    probe: bytes = b""  # (made at the first probe: its length is the peer's framing's)
+
+
+#: The decisions ``status`` lists (the newest last), each with how long ago it was made.
+RECENT = 32
 
 
 class Adaptation:
@@ -55,16 +61,25 @@ class Adaptation:
         self._trial: _Trial | None = None
         self._back: tuple[str, float] | None = None  # go back to this rate at this time
         self._last_ack = 0.0
+        self._probes_out = False  # probe frames may be in the TX FIFO
+        self.probe_frames = 0
+        self.recent: deque[tuple[float, str]] = deque(maxlen=RECENT)
 
     def keepalive_s(self, configured: float) -> float:
         """An adapting link's keepalives come often enough for the fallback's silence."""
         return configured if self.adapter is None else min(configured, rt.ADAPT_KEEPALIVE_S)
 
     def may_load(self) -> bool:
-        """False while a switch of rate waits for the TX FIFO to drain (or for the
-        receiver's trial to end)."""
+        """False while a switch of rate waits for the TX FIFO to drain, while a rate is on
+        trial (only its probes go), and until the receiver's trial ends."""
         ann = self._announced
-        return self._back is None and (ann is None or ann.loaded_at is None)
+        if ann is not None:  # (a trial's keep too: the rate was judged)
+            return ann.loaded_at is None
+        return self._back is None and self._trial is None
+
+    def probing(self) -> bool:
+        """A MAX_RT now may be a probe's: what the peer has on its way is not given up."""
+        return (self._trial is not None and self._announced is None) or self._probes_out
 
     def wait_s(self, now: float, longest: float) -> float:
         """How long the loop may sleep: no past a step of the rate's agreement (the guard
@@ -117,8 +132,11 @@ class Adaptation:
         retrans = radio.retransmissions - self._retrans
         self._loaded, self._retrans = c.frames_sent, radio.retransmissions
         max_rt, self.max_rt = self.max_rt, 0
+        if self._probes_out and radio.is_fifo(True, True):
+            self._probes_out = False
         if adapter.observe(loaded, retrans, max_rt, now) is not None:
             self._apply_retries(radio)
+            self._note(now, f"ARC {adapter.choice.arc}")
         if self.rates is not None:
             self._rate_step(radio, c, table.peers[0], max_rt, now)
 
@@ -136,17 +154,20 @@ class Adaptation:
                 self._switch(radio, rate, now)
             return
         if self._announced is not None:
-            self._announcing(radio, c, max_rt, now)
+            self._announcing(radio, c, peer, max_rt, now)
             return
         trial = self._trial
         if trial is not None and now > trial.judge_by:  # not judged in time: it failed
             rates.trial_failed(trial.back, f"{rates.rate} on trial: not judged in time", now)
             self._go_back(trial)
             return
+        if trial is not None:
+            self._probe(radio, c, peer, trial, rates.rate)
         if rates.rate != rt.ROBUST_RATE and now - self._last_ack >= rt.FALLBACK_S:
             rates.fall_back(now)
             self._trial = None
             self._switch(radio, rt.ROBUST_RATE, now)
+            self._note(now, f"fallback {rt.ROBUST_RATE}")
             return
         if adapter.windows == self._windows:
             return
@@ -157,6 +178,8 @@ class Adaptation:
             return
         if move is None:
             return
+        what = "keep" if move.keep else "trial" if move.trial else "announce"
+        self._note(now, f"{what} {move.rate}")
         peer.uplink(rt.rate_message(move.rate, move.trial), now)
         waiting = len(peer.urgent) if peer.urgent else len(peer.frames)
         back = trial.back if move.keep and trial is not None else adapter.rate
@@ -168,7 +191,9 @@ class Adaptation:
             trial_at=trial.announced_at if move.keep and trial is not None else None,
         )
 
-    def _announcing(self, radio: LinkRadio, c: TxCounters, max_rt: int, now: float) -> None:
+    def _announcing(
+        self, radio: LinkRadio, c: TxCounters, peer: PeerSender, max_rt: int, now: float
+    ) -> None:
         ann = self._announced
         rates = self.rates
         assert ann is not None and rates is not None
@@ -203,13 +228,33 @@ class Adaptation:
             assert self.adapter is not None  # judged quickly: a rate that fails costs little
             self.adapter.window_attempts = rt.PROBE_ATTEMPTS
             self.adapter.window_s = rt.PROBE_MAX_S
+            self._probe(radio, c, peer, self._trial, ann.move.rate)  # (the first, at once)
+
+    def _probe(
+        self, radio: LinkRadio, c: TxCounters, peer: PeerSender, trial: _Trial, rate: str
+    ) -> None:
+        """A rate on trial: a probe's frames, whole, into the empty TX FIFO (a probe fills
+        whole frames: rate.probe_length; lane 1: between a packet's frames)."""
+        if not radio.is_fifo(True, True):
+            return
+        if not trial.probe:
+            trial.probe = rt.probe_message(rate, peer.probe_length())
+        for frame in peer.probe_frames(trial.probe):
+            radio.start_fast_write(frame)
+            c.frames_sent += 1
+            self.probe_frames += 1
+        self._probes_out = True
 
     def _go_back(self, trial: _Trial) -> None:
         """Back from a trial without a word, once the receiver's trial is over."""
         self._trial = None
         self._back = (trial.back, trial.announced_at + rt.TRIAL_S + rt.GUARD_S)
 
+    def _note(self, now: float, what: str) -> None:
+        self.recent.append((now, what))
+
     def _switch(self, radio: LinkRadio, rate: str, now: float) -> None:
+        self._note(now, f"rate {rate}")
         radio.data_rate = int(RATE_BY_NAME[rate])
         self.adapter = a.RetryAdapter(rate, now)
         self._windows = 0
@@ -232,5 +277,6 @@ class Adaptation:
             return None
         out = self.adapter.stats(now)
         if self.rates is not None:
-            out["rate"] = self.rates.stats(now)
+            out["rate"] = {**self.rates.stats(now), "probe_frames": self.probe_frames}
+        out["recent"] = [[round(now - t, 3), what] for t, what in self.recent]
         return out

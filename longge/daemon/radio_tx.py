@@ -251,7 +251,8 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket | None 
             sent_ok, max_rt, _ = radio.what_happened()
             max_rt = max_rt or pending_max_rt
             pending_max_rt = False
-            out.news(sent_ok, max_rt, now)
+            # (a rate trial's probe that met MAX_RT gives up nothing of the peer's: adapt_tx)
+            out.news(sent_ok, max_rt and not adapt.probing(), now)
             if sent_ok:
                 storm = 0
                 adapt.acknowledged(now)

@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Generic, TypeVar
 
-from longge.protocol import rate, secure, uplink
+from longge.protocol import frame, rate, secure, uplink
 from longge.protocol.arq import ArqSender
 from longge.protocol.arq_receiver import ArqReceiver
 from longge.protocol.fragmenter import Fragmenter
@@ -192,6 +192,17 @@ class PeerSender:
             self.frames.extend(self._cut(message))
         self.counters.uplink_sent += 1
         self.last_sent = now
+
+    def probe_frames(self, message: bytes) -> list[bytes]:
+        """A rate trial's probe (rate.py), cut on lane 1: between the frames of a packet on
+        its way, which waits for the trial's end. Loaded by the caller, not kept here."""
+        return self._cut(message, lane=1)
+
+    def probe_length(self) -> int:
+        """The probe's length that fills whole frames (rate.probe_length)."""
+        sealing = 0 if self.sealer is None else secure.OVERHEAD
+        data = self.fragmenter.payload_size - frame.HEADER_LEN
+        return rate.probe_length(sealing + frame.PACKET_OVERHEAD, data)
 
     def next_frame(self) -> bytes:
         """The next frame to send (the interactive packet's first); call only with ``frames``."""

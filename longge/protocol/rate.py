@@ -33,38 +33,60 @@ STARTUP_S = 3.0
 #: through within ANNOUNCE_S (or that met MAX_RT) is given up: the sender stays.
 GUARD_S = 0.02
 ANNOUNCE_S = 0.25
-#: A neighbouring rate is moved to (a slower one at once, a faster one on trial) when the
-#: model says it carries this much more than the current one.
+#: A neighbouring rate is tried when the model says it carries this much more than the
+#: current one; a slower one is moved to at once when the current rate fails at least
+#: DEAD_Q of its attempts (a trial would say nothing new, and its announcement may not get
+#: through at all).
 GAIN = 1.15
+DEAD_Q = 0.5
 #: Half-life of what a rate met (a rate left long ago may work again).
 MEMORY_S = 10.0
 #: The current rate's reference failures: taken after this many windows; one below REF_MIN
 #: is too small to tell an improvement by.
 REF_WINDOWS = 3
 REF_MIN = 0.004
-#: A faster rate on trial is judged on PROBE_ATTEMPTS attempts within PROBE_MAX_S of the
-#: switch. Kept (it carries more than the rate it came from), the sender announces it again
-#: (no trial); failed or not judged in time, the sender goes back without a word and sends
-#: nothing until the receiver's trial (TRIAL_S from the announcement) is over. The first
-#: trial comes PROBE_S after the last change; each failed one doubles the wait, up to
-#: PROBE_MAX_WAIT_S, unless the rate's failures fall to a quarter of their reference (the
-#: channel improved): then at once.
+#: A rate on trial is judged on PROBE_ATTEMPTS attempts within PROBE_MAX_S of the switch,
+#: made by probes (the trial's announcement again, padded to whole frames: no data is risked
+#: at a rate that may not work). Kept (it carries more than the rate it came from), the
+#: sender announces it again (no trial); failed or not judged in time, the sender goes back
+#: without a word and sends nothing until the receiver's trial (TRIAL_S from the
+#: announcement) is over. The first trial comes PROBE_S after the last change; each failed
+#: one doubles the wait, up to PROBE_MAX_WAIT_S, unless the channel changed (the current
+#: rate's failures fell to a quarter of their reference: the faster rate's memory is stale;
+#: or rose to twice it plus CHANGED_Q: the slower one's is): then at once.
 PROBE_S = 1.5
 PROBE_MAX_WAIT_S = 12.0
 PROBE_ATTEMPTS = 16
 PROBE_MAX_S = 0.06
-TRIAL_S = 0.2
+TRIAL_S = 0.12
+CHANGED_Q = 0.05
 
 
 def rate_message(rate: str, trial: bool = False) -> bytes:
     return RATE_MAGIC + bytes((RATES.index(rate), TRIAL if trial else 0))
 
 
+def probe_message(rate: str, length: int) -> bytes:
+    """A trial's probe: its announcement again, padded with zeros to ``length`` bytes."""
+    message = rate_message(rate, trial=True)
+    return message + bytes(max(0, length - len(message)))
+
+
+def probe_length(stream_overhead: int, data_per_frame: int) -> int:
+    """The probe's length that fills whole frames (a probe meets what a full frame meets):
+    ``stream_overhead`` the bytes a packet adds (sealing, numbering, CRC)."""
+    least = len(RATE_MAGIC) + 2 + stream_overhead
+    frames = -(-least // data_per_frame)
+    return frames * data_per_frame - stream_overhead
+
+
 def parse_rate(packet: bytes) -> tuple[str, bool] | None:
-    """(the rate a RATE packet names, on trial?), or None (not one, or unknown)."""
-    if len(packet) != len(RATE_MAGIC) + 2 or not packet.startswith(RATE_MAGIC):
+    """(the rate a RATE packet names, on trial?), or None (not one, or unknown). A probe's
+    padding (zeros) is allowed."""
+    n = len(RATE_MAGIC) + 2
+    if len(packet) < n or not packet.startswith(RATE_MAGIC) or any(packet[n:]):
         return None
-    index, flags = packet[-2], packet[-1]
+    index, flags = packet[n - 2], packet[n - 1]
     return (RATES[index], bool(flags & TRIAL)) if index < len(RATES) else None
 
 
@@ -88,7 +110,8 @@ class RateChooser:
     """The sender's choice of its direction's rate, from the retry adapter's windows: the
     rate that carries most by the expected-service model, from each rate's share of failed
     attempts as last measured (forgotten with a half-life of MEMORY_S; a rate never tried
-    counts as clean). A slower rate is moved to at once; a faster one on trial."""
+    counts as clean). A neighbour is tried (probes at it, then kept or left); a slower one is
+    moved to at once when the current rate fails DEAD_Q of its attempts or more."""
 
     def __init__(self, rate: str, now: float) -> None:
         self.rate = rate
@@ -138,33 +161,41 @@ class RateChooser:
         if self.windows_here == REF_WINDOWS and self.q_ref is None:
             self.q_ref = self.q_here
         ref = self.q_ref
-        if (
-            ref is not None
-            and ref > REF_MIN
-            and self.windows_here > REF_WINDOWS
-            and self.q_here < ref / 4
-        ):
-            # the channel improved: what the faster rate met before is stale
-            self.q_ref, self.wait, self.next_probe = self.q_here, PROBE_S, now
-            if i + 1 < len(RATES):
-                self.memory.pop(RATES[i + 1], None)
+        if ref is not None and self.windows_here > REF_WINDOWS:
+            if ref > REF_MIN and self.q_here < ref / 4:
+                # the channel improved: what the faster rate met before is stale
+                self._changed(now, RATES[i + 1] if i + 1 < len(RATES) else None)
+            elif self.q_here > 2 * ref + CHANGED_Q:
+                # it worsened: what the slower rate met before is stale
+                self._changed(now, RATES[i - 1] if i > 0 else None)
         if i > 0:
             slower = RATES[i - 1]
             q_slower = self.remembered(slower, now)
             if rate_goodput(slower, q_slower) > GAIN * here:
                 why = f"{self.rate} failed {self.q_here:.2f} of its attempts"
-                self.wait = PROBE_S
-                return self._to(slower, why, now)
+                if self.q_here >= DEAD_Q:
+                    self.wait = PROBE_S
+                    return self._to(slower, why, now)
+                if now >= self.next_probe:
+                    return self._trial(slower, f"on trial ({why})", now)
         if i + 1 < len(RATES) and now >= self.next_probe:
             faster = RATES[i + 1]
             if rate_goodput(faster, self.remembered(faster, now)) > GAIN * here:
-                self.probes += 1
-                q_before = self.q_here
-                why = f"on trial ({self.rate} failed {self.q_here:.3f})"
-                move = self._to(faster, why, now)
-                self.trial_from, self.q_ref = RATES[i], q_before
-                return RateMove(move.rate, trial=True)
+                return self._trial(faster, f"on trial ({self.rate} failed {self.q_here:.3f})", now)
         return None
+
+    def _changed(self, now: float, stale: str | None) -> None:
+        """The channel changed at this rate: a neighbour's memory is stale; try at once."""
+        self.q_ref, self.wait, self.next_probe = self.q_here, PROBE_S, now
+        if stale is not None:
+            self.memory.pop(stale, None)
+
+    def _trial(self, rate: str, why: str, now: float) -> RateMove:
+        self.probes += 1
+        back, q_before = self.rate, self.q_here
+        self._to(rate, why, now)
+        self.trial_from, self.q_ref = back, q_before
+        return RateMove(rate, trial=True)
 
     def trial_failed(self, back: str, why: str, now: float) -> None:
         """The trial's rate failed, was not judged in time, or its keep did not get through:
