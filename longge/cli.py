@@ -320,7 +320,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("experiment", help="the experiment battery: NAME, all, or list")
     p.add_argument(
-        "name", help="tcp-vs-udp, loss, window, parallel, multiplex, cc, mode, multinode, all, list"
+        "name",
+        help="tcp-vs-udp, loss, window, parallel, multiplex, cc, mode, multinode, adaptive, "
+        "all, list",
     )
     p.add_argument("--quick", action="store_true", help="fewer points, shorter trials")
     p.add_argument("--out", help="results folder (default results/<time>-experiment)")

@@ -209,32 +209,41 @@ def cmd_tune(ns: argparse.Namespace) -> int:
     return 1 if summary.get("error") else 0  # (as tTest and lTest: interrupted or failed)
 
 
+def _own_testbeds() -> list[Any]:
+    """The experiments that bring up testbeds of their own (several mobiles; a schedule run
+    with each setting): run after the battery's, in its folder, with ``all``."""
+    from longge.measure import adaptive_experiment, multinode_experiment
+
+    return [multinode_experiment, adaptive_experiment]
+
+
 def cmd_experiment(ns: argparse.Namespace) -> int:
     from longge.air.loss import loss_from_args
-    from longge.measure import multinode_experiment as multinode
     from longge.measure import runner
     from longge.measure.experiments import EXPERIMENTS
     from longge.radio.options import options_from_args
 
+    own_all = _own_testbeds()
     if ns.name == "list":
         for e in EXPERIMENTS.values():
             print(f"  {e.name:11s} {e.question}")
-        print(f"  {multinode.NAME:11s} {multinode.QUESTION}")
+        for m in own_all:
+            print(f"  {m.NAME:11s} {m.QUESTION}")
         return 0
     names = list(EXPERIMENTS) if ns.name == "all" else [ns.name]
-    several = ns.name in ("all", multinode.NAME)  # (several mobiles: testbeds of its own)
-    names = [n for n in names if n != multinode.NAME]
-    if several and ns.host:
+    own = [m for m in own_all if ns.name in ("all", m.NAME)]
+    names = [n for n in names if n not in {m.NAME for m in own_all}]
+    if own and ns.host:
         print(
-            f"experiment: {multinode.NAME} brings up testbeds with several mobiles: not with "
-            "--host (a real link)",
+            f"experiment: {', '.join(m.NAME for m in own)} bring(s) up testbeds of their own: "
+            "not with --host (a real link)",
             file=sys.stderr,
         )
         if not names:
             return 2
-        several = False
+        own = []
     if names and names[0] not in EXPERIMENTS:
-        known = ", ".join([*EXPERIMENTS, multinode.NAME])
+        known = ", ".join([*EXPERIMENTS, *(m.NAME for m in own_all)])
         print(f"experiment: unknown {ns.name!r}; one of {known}, all, list", file=sys.stderr)
         return 2
     for name in names:
@@ -248,7 +257,7 @@ def cmd_experiment(ns: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, _interrupt)
     signal.signal(signal.SIGTERM, _interrupt)
     if not names:
-        return _multinode(ns, None)
+        return _own(ns, None, own)
     path, summary = runner.run_experiments(
         names,
         ns.quick,
@@ -266,32 +275,41 @@ def cmd_experiment(ns: argparse.Namespace) -> int:
     for name, text in summary["verdicts"].items():
         print(f"  {name:11s} {text}")
     print(f"experiment: {summary['seconds']:.0f} s; CSV, JSON and plots in {path}/")
-    return _multinode(ns, path) if several else 0
+    return _own(ns, path, own) if own else 0
 
 
-def _multinode(ns: argparse.Namespace, path: Path | None) -> int:
-    """Experiment multinode (after the battery's, in its folder, with ``all``)."""
+def _own(ns: argparse.Namespace, path: Path | None, own: list[Any]) -> int:
+    """The experiments with testbeds of their own (after the battery's, in its folder, with
+    ``all``): they choose their settings, so the link options must be the defaults."""
     import time
 
-    from longge.measure import multinode_experiment as multinode
+    from longge.air.loss import AirLoss, loss_from_args
     from longge.measure.results import ResultsDir, default_dir, system_context
-    from longge.radio.options import options_from_args
+    from longge.radio.options import RadioOptions, options_from_args
 
-    if options_from_args(ns).mode != "esb" or ns.queue != "fair":
+    names = ", ".join(m.NAME for m in own)
+    loss = loss_from_args(ns)
+    if (
+        options_from_args(ns) != RadioOptions()
+        or ns.queue != "fair"
+        or loss != AirLoss(seed=loss.seed)
+    ):
         raise ConfigError(
-            "mode",
-            ns.mode,
-            f"the default (esb, fair queue): {multinode.NAME} runs both modes on testbeds of "
-            "its own",
+            "options",
+            names,
+            f"the defaults (no link options, fair queue, no loss): {names} choose(s) the "
+            "settings of the testbeds they bring up",
         )
     results = ResultsDir(path or ns.out or default_dir("experiment"))
     if path is None:
         results.write_json("context.json", {"system": system_context()})
-    t0 = time.time()
     say = lambda s: print(f"experiment: {s}", flush=True)  # noqa: E731
-    summary = multinode.run(ns.quick, results, say, progress("experiment"))
-    print(f"  {multinode.NAME:11s} {summary['verdict']}")
-    print(f"experiment: {time.time() - t0:.0f} s; CSV, JSON and plots in {results.path}/")
+    for m in own:
+        t0 = time.time()
+        summary = m.run(ns.quick, results, say, progress("experiment"))
+        print(f"  {m.NAME:11s} {summary['verdict']}")
+        print(f"experiment: {m.NAME}: {time.time() - t0:.0f} s")
+    print(f"experiment: CSV, JSON and plots in {results.path}/")
     return 0
 
 

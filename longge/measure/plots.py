@@ -242,12 +242,13 @@ def rejudge_experiments(folder: Path, draw: bool = True) -> list[tuple[str, str,
         if not data.get("rows"):
             continue
         out.append((name, verdict(exp, data), plot(exp, data, folder) if draw else []))
-    from longge.measure import multinode_experiment as multinode
+    from longge.measure import adaptive_experiment, multinode_experiment
 
-    p = folder / f"{multinode.NAME}.json"
-    if p.exists():
-        data = json.loads(p.read_text())
-        if data.get("rows"):
-            drawn = multinode.plot(data, folder) if draw else []
-            out.append((multinode.NAME, multinode.verdict(data), drawn))
+    for own in (multinode_experiment, adaptive_experiment):  # (testbeds of their own)
+        p = folder / f"{own.NAME}.json"
+        if p.exists():
+            data = json.loads(p.read_text())
+            if data.get("rows"):
+                drawn = own.plot(data, folder) if draw else []
+                out.append((own.NAME, own.verdict(data), drawn))
     return out
