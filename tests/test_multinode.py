@@ -6,6 +6,7 @@ mobile that does not answer holds nobody else's packets; a key is one mobile's o
 from __future__ import annotations
 
 import contextlib
+import json
 import select
 import struct
 import time
@@ -358,9 +359,10 @@ def test_the_mobiles_take_the_uplink_in_turn(air_path: str, tmp_path: Path) -> N
 def test_a_small_packet_for_one_mobile_goes_between_another_mobiles_frames(
     air_path: str, tmp_path: Path
 ) -> None:
-    """The base sends mobile 1 a run of 1400-byte packets; a small packet for mobile 2 (a
-    ping's, a keystroke's) goes before the rest of the packet on its way, not after it
-    (counted: ``cut_in``); everything arrives whole and in order."""
+    """The base sends mobile 1 a run of 1400-byte packets; small packets for mobile 2 (a
+    ping's, a keystroke's) go before the rest of the packet on its way, not after it
+    (counted: ``cut_in``), each of them, not only the first; everything arrives whole and in
+    order."""
     cfgs = [mobile_config(tmp_path, air_path, i) for i in range(2)]
     with star(air_path, tmp_path, cfgs) as s:
         assert s.heard(), s.base.status()["rx"]
@@ -376,7 +378,9 @@ def test_a_small_packet_for_one_mobile_goes_between_another_mobiles_frames(
         s.run(0.6)  # (the radio processes send their counters every 0.25 s)
         st = s.base.status()
         tx = st["tx"]
-        assert tx["cut_in"] >= 1, tx
+        # (more than one: a ping flow once cut in stayed "busy" for good, and only its first
+        # packet could; 5 of 5 cut in on a quiet machine, 2 leaves room for a busy one)
+        assert tx["cut_in"] >= 2, json.dumps(st)
         for (i, want), have in zip(((1, small), (0, bulk)), got, strict=True):
             # whole and in order; a packet missed is counted against its own mobile (its
             # frame's MAX_RT, its queue's bound on a busy machine), never silent

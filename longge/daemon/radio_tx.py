@@ -133,7 +133,11 @@ class EsbSending(UplinkSending):
             i = peer.index
             if peer is sending or peer.urgent or self.queues.backoff_until[i] > now:
                 continue
-            packet = self.queues.pop_sparse(i, now, PREEMPT_MAX, peer.flow)
+            # (its own packet's flow is never overtaken, but only while that packet is on its
+            # way: a flow whose last packet went whole is sparse again; keyed on peer.flow
+            # alone, a ping flow cut in once and never again)
+            busy = peer.flow if peer.frames else b""
+            packet = self.queues.pop_sparse(i, now, PREEMPT_MAX, busy)
             if packet is None:
                 continue
             if peer.frames:
