@@ -21,7 +21,7 @@ the time to settle (from the boundary to the first slice from which every 2-s me
 within 5 % of the phase's final rate, or above it), the share of packets the link itself lost
 (the mobile's packets aborted after MAX_RT over packets sent: the queue's drops at this
 offered load are not the link's), whether it stayed up (something delivered in every 2-s
-window after JUDGE_AFTER_S), the ping's p95. With adaptation, the mobile's decisions
+span after JUDGE_AFTER_S), the ping's p95. With adaptation, the mobile's decisions
 (``status``: ``tx.adapt.recent``) are kept with their times and marked on the plot. The
 verdict and plot come from the saved summary (``plot``), as the battery's do.
 """
@@ -243,14 +243,14 @@ def phase_figures(
     ]
     settle = next(
         (
-            max(0.0, t - MEAN_S - t0)
+            max(0.0, t - SLICE_S - t0)
             for k, (t, _) in enumerate(means)
             if all(m >= (1 - SETTLED_WITHIN) * final for _, m in means[k:])
         ),
         None,
     )
     after = [r for t, r in rates if t - t0 >= JUDGE_AFTER_S]
-    windows = [after[k : k + n] for k in range(0, len(after) - n + 1, n)]
+    spans = [after[k : k + n] for k in range(len(after) - n + 1)]
     tx = [s for t, s in watch.tx if t0 <= t <= t1]
     sent = aborted = 0
     if len(tx) >= 2:
@@ -263,7 +263,7 @@ def phase_figures(
         "settle_s": settle,
         "link_loss": aborted / sent if sent else None,
         "packets_sent": sent,
-        "up": bool(windows) and all(sum(w) > 0 for w in windows),
+        "up": bool(spans) and all(sum(w) > 0 for w in spans),
         "ping_p95_ms": pings[int(0.95 * (len(pings) - 1))] if pings else None,
         "pings": len(pings),
         "phase_s": round(t1 - t0, 3),
