@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
+from longge.chip.datasheet import ARC_MAX
 from longge.daemon.child import Child
 from longge.daemon.peers import TxCounters
 from longge.protocol import adapt as a
@@ -26,7 +27,6 @@ from longge.radio.options import ARD_STEP_US
 class _Announced:
     move: rt.RateMove
     back: str  # the rate to stay at (or return to) if it does not get through
-    target: int  # frames_sent once the announcement is loaded
     deadline: float
     trial_at: float | None = None  # a keep: when its trial was announced
     loaded_at: float | None = None
@@ -38,7 +38,6 @@ class _Trial:
     back: str
     announced_at: float  # the receiver's trial ends TRIAL_S after it heard this
     judge_by: float
-    probe: bytes = b""  # (made at the first probe: its length is the peer's framing's)
 
 
 #: The decisions ``status`` lists (the newest last), each with how long ago it was made.
@@ -63,7 +62,13 @@ class Adaptation:
         self._last_ack = 0.0
         self._probes_out = False  # probe frames may be in the TX FIFO
         self.probe_frames = 0
-        self.recent: deque[tuple[float, str]] = deque(maxlen=RECENT)
+        #: a MAX_RT at the current rate: no data until a frame is acknowledged again (or the
+        #: rate falls back); a probe may go at this time
+        self._dead: float | None = None
+        self._all_retries = False  # ARC 15 for our link-control frames (_load)
+        self._heard = False  # anything acknowledged since the start (decisions wait for it)
+        self._decided = 0
+        self.recent: deque[tuple[int, float, str]] = deque(maxlen=RECENT)
 
     def keepalive_s(self, configured: float) -> float:
         """An adapting link's keepalives come often enough for the fallback's silence."""
@@ -71,15 +76,16 @@ class Adaptation:
 
     def may_load(self) -> bool:
         """False while a switch of rate waits for the TX FIFO to drain, while a rate is on
-        trial (only its probes go), and until the receiver's trial ends."""
-        ann = self._announced
-        if ann is not None:  # (a trial's keep too: the rate was judged)
-            return ann.loaded_at is None
-        return self._back is None and self._trial is None
+        trial (only its probes go), until the receiver's trial ends, and while the current
+        rate has met MAX_RT and nothing was acknowledged since (its probes go)."""
+        quiet = self._announced is None and self._back is None and self._trial is None
+        return quiet and self._dead is None
 
     def probing(self) -> bool:
-        """A MAX_RT now may be a probe's: what the peer has on its way is not given up."""
-        return (self._trial is not None and self._announced is None) or self._probes_out
+        """A MAX_RT now may be an announcement's or a probe's (they go alone in the TX FIFO):
+        what the peer has on its way is not given up."""
+        ours = self._announced is not None or self._trial is not None or self._probes_out
+        return ours or self._dead is not None
 
     def wait_s(self, now: float, longest: float) -> float:
         """How long the loop may sleep: no past a step of the rate's agreement (the guard
@@ -94,10 +100,14 @@ class Adaptation:
             due.append(self._back[1])
         if self._trial is not None:
             due.append(self._trial.judge_by)
+        if self._dead is not None:
+            due.append(self._dead)
         return max(0.0, min([longest, *(t - now for t in due)]))
 
     def acknowledged(self, now: float) -> None:
         self._last_ack = now
+        self._heard = True
+        self._dead = None
 
     def step(
         self,
@@ -132,11 +142,16 @@ class Adaptation:
         retrans = radio.retransmissions - self._retrans
         self._loaded, self._retrans = c.frames_sent, radio.retransmissions
         max_rt, self.max_rt = self.max_rt, 0
+        if max_rt and self.rates is not None and not self.probing():
+            self._dead = now  # (a data frame's: the packet was given up; the rest waits)
         if self._probes_out and radio.is_fifo(True, True):
             self._probes_out = False
+        if self._all_retries and self.may_load() and radio.is_fifo(True, True):
+            self._apply_retries(radio)  # (the data's count again)
         if adapter.observe(loaded, retrans, max_rt, now) is not None:
-            self._apply_retries(radio)
             self._note(now, f"ARC {adapter.choice.arc}")
+            if not self._all_retries:  # (else once our link-control frames have gone)
+                self._apply_retries(radio)
         if self.rates is not None:
             self._rate_step(radio, c, table.peers[0], max_rt, now)
 
@@ -151,7 +166,7 @@ class Adaptation:
             rate, at = self._back
             if now >= at and radio.is_fifo(True, True):
                 self._back = None
-                self._switch(radio, rate, now)
+                self._switch(radio, rate, now, unsure=True)
             return
         if self._announced is not None:
             self._announcing(radio, c, peer, max_rt, now)
@@ -162,12 +177,20 @@ class Adaptation:
             self._go_back(trial)
             return
         if trial is not None:
-            self._probe(radio, c, peer, trial, rates.rate)
+            self._probe(radio, c, peer, rates.rate)
         if rates.rate != rt.ROBUST_RATE and now - self._last_ack >= rt.FALLBACK_S:
             rates.fall_back(now)
             self._trial = None
-            self._switch(radio, rt.ROBUST_RATE, now)
+            self._switch(radio, rt.ROBUST_RATE, now, unsure=True)
             self._note(now, f"fallback {rt.ROBUST_RATE}")
+            return
+        if self._dead is not None:  # a probe now and then, until one is acknowledged
+            if now >= self._dead and radio.is_fifo(True, True):
+                self._dead = now + rt.DEAD_PROBE_S
+                self._probe(radio, c, peer, rates.rate)
+            return
+        if not self._heard:  # (the other end may not be up yet: its silence says nothing)
+            self._windows = adapter.windows
             return
         if adapter.windows == self._windows:
             return
@@ -180,16 +203,14 @@ class Adaptation:
             return
         what = "keep" if move.keep else "trial" if move.trial else "announce"
         self._note(now, f"{what} {move.rate}")
-        peer.uplink(rt.rate_message(move.rate, move.trial), now)
-        waiting = len(peer.urgent) if peer.urgent else len(peer.frames)
         back = trial.back if move.keep and trial is not None else adapter.rate
         self._announced = _Announced(
             move,
             back,
-            c.frames_sent + waiting,
             now + rt.ANNOUNCE_S,
             trial_at=trial.announced_at if move.keep and trial is not None else None,
         )
+        self._announcing(radio, c, peer, 0, now)
 
     def _announcing(
         self, radio: LinkRadio, c: TxCounters, peer: PeerSender, max_rt: int, now: float
@@ -197,23 +218,33 @@ class Adaptation:
         ann = self._announced
         rates = self.rates
         assert ann is not None and rates is not None
+        if ann.loaded_at is None and now <= ann.deadline:
+            # alone in the TX FIFO (nothing behind it goes at the old rate to a receiver that
+            # may have switched: it would meet MAX_RT); lane 1, between a packet's frames
+            if radio.is_fifo(True, True):
+                self._load(radio, c, peer, rt.rate_message(ann.move.rate, ann.move.trial))
+                ann.loaded_at = now
+            return
         ann.max_rt = ann.max_rt or bool(max_rt)
-        if ann.loaded_at is None and c.frames_sent >= ann.target:
-            ann.loaded_at = now
-        if ann.max_rt or now > ann.deadline:  # not through (perhaps half: see each case)
+        # A trial's announcement that met MAX_RT may have been heard all the same (its last
+        # ACK lost, or the receiver switched before it went: an emulated host may, when the
+        # air held its clock for another): the trial goes on, its probes tell.
+        heard_maybe = ann.max_rt and ann.move.trial and now <= ann.deadline
+        if (ann.max_rt and not heard_maybe) or now > ann.deadline:  # not through
             self._announced = None
             if ann.move.keep:  # the receiver ends its trial: back too, after it
                 assert ann.trial_at is not None
-                rates.trial_failed(ann.back, "the trial's keep did not get through: back", now)
+                why = "MAX_RT" if ann.max_rt else "late"
+                rates.trial_failed(ann.back, f"the trial's keep did not get through ({why})", now)
                 self._go_back(_Trial(ann.back, ann.trial_at, now))
                 return
-            rates.not_announced(ann.back, now)
+            why = "MAX_RT" if ann.max_rt else f"not acknowledged in {rt.ANNOUNCE_S:g} s"
+            rates.not_announced(ann.back, why, now)
             if ann.move.trial:  # it may have heard it: its trial ends by itself
                 self._back = (ann.back, (ann.loaded_at or now) + rt.TRIAL_S + rt.GUARD_S)
             return
-        if ann.loaded_at is None or not radio.is_fifo(True, True):
-            return
-        if now < ann.loaded_at + rt.GUARD_S:
+        assert ann.loaded_at is not None  # (not loaded by its deadline: not through, above)
+        if not heard_maybe and (not radio.is_fifo(True, True) or now < ann.loaded_at + rt.GUARD_S):
             return
         self._announced = None
         if ann.move.keep:
@@ -228,22 +259,30 @@ class Adaptation:
             assert self.adapter is not None  # judged quickly: a rate that fails costs little
             self.adapter.window_attempts = rt.PROBE_ATTEMPTS
             self.adapter.window_s = rt.PROBE_MAX_S
-            self._probe(radio, c, peer, self._trial, ann.move.rate)  # (the first, at once)
+            self._probe(radio, c, peer, ann.move.rate)  # (the first, at once)
 
-    def _probe(
-        self, radio: LinkRadio, c: TxCounters, peer: PeerSender, trial: _Trial, rate: str
-    ) -> None:
-        """A rate on trial: a probe's frames, whole, into the empty TX FIFO (a probe fills
-        whole frames: rate.probe_length; lane 1: between a packet's frames)."""
-        if not radio.is_fifo(True, True):
-            return
-        if not trial.probe:
-            trial.probe = rt.probe_message(rate, peer.probe_length())
-        for frame in peer.probe_frames(trial.probe):
+    def _probe(self, radio: LinkRadio, c: TxCounters, peer: PeerSender, rate: str) -> None:
+        """A probe at ``rate`` (on trial, or gone quiet) into the empty TX FIFO (it fills
+        whole frames: rate.probe_length)."""
+        if radio.is_fifo(True, True):
+            frames = self._load(radio, c, peer, rt.probe_message(rate, peer.probe_length()))
+            self.probe_frames += frames
+            self._probes_out = True
+
+    def _load(self, radio: LinkRadio, c: TxCounters, peer: PeerSender, message: bytes) -> int:
+        """A link-control packet of ours, whole, into the TX FIFO (lane 1: between the
+        frames of a packet on its way), at ARC 15 whatever the data's count (a lost
+        announcement costs a trial or the other end; a receiver whose RX FIFO is still full
+        of the data before it, on a busy machine, refused one for 4 attempts); its frames."""
+        assert self.adapter is not None
+        if self.adapter.choice.arc < ARC_MAX and not self._all_retries:
+            radio.set_retries(self.adapter.choice.ard_us // ARD_STEP_US - 1, ARC_MAX)
+            self._all_retries = True
+        frames = peer.control_frames(message)
+        for frame in frames:
             radio.start_fast_write(frame)
-            c.frames_sent += 1
-            self.probe_frames += 1
-        self._probes_out = True
+        c.frames_sent += len(frames)
+        return len(frames)
 
     def _go_back(self, trial: _Trial) -> None:
         """Back from a trial without a word, once the receiver's trial is over."""
@@ -251,10 +290,16 @@ class Adaptation:
         self._back = (trial.back, trial.announced_at + rt.TRIAL_S + rt.GUARD_S)
 
     def _note(self, now: float, what: str) -> None:
-        self.recent.append((now, what))
+        self._decided += 1
+        self.recent.append((self._decided, now, what))
 
-    def _switch(self, radio: LinkRadio, rate: str, now: float) -> None:
+    def _switch(self, radio: LinkRadio, rate: str, now: float, unsure: bool = False) -> None:
+        """To ``rate``; ``unsure``: without the receiver's word (back from a trial, fallen
+        back), so a probe goes first and the data only once one was acknowledged (the
+        receiver may still be at the other rate for a moment: a data frame would meet MAX_RT
+        and its packet be lost)."""
         self._note(now, f"rate {rate}")
+        self._dead = now if unsure else None
         radio.data_rate = int(RATE_BY_NAME[rate])
         self.adapter = a.RetryAdapter(rate, now)
         self._windows = 0
@@ -269,6 +314,7 @@ class Adaptation:
 
     def _apply_retries(self, radio: LinkRadio) -> None:
         assert self.adapter is not None
+        self._all_retries = False
         choice = self.adapter.choice
         radio.set_retries(choice.ard_us // ARD_STEP_US - 1, choice.arc)
 
@@ -278,5 +324,5 @@ class Adaptation:
         out = self.adapter.stats(now)
         if self.rates is not None:
             out["rate"] = {**self.rates.stats(now), "probe_frames": self.probe_frames}
-        out["recent"] = [[round(now - t, 3), what] for t, what in self.recent]
+        out["recent"] = [[n, round(now - t, 3), what] for n, t, what in self.recent]
         return out

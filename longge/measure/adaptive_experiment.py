@@ -17,8 +17,9 @@ The load: the mobile sends 1400-byte UDP datagrams to the base at ``OFFER_BPS`` 
 control connection is TCP over the link: a client whose connection died in a dead phase
 measured nothing after it); delivered: the base's TUN counter, read every SLICE_S. A ping
 (10 a second) runs through each phase. Per setting and phase: goodput after JUDGE_AFTER_S,
-the time to settle (from the boundary to the first slice from which every 2-s mean stays
-within 5 % of the phase's final rate, or above it), the share of packets the link itself lost
+the time to settle (from the boundary to the start of the first 2-s span whose mean is within
+5 % of the phase's final rate: a trial's pause later in the phase is in the goodput, not in
+the settling), the share of packets the link itself lost
 (the mobile's packets aborted after MAX_RT over packets sent: the queue's drops at this
 offered load are not the link's), whether it stayed up (something delivered in every 2-s
 span after JUDGE_AFTER_S), the ping's p95. With adaptation, the mobile's decisions
@@ -116,7 +117,7 @@ class _Watch:
 
     def __init__(self) -> None:
         self.samples: list[tuple[float, int]] = []
-        self.decisions: dict[tuple[float, str], None] = {}
+        self.decisions: dict[int, tuple[float, str]] = {}  # by number: (when, what)
         self.tx: list[tuple[float, dict[str, Any]]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -140,8 +141,8 @@ class _Watch:
                 tx = None
             if tx is not None:
                 self.tx.append((now, tx))
-                for ago, what in (tx.get("adapt") or {}).get("recent", []):
-                    self.decisions[(round(now - ago, 2), what)] = None
+                for n, ago, what in (tx.get("adapt") or {}).get("recent", []):
+                    self.decisions.setdefault(n, (now - ago, what))
             self._stop.wait(SLICE_S)
 
 
@@ -217,7 +218,9 @@ def run_setting(setting: str, phase_s: float) -> dict[str, Any]:
             "setting": setting,
             "t_s": [round(t - start, 3) for t, _ in slices(watch.samples)],
             "bps": [round(r) for _, r in slices(watch.samples)],
-            "decisions": sorted([round(t - start, 2), what] for t, what in watch.decisions),
+            "decisions": [
+                [round(t - start, 3), what] for _, (t, what) in sorted(watch.decisions.items())
+            ],
             "phases": [[phase, round(t0 - start, 3)] for phase, t0, _ in bounds],
         },
     }
@@ -242,11 +245,7 @@ def phase_figures(
         for k in range(max(0, len(rates) - n + 1))
     ]
     settle = next(
-        (
-            max(0.0, t - SLICE_S - t0)
-            for k, (t, _) in enumerate(means)
-            if all(m >= (1 - SETTLED_WITHIN) * final for _, m in means[k:])
-        ),
+        (max(0.0, t - SLICE_S - t0) for t, m in means if abs(m - final) <= SETTLED_WITHIN * final),
         None,
     )
     after = [r for t, r in rates if t - t0 >= JUDGE_AFTER_S]

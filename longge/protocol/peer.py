@@ -193,9 +193,9 @@ class PeerSender:
         self.counters.uplink_sent += 1
         self.last_sent = now
 
-    def probe_frames(self, message: bytes) -> list[bytes]:
-        """A rate trial's probe (rate.py), cut on lane 1: between the frames of a packet on
-        its way, which waits for the trial's end. Loaded by the caller, not kept here."""
+    def control_frames(self, message: bytes) -> list[bytes]:
+        """A rate's announcement or probe (rate.py), cut on lane 1: between the frames of a
+        packet on its way, which waits. Loaded by the caller, not kept here."""
         return self._cut(message, lane=1)
 
     def probe_length(self) -> int:

@@ -33,6 +33,10 @@ STARTUP_S = 3.0
 #: through within ANNOUNCE_S (or that met MAX_RT) is given up: the sender stays.
 GUARD_S = 0.02
 ANNOUNCE_S = 0.25
+#: A sender whose current rate met MAX_RT sends no data until a frame is acknowledged again
+#: (or it falls back): a probe (as a trial's) every DEAD_PROBE_S meanwhile. A rate that went
+#: dead so costs the packet on its way, not every packet queued behind it.
+DEAD_PROBE_S = 0.05
 #: A neighbouring rate is tried when the model says it carries this much more than the
 #: current one; a slower one is moved to at once when the current rate fails at least
 #: DEAD_Q of its attempts (a trial would say nothing new, and its announcement may not get
@@ -41,10 +45,8 @@ GAIN = 1.15
 DEAD_Q = 0.5
 #: Half-life of what a rate met (a rate left long ago may work again).
 MEMORY_S = 10.0
-#: The current rate's reference failures: taken after this many windows; one below REF_MIN
-#: is too small to tell an improvement by.
+#: The current rate's reference failures: taken after this many windows.
 REF_WINDOWS = 3
-REF_MIN = 0.004
 #: A rate on trial is judged on PROBE_ATTEMPTS attempts within PROBE_MAX_S of the switch,
 #: made by probes (the trial's announcement again, padded to whole frames: no data is risked
 #: at a rate that may not work). Kept (it carries more than the rate it came from), the
@@ -52,8 +54,10 @@ REF_MIN = 0.004
 #: without a word and sends nothing until the receiver's trial (TRIAL_S from the
 #: announcement) is over. The first trial comes PROBE_S after the last change; each failed
 #: one doubles the wait, up to PROBE_MAX_WAIT_S, unless the channel changed (the current
-#: rate's failures fell to a quarter of their reference: the faster rate's memory is stale;
-#: or rose to twice it plus CHANGED_Q: the slower one's is): then at once.
+#: rate's failures fell to a quarter of their reference and by CHANGED_Q at least: the
+#: faster rate's memory is stale; or rose to twice it plus CHANGED_Q: the slower one's is):
+#: then at once. (Without CHANGED_Q, a few failures more or less in a window of 128 at a
+#: rate failing 2 % read as a changed channel: trials every 1.5 s where nothing changed.)
 PROBE_S = 1.5
 PROBE_MAX_WAIT_S = 12.0
 PROBE_ATTEMPTS = 16
@@ -108,10 +112,12 @@ def rate_goodput(rate: str, q: float) -> float:
 
 class RateChooser:
     """The sender's choice of its direction's rate, from the retry adapter's windows: the
-    rate that carries most by the expected-service model, from each rate's share of failed
-    attempts as last measured (forgotten with a half-life of MEMORY_S; a rate never tried
-    counts as clean). A neighbour is tried (probes at it, then kept or left); a slower one is
-    moved to at once when the current rate fails DEAD_Q of its attempts or more."""
+    rate that carries most by the expected-service model. A slower rate is tried when, with
+    its share of failed attempts as last measured (forgotten with a half-life of MEMORY_S; a
+    rate never tried counts as clean), it would carry GAIN more; it is moved to at once when
+    the current rate fails DEAD_Q of its attempts or more. A faster rate is tried when it
+    would carry GAIN more if clean, once the wait since the last change (doubled by each
+    failed trial) has passed. A trial sends probes at the rate, then keeps it or leaves it."""
 
     def __init__(self, rate: str, now: float) -> None:
         self.rate = rate
@@ -162,9 +168,8 @@ class RateChooser:
             self.q_ref = self.q_here
         ref = self.q_ref
         if ref is not None and self.windows_here > REF_WINDOWS:
-            if ref > REF_MIN and self.q_here < ref / 4:
-                # the channel improved: what the faster rate met before is stale
-                self._changed(now, RATES[i + 1] if i + 1 < len(RATES) else None)
+            if self.q_here < ref / 4 and ref - self.q_here >= CHANGED_Q:
+                self._changed(now, None)  # the channel improved: the faster rate at once
             elif self.q_here > 2 * ref + CHANGED_Q:
                 # it worsened: what the slower rate met before is stale
                 self._changed(now, RATES[i - 1] if i > 0 else None)
@@ -178,10 +183,12 @@ class RateChooser:
                     return self._to(slower, why, now)
                 if now >= self.next_probe:
                     return self._trial(slower, f"on trial ({why})", now)
-        if i + 1 < len(RATES) and now >= self.next_probe:
-            faster = RATES[i + 1]
-            if rate_goodput(faster, self.remembered(faster, now)) > GAIN * here:
-                return self._trial(faster, f"on trial ({self.rate} failed {self.q_here:.3f})", now)
+        # (what the faster rate met is not held against it: the wait, doubled by each failed
+        # trial, is what keeps trials of a rate that does not work rare; its memory would keep
+        # a link whose path cleared at the slower rate for tens of seconds)
+        faster = RATES[i + 1] if i + 1 < len(RATES) else None
+        if faster and now >= self.next_probe and rate_goodput(faster, 0.0) > GAIN * here:
+            return self._trial(faster, f"on trial ({self.rate} failed {self.q_here:.3f})", now)
         return None
 
     def _changed(self, now: float, stale: str | None) -> None:
@@ -207,9 +214,9 @@ class RateChooser:
         self.wait = min(PROBE_MAX_WAIT_S, 2 * self.wait)
         self.next_probe = now + self.wait
 
-    def not_announced(self, back: str, now: float) -> None:
-        """The announcement did not get through: the rate stays ``back``."""
-        self.rate, self.why, self.at = back, "announcement not through: kept", now
+    def not_announced(self, back: str, why: str, now: float) -> None:
+        """The announcement did not get through (``why``): the rate stays ``back``."""
+        self.rate, self.why, self.at = back, f"announcement not through ({why}): kept", now
         self.trial_from, self.q_here, self.windows_here = None, None, 0
         self.next_probe = now + self.wait
 
