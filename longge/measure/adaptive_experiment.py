@@ -364,9 +364,9 @@ def verdict(summary: dict[str, Any]) -> str:
 
 
 def plot(summary: dict[str, Any], out: Path) -> list[Path]:
-    """The rate over time for every setting, the phases shaded, adaptation's rate decisions
-    marked (triangles: a trial; a line: a rate switched to; ARC changes as ticks at the
-    bottom)."""
+    """The rate over time for every setting, the phases shaded, adaptation's decisions marked
+    (a line: a rate moved to, announced, kept after a trial or fallen back to; a triangle: a
+    trial; ARC changes as ticks at the bottom)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -392,7 +392,7 @@ def plot(summary: dict[str, Any], out: Path) -> list[Path]:
             continue
         for t, what in s["decisions"]:
             kind, _, value = what.partition(" ")
-            if kind == "rate":
+            if kind in ("announce", "keep", "fallback"):  # a rate moved to (not a trial's)
                 ax.axvline(t, color="C3", lw=0.6, alpha=0.6)
                 ax.text(
                     t,
