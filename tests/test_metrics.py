@@ -74,6 +74,7 @@ def test_status_prometheus_passes_promtool_and_says_what_status_says(
         status = getattr(getattr(base, where), key)
         assert got[(f"longge_{name}_total", node)] == status, name
     assert got[("longge_daemon_up", (("node", "gone"),))] == 0.0
+    assert not any(name.startswith("longge_adapt") for name, _ in got)  # (no adapt: none)
     assert not any(
         labels == (("node", "gone"),) for name, labels in got if name != "longge_daemon_up"
     )
@@ -81,3 +82,36 @@ def test_status_prometheus_passes_promtool_and_says_what_status_says(
     cli = samples(printed)
     assert cli[("longge_daemon_up", (("node", "node"),))] == 1.0
     assert cli[("longge_rx_packets_total", (("node", "node"),))] >= 5
+
+
+def test_an_adapting_link_shows_its_decisions_as_metrics(air_path: str, tmp_path: Path) -> None:
+    """``adapt``: the retries in force, the failed share, each direction's rate and the
+    decisions' counters, as the status says them; promtool passes them."""
+    from longge.daemon.metrics import ADAPT_COUNTERS
+    from longge.radio.options import RadioOptions
+
+    with make_link(air_path, str(tmp_path), radio=RadioOptions(adapt=True)) as link:
+        packets = [ip_packet(300, i) for i in range(40)]
+        assert link.send(link.mtun, packets, to=link.btun) == packets
+        link.pump(0.6)
+        mobile = NodeStatus.of(link.mobile.status())
+        base = NodeStatus.of(link.base.status())
+    text = exposition({"mobile": mobile, "base": base})
+    assert PROMTOOL is not None
+    lint = subprocess.run(
+        [PROMTOOL, "check", "metrics"], input=text, capture_output=True, text=True, timeout=30
+    )
+    assert lint.returncode == 0 and not (lint.stdout + lint.stderr).strip(), lint
+    got = samples(text)
+    assert mobile.tx.adapt is not None and base.rx.adapt is not None
+    m, b = (("node", "mobile"),), (("direction", "rx"), ("node", "base"))
+    assert got[("longge_adapt_arc", m)] == mobile.tx.adapt["arc"]
+    assert got[("longge_adapt_rate_bytes_per_second", (("direction", "tx"), *m))] == 2e6 / 8
+    assert got[("longge_adapt_rate_bytes_per_second", b)] == 2e6 / 8
+    tx_rate = mobile.tx.adapt["rate"]
+    for name, _, part, key in ADAPT_COUNTERS:
+        fields = mobile.tx.adapt if part == "retry" else tx_rate
+        if key in fields:
+            assert got[(f"longge_{name}_total", (("direction", "tx"), *m))] == fields[key]
+    assert got[("longge_adapt_retry_decisions_total", (("direction", "tx"), *m))] >= 1
+    assert got[("longge_adapt_rate_announcements_total", b)] == base.rx.adapt["announcements"]

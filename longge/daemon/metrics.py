@@ -11,6 +11,7 @@ in the name (``_bytes``, ``_seconds``), one label ``node`` (the status's name fo
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -47,6 +48,47 @@ COUNTERS = (
     ("radio_reinits_tx", "TX radio re-initialisations", "tx", "reinits"),
     ("radio_reinits_rx", "RX radio re-initialisations", "rx", "reinits"),
 )
+
+
+#: With ``adapt`` (status's ``tx.adapt``, ``tx.adapt.rate``, ``rx.adapt``): (name, help, the
+#: status's part and field) of the decisions' counters, labelled with the direction.
+ADAPT_COUNTERS = (
+    (
+        "adapt_retry_decisions",
+        "changes of the retries (ARC) the adaptation made",
+        "retry",
+        "decisions",
+    ),
+    ("adapt_rate_switches", "changes of the data rate the sender made", "rate", "switches"),
+    (
+        "adapt_rate_trials",
+        "rates tried by the sender (probes, then kept or left)",
+        "rate",
+        "probes",
+    ),
+    ("adapt_rate_trials_failed", "trials that did not carry more", "rate", "failed_probes"),
+    ("adapt_rate_fallbacks", "falls back to 250 kbit/s after silence", "rate", "fallbacks"),
+    (
+        "adapt_rate_announcements",
+        "rate announcements heard (probes included)",
+        "rate",
+        "announcements",
+    ),
+)
+#: the rates in bytes per second (Prometheus's base unit: promtool refuses bits)
+RATE_BYTES_S = {"250k": 250e3 / 8, "1M": 1e6 / 8, "2M": 2e6 / 8}
+
+
+def adapt_parts(st: NodeStatus) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    """(direction, part, fields) of what the status says of the adaptation: the TX radio's
+    retries, its rate (the direction it sends), the RX radio's rate (the one it hears)."""
+    tx, rx = st.tx.adapt, st.rx.adapt
+    if tx:
+        yield "tx", "retry", tx
+        if tx.get("rate"):
+            yield "tx", "rate", tx["rate"]
+    if rx:
+        yield "rx", "rate", rx
 
 
 class StatusCollector(Collector):
@@ -91,6 +133,23 @@ class StatusCollector(Collector):
         queue_packets = GaugeMetricFamily(
             "longge_queue_packets", "packets waiting in the send queue", labels=["node"]
         )
+        adapt = {
+            name: CounterMetricFamily(f"longge_{name}", text, labels=["node", "direction"])
+            for name, text, _, _ in ADAPT_COUNTERS
+        }
+        arc = GaugeMetricFamily(
+            "longge_adapt_arc", "the retry count (ARC) the adaptation runs now", labels=["node"]
+        )
+        failed = GaugeMetricFamily(
+            "longge_adapt_failed_attempts_ratio",
+            "the share of attempts that failed, as the adaptation measured it",
+            labels=["node"],
+        )
+        rate = GaugeMetricFamily(
+            "longge_adapt_rate_bytes_per_second",
+            "the data rate the adaptation runs now (tx: the one sent at; rx: heard at)",
+            labels=["node", "direction"],
+        )
         for node, st in sorted(self.statuses.items()):
             answered.add_metric([node], 0.0 if st is None else 1.0)
             if st is None:
@@ -110,11 +169,23 @@ class StatusCollector(Collector):
                 refused.add_metric([node, str(reason)], n)
             queue_bytes.add_metric([node], st.tx.queue_bytes)
             queue_packets.add_metric([node], st.tx.queue_packets)
+            for direction, part, fields in adapt_parts(st):
+                for name, _, where, key in ADAPT_COUNTERS:
+                    if where == part and key in fields:
+                        adapt[name].add_metric([node, direction], fields[key])
+                if part == "retry":
+                    arc.add_metric([node], fields["arc"])
+                    if fields.get("q") is not None:
+                        failed.add_metric([node], fields["q"])
+                else:
+                    rate.add_metric([node, direction], RATE_BYTES_S[fields["rate"]])
         yield answered
         yield up
         yield heard
         yield from counters.values()
         yield from (retries, rx_drops, queue_drops, refused, queue_bytes, queue_packets)
+        yield from adapt.values()
+        yield from (arc, failed, rate)
 
 
 def exposition(statuses: Mapping[str, NodeStatus | None]) -> str:
