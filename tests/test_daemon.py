@@ -403,8 +403,11 @@ def test_random_json_on_the_control_socket_never_kills_the_daemon(
     assert all(isinstance(r, dict) for r in replies), replies
     assert replies[-1]["link"] in ("up", "down")  # type: ignore[index]
     assert link.mobile.status()["processes"]["tx"]["alive"]
-    pkt = ip_packet(100, 42)
-    assert link.send(link.mtun, [pkt], to=link.btun) == [pkt]
+    # (one packet at a time until one is through: a packet read while a radio that the last
+    # requests changed is brought up again may be dropped, counted; a single packet sent
+    # once was not through in one fresh-clone run, 2026-11-28, and hypothesis could not
+    # replay it: timing, not the example)
+    assert link.send_until_through(link.mtun, link.btun, 100, 42, seconds=10)
 
 
 def test_tune_puts_back_what_each_node_had_even_when_interrupted(
