@@ -47,6 +47,7 @@ from longge import testbed
 from longge.air import control
 from longge.daemon.status import DaemonClient
 from longge.errors import LongGeError
+from longge.measure.experiment_report import save_figure
 from longge.measure.experiments import write_rows
 from longge.measure.results import ResultsDir
 from longge.radio.options import RadioOptions
@@ -413,8 +414,4 @@ def plot(summary: dict[str, Any], out: Path) -> list[Path]:
     ax.legend(fontsize=8, loc="upper right")
     fig.suptitle(textwrap.fill(summary.get("verdict", QUESTION), 160), fontsize=9)
     fig.tight_layout()
-    paths = [out / f"{NAME}.png", out / f"{NAME}.svg"]
-    for p in paths:
-        fig.savefig(p, dpi=110)
-    plt.close(fig)
-    return paths
+    return save_figure(fig, out, NAME)

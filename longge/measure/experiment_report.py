@@ -233,7 +233,14 @@ def plot(exp: Experiment, summary: dict[str, Any], out: Path) -> list[Path]:
         va="bottom",
     )
     fig.tight_layout(rect=(0, 0.09, 1, 1))
-    paths = [out / f"{exp.name}.png", out / f"{exp.name}.svg"]
+    return save_figure(fig, out, exp.name)
+
+
+def save_figure(fig: Any, out: Path, name: str) -> list[Path]:
+    """An experiment's figure as ``name``.png and .svg in ``out`` (then closed)."""
+    import matplotlib.pyplot as plt
+
+    paths = [out / f"{name}.png", out / f"{name}.svg"]
     for path in paths:
         fig.savefig(path, dpi=110)
     plt.close(fig)

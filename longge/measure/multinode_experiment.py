@@ -22,6 +22,7 @@ from typing import Any
 
 from longge import testbed
 from longge.measure import analysis
+from longge.measure.experiment_report import save_figure
 from longge.measure.experiments import write_rows
 from longge.measure.model import udp_goodput_bps
 from longge.measure.multinode import DATAGRAM, load_all, ping_rtts
@@ -195,8 +196,4 @@ def plot(summary: dict[str, Any], out: Path) -> list[Path]:
     axes[2].set_ylim(bottom=0)
     fig.suptitle(textwrap.fill(summary.get("verdict", QUESTION), 150), fontsize=9)
     fig.tight_layout()
-    paths = [out / f"{NAME}.png", out / f"{NAME}.svg"]
-    for p in paths:
-        fig.savefig(p, dpi=110)
-    plt.close(fig)
-    return paths
+    return save_figure(fig, out, NAME)
