@@ -1,9 +1,10 @@
 """The TX process's side of ``adapt = true`` (ESB; protocol/adapt.py, protocol/rate.py):
 feeds the retry adapter the radio's counts and applies its choices to the TX radio; on a
-link with one peer also chooses the direction's data rate: announces a change to the peer (a sealed
-link-control packet, ahead of the queue), switches once the announcement has gone and the TX
-FIFO has drained, keeps a faster rate on trial only if it works (and says so), goes back
-without a word when it does not and waits out the receiver's trial; falls back to the robust
+link with one peer also chooses the direction's data rate: announces a change to the peer (a
+sealed link-control packet, alone in the TX FIFO), switches once it has gone and the FIFO
+has drained, judges a rate on trial by probes while the data waits, keeps it only if it
+works (and says so), goes back without a word when it does not and waits out the receiver's
+trial; holds the data after a MAX_RT until a probe is acknowledged; falls back to the robust
 rate when nothing was acknowledged for FALLBACK_S. Applied again whenever the radio's
 settings are (brought up, ``radio set``)."""
 
@@ -185,9 +186,8 @@ class Adaptation:
             self._note(now, f"fallback {rt.ROBUST_RATE}")
             return
         if self._dead is not None:  # a probe now and then, until one is acknowledged
-            if now >= self._dead and radio.is_fifo(True, True):
+            if now >= self._dead and self._probe(radio, c, peer, rates.rate):
                 self._dead = now + rt.DEAD_PROBE_S
-                self._probe(radio, c, peer, rates.rate)
             return
         if not self._heard:  # (the other end may not be up yet: its silence says nothing)
             self._windows = adapter.windows
@@ -261,13 +261,15 @@ class Adaptation:
             self.adapter.window_s = rt.PROBE_MAX_S
             self._probe(radio, c, peer, ann.move.rate)  # (the first, at once)
 
-    def _probe(self, radio: LinkRadio, c: TxCounters, peer: PeerSender, rate: str) -> None:
-        """A probe at ``rate`` (on trial, or gone quiet) into the empty TX FIFO (it fills
-        whole frames: rate.probe_length)."""
-        if radio.is_fifo(True, True):
-            frames = self._load(radio, c, peer, rt.probe_message(rate, peer.probe_length()))
-            self.probe_frames += frames
-            self._probes_out = True
+    def _probe(self, radio: LinkRadio, c: TxCounters, peer: PeerSender, rate: str) -> bool:
+        """A probe at ``rate`` (on trial, or gone quiet) into the TX FIFO if it is empty (it
+        fills whole frames: rate.probe_length); did it go?"""
+        if not radio.is_fifo(True, True):
+            return False
+        frames = self._load(radio, c, peer, rt.probe_message(rate, peer.probe_length()))
+        self.probe_frames += frames
+        self._probes_out = True
+        return True
 
     def _load(self, radio: LinkRadio, c: TxCounters, peer: PeerSender, message: bytes) -> int:
         """A link-control packet of ours, whole, into the TX FIFO (lane 1: between the
@@ -276,7 +278,7 @@ class Adaptation:
         of the data before it, on a busy machine, refused one for 4 attempts); its frames."""
         assert self.adapter is not None
         if self.adapter.choice.arc < ARC_MAX and not self._all_retries:
-            radio.set_retries(self.adapter.choice.ard_us // ARD_STEP_US - 1, ARC_MAX)
+            self._set_retries(radio, ARC_MAX)
             self._all_retries = True
         frames = peer.control_frames(message)
         for frame in frames:
@@ -315,8 +317,12 @@ class Adaptation:
     def _apply_retries(self, radio: LinkRadio) -> None:
         assert self.adapter is not None
         self._all_retries = False
-        choice = self.adapter.choice
-        radio.set_retries(choice.ard_us // ARD_STEP_US - 1, choice.arc)
+        self._set_retries(radio, self.adapter.choice.arc)
+
+    def _set_retries(self, radio: LinkRadio, arc: int) -> None:
+        """The chosen ARD with ``arc`` (the data's count, or ARC 15 for ours)."""
+        assert self.adapter is not None
+        radio.set_retries(self.adapter.choice.ard_us // ARD_STEP_US - 1, arc)
 
     def stats(self, now: float) -> dict[str, object] | None:
         if self.adapter is None:

@@ -250,8 +250,7 @@ def phase_figures(
         (max(0.0, t - SLICE_S - t0) for t, m in means if m >= (1 - SETTLED_WITHIN) * final),
         None,
     )
-    after = [r for t, r in rates if t - t0 >= JUDGE_AFTER_S]
-    spans = [after[k : k + n] for k in range(len(after) - n + 1)]
+    late = [m for t, m in means if t - t0 >= JUDGE_AFTER_S]  # (the 2-s spans judged)
     tx = [s for t, s in watch.tx if t0 <= t <= t1]
     sent = aborted = 0
     if len(tx) >= 2:
@@ -264,7 +263,7 @@ def phase_figures(
         "settle_s": settle,
         "link_loss": aborted / sent if sent else None,
         "packets_sent": sent,
-        "up": bool(spans) and all(sum(w) > 0 for w in spans),
+        "up": bool(late) and all(m > 0 for m in late),
         "ping_p95_ms": pings[int(0.95 * (len(pings) - 1))] if pings else None,
         "pings": len(pings),
         "phase_s": round(t1 - t0, 3),

@@ -128,8 +128,8 @@ class RateChooser:
         self.memory: dict[str, tuple[float, float]] = {}
         #: the running share of failed attempts at this rate (windows counted), and its
         #: reference: after REF_WINDOWS windows here, or before the last trial from here. A
-        #: channel that improved since (down to a quarter of it) makes the faster rate's
-        #: memory stale: it is tried at once, whatever the wait has grown to
+        #: channel that changed clearly since (CHANGED_Q) has the next trial come at once,
+        #: whatever the wait has grown to
         self.q_here: float | None = None
         self.windows_here = 0
         self.q_ref: float | None = None
