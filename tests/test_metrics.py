@@ -9,6 +9,7 @@ import sys
 import threading
 from pathlib import Path
 
+import pytest
 from conftest import required
 from daemonlink import ip_packet, make_link
 from prometheus_client.parser import text_string_to_metric_families
@@ -108,9 +109,11 @@ def test_an_adapting_link_shows_its_decisions_as_metrics(air_path: str, tmp_path
     assert got[("longge_adapt_arc", m)] == mobile.tx.adapt["arc"]
     assert got[("longge_adapt_rate_bytes_per_second", (("direction", "tx"), *m))] == 2e6 / 8
     assert got[("longge_adapt_rate_bytes_per_second", b)] == 2e6 / 8
-    tx_rate = mobile.tx.adapt["rate"]
+    tx_rate, tx_power = mobile.tx.adapt["rate"], mobile.tx.adapt["power"]
+    watts = 10 ** (tx_power["dbm"] / 10) / 1000  # (−12 dBm, the nodes' default: 63 µW)
+    assert got[("longge_adapt_tx_power_watts", m)] == pytest.approx(watts)
     for name, _, part, key in ADAPT_COUNTERS:
-        fields = mobile.tx.adapt if part == "retry" else tx_rate
+        fields = {"retry": mobile.tx.adapt, "power": tx_power}.get(part, tx_rate)
         if key in fields:
             assert got[(f"longge_{name}_total", (("direction", "tx"), *m))] == fields[key]
     assert got[("longge_adapt_retry_decisions_total", (("direction", "tx"), *m))] >= 1

@@ -17,6 +17,7 @@ from longge.chip.datasheet import ARC_MAX
 from longge.daemon.child import Child
 from longge.daemon.peers import TxCounters
 from longge.protocol import adapt as a
+from longge.protocol import power as pw
 from longge.protocol import rate as rt
 from longge.protocol.peer import PeerSender, PeerTable
 from longge.radio.constants import RATE_BY_NAME
@@ -51,7 +52,8 @@ class Adaptation:
     def __init__(self) -> None:
         self.adapter: a.RetryAdapter | None = None
         self.rates: rt.RateChooser | None = None
-        self._key: tuple[bool, str] | None = None
+        self.power: pw.PowerChooser | None = None  # (with the rate: one peer)
+        self._key: tuple[bool, str, int] | None = None
         self._applied = -1
         self._loaded = 0
         self._retrans = 0
@@ -80,13 +82,16 @@ class Adaptation:
         trial (only its probes go), until the receiver's trial ends, and while the current
         rate has met MAX_RT and nothing was acknowledged since (its probes go)."""
         quiet = self._announced is None and self._back is None and self._trial is None
-        return quiet and self._dead is None
+        return quiet and self._dead is None and not self._power_probing()
 
     def probing(self) -> bool:
         """A MAX_RT now may be an announcement's or a probe's (they go alone in the TX FIFO):
         what the peer has on its way is not given up."""
         ours = self._announced is not None or self._trial is not None or self._probes_out
-        return ours or self._dead is not None
+        return ours or self._dead is not None or self._power_probing()
+
+    def _power_probing(self) -> bool:
+        return self.power is not None and self.power.stage == "probe"
 
     def wait_s(self, now: float, longest: float) -> float:
         """How long the loop may sleep: no past a step of the rate's agreement (the guard
@@ -103,6 +108,9 @@ class Adaptation:
             due.append(self._trial.judge_by)
         if self._dead is not None:
             due.append(self._dead)
+        if self._power_probing():
+            assert self.power is not None
+            due.append(self.power.stage_at + 2 * pw.PROBE_MAX_S)
         return max(0.0, min([longest, *(t - now for t in due)]))
 
     def acknowledged(self, now: float) -> None:
@@ -120,12 +128,14 @@ class Adaptation:
     ) -> None:
         """Once per loop turn with a radio: follow the config, count, choose, apply."""
         opts = child.cfg.radio
-        key = (opts.adapt and opts.acked, opts.rate)
+        key = (opts.adapt and opts.acked, opts.rate, child.cfg.pa_value)
         if key != self._key:  # turned on or off, or another rate configured: start over
             self._key = key
             self.adapter = a.RetryAdapter(opts.rate, now) if key[0] else None
             one_peer = len(table) == 1  # (a base's RX radio hears all mobiles at one rate)
             self.rates = rt.RateChooser(opts.rate, now) if key[0] and one_peer else None
+            ceiling = child.cfg.pa_value
+            self.power = pw.PowerChooser(ceiling, now) if self.rates is not None else None
             self._announced = self._trial = self._back = None
             self._applied = -1
             # (before a first acknowledgement, silence counts only after STARTUP_S)
@@ -145,6 +155,8 @@ class Adaptation:
         max_rt, self.max_rt = self.max_rt, 0
         if max_rt and self.rates is not None and not self.probing():
             self._dead = now  # (a data frame's: the packet was given up; the rest waits)
+            if self.power is not None:
+                self._set_power(radio, self.power.max_rt(now), now)
         if self._probes_out and radio.is_fifo(True, True):
             self._probes_out = False
         if self._all_retries and self.may_load() and radio.is_fifo(True, True):
@@ -193,8 +205,11 @@ class Adaptation:
             self._windows = adapter.windows
             return
         if adapter.windows == self._windows:
+            self._power_turn(radio, c, peer, now)
             return
         self._windows = adapter.windows
+        if self._power_window(radio, now):
+            return
         move = rates.after_window(adapter.window_q or 0.0, now)
         if trial is not None and rates.trial_from is None and move is None:
             self._go_back(trial)  # the trial's rate failed
@@ -211,6 +226,47 @@ class Adaptation:
             trial_at=trial.announced_at if move.keep and trial is not None else None,
         )
         self._announcing(radio, c, peer, 0, now)
+
+    # -- the power (protocol/power.py: between the rate's moves, never during one) --------------
+
+    def _power_turn(self, radio: LinkRadio, c: TxCounters, peer: PeerSender, now: float) -> None:
+        """A step down when its time has come (the TX FIFO empty: what follows is at the new
+        level), its probes while they are judged."""
+        power, adapter, rates = self.power, self.adapter, self.rates
+        if power is None or self._trial is not None:
+            return
+        assert adapter is not None and rates is not None
+        if power.stage == "probe":
+            if now > power.stage_at + 2 * pw.PROBE_MAX_S:  # not judged in time: it failed
+                self._set_power(radio, power.window(0, 0, 0, now), now)
+            else:
+                self._probe(radio, c, peer, rates.rate)
+        elif power.may_step(now) and radio.is_fifo(True, True):
+            self._set_power(radio, power.step_down(now), now)
+            adapter.restart_window(now, pw.PROBE_ATTEMPTS, pw.PROBE_MAX_S)
+            self._probe(radio, c, peer, rates.rate)
+
+    def _power_window(self, radio: LinkRadio, now: float) -> bool:
+        """A window ended: the power's first. True if it was the power's (a step's probes or
+        data, or a window that put the ceiling back): the rate does not judge it."""
+        power, adapter = self.power, self.adapter
+        if power is None or self._trial is not None:
+            return False
+        assert adapter is not None
+        stage = power.stage
+        level = power.window(*adapter.last_window, now)
+        self._set_power(radio, level, now)
+        if stage == "probe" and power.stage == "judge":  # (the data's windows again)
+            adapter.restart_window(now, a.WINDOW_ATTEMPTS, a.WINDOW_S)
+        if stage != power.stage and not self._all_retries:
+            self._apply_retries(radio)  # (ARC 15 while a step's data is judged)
+        return stage is not None or level is not None
+
+    def _set_power(self, radio: LinkRadio, level: int | None, now: float) -> None:
+        if level is None or self.power is None:
+            return
+        radio.pa_level = level
+        self._note(now, f"power {pw.dbm(level)} dBm" + (" (trial)" if self.power.stage else ""))
 
     def _announcing(
         self, radio: LinkRadio, c: TxCounters, peer: PeerSender, max_rt: int, now: float
@@ -306,18 +362,23 @@ class Adaptation:
         self.adapter = a.RetryAdapter(rate, now)
         self._windows = 0
         self._last_ack = now
+        if self.power is not None:  # (a rate is judged at the ceiling)
+            self._set_power(radio, self.power.to_ceiling(f"rate {rate}", now), now)
         self._apply_retries(radio)
 
     def _apply(self, radio: LinkRadio) -> None:
         """After the config's settings: the rate and retries in force again."""
         if self.rates is not None and self.adapter is not None:
             radio.data_rate = int(RATE_BY_NAME[self.adapter.rate])
+        if self.power is not None:
+            radio.pa_level = self.power.level
         self._apply_retries(radio)
 
     def _apply_retries(self, radio: LinkRadio) -> None:
         assert self.adapter is not None
         self._all_retries = False
-        self._set_retries(radio, self.adapter.choice.arc)
+        judged = self.power is not None and self.power.stage == "judge"
+        self._set_retries(radio, ARC_MAX if judged else self.adapter.choice.arc)
 
     def _set_retries(self, radio: LinkRadio, arc: int) -> None:
         """The chosen ARD with ``arc`` (the data's count, or ARC 15 for ours)."""
@@ -330,5 +391,7 @@ class Adaptation:
         out = self.adapter.stats(now)
         if self.rates is not None:
             out["rate"] = {**self.rates.stats(now), "probe_frames": self.probe_frames}
+        if self.power is not None:
+            out["power"] = self.power.stats(now)
         out["recent"] = [[n, round(now - t, 3), what] for n, t, what in self.recent]
         return out

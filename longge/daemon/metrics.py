@@ -50,8 +50,9 @@ COUNTERS = (
 )
 
 
-#: With ``adapt`` (status's ``tx.adapt``, ``tx.adapt.rate``, ``rx.adapt``): (name, help, the
-#: status's part and field) of the decisions' counters, labelled with the direction.
+#: With ``adapt`` (status's ``tx.adapt``, ``tx.adapt.rate``, ``tx.adapt.power``,
+#: ``rx.adapt``): (name, help, the status's part and field) of the decisions' counters,
+#: labelled with the direction.
 ADAPT_COUNTERS = (
     (
         "adapt_retry_decisions",
@@ -68,6 +69,8 @@ ADAPT_COUNTERS = (
     ),
     ("adapt_rate_trials_failed", "trials that did not carry more", "rate", "failed_probes"),
     ("adapt_rate_fallbacks", "falls back to 250 kbit/s after silence", "rate", "fallbacks"),
+    ("adapt_power_steps_down", "steps down of the TX power tried", "power", "lowered"),
+    ("adapt_power_steps_failed", "steps down that did not do as well", "power", "failed_steps"),
     (
         "adapt_rate_announcements",
         "rate announcements heard (probes included)",
@@ -87,6 +90,8 @@ def adapt_parts(st: NodeStatus) -> Iterator[tuple[str, str, dict[str, Any]]]:
         yield "tx", "retry", tx
         if tx.get("rate"):
             yield "tx", "rate", tx["rate"]
+        if tx.get("power"):
+            yield "tx", "power", tx["power"]
     if rx:
         yield "rx", "rate", rx
 
@@ -150,6 +155,11 @@ class StatusCollector(Collector):
             "the data rate the adaptation runs now (tx: the one sent at; rx: heard at)",
             labels=["node", "direction"],
         )
+        power = GaugeMetricFamily(
+            "longge_adapt_tx_power_watts",
+            "the TX power the adaptation sends at now (its PA level; 0 dBm is 1 mW)",
+            labels=["node"],
+        )
         for node, st in sorted(self.statuses.items()):
             answered.add_metric([node], 0.0 if st is None else 1.0)
             if st is None:
@@ -177,6 +187,8 @@ class StatusCollector(Collector):
                     arc.add_metric([node], fields["arc"])
                     if fields.get("q") is not None:
                         failed.add_metric([node], fields["q"])
+                elif part == "power":
+                    power.add_metric([node], 10.0 ** (fields["dbm"] / 10.0) / 1000.0)
                 else:
                     rate.add_metric([node, direction], RATE_BYTES_S[fields["rate"]])
         yield answered
@@ -185,7 +197,7 @@ class StatusCollector(Collector):
         yield from counters.values()
         yield from (retries, rx_drops, queue_drops, refused, queue_bytes, queue_packets)
         yield from adapt.values()
-        yield from (arc, failed, rate)
+        yield from (arc, failed, rate, power)
 
 
 def exposition(statuses: Mapping[str, NodeStatus | None]) -> str:

@@ -95,6 +95,13 @@ def _adapt_line(adapt: object, rx: object = None) -> list[str]:
             f"{rate.get('why')} ({rate.get('switches', 0)} switches, {rate.get('probes', 0)} "
             f"trials, {rate.get('fallbacks', 0)} fallbacks)"
         )
+    power = adapt.get("power")
+    if isinstance(power, dict):
+        lines.append(
+            f"  power  tx {power.get('dbm')} dBm (at most {power.get('ceiling_dbm')}) for "
+            f"{_number(power.get('since_s'), '.1f')} s: {power.get('why')} "
+            f"({power.get('lowered', 0)} steps down, {power.get('failed_steps', 0)} failed)"
+        )
     if isinstance(rx, dict):
         lines.append(
             f"  rate   rx {rx.get('rate')} for {_number(rx.get('since_s'), '.1f')} s: "

@@ -257,6 +257,7 @@ def phase_figures(
         sent = tx[-1].get("packets_sent", 0) - tx[0].get("packets_sent", 0)
         aborted = tx[-1].get("packets_aborted", 0) - tx[0].get("packets_aborted", 0)
     pings = sorted(ms for t, ms in rtts if t0 <= t <= t1)
+    powers = [p["dbm"] for p in (((s.get("adapt") or {}).get("power")) for s in tx) if p]
     return {
         "goodput_bps": statistics.mean(judged) if judged else 0.0,
         "final_bps": final,
@@ -266,6 +267,8 @@ def phase_figures(
         "up": bool(late) and all(m > 0 for m in late),
         "ping_p95_ms": pings[int(0.95 * (len(pings) - 1))] if pings else None,
         "pings": len(pings),
+        # (with adaptation: the TX power's mean over the phase's status samples)
+        "tx_dbm": round(statistics.mean(powers), 1) if powers else None,
         "phase_s": round(t1 - t0, 3),
     }
 
@@ -337,6 +340,7 @@ def judge(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "up_met": ad["up"] or not any(r["up"] for r in robust),
                 "adapt_ping_p95_ms": ad["ping_p95_ms"],
                 "best_fixed_ping_p95_ms": best["ping_p95_ms"],
+                "adapt_tx_dbm": ad.get("tx_dbm"),
             }
         )
     return out
@@ -366,7 +370,7 @@ def verdict(summary: dict[str, Any]) -> str:
 def plot(summary: dict[str, Any], out: Path) -> list[Path]:
     """The rate over time for every setting, the phases shaded, adaptation's decisions marked
     (a line: a rate moved to, announced, kept after a trial or fallen back to; a triangle: a
-    trial; ARC changes as ticks at the bottom)."""
+    trial; ARC changes as ticks at the bottom, the TX power's as dots above them)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -407,6 +411,8 @@ def plot(summary: dict[str, Any], out: Path) -> list[Path]:
                 ax.plot([t], [0.03], "v", color="C2", ms=4, transform=ax.get_xaxis_transform())
             elif kind == "ARC":
                 ax.plot([t], [0.0], "|", color="C7", ms=5, transform=ax.get_xaxis_transform())
+            elif kind == "power":
+                ax.plot([t], [0.06], ".", color="C4", ms=3, transform=ax.get_xaxis_transform())
     ax.set(xlabel="time (s)", ylabel="delivered to the base (kbit/s, 0.5-s slices)")
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)

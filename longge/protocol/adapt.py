@@ -75,6 +75,8 @@ class RetryAdapter:
         self.q: float | None = None
         #: the last window's own share of failed attempts (the rate's choice reacts to it)
         self.window_q: float | None = None
+        #: the last window's (attempts, failures, MAX_RT)
+        self.last_window = (0, 0, 0)
         #: a window ends after this many attempts, or after window_s with MIN_ATTEMPTS
         self.window_attempts = WINDOW_ATTEMPTS
         self.window_s = WINDOW_S
@@ -117,12 +119,19 @@ class RetryAdapter:
         return None
 
     def _end_window(self, now: float) -> float:
+        self.last_window = (self._attempts, self._failures, self._max_rt)
         window_q = self._failures / self._attempts if self._attempts else 0.0
         self.window_q = window_q
         self.q = window_q if self.q is None else EWMA * window_q + (1 - EWMA) * self.q
         self.windows += 1
         self._reset(now)
         return self.q
+
+    def restart_window(self, now: float, attempts: int, seconds: float) -> None:
+        """A new window from now (what came before was at another setting), of ``attempts``
+        attempts or ``seconds``."""
+        self.window_attempts, self.window_s = attempts, seconds
+        self._reset(now)
 
     def _reset(self, now: float) -> None:
         self._attempts = self._failures = self._max_rt = 0
