@@ -64,6 +64,7 @@ class Adaptation:
         self._back: tuple[str, float] | None = None  # go back to this rate at this time
         self._last_ack = 0.0
         self._probes_out = False  # probe frames may be in the TX FIFO
+        self._probes_end = 0  # frames loaded when the last probe was (c.frames_sent)
         self.probe_frames = 0
         #: a MAX_RT at the current rate: no data until a frame is acknowledged again (or the
         #: rate falls back); a probe may go at this time
@@ -157,7 +158,11 @@ class Adaptation:
             self._dead = now  # (a data frame's: the packet was given up; the rest waits)
             if self.power is not None:
                 self._set_power(radio, self.power.max_rt(now), now)
-        if self._probes_out and radio.is_fifo(True, True):
+        # (gone once the FIFO drained, or once it took a FIFO's depth of frames behind them:
+        # under load it never drains, and a data frame's MAX_RT read as a probe's gave up
+        # nothing: the packet went on with a frame missing)
+        behind = c.frames_sent - self._probes_end >= radio.fifo_depth
+        if self._probes_out and (behind or radio.is_fifo(True, True)):
             self._probes_out = False
         if self._all_retries and self.may_load() and radio.is_fifo(True, True):
             self._apply_retries(radio)  # (the data's count again)
@@ -325,6 +330,7 @@ class Adaptation:
         frames = self._load(radio, c, peer, rt.probe_message(rate, peer.probe_length()))
         self.probe_frames += frames
         self._probes_out = True
+        self._probes_end = c.frames_sent
         return True
 
     def _load(self, radio: LinkRadio, c: TxCounters, peer: PeerSender, message: bytes) -> int:

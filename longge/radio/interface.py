@@ -131,6 +131,12 @@ class LinkRadio(Radio, Protocol):
     #: Sum of ARC_CNT over every finished payload (pyrf24 shows only the last one's).
     retransmissions: int
 
+    @property
+    def fifo_depth(self) -> int:
+        """Payloads that may be on their way at once: the chip's TX FIFO (3), and a modem's
+        queue in front of it."""
+        ...
+
     def fileno(self) -> int:
         """A descriptor readable when the radio has news (received frame, TX result, IRQ
         edge), or -1: none (pyrf24 without its IRQ pin: the daemon polls)."""

@@ -25,6 +25,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from longge.chip.datasheet import TX_FIFO_DEPTH
 from longge.errors import HardwareError
 from longge.radio.constants import RATE_BY_NAME, rf24_crclength_e
 from longge.radio.irq import IrqLine
@@ -157,6 +158,10 @@ class Rf24Radio:
         if self.irq_pin >= 0 and self._irq is None:
             self._irq = IrqLine(self.irq_pin, consumer=f"longge {self.name}")
         return True
+
+    @property
+    def fifo_depth(self) -> int:
+        return TX_FIFO_DEPTH  # (the chip's own)
 
     def fileno(self) -> int:
         """The IRQ line's descriptor, readable while edges not yet taken (``take_edges``) wait
