@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,17 +11,26 @@ from typing import Any
 import pytest
 
 from longge.air import native
+from longge.air.loss import NO_LOSS, AirLoss
 from longge.radiobench import start_air
 
 
-@pytest.fixture
-def air_path(tmp_path: os.PathLike[str]) -> Iterator[str]:
+@contextlib.contextmanager
+def running_air(tmp_path: os.PathLike[str], loss: AirLoss = NO_LOSS) -> Iterator[str]:
+    """An air emulator in its own process with ``loss`` on its channel, reachable at a socket
+    in ``tmp_path`` (its path yielded), stopped afterwards whatever happened."""
     path = os.path.join(str(tmp_path), "air.sock")
-    proc = start_air(path)
+    proc = start_air(path, loss)
     try:
         yield path
     finally:
         native.stop(proc)
+
+
+@pytest.fixture
+def air_path(tmp_path: os.PathLike[str]) -> Iterator[str]:
+    with running_air(tmp_path) as path:
+        yield path
 
 
 def required(reason: str | None, what: str) -> pytest.MarkDecorator:

@@ -11,6 +11,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from conftest import running_air
 from daemonlink import ip_packet, make_link
 
 from longge.air.loss import AirLoss, LossModel, LossSpec
@@ -26,7 +27,6 @@ from longge.protocol.adapt import (
 )
 from longge.protocol.rate import PROBE_MAX_WAIT_S
 from longge.radio.options import RadioOptions
-from longge.radiobench import start_air
 
 ADDR = b"Node1"
 #: frames of a 1400-byte datagram on a secured link (29 bytes of packet per frame)
@@ -138,14 +138,8 @@ def test_adapting_carries_what_the_best_fixed_arc_does(per: float) -> None:
 
 @pytest.fixture
 def lossy_air(tmp_path: os.PathLike[str]) -> Iterator[str]:
-    path = os.path.join(str(tmp_path), "air.sock")
-    proc = start_air(path, AirLoss(per=0.1))
-    try:
+    with running_air(tmp_path, AirLoss(per=0.1)) as path:
         yield path
-    finally:
-        from longge.air import native
-
-        native.stop(proc)
 
 
 def test_two_daemons_adapt_their_retries_on_a_lossy_air(
@@ -255,14 +249,8 @@ def test_the_receiver_ends_a_trial_not_kept_and_falls_back_when_nothing_comes() 
 def air_71db(tmp_path: os.PathLike[str]) -> Iterator[str]:
     """At the nodes' default power (low: −12 dBm), 71 dB leaves 2 Mbit/s 1 dB under its
     sensitivity (about 3 attempts in 4 fail) and 1 Mbit/s 2 dB over (about 1 in 100)."""
-    path = os.path.join(str(tmp_path), "air.sock")
-    proc = start_air(path, AirLoss(path_loss=71.0))
-    try:
+    with running_air(tmp_path, AirLoss(path_loss=71.0)) as path:
         yield path
-    finally:
-        from longge.air import native
-
-        native.stop(proc)
 
 
 def _rates(lk: Any) -> tuple[str, str]:
@@ -312,28 +300,24 @@ def test_trials_of_a_dead_rate_cost_no_packet(tmp_path: os.PathLike[str]) -> Non
     """78 dB: only 250 kbit/s is above its sensitivity. The mobile tries 1 Mbit/s now and
     then (a rate never tried counts as clean); its probes fail, the data waits: every packet
     sent meanwhile arrives."""
-    path = os.path.join(str(tmp_path), "air.sock")
-    proc = start_air(path, AirLoss(path_loss=78.0))
     radio = RadioOptions(rate="250k", ard_us=500, arc=15, adapt=True)
-    try:
-        with make_link(path, str(tmp_path), radio=radio) as lk:
-            sent: list[bytes] = []
-            got: list[bytes] = []
-            end = time.monotonic() + 6.0
-            while time.monotonic() < end:
-                batch = [ip_packet(600, 1 + len(sent) + i) for i in range(10)]
-                got += lk.send(lk.mtun, batch, to=lk.btun, timeout=3.0)
-                sent += batch
-            got += lk.collect(lk.btun, 1.0)  # (a batch's last may come during the next)
-            tx = lk.mobile.status()["tx"]
-            rate = tx["adapt"]["rate"]
-            assert rate["probes"] >= 1 and rate["failed_probes"] >= 1, (rate["why"], rate)
-            assert rate["probe_frames"] >= 2 and rate["rate"] == "250k"
-            assert sorted(got) == sorted(sent), (len(sent), len(got), tx, tx["adapt"])
-    finally:
-        from longge.air import native
-
-        native.stop(proc)
+    with (
+        running_air(tmp_path, AirLoss(path_loss=78.0)) as path,
+        make_link(path, str(tmp_path), radio=radio) as lk,
+    ):
+        sent: list[bytes] = []
+        got: list[bytes] = []
+        end = time.monotonic() + 6.0
+        while time.monotonic() < end:
+            batch = [ip_packet(600, 1 + len(sent) + i) for i in range(10)]
+            got += lk.send(lk.mtun, batch, to=lk.btun, timeout=3.0)
+            sent += batch
+        got += lk.collect(lk.btun, 1.0)  # (a batch's last may come during the next)
+        tx = lk.mobile.status()["tx"]
+        rate = tx["adapt"]["rate"]
+        assert rate["probes"] >= 1 and rate["failed_probes"] >= 1, (rate["why"], rate)
+        assert rate["probe_frames"] >= 2 and rate["rate"] == "250k"
+        assert sorted(got) == sorted(sent), (len(sent), len(got), tx, tx["adapt"])
 
 
 def test_a_rate_that_dies_costs_the_packet_on_its_way_not_the_queue(
@@ -344,24 +328,20 @@ def test_a_rate_that_dies_costs_the_packet_on_its_way_not_the_queue(
     (probes only) until both ends have fallen back, then arrive."""
     from longge.air import control
 
-    path = os.path.join(str(tmp_path), "air.sock")
-    proc = start_air(path, AirLoss())
-    try:
-        with make_link(path, str(tmp_path), radio=RadioOptions(adapt=True)) as lk:
-            lk.send(lk.mtun, [ip_packet(300, 1 + i) for i in range(20)], to=lk.btun)
-            for i in range(40):
-                lk.mtun.peer.send(ip_packet(1000, 100 + i))
-            lk.collect(lk.btun, 0.05)  # (some on their way)
-            control.apply(path, {"path_loss": 78.0})
-            got = lk.collect(lk.btun, 6.0)
-            tx = lk.mobile.status()["tx"]
-            rate = tx["adapt"]["rate"]
-            assert rate["rate"] == "250k" and rate["fallbacks"] >= 1, rate
-            assert tx["packets_aborted"] <= 3 and len(got) >= 40 - 3 - 2, (tx, len(got))
-    finally:
-        from longge.air import native
-
-        native.stop(proc)
+    with (
+        running_air(tmp_path) as path,
+        make_link(path, str(tmp_path), radio=RadioOptions(adapt=True)) as lk,
+    ):
+        lk.send(lk.mtun, [ip_packet(300, 1 + i) for i in range(20)], to=lk.btun)
+        for i in range(40):
+            lk.mtun.peer.send(ip_packet(1000, 100 + i))
+        lk.collect(lk.btun, 0.05)  # (some on their way)
+        control.apply(path, {"path_loss": 78.0})
+        got = lk.collect(lk.btun, 6.0)
+        tx = lk.mobile.status()["tx"]
+        rate = tx["adapt"]["rate"]
+        assert rate["rate"] == "250k" and rate["fallbacks"] >= 1, rate
+        assert tx["packets_aborted"] <= 3 and len(got) >= 40 - 3 - 2, (tx, len(got))
 
 
 def test_lost_rate_agreements_leave_both_ends_on_the_robust_rate_and_linked(

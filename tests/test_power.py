@@ -10,13 +10,14 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from conftest import running_air
 from daemonlink import ip_packet, make_link
 
 from longge.air.loss import AirLoss, frame_error, margin_db
 from longge.chip.datasheet import bits_on_air
 from longge.protocol import power as pw
+from longge.protocol.rate import PROBE_ATTEMPTS
 from longge.radio.options import RadioOptions
-from longge.radiobench import start_air
 
 FRAME_BITS = bits_on_air(32)
 WINDOW = 128  # attempts in a window of data (the retry adapter's)
@@ -52,7 +53,7 @@ def _drive(
         if chooser.may_step(now):
             chooser.step_down(now)
         if chooser.stage == "probe":
-            attempts = pw.PROBE_ATTEMPTS
+            attempts = PROBE_ATTEMPTS
             met["probe_windows"] += 1
         else:
             attempts = WINDOW
@@ -138,14 +139,8 @@ def test_a_window_is_clearly_worse_only_beyond_chance() -> None:
 def air_55db(tmp_path: os.PathLike[str]) -> Iterator[str]:
     """55 dB: at −12 dBm (the nodes' default) 2 Mbit/s is 15 dB over its sensitivity, at
     −18 dBm 9 dB over: nothing lost at either."""
-    path = os.path.join(str(tmp_path), "air.sock")
-    proc = start_air(path, AirLoss(path_loss=55.0))
-    try:
+    with running_air(tmp_path, AirLoss(path_loss=55.0)) as path:
         yield path
-    finally:
-        from longge.air import native
-
-        native.stop(proc)
 
 
 def test_two_daemons_lower_the_power_where_it_does_as_well_and_raise_it_when_not(
