@@ -92,7 +92,7 @@ class Adaptation:
         return ours or self._dead is not None or self._power_probing()
 
     def _power_probing(self) -> bool:
-        return self.power is not None and self.power.stage == "probe"
+        return self.power is not None and self.power.probe_deadline() is not None
 
     def wait_s(self, now: float, longest: float) -> float:
         """How long the loop may sleep: no past a step of the rate's agreement (the guard
@@ -109,9 +109,8 @@ class Adaptation:
             due.append(self._trial.judge_by)
         if self._dead is not None:
             due.append(self._dead)
-        if self._power_probing():
-            assert self.power is not None
-            due.append(self.power.stage_at + 2 * pw.PROBE_MAX_S)
+        if self.power is not None and (probed_by := self.power.probe_deadline()) is not None:
+            due.append(probed_by)
         return max(0.0, min([longest, *(t - now for t in due)]))
 
     def acknowledged(self, now: float) -> None:
@@ -135,8 +134,8 @@ class Adaptation:
             self.adapter = a.RetryAdapter(opts.rate, now) if key[0] else None
             one_peer = len(table) == 1  # (a base's RX radio hears all mobiles at one rate)
             self.rates = rt.RateChooser(opts.rate, now) if key[0] and one_peer else None
-            ceiling = child.cfg.pa_value
-            self.power = pw.PowerChooser(ceiling, now) if self.rates is not None else None
+            on = self.rates is not None  # (the configured power is the ceiling)
+            self.power = pw.PowerChooser(child.cfg.pa_value, now) if on else None
             self._announced = self._trial = self._back = None
             self._applied = -1
             # (before a first acknowledgement, silence counts only after STARTUP_S)
@@ -241,14 +240,15 @@ class Adaptation:
         if power is None or self._trial is not None:
             return
         assert adapter is not None and rates is not None
-        if power.stage == "probe":
-            if now > power.stage_at + 2 * pw.PROBE_MAX_S:  # not judged in time: it failed
+        probed_by = power.probe_deadline()
+        if probed_by is not None:
+            if now > probed_by:  # not judged in time: it failed
                 self._set_power(radio, power.window(0, 0, 0, now), now)
             else:
                 self._probe(radio, c, peer, rates.rate)
         elif power.may_step(now) and radio.is_fifo(True, True):
             self._set_power(radio, power.step_down(now), now)
-            adapter.restart_window(now, pw.PROBE_ATTEMPTS, pw.PROBE_MAX_S)
+            adapter.restart_window(now, rt.PROBE_ATTEMPTS, rt.PROBE_MAX_S)
             self._probe(radio, c, peer, rates.rate)
 
     def _power_window(self, radio: LinkRadio, now: float) -> bool:

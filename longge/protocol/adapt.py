@@ -73,8 +73,6 @@ class RetryAdapter:
         # Start robust: the channel is not known yet.
         self.choice = Choice(self.ard_us, ARC_MAX, "start: channel not measured yet", now)
         self.q: float | None = None
-        #: the last window's own share of failed attempts (the rate's choice reacts to it)
-        self.window_q: float | None = None
         #: the last window's (attempts, failures, MAX_RT)
         self.last_window = (0, 0, 0)
         #: a window ends after this many attempts, or after window_s with MIN_ATTEMPTS
@@ -118,12 +116,19 @@ class RetryAdapter:
             return self._choose(arc - 1, f"failed attempts {q:.3f}: ARC {want} would do", now)
         return None
 
+    @property
+    def window_q(self) -> float | None:
+        """The last window's own share of failed attempts (the rate's choice reacts to it)."""
+        if not self.windows:
+            return None
+        attempts, failures, _ = self.last_window
+        return failures / attempts if attempts else 0.0
+
     def _end_window(self, now: float) -> float:
         self.last_window = (self._attempts, self._failures, self._max_rt)
-        window_q = self._failures / self._attempts if self._attempts else 0.0
-        self.window_q = window_q
-        self.q = window_q if self.q is None else EWMA * window_q + (1 - EWMA) * self.q
         self.windows += 1
+        window_q = self.window_q or 0.0
+        self.q = window_q if self.q is None else EWMA * window_q + (1 - EWMA) * self.q
         self._reset(now)
         return self.q
 

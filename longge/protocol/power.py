@@ -24,12 +24,12 @@ from __future__ import annotations
 import math
 
 from longge.chip.datasheet import PA_DBM
+from longge.protocol.rate import PROBE_MAX_S
 
 #: Attempts at the ceiling before its share of failures is a reference.
 REF_ATTEMPTS = 1024
-#: A step's probes: this many attempts (within PROBE_MAX_S); failed above PROBE_FAIL_Q.
-PROBE_ATTEMPTS = 16
-PROBE_MAX_S = 0.06
+#: A step's probes: PROBE_ATTEMPTS attempts within PROBE_MAX_S (a rate trial's, rate.py);
+#: failed above PROBE_FAIL_Q more than the reference.
 PROBE_FAIL_Q = 0.25
 #: A step's data: judged on this many attempts; kept within TOLERANCE of the reference (and
 #: JUDGE_Z standard deviations of the two shares' difference: chance is not a cost).
@@ -96,6 +96,10 @@ class PowerChooser:
             and now >= self.next_step
             and self.reference() is not None
         )
+
+    def probe_deadline(self) -> float | None:
+        """While a step's probes go: when they must have been judged (else it failed)."""
+        return self.stage_at + 2 * PROBE_MAX_S if self.stage == "probe" else None
 
     def step_down(self, now: float) -> int:
         """One level down, its probes first (the caller checked ``may_step``)."""
