@@ -322,7 +322,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "name",
         help="tcp-vs-udp, loss, window, parallel, multiplex, cc, mode, multinode, adaptive, "
-        "all, list",
+        "adaptive-stream, all, list",
     )
     p.add_argument("--quick", action="store_true", help="fewer points, shorter trials")
     p.add_argument("--out", help="results folder (default results/<time>-experiment)")

@@ -13,8 +13,10 @@ import pytest
 from fielddoc import assert_folder_documented
 
 from longge.measure import adaptive_experiment as ax
+from longge.measure import adaptive_stream_experiment
 from longge.measure.plots import rejudge_experiments
 from longge.measure.results import ResultsDir
+from longge.radio.options import RadioOptions
 
 
 class Watch:
@@ -99,11 +101,11 @@ def test_each_phase_is_judged_against_its_best_fixed_setting() -> None:
 def test_summary_csv_and_plot_from_the_saved_rows(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    ran: list[tuple[str, float]] = []
+    ran: list[tuple[str, float, str, float]] = []
 
-    def run_setting(setting: str, phase_s: float) -> dict[str, Any]:
-        ran.append((setting, phase_s))
-        share = 0.97 if setting == "adapt" else 1.0 if setting == "2M/15" else 0.5
+    def run_setting(setting: str, phase_s: float, mode: str, offer_bps: float) -> dict[str, Any]:
+        ran.append((setting, phase_s, mode, offer_bps))
+        share = 0.97 if setting == "adapt" else 1.0 if setting in ("2M/15", "2M") else 0.5
         out = []
         for k, (phase, _, _) in enumerate(ax.PHASES):
             out += [
@@ -130,7 +132,8 @@ def test_summary_csv_and_plot_from_the_saved_rows(
     monkeypatch.setattr(ax, "run_setting", run_setting)
     out = ResultsDir(tmp_path / "run")
     s = ax.run(True, out, lambda m: None, lambda m, f: None)
-    assert ran == [(name, ax.QUICK_PHASE_S) for name in ax.QUICK_SETTINGS]
+    q = ax.QUICK_PHASE_S
+    assert ran == [(name, q, "esb", ax.OFFER_BPS) for name in ax.QUICK_SETTINGS]
     assert len(s["judged"]) == len(ax.PHASES)
     assert all(
         j["best_fixed"] == "2M/15" and j["share"] == pytest.approx(0.97) for j in s["judged"]
@@ -145,3 +148,14 @@ def test_summary_csv_and_plot_from_the_saved_rows(
     assert (out.path / "adaptive.png").exists()
     saved = json.loads((out.path / "adaptive.json").read_text())
     assert saved["series"][0]["decisions"][1] == [31.0, "trial 1M"]
+    # the same schedule in stream mode: its settings and load, files of its own
+    ran.clear()
+    st = adaptive_stream_experiment.run(True, out, lambda m: None, lambda m, f: None)
+    assert ran == [(n, q, "stream", ax.STREAM_OFFER_BPS) for n in ax.STREAM_SETTINGS]
+    assert st["mode"] == "stream" and all(j["best_fixed"] == "2M" for j in st["judged"])
+    assert (out.path / "adaptive-stream.png").stat().st_size > 500
+    assert_folder_documented(out.path)
+    again = dict((n, v) for n, v, _ in rejudge_experiments(out.path))
+    assert again["adaptive-stream"] == st["verdict"] and again["adaptive"] == s["verdict"]
+    assert ax.options("1M", "stream") == RadioOptions(mode="stream", rate="1M")
+    assert ax.options("adapt", "stream").adapt and ax.options("adapt").mode == "esb"

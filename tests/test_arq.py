@@ -548,3 +548,34 @@ def test_resend_unacked_sends_what_the_receiver_may_lack_again_first() -> None:
         got += rx.on_frame(frame, t)
     assert got == [bytes((k,)) * 8 for k in (1, 2, 3, 4)] + [b"grant"]
     assert rx.stats.duplicates == 2
+
+
+def test_a_new_session_waits_for_restart_after_s_and_passed_counts_in_order() -> None:
+    """An adapting link's sender (restart_after_s) begins no new session before that long
+    without progress, however many timeouts came; then it does. ``passed`` counts the frames
+    the receiver took in order: a frame acknowledged only selectively has not passed."""
+    tx, rx = ArqSender(), ArqReceiver()
+    tx.restart_after_s = 2.0
+    t = 0.0
+    reset = tx.next_frame(t)
+    assert reset is not None
+    rx.on_frame(reset, t)
+    tx.on_control(rx._ack(), t)
+    for k in range(3):
+        assert tx.offer(bytes((k + 1,)) * 8)
+    sent = [tx.next_frame(t) for _ in range(3)]
+    assert tx.offered == 3 and tx.passed == 0
+    rx.on_frame(sent[0], t)  # type: ignore[arg-type]
+    rx.on_frame(sent[2], t)  # type: ignore[arg-type]  # (1 lost: 2 held selectively)
+    tx.on_control(rx._ack(), t)
+    assert tx.passed == 1
+    epoch = tx.epoch
+    while t < 1.9:  # the receiver hears nothing more: timeouts, no new session yet
+        t += 0.01
+        tx.next_frame(t)
+    assert tx.stats.timeouts > ArqSender.MAX_SILENT_TIMEOUTS and tx.epoch == epoch
+    while t < 2.6 and tx.epoch == epoch:
+        t += 0.01
+        tx.next_frame(t)
+    assert tx.epoch != epoch and not tx.established  # a new session, from 2 s on
+    assert tx.passed == 1  # (what was in flight waits for it again)

@@ -212,9 +212,13 @@ def cmd_tune(ns: argparse.Namespace) -> int:
 def _own_testbeds() -> list[Any]:
     """The experiments that bring up testbeds of their own (several mobiles; a schedule run
     with each setting): run after the battery's, in its folder, with ``all``."""
-    from longge.measure import adaptive_experiment, multinode_experiment
+    from longge.measure import (
+        adaptive_experiment,
+        adaptive_stream_experiment,
+        multinode_experiment,
+    )
 
-    return [multinode_experiment, adaptive_experiment]
+    return [multinode_experiment, adaptive_experiment, adaptive_stream_experiment]
 
 
 def cmd_experiment(ns: argparse.Namespace) -> int:

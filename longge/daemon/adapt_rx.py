@@ -1,4 +1,4 @@
-"""The RX process's side of ``adapt = true`` (ESB, one peer; protocol/rate.py): the RX
+"""The RX process's side of ``adapt = true`` (one peer, either mode; protocol/rate.py): the RX
 radio listens at the rate its peer (this direction's sender) announced in a sealed
 link-control packet, and falls back to the robust rate when the peer has been quiet for
 FALLBACK_S (it switched without us, or the channel took it). Applied again whenever the
@@ -24,7 +24,8 @@ class RateListening:
     ) -> None:
         """Once per loop turn with a radio, after its frames were read."""
         opts = child.cfg.radio
-        key = (opts.adapt and opts.acked and len(table) == 1, opts.rate)
+        adapts = opts.adapt and (opts.acked or opts.mode == "stream")
+        key = (adapts and len(table) == 1, opts.rate)
         if key != self._key:
             self._key = key
             self.follower = rt.RateFollower(opts.rate, now) if key[0] else None

@@ -184,7 +184,8 @@ class StatusCollector(Collector):
                     if where == part and key in fields:
                         adapt[name].add_metric([node, direction], fields[key])
                 if part == "retry":
-                    arc.add_metric([node], fields["arc"])
+                    if "arc" in fields:  # (stream mode: no chip retries)
+                        arc.add_metric([node], fields["arc"])
                     if fields.get("q") is not None:
                         failed.add_metric([node], fields["q"])
                 elif part == "power":

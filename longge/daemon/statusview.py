@@ -83,11 +83,15 @@ def _adapt_line(adapt: object, rx: object = None) -> list[str]:
     if not isinstance(adapt, dict):
         return []
     q = adapt.get("q")
-    lines = [
-        f"  adapt  ARD {adapt.get('ard_us')} µs ARC {adapt.get('arc')} for "
-        f"{_number(adapt.get('since_s'), '.1f')} s: {adapt.get('why')}; failed attempts "
-        f"{'?' if q is None else format(q, '.3f')}, {adapt.get('decisions', 0)} decisions"
-    ]
+    failed = "?" if q is None else format(q, ".3f")
+    if adapt.get("mode") == "stream":  # (no chip retries: the ARQ's frames are judged)
+        lines = [f"  adapt  stream: the ARQ's frames judged; failed attempts {failed}"]
+    else:
+        lines = [
+            f"  adapt  ARD {adapt.get('ard_us')} µs ARC {adapt.get('arc')} for "
+            f"{_number(adapt.get('since_s'), '.1f')} s: {adapt.get('why')}; failed attempts "
+            f"{failed}, {adapt.get('decisions', 0)} decisions"
+        ]
     rate = adapt.get("rate")
     if isinstance(rate, dict):
         lines.append(

@@ -32,6 +32,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from longge.config import NodeConfig
+from longge.daemon.adapt_rx import RateListening
 from longge.daemon.child import (
     FIFO_FULL,
     FIFO_OCCUPIED,
@@ -120,6 +121,7 @@ def run_tx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
         # The FIFO first: two frames' time after a slot frees it runs dry, and taking in a
         # packet (TUN read, seal, cut) can take a good part of that.
         if radio is not None:
+            out.adapt.step(child, radio, table.peers, now)  # (the rate: adapt_stream.py)
             out.fill(radio, now)
         if look(tun):
             try:
@@ -131,7 +133,8 @@ def run_tx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
         if radio is not None:
             out.uplink(now)  # a base's grant, a mobile's release (into its peer's frames)
             offered = out.load(now)
-            if now - out.last_sent >= cfg.keepalive_s and out.idle() and not len(queues):
+            keepalive_s = out.adapt.keepalive_s(cfg.keepalive_s)
+            if now - out.last_sent >= keepalive_s and out.idle() and not len(queues):
                 for peer, arq in zip(table, arqs, strict=True):
                     for frame in peer.keepalive(now):
                         arq.offer(frame)
@@ -153,6 +156,7 @@ def run_tx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
                 },
                 "uplink": out.uplink_stats(now),
                 "mode": "stream",
+                "adapt": out.adapt.stats(now),
             }
             stats["queue_packets"] += sum(1 for p in table if p.frames)  # packets being loaded
             child.send_stats(stats)
@@ -194,6 +198,7 @@ def run_rx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
             c.pair_full += 1  # the TX process is behind: an ACK is repeated anyway
 
     fifo = RxFifo()
+    rates = RateListening()  # (adapt = true, one peer: the rate the peer announced)
     # a base with several mobiles: when each one's frames were last said to have come (a
     # packet behind a lost frame completes only after its retransmission, and a mobile whose
     # frames came is not silent: uplink_scheduler.py)
@@ -248,6 +253,8 @@ def run_rx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
                             # the busy ones)
                             arq.ack_now()
                         deliver(tun, packet, c)
+            # (before our ACKs: the sender switches once its announcement was acknowledged)
+            rates.step(child, radio, table, now)
         for index, arq in enumerate(arqs):
             ack = arq.control(now)
             if ack is not None:
@@ -257,9 +264,11 @@ def run_rx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
             child.handle_control()
         if child.stats_due(now):
             stats = rx_stats(c, table, now)
-            stats.update(arq=_arq_stats([a.stats for a in arqs]), mode="stream")
+            stats.update(
+                arq=_arq_stats([a.stats for a in arqs]), mode="stream", adapt=rates.stats(now)
+            )
             child.send_stats(stats)
-        timeout = arq_timeout(arqs, now)
+        timeout = rates.wait_s(now, arq_timeout(arqs, now))
         more = radio is not None and fifo.more_waiting(radio)
         ready = child.wait(radio, timeout, now=more, poll=True)
         control_ready = child.conn_fd in ready

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import TypeVar
 
 from longge.config import NodeConfig
+from longge.daemon.adapt_stream import StreamAdaptation
 from longge.daemon.child import FIFO_EMPTY, FIFO_OCCUPIED, Child
 from longge.daemon.peerqueues import PeerQueues
 from longge.daemon.peers import TxCounters, preempt
@@ -63,7 +64,8 @@ class StreamSending(UplinkSending):
             deque(maxlen=CONTROL_BACKLOG) for _ in table
         ]
         self._came = 0
-        self.burst = cfg.radio.timing().stream_burst_frames
+        self._burst = cfg.radio.timing().stream_burst_frames
+        self.adapt = StreamAdaptation()  # (adapt = true, one peer: the rate)
         self.in_burst = 0
         self.burst_peer: int | None = None  # whose frames the burst in the chip carries
         self.turn = 0  # the peer whose burst went last in turn
@@ -72,6 +74,11 @@ class StreamSending(UplinkSending):
         self.applied = 0  # child.applied when `addressed` was last known
         self.priority: PeerSender | None = None  # a grant's peer: its burst goes next
         self.uplink_init()
+
+    @property
+    def burst(self) -> int:
+        """Frames per burst (the 4 ms rule) at the rate the TX radio runs at."""
+        return self.adapt.burst or self._burst
 
     def idle(self) -> bool:
         return all(a.idle for a in self.arqs)
@@ -95,12 +102,13 @@ class StreamSending(UplinkSending):
         self.arqs[index].resend_unacked(now)
 
     def may_send(self, now: float) -> bool:
-        """May the ARQs' frames go now (a mobile: only in its grant, once it heard one)?"""
-        return self.permit is None or self.permit.may_send(now)
+        """May the ARQs' frames go now (a mobile: only in its grant, once it heard one; not
+        while the receiver is on a trial the adaptation left)?"""
+        return self.adapt.may_send() and (self.permit is None or self.permit.may_send(now))
 
     def may_load(self, now: float) -> bool:
         """May a packet be taken from the queue for the ARQ now?"""
-        return self.permit is None or self.permit.may_load(now)
+        return self.adapt.may_load() and (self.permit is None or self.permit.may_load(now))
 
     def settings_applied(self, child: Child) -> None:
         """The radio's settings were applied again: its TX address is the first peer's."""
@@ -189,6 +197,8 @@ class StreamSending(UplinkSending):
         """The packets the peers' ARQs have room for, cut into frames (an interactive packet
         first); did any frame go to an ARQ?"""
         offered = False
+        if not self.adapt.may_feed():  # (nothing behind a rate's announcement)
+            return offered
         for peer in self.table:
             i = peer.index
             while True:
@@ -210,4 +220,4 @@ class StreamSending(UplinkSending):
     def timeout(self, now: float) -> float:
         """How long the loop may sleep: the ARQs' timers (while they may send), the uplink's."""
         longest = arq_timeout(self.arqs, now) if self.may_send(now) else 0.25
-        return self.wait_s(now, longest)
+        return self.adapt.wait_s(now, self.wait_s(now, longest))

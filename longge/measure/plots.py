@@ -242,9 +242,14 @@ def rejudge_experiments(folder: Path, draw: bool = True) -> list[tuple[str, str,
         if not data.get("rows"):
             continue
         out.append((name, verdict(exp, data), plot(exp, data, folder) if draw else []))
-    from longge.measure import adaptive_experiment, multinode_experiment
+    from longge.measure import (
+        adaptive_experiment,
+        adaptive_stream_experiment,
+        multinode_experiment,
+    )
 
-    for own in (multinode_experiment, adaptive_experiment):  # (testbeds of their own)
+    own_all = (multinode_experiment, adaptive_experiment, adaptive_stream_experiment)
+    for own in own_all:  # (testbeds of their own)
         p = folder / f"{own.NAME}.json"
         if p.exists():
             data = json.loads(p.read_text())

@@ -64,57 +64,37 @@ class Choice:
     at: float
 
 
-class RetryAdapter:
-    """One sender's retries, chosen from its frames' fate."""
+class FailureWindows:
+    """The share of failed attempts q, measured in windows of ``window_attempts`` attempts
+    (or ``window_s`` with at least MIN_ATTEMPTS; fewer: the window starts again) and carried
+    across them as a running mean. The retries' (below) and, in stream mode, the rate's
+    (daemon/adapt_stream.py: attempts are the ARQ's frames whose fate it learnt)."""
 
-    def __init__(self, rate: str, now: float) -> None:
-        self.rate = rate
-        self.ard_us = MIN_ARD_US_FOR_EMPTY_ACK[rate]
-        # Start robust: the channel is not known yet.
-        self.choice = Choice(self.ard_us, ARC_MAX, "start: channel not measured yet", now)
+    def __init__(self, now: float) -> None:
         self.q: float | None = None
         #: the last window's (attempts, failures, MAX_RT)
         self.last_window = (0, 0, 0)
         #: a window ends after this many attempts, or after window_s with MIN_ATTEMPTS
         self.window_attempts = WINDOW_ATTEMPTS
         self.window_s = WINDOW_S
-        self.decisions = 0
         self.windows = 0
         self._attempts = 0
         self._failures = 0
         self._max_rt = 0
         self._since = now
 
-    def observe(self, loaded: int, retransmissions: int, max_rt: int, now: float) -> Choice | None:
-        """Frames loaded, retransmissions and MAX_RT since the last call; a new choice to
-        apply, or None."""
-        self._attempts += loaded + retransmissions
-        self._failures += retransmissions + max_rt
+    def count(self, attempts: int, failures: int, max_rt: int, now: float) -> float | None:
+        """Counts since the last call: the running q if a window ended, else None."""
+        self._attempts += attempts
+        self._failures += failures
         self._max_rt += max_rt
-        if max_rt and self.choice.arc < ARC_MAX:
-            self._end_window(now)
-            return self._choose(
-                ARC_MAX, f"{max_rt} frame(s) exhausted {self.choice.arc} retries", now
-            )
         full = self._attempts >= self.window_attempts
         timed = now - self._since >= self.window_s and self._attempts >= MIN_ATTEMPTS
         if not (full or timed):
             if now - self._since >= self.window_s:  # too little traffic to judge: start again
                 self._reset(now)
             return None
-        max_rt_seen = self._max_rt
-        q = self._end_window(now)
-        want = arc_for(q)
-        arc = self.choice.arc
-        if want > arc:
-            return self._choose(
-                want,
-                f"failed attempts {q:.3f}: ARC {want} keeps q^(ARC+1) ≤ {TARGET_RESIDUAL:g}",
-                now,
-            )
-        if arc_for(min(1.0, q * DOWN_MARGIN)) < arc and not max_rt_seen:
-            return self._choose(arc - 1, f"failed attempts {q:.3f}: ARC {want} would do", now)
-        return None
+        return self._end_window(now)
 
     @property
     def window_q(self) -> float | None:
@@ -141,6 +121,45 @@ class RetryAdapter:
     def _reset(self, now: float) -> None:
         self._attempts = self._failures = self._max_rt = 0
         self._since = now
+
+
+class RetryAdapter(FailureWindows):
+    """One sender's retries, chosen from its frames' fate."""
+
+    def __init__(self, rate: str, now: float) -> None:
+        super().__init__(now)
+        self.rate = rate
+        self.ard_us = MIN_ARD_US_FOR_EMPTY_ACK[rate]
+        # Start robust: the channel is not known yet.
+        self.choice = Choice(self.ard_us, ARC_MAX, "start: channel not measured yet", now)
+        self.decisions = 0
+
+    def observe(self, loaded: int, retransmissions: int, max_rt: int, now: float) -> Choice | None:
+        """Frames loaded, retransmissions and MAX_RT since the last call; a new choice to
+        apply, or None."""
+        if max_rt and self.choice.arc < ARC_MAX:
+            self._attempts += loaded + retransmissions
+            self._failures += retransmissions + max_rt
+            self._max_rt += max_rt
+            self._end_window(now)
+            return self._choose(
+                ARC_MAX, f"{max_rt} frame(s) exhausted {self.choice.arc} retries", now
+            )
+        max_rt_seen = self._max_rt + max_rt
+        q = self.count(loaded + retransmissions, retransmissions + max_rt, max_rt, now)
+        if q is None:
+            return None
+        want = arc_for(q)
+        arc = self.choice.arc
+        if want > arc:
+            return self._choose(
+                want,
+                f"failed attempts {q:.3f}: ARC {want} keeps q^(ARC+1) ≤ {TARGET_RESIDUAL:g}",
+                now,
+            )
+        if arc_for(min(1.0, q * DOWN_MARGIN)) < arc and not max_rt_seen:
+            return self._choose(arc - 1, f"failed attempts {q:.3f}: ARC {want} would do", now)
+        return None
 
     def _choose(self, arc: int, why: str, now: float) -> Choice:
         self.choice = Choice(self.ard_us, arc, why, now)

@@ -128,22 +128,39 @@ class ArqSender:
         self._rto = 0.05  # from the measured round trip (RFC 6298's formula)
         self._backoff = 1  # doubled by each timeout, back to 1 when an ACK brings news
         self._silent_timeouts = 0  # timeouts in a row without the base moving
+        self._silent_since = 0.0  # when the first of them came
+        #: a new session only after this long without progress too (an adapting link's
+        #: ends that lost each other's rate find each other within 2 x rate.FALLBACK_S: a
+        #: session begun before would send again what the receiver took, its ACKs lost,
+        #: and a repeat 8 slices behind fits the packet in progress: frame.py)
+        self.restart_after_s = 0.0
         self._last_timeout_at = -1.0
         self._reset_sent_at: float | None = None
         self._ahead_of: int | None = None  # the last ACK's cum when it was ahead of next
         self.cwnd = float(self.window)
         self._cut_at = -1.0
+        self.offered = 0  # frames offered (``passed``)
 
     # -- the host's side ---------------------------------------------------------------------
 
-    def offer(self, frame: bytes) -> bool:
-        """Queue one LongGe frame; False if the backlog is full (the caller keeps it)."""
+    def offer(self, frame: bytes, force: bool = False) -> bool:
+        """Queue one LongGe frame; False if the backlog is full (the caller keeps it).
+        ``force``: past the backlog (a link-control packet of a few frames that must go
+        now: daemon/adapt_stream.py)."""
         if not 1 <= len(frame) <= MAX_INNER:
             raise ValueError(f"a frame of {len(frame)} bytes: 1..{MAX_INNER}")
-        if len(self._queue) >= self.backlog:
+        if len(self._queue) >= self.backlog and not force:
             return False
         self._queue.append(frame)
+        self.offered += 1
         return True
+
+    @property
+    def passed(self) -> int:
+        """How many of the frames offered so far the receiver has taken in order (the
+        cumulative ACK passed them; or given up past a phantom): frame n (counted from 1
+        in offering order) has passed once this is n or more."""
+        return self.offered - len(self._queue) - len(self._flight)
 
     @property
     def idle(self) -> bool:
@@ -329,7 +346,10 @@ class ArqSender:
         if oldest is not None and now - oldest.sent_at >= self._timeout:
             self.stats.timeouts += 1
             self._silent_timeouts += 1
-            if self._silent_timeouts > self.MAX_SILENT_TIMEOUTS:
+            if self._silent_timeouts == 1:
+                self._silent_since = now
+            long_enough = now - self._silent_since >= self.restart_after_s
+            if self._silent_timeouts > self.MAX_SILENT_TIMEOUTS and long_enough:
                 # this long without an ACK of this session: the receiver may have lost it
                 # (restarted, or taken a damaged frame for a RESET) and not said so
                 self._restart()

@@ -1,4 +1,4 @@
-"""The data rate an adapting link sends at (``adapt = true``, ESB, one peer), sans-IO: the
+"""The data rate an adapting link sends at (``adapt = true``, one peer, either mode), sans-IO: the
 sender of a direction chooses it (``RateChooser``), announces it in a sealed link-control
 packet, and the receiver follows (``RateFollower``); both fall back to the robust rate when
 they lose each other. The retries are ``adapt.py``'s. docs/design.md §5.
@@ -6,6 +6,7 @@ they lose each other. The retries are ``adapt.py``'s. docs/design.md §5.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from longge.chip.datasheet import ARC_MAX, MIN_ARD_US_FOR_EMPTY_ACK, LinkTiming
@@ -110,6 +111,13 @@ def rate_goodput(rate: str, q: float) -> float:
     return t.expected_goodput_bps(min(q, 0.999))
 
 
+def stream_goodput(rate: str, q: float) -> float:
+    """What a rate carries in stream mode (frame payload bit/s): the 4 ms rule's bound,
+    less the share q of frames the ARQ sends again (each failed attempt costs one frame's
+    time; its ACKs go the other way)."""
+    return LinkTiming(rate).stream_bound_bps() * (1.0 - min(q, 0.999))
+
+
 class RateChooser:
     """The sender's choice of its direction's rate, from the retry adapter's windows: the
     rate that carries most by the expected-service model. A slower rate is tried when, with
@@ -119,8 +127,11 @@ class RateChooser:
     would carry GAIN more if clean, once the wait since the last change (doubled by each
     failed trial) has passed. A trial sends probes at the rate, then keeps it or leaves it."""
 
-    def __init__(self, rate: str, now: float) -> None:
+    def __init__(
+        self, rate: str, now: float, goodput: Callable[[str, float], float] = rate_goodput
+    ) -> None:
         self.rate = rate
+        self.goodput = goodput  # (rate, q) -> bit/s: the link mode's model
         self.why = "configured"
         self.at = now
         self.trial_from: str | None = None  # on trial: the rate to go back to
@@ -153,7 +164,7 @@ class RateChooser:
         if self.trial_from is not None:
             back = self.trial_from
             self.memory[self.rate] = (q, now)
-            if rate_goodput(self.rate, q) < rate_goodput(back, self.remembered(back, now)):
+            if self.goodput(self.rate, q) < self.goodput(back, self.remembered(back, now)):
                 self.trial_failed(back, f"{self.rate} failed {q:.2f} of its attempts on trial", now)
                 return None
             self.trial_from = self.q_ref = None
@@ -163,7 +174,7 @@ class RateChooser:
         self.q_here = q if self.q_here is None else EWMA * q + (1 - EWMA) * self.q_here
         self.windows_here += 1
         self.memory[self.rate] = (self.q_here, now)
-        here = rate_goodput(self.rate, self.q_here)
+        here = self.goodput(self.rate, self.q_here)
         if self.windows_here == REF_WINDOWS and self.q_ref is None:
             self.q_ref = self.q_here
         ref = self.q_ref
@@ -176,7 +187,7 @@ class RateChooser:
         if i > 0:
             slower = RATES[i - 1]
             q_slower = self.remembered(slower, now)
-            if rate_goodput(slower, q_slower) > GAIN * here:
+            if self.goodput(slower, q_slower) > GAIN * here:
                 why = f"{self.rate} failed {self.q_here:.2f} of its attempts"
                 if self.q_here >= DEAD_Q:
                     self.wait = PROBE_S
@@ -187,7 +198,7 @@ class RateChooser:
         # trial, is what keeps trials of a rate that does not work rare; its memory would keep
         # a link whose path cleared at the slower rate for tens of seconds)
         faster = RATES[i + 1] if i + 1 < len(RATES) else None
-        if faster and now >= self.next_probe and rate_goodput(faster, 0.0) > GAIN * here:
+        if faster and now >= self.next_probe and self.goodput(faster, 0.0) > GAIN * here:
             return self._trial(faster, f"on trial ({self.rate} failed {self.q_here:.3f})", now)
         return None
 

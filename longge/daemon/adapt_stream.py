@@ -1,0 +1,252 @@
+"""The TX process's side of ``adapt = true`` in stream mode (one peer; protocol/rate.py,
+docs/design.md §5, "Stream mode"): the chips send without acknowledgements, so there are no
+retries to choose, and what the rate's choice learns from is the ARQ's: of the frames whose
+fate it learnt (acknowledged, or found missing and sent again), the share that failed. The
+agreement rides on the ARQ, which delivers in order and at most once: the announcement goes
+behind what was sent at the old rate and nothing goes behind it until the ARQ says it has
+passed (the receiver switched as it took it in), then the sender switches. A trial carries
+the data (the ARQ sends again what a rate that does not work lost): judged on the frames
+whose fate is known within PROBE_MAX_S, kept by an announcement without the trial flag that
+must pass before the receiver's trial ends. Nothing acknowledged for FALLBACK_S: the robust
+rate, as in ESB (the receiver falls back by itself)."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from longge.daemon.adapt_tx import RECENT
+from longge.daemon.child import Child
+from longge.protocol import adapt as a
+from longge.protocol import rate as rt
+from longge.protocol.arq import ArqSender
+from longge.protocol.peer import PeerSender
+from longge.radio.constants import RATE_BY_NAME
+from longge.radio.interface import LinkRadio
+
+#: The ARQ begins a new session only after this long without progress (ArqSender's
+#: ``restart_after_s``): both ends fall back within 2 x FALLBACK_S of losing each other.
+RESTART_AFTER_S = 2 * rt.FALLBACK_S + 0.5
+
+
+@dataclass
+class _Announced:
+    move: rt.RateMove
+    back: str  # the rate it came from (a keep: the rate before the trial)
+    mark: int | None = None  # offered: it has passed once the ARQ's ``passed`` is this
+    offered_at: float = 0.0
+    trial: _Trial | None = None  # a keep: the trial it keeps
+
+
+@dataclass
+class _Trial:
+    """A rate on trial. The receiver heard its announcement after it was offered and before
+    it passed: its trial ends between those plus TRIAL_S."""
+
+    back: str
+    offered_at: float
+    passed_at: float
+    judge_by: float
+
+
+class StreamAdaptation:
+    """Present in every stream-mode TX process; adapts while the config says ``adapt`` and
+    the node has one peer."""
+
+    def __init__(self) -> None:
+        self.rates: rt.RateChooser | None = None
+        self.windows: a.FailureWindows | None = None
+        self._key: tuple[bool, str] | None = None
+        self._applied = -1
+        self._acked = self._retrans = 0
+        self._announced: _Announced | None = None
+        self._trial: _Trial | None = None
+        self._back: tuple[str, float] | None = None  # go back to this rate at this time
+        self._last_ack = 0.0
+        self._heard = False  # anything acknowledged since the start (decisions wait for it)
+        self._decided = 0
+        self.recent: deque[tuple[int, float, str]] = deque(maxlen=RECENT)
+        self.burst: int | None = None  # the 4 ms rule's frames per burst at the rate in force
+        self._in_force = ""  # the rate the TX radio runs at ("" before it was set)
+
+    def keepalive_s(self, configured: float) -> float:
+        """An adapting link's keepalives come often enough for the fallback's silence."""
+        return configured if self.rates is None else min(configured, rt.ADAPT_KEEPALIVE_S)
+
+    def may_load(self) -> bool:
+        """May a new packet be taken for the ARQ? Not while a move is announced (nothing
+        behind the announcement), nor until the receiver's failed trial ends."""
+        ann = self._announced
+        return (ann is None or ann.move.keep) and self._back is None
+
+    def may_feed(self) -> bool:
+        """May frames go to the ARQ? Not once a move's announcement is in it, until it has
+        passed and the sender switched; nor until the receiver's failed trial ends."""
+        ann = self._announced
+        offered_move = ann is not None and not ann.move.keep and ann.mark is not None
+        return not offered_move and self._back is None
+
+    def may_send(self) -> bool:
+        """May the ARQ's frames go on air? Not while the receiver is on a trial the sender
+        left (they would be lost: the ARQ sends them once it is back)."""
+        return self._back is None
+
+    def wait_s(self, now: float, longest: float) -> float:
+        """How long the loop may sleep: not past the way back or a trial's judgement."""
+        due = [longest]
+        if self._back is not None:
+            due.append(self._back[1] - now)
+        if self._trial is not None:
+            due.append(self._trial.judge_by - now)
+        return max(0.0, min(due))
+
+    def step(self, child: Child, radio: LinkRadio, peers: Sequence[PeerSender], now: float) -> None:
+        """Once per loop turn with a radio, after the peer's ACKs were taken in."""
+        opts = child.cfg.radio
+        key = (opts.adapt and len(peers) == 1, opts.rate)
+        peer = peers[0]
+        arq = peer.arq
+        assert arq is not None
+        if key != self._key:  # turned on or off, or another rate configured: start over
+            self._key = key
+            self.rates = rt.RateChooser(opts.rate, now, rt.stream_goodput) if key[0] else None
+            arq.restart_after_s = RESTART_AFTER_S if key[0] else 0.0
+            self.windows = a.FailureWindows(now)
+            self._announced = self._trial = self._back = None
+            self._applied = -1
+            self._acked, self._retrans = arq.stats.acked, arq.stats.retransmitted
+            # (before a first acknowledgement, silence counts only after STARTUP_S)
+            self._last_ack = now + rt.STARTUP_S - rt.FALLBACK_S
+            self.burst, self._in_force = None, ""
+        rates, windows = self.rates, self.windows
+        if rates is None or windows is None:
+            return
+        if child.applied != self._applied:  # the config's settings were just applied
+            self._applied = child.applied
+            self._set_rate(child, radio, self._in_force or rates.rate)
+        acked = arq.stats.acked - self._acked
+        retrans = arq.stats.retransmitted - self._retrans
+        self._acked, self._retrans = arq.stats.acked, arq.stats.retransmitted
+        if acked:
+            self._last_ack, self._heard = now, True
+        if self._back is not None:  # back from a failed trial: once the receiver is too
+            rate, at = self._back
+            if now >= at:
+                self._back = None
+                self._switch(child, radio, rate, now)
+            return
+        ann, robust = self._announced, rt.RateMove(rt.ROBUST_RATE)
+        settled = self._in_force == rt.ROBUST_RATE and (ann is None or ann.move == robust)
+        if not settled and now - self._last_ack >= rt.FALLBACK_S:
+            self._fall_back(child, radio, arq, peer, now)
+            return
+        if self._announced is not None:
+            self._announcing(child, radio, arq, peer, now)
+            if self._announced is not None and not self._announced.move.keep:
+                return
+        trial = self._trial
+        if trial is not None and now > trial.judge_by and self._announced is None:
+            rates.trial_failed(trial.back, f"{rates.rate} on trial: not judged in time", now)
+            self._go_back(trial)
+            return
+        # attempts: frames whose fate the ARQ learnt; failures: those it sends again
+        q = windows.count(acked + retrans, retrans, 0, now)
+        if q is None or not self._heard or self._announced is not None:
+            return
+        move = rates.after_window(windows.window_q or 0.0, now)
+        if trial is not None and rates.trial_from is None and move is None:
+            self._go_back(trial)  # the trial's rate failed
+            return
+        if move is None:
+            return
+        what = "keep" if move.keep else "trial" if move.trial else "announce"
+        self._note(now, f"{what} {move.rate}")
+        if move.keep and trial is not None:
+            self._announced = _Announced(move, trial.back, trial=trial)
+            windows.restart_window(now, a.WINDOW_ATTEMPTS, a.WINDOW_S)  # (judged as any)
+        else:
+            self._announced = _Announced(move, self._in_force)
+        self._announcing(child, radio, arq, peer, now)
+
+    def _fall_back(
+        self, child: Child, radio: LinkRadio, arq: ArqSender, peer: PeerSender, now: float
+    ) -> None:
+        """Nothing acknowledged for FALLBACK_S: the robust rate without a word. An
+        announcement still in the ARQ would pass later (the receiver, fallen back too, would
+        take it and switch): the robust rate's announcement goes behind it."""
+        assert self.rates is not None
+        ann = self._announced
+        self.rates.fall_back(now)
+        self._trial = self._announced = None
+        self._switch(child, radio, rt.ROBUST_RATE, now)
+        self._note(now, f"fallback {rt.ROBUST_RATE}")
+        if ann is not None and ann.mark is not None and arq.passed < ann.mark:
+            self._announced = _Announced(rt.RateMove(rt.ROBUST_RATE), rt.ROBUST_RATE)
+            self._announcing(child, radio, arq, peer, now)
+
+    def _announcing(
+        self, child: Child, radio: LinkRadio, arq: ArqSender, peer: PeerSender, now: float
+    ) -> None:
+        ann = self._announced
+        rates = self.rates
+        assert ann is not None and rates is not None
+        if ann.mark is None:
+            if peer.urgent:  # (lane 1 is an interactive packet's until its frames went)
+                return
+            for frame in peer.control_frames(rt.rate_message(ann.move.rate, ann.move.trial)):
+                arq.offer(frame, force=True)
+            ann.mark, ann.offered_at = arq.offered, now
+            return
+        if ann.move.keep:
+            trial = ann.trial
+            assert trial is not None
+            late = now > trial.offered_at + rt.TRIAL_S  # (the receiver's trial may be over)
+            if arq.passed >= ann.mark or late:
+                self._announced = self._trial = None
+                if late:
+                    rates.trial_failed(ann.back, "the trial's keep did not pass in time", now)
+                    self._go_back(trial)
+            return
+        if arq.passed < ann.mark:
+            return  # (the ARQ carries it; nothing acknowledged for FALLBACK_S: fallback)
+        self._announced = None
+        if ann.move.rate != self._in_force:
+            self._switch(child, radio, ann.move.rate, now)
+        if ann.move.trial:
+            self._trial = _Trial(ann.back, ann.offered_at, now, now + rt.PROBE_MAX_S)
+            assert self.windows is not None  # judged quickly: a rate that fails costs little
+            self.windows.restart_window(now, rt.PROBE_ATTEMPTS, rt.PROBE_MAX_S)
+
+    def _go_back(self, trial: _Trial) -> None:
+        """Back from a trial without a word, once the receiver's trial is over."""
+        self._trial = None
+        self._back = (trial.back, trial.passed_at + rt.TRIAL_S + rt.GUARD_S)
+
+    def _switch(self, child: Child, radio: LinkRadio, rate: str, now: float) -> None:
+        self._note(now, f"rate {rate}")
+        self._set_rate(child, radio, rate)
+        self._last_ack = now
+        assert self.windows is not None
+        self.windows.restart_window(now, a.WINDOW_ATTEMPTS, a.WINDOW_S)
+
+    def _set_rate(self, child: Child, radio: LinkRadio, rate: str) -> None:
+        self._in_force = rate
+        radio.data_rate = int(RATE_BY_NAME[rate])
+        self.burst = replace(child.cfg.radio, rate=rate).timing().stream_burst_frames
+
+    def _note(self, now: float, what: str) -> None:
+        self._decided += 1
+        self.recent.append((self._decided, now, what))
+
+    def stats(self, now: float) -> dict[str, object] | None:
+        if self.rates is None or self.windows is None:
+            return None
+        w = self.windows
+        return {
+            "mode": "stream",
+            "q": None if w.q is None else round(w.q, 4),
+            "windows": w.windows,
+            "rate": self.rates.stats(now),
+            "recent": [[n, round(now - t, 3), what] for n, t, what in self.recent],
+        }
