@@ -21,27 +21,29 @@ class RateListening:
 
     def step(
         self, child: Child, radio: LinkRadio, table: PeerTable[PeerReceiver], now: float
-    ) -> None:
-        """Once per loop turn with a radio, after its frames were read."""
+    ) -> bool:
+        """Once per loop turn with a radio, after its frames were read; did the radio switch
+        on an announcement?"""
         opts = child.cfg.radio
         adapts = opts.adapt and (opts.acked or opts.mode == "stream")
         key = (adapts and len(table) == 1, opts.rate)
         if key != self._key:
             self._key = key
-            self.follower = rt.RateFollower(opts.rate, now) if key[0] else None
+            quiet_s = rt.STREAM_TRIAL_S if opts.mode == "stream" else None
+            self.follower = rt.RateFollower(opts.rate, now, quiet_s) if key[0] else None
             self._applied = -1
         peer = table.peers[0]
         heard, peer.rate_heard = peer.rate_heard, None
         follower = self.follower
         if follower is None:
-            return
+            return False
         switch = child.applied != self._applied  # the config's rate was just applied
         self._applied = child.applied
-        if heard is not None:
-            switch = follower.announced(*heard, now) or switch
-        switch = follower.tick(peer.last_heard, now) or switch
+        announced = heard is not None and follower.announced(*heard, now)
+        switch = follower.tick(peer.last_heard, now) or announced or switch
         if switch:
             radio.data_rate = int(RATE_BY_NAME[follower.rate])
+        return announced
 
     def wait_s(self, now: float, longest: float) -> float:
         """How long the loop may sleep: no longer than a trial's end."""

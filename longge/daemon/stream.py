@@ -57,6 +57,7 @@ from longge.daemon.peers import (
 from longge.daemon.radio_rx import flush, rx_stats, tend, uplink_news
 from longge.daemon.radio_tx import link_control
 from longge.daemon.stream_tx import StreamSending, arq_timeout, peer_arqs
+from longge.protocol import rate as rt
 from longge.protocol.arq import CONTROL, RESET, ArqStats
 from longge.protocol.uplink_scheduler import UplinkScheduler
 from longge.tun import Tun, TunError
@@ -65,6 +66,10 @@ TO_TX, FOR_SENDER = b"o", b"i"
 #: A base with several mobiles tells its TX process a mobile's frames came (``f``) at most this
 #: often.
 HEARD_EVERY_S = 0.005
+#: After the RX radio switched on an announcement (adapt), its ACK is sent again this often
+#: until the sender's frames come at the new rate (or rate.STREAM_TRIAL_S): the sender
+#: switches once it has it, and until then sends nothing the receiver can hear
+ACK_REPEAT_S = 0.005
 
 
 def _arq_stats(stats: list[ArqStats]) -> dict[str, int]:
@@ -199,6 +204,8 @@ def run_rx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
 
     fifo = RxFifo()
     rates = RateListening()  # (adapt = true, one peer: the rate the peer announced)
+    #: after a switch on an announcement: (frames in then, until when, last repeat)
+    repeat: tuple[int, float, float] | None = None
     # a base with several mobiles: when each one's frames were last said to have come (a
     # packet behind a lost frame completes only after its retransmission, and a mobile whose
     # frames came is not silent: uplink_scheduler.py)
@@ -245,6 +252,8 @@ def run_rx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
                             if ack is not None:
                                 to_tx(TO_TX, i, ack)
                         uplink_news(pair, table, peer, c, now)
+                        if peer.rate_heard is not None:  # (its sender waits for it to pass;
+                            arq.ack_now()  # the ACK goes once the radio switched, below)
                     if packet is not None:
                         if told and len(packet) <= PREEMPT_MAX:
                             # a mobile's interactive packet (a ping's): acknowledged at once,
@@ -254,7 +263,15 @@ def run_rx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
                             arq.ack_now()
                         deliver(tun, packet, c)
             # (before our ACKs: the sender switches once its announcement was acknowledged)
-            rates.step(child, radio, table, now)
+            if rates.step(child, radio, table, now):
+                repeat = (c.frames_in, now + rt.STREAM_TRIAL_S, now)
+            if repeat is not None:  # that ACK again until the sender's frames come
+                heard_since, until, last = repeat
+                if c.frames_in != heard_since or now >= until:
+                    repeat = None
+                elif now - last >= ACK_REPEAT_S:
+                    arqs[0].ack_now()
+                    repeat = (heard_since, until, now)
         for index, arq in enumerate(arqs):
             ack = arq.control(now)
             if ack is not None:
@@ -269,6 +286,8 @@ def run_rx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
             )
             child.send_stats(stats)
         timeout = rates.wait_s(now, arq_timeout(arqs, now))
+        if repeat is not None:
+            timeout = min(timeout, max(0.0, repeat[2] + ACK_REPEAT_S - now))
         more = radio is not None and fifo.more_waiting(radio)
         ready = child.wait(radio, timeout, now=more, poll=True)
         control_ready = child.conn_fd in ready

@@ -74,6 +74,9 @@ def control_body(frame: bytes) -> bytes | None:
 class ArqStats:
     sent: int = 0  # data frames sent, first time
     retransmitted: int = 0
+    #: frames found lost (a hole below a frame acknowledged, or the oldest at a timeout),
+    #: when found: with ``acked``, the fates learnt (an adapting link's rate is judged on them)
+    lost: int = 0
     acked: int = 0
     acks_in: int = 0
     stale_acks: int = 0  # from an old session, or outside what is in flight
@@ -269,6 +272,7 @@ class ArqSender:
         ]
         if lost:
             self._retransmit.extend(sorted(lost))
+            self.stats.lost += len(lost)
         if msg[0] & BEHIND and now - self._cut_at >= (self._srtt or self.min_rto):
             self.stats.slowdowns += 1  # at most once per round trip
             self.cwnd = max(self.MIN_CWND, self.cwnd / 2)
@@ -359,6 +363,7 @@ class ArqSender:
             self.cwnd = max(self.MIN_CWND, self.cwnd / 2)
             if self._base not in self._retransmit:
                 self._retransmit.appendleft(self._base)
+                self.stats.lost += 1
 
     def _restart(self) -> None:
         """The receiver has no session: start one, sending what is unacknowledged again."""

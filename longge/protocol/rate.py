@@ -64,6 +64,11 @@ PROBE_MAX_WAIT_S = 12.0
 PROBE_ATTEMPTS = 16
 PROBE_MAX_S = 0.06
 TRIAL_S = 0.12
+#: Stream mode's trial (daemon/adapt_stream.py) ends when the receiver heard nothing for
+#: this long (its data goes on trial, and its announcement and keep ride the ARQ behind what
+#: was sent before: when they are taken in is not the sender's to know). Twice a 1400-byte
+#: packet's time at 250 kbit/s; a failed trial costs that much without sending.
+STREAM_TRIAL_S = 0.15
 CHANGED_Q = 0.05
 
 
@@ -267,8 +272,10 @@ class RateFollower:
     and the fallback when the sender has gone quiet (it switched without us, or the channel
     took it)."""
 
-    def __init__(self, rate: str, now: float) -> None:
+    def __init__(self, rate: str, now: float, quiet_s: float | None = None) -> None:
         self.rate = rate
+        #: stream mode: a trial lasts while the sender is heard (ends after quiet_s without)
+        self.quiet_s = quiet_s
         self.why = "configured"
         self.at = now
         self.started = now
@@ -280,7 +287,7 @@ class RateFollower:
         """An authentic announcement: switch? (False: already there)."""
         self.heard += 1
         if trial and rate != self.rate:
-            self.trial_back = (self.rate, now + TRIAL_S)
+            self.trial_back = (self.rate, now + (self.quiet_s or TRIAL_S))
         elif not trial:
             self.trial_back = None  # (kept, or a plain move)
         if rate == self.rate:
@@ -291,6 +298,9 @@ class RateFollower:
 
     def tick(self, last_heard: float | None, now: float) -> bool:
         """A trial not kept ends; nothing heard for FALLBACK_S: the robust rate. Switch?"""
+        if self.trial_back is not None and self.quiet_s is not None and last_heard is not None:
+            back, ends = self.trial_back  # (stream mode: while the sender is heard)
+            self.trial_back = (back, max(ends, last_heard + self.quiet_s))
         if self.trial_back is not None and now >= self.trial_back[1]:
             self.rate, self.at, self.why = self.trial_back[0], now, "trial not kept: back"
             self.trial_back = None
