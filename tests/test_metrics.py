@@ -118,3 +118,31 @@ def test_an_adapting_link_shows_its_decisions_as_metrics(air_path: str, tmp_path
             assert got[(f"longge_{name}_total", (("direction", "tx"), *m))] == fields[key]
     assert got[("longge_adapt_retry_decisions_total", (("direction", "tx"), *m))] >= 1
     assert got[("longge_adapt_rate_announcements_total", b)] == base.rx.adapt["announcements"]
+
+
+def test_a_stream_link_adapting_its_rate_has_no_retry_count(air_path: str, tmp_path: Path) -> None:
+    """Stream mode with ``adapt``: the rate and its decisions as metrics, the failed share
+    (of the ARQ's frames), no ARC (the chips send without acknowledgements); promtool
+    passes them."""
+    from longge.radio.options import RadioOptions
+
+    radio = RadioOptions(mode="stream", adapt=True)
+    with make_link(air_path, str(tmp_path), radio=radio) as link:
+        packets = [ip_packet(300, i) for i in range(40)]
+        assert sorted(link.send(link.mtun, packets, to=link.btun)) == sorted(packets)
+        link.pump(0.6)
+        mobile = NodeStatus.of(link.mobile.status())
+        base = NodeStatus.of(link.base.status())
+    text = exposition({"mobile": mobile, "base": base})
+    assert PROMTOOL is not None
+    lint = subprocess.run(
+        [PROMTOOL, "check", "metrics"], input=text, capture_output=True, text=True, timeout=30
+    )
+    assert lint.returncode == 0 and not (lint.stdout + lint.stderr).strip(), lint
+    got = samples(text)
+    assert mobile.tx.adapt is not None and mobile.tx.adapt["mode"] == "stream"
+    assert not any(name == "longge_adapt_arc" for name, _ in got)
+    m = (("direction", "tx"), ("node", "mobile"))
+    assert got[("longge_adapt_rate_bytes_per_second", m)] == 2e6 / 8
+    assert got[("longge_adapt_rate_switches_total", m)] == mobile.tx.adapt["rate"]["switches"]
+    assert base.rx.adapt is not None and base.rx.adapt["rate"] == "2M"
