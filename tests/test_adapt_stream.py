@@ -96,7 +96,10 @@ def test_trials_of_a_dead_rate_cost_a_stream_link_no_packet(tmp_path: os.PathLik
         got += lk.collect(lk.btun, 1.0)  # (a batch's last may come during the next)
         tx = lk.mobile.status()["tx"]
         r = tx["adapt"]["rate"]
-        assert r["probes"] >= 1 and r["failed_probes"] >= 1 and r["rate"] == "250k", r
+        assert r["probes"] >= 1 and r["failed_probes"] >= 1, r
+        # (a trial may be starting as we look: never kept, and 250 kbit/s otherwise)
+        assert r["rate"] == "250k" or r["on_trial"], r
+        assert not any(what == "keep 1M" for _, _, what in tx["adapt"]["recent"]), tx["adapt"]
         assert sorted(got) == sorted(sent), (len(sent), len(got), tx["adapt"])
 
 
@@ -118,7 +121,7 @@ def test_a_stream_rate_that_dies_falls_back_and_loses_nothing(
         control.apply(path, {"path_loss": 78.0})
         got += lk.collect(lk.btun, 8.0)
         r = lk.mobile.status()["tx"]["adapt"]["rate"]
-        assert r["rate"] == "250k" and r["fallbacks"] >= 1, r
+        assert r["fallbacks"] >= 1 and (r["rate"] == "250k" or r["on_trial"]), r
         rx = lk.base.status()["rx"]
         assert sorted(got) == sorted(sent), (len(got), r, rx, lk.mobile.status()["tx"])
 
