@@ -81,6 +81,19 @@ class Link:
             got = self.send(tun, [ip_packet(size, tag)], to=to, timeout=0.5)
         return got
 
+    def send_for(self, seconds: float, size: int) -> tuple[list[bytes], list[bytes]]:
+        """Batches of 10 packets of ``size`` bytes up the link (mobile to base) for
+        ``seconds``, then a second for the last to come: (sent, what came out)."""
+        sent: list[bytes] = []
+        got: list[bytes] = []
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            batch = [ip_packet(size, 1 + len(sent) + i) for i in range(10)]
+            got += self.send(self.mtun, batch, to=self.btun, timeout=3.0)
+            sent += batch
+        got += self.collect(self.btun, 1.0)  # (a batch's last may come during the next)
+        return sent, got
+
     def collect(self, to: MemoryTun, seconds: float) -> list[bytes]:
         """Every packet that comes out of ``to`` within ``seconds`` (0: those already out),
         both daemons running."""

@@ -305,14 +305,7 @@ def test_trials_of_a_dead_rate_cost_no_packet(tmp_path: os.PathLike[str]) -> Non
         running_air(tmp_path, AirLoss(path_loss=78.0)) as path,
         make_link(path, str(tmp_path), radio=radio) as lk,
     ):
-        sent: list[bytes] = []
-        got: list[bytes] = []
-        end = time.monotonic() + 6.0
-        while time.monotonic() < end:
-            batch = [ip_packet(600, 1 + len(sent) + i) for i in range(10)]
-            got += lk.send(lk.mtun, batch, to=lk.btun, timeout=3.0)
-            sent += batch
-        got += lk.collect(lk.btun, 1.0)  # (a batch's last may come during the next)
+        sent, got = lk.send_for(6.0, 600)
         tx = lk.mobile.status()["tx"]
         rate = tx["adapt"]["rate"]
         assert rate["probes"] >= 1 and rate["failed_probes"] >= 1, (rate["why"], rate)

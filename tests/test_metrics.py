@@ -35,6 +35,15 @@ def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     }
 
 
+def assert_promtool_passes(text: str) -> None:
+    """promtool's ``check metrics`` finds nothing to say of ``text``."""
+    assert PROMTOOL is not None
+    lint = subprocess.run(
+        [PROMTOOL, "check", "metrics"], input=text, capture_output=True, text=True, timeout=30
+    )
+    assert lint.returncode == 0 and not (lint.stdout + lint.stderr).strip(), lint
+
+
 def test_status_prometheus_passes_promtool_and_says_what_status_says(
     air_path: str, tmp_path: Path, capsys: object
 ) -> None:
@@ -60,11 +69,7 @@ def test_status_prometheus_passes_promtool_and_says_what_status_says(
             server.join()
         assert asked == 0
         printed = capsys.readouterr().out  # type: ignore[attr-defined]
-    assert PROMTOOL is not None
-    lint = subprocess.run(
-        [PROMTOOL, "check", "metrics"], input=text, capture_output=True, text=True, timeout=30
-    )
-    assert lint.returncode == 0 and not (lint.stdout + lint.stderr).strip(), lint
+    assert_promtool_passes(text)
     got = samples(text)
     node = (("node", "base"),)
     assert got[("longge_rx_packets_total", node)] == base.rx.packets_out >= 5
@@ -98,11 +103,7 @@ def test_an_adapting_link_shows_its_decisions_as_metrics(air_path: str, tmp_path
         mobile = NodeStatus.of(link.mobile.status())
         base = NodeStatus.of(link.base.status())
     text = exposition({"mobile": mobile, "base": base})
-    assert PROMTOOL is not None
-    lint = subprocess.run(
-        [PROMTOOL, "check", "metrics"], input=text, capture_output=True, text=True, timeout=30
-    )
-    assert lint.returncode == 0 and not (lint.stdout + lint.stderr).strip(), lint
+    assert_promtool_passes(text)
     got = samples(text)
     assert mobile.tx.adapt is not None and base.rx.adapt is not None
     m, b = (("node", "mobile"),), (("direction", "rx"), ("node", "base"))
@@ -134,11 +135,7 @@ def test_a_stream_link_adapting_its_rate_has_no_retry_count(air_path: str, tmp_p
         mobile = NodeStatus.of(link.mobile.status())
         base = NodeStatus.of(link.base.status())
     text = exposition({"mobile": mobile, "base": base})
-    assert PROMTOOL is not None
-    lint = subprocess.run(
-        [PROMTOOL, "check", "metrics"], input=text, capture_output=True, text=True, timeout=30
-    )
-    assert lint.returncode == 0 and not (lint.stdout + lint.stderr).strip(), lint
+    assert_promtool_passes(text)
     got = samples(text)
     assert mobile.tx.adapt is not None and mobile.tx.adapt["mode"] == "stream"
     assert not any(name == "longge_adapt_arc" for name, _ in got)
