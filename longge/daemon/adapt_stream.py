@@ -13,11 +13,9 @@ rate, as in ESB (the receiver falls back by itself)."""
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from longge.daemon.adapt_tx import RECENT
 from longge.daemon.child import Child
 from longge.protocol import adapt as a
 from longge.protocol import rate as rt
@@ -62,8 +60,7 @@ class StreamAdaptation:
         self._back: tuple[str, float] | None = None  # go back to this rate at this time
         self._last_ack = 0.0
         self._heard = False  # anything acknowledged since the start (decisions wait for it)
-        self._decided = 0
-        self.recent: deque[tuple[int, float, str]] = deque(maxlen=RECENT)
+        self.decisions = a.Decisions()
         self.burst: int | None = None  # the 4 ms rule's frames per burst at the rate in force
         self._in_force = ""  # the rate the TX radio runs at ("" before it was set)
         self._dead_at = 0.0  # the last window made up for a rate that carries nothing
@@ -179,7 +176,7 @@ class StreamAdaptation:
         if move is None:
             return
         what = "keep" if move.keep else "trial" if move.trial else "announce"
-        self._note(now, f"{what} {move.rate}")
+        self.decisions.note(now, f"{what} {move.rate}")
         if move.keep:
             windows.restart_window(now, a.WINDOW_ATTEMPTS, a.WINDOW_S)  # (judged as any)
         self._announced = _Announced(move, trial.back if trial is not None else self._in_force)
@@ -196,7 +193,7 @@ class StreamAdaptation:
         self.rates.fall_back(now)
         self._trial = self._announced = None
         self._switch(child, radio, rt.ROBUST_RATE, now, unsure=True)
-        self._note(now, f"fallback {rt.ROBUST_RATE}")
+        self.decisions.note(now, f"fallback {rt.ROBUST_RATE}")
         if ann is not None and ann.mark is not None and arq.passed < ann.mark:
             self._announced = _Announced(rt.RateMove(rt.ROBUST_RATE), rt.ROBUST_RATE)
             self._announcing(child, radio, arq, peer, now)
@@ -237,7 +234,7 @@ class StreamAdaptation:
     ) -> None:
         """To ``rate``; ``unsure``: without the receiver's word (its first window is not
         judged)."""
-        self._note(now, f"rate {rate}")
+        self.decisions.note(now, f"rate {rate}")
         self._set_rate(child, radio, rate)
         self._last_ack = now
         self._fresh, self._skip_window = True, unsure
@@ -249,10 +246,6 @@ class StreamAdaptation:
         radio.data_rate = int(RATE_BY_NAME[rate])
         self.burst = replace(child.cfg.radio, rate=rate).timing().stream_burst_frames
 
-    def _note(self, now: float, what: str) -> None:
-        self._decided += 1
-        self.recent.append((self._decided, now, what))
-
     def stats(self, now: float) -> dict[str, object] | None:
         if self.rates is None or self.windows is None:
             return None
@@ -262,5 +255,5 @@ class StreamAdaptation:
             "q": None if w.q is None else round(w.q, 4),
             "windows": w.windows,
             "rate": self.rates.stats(now),
-            "recent": [[n, round(now - t, 3), what] for n, t, what in self.recent],
+            "recent": self.decisions.listed(now),
         }

@@ -10,7 +10,6 @@ settings are (brought up, ``radio set``)."""
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass
 
 from longge.chip.datasheet import ARC_MAX
@@ -42,10 +41,6 @@ class _Trial:
     judge_by: float
 
 
-#: The decisions ``status`` lists (the newest last), each with how long ago it was made.
-RECENT = 32
-
-
 class Adaptation:
     """Present while the node's config says ``adapt`` and the link is ESB."""
 
@@ -71,8 +66,7 @@ class Adaptation:
         self._dead: float | None = None
         self._all_retries = False  # ARC 15 for our link-control frames (_load)
         self._heard = False  # anything acknowledged since the start (decisions wait for it)
-        self._decided = 0
-        self.recent: deque[tuple[int, float, str]] = deque(maxlen=RECENT)
+        self.decisions = a.Decisions()
 
     def keepalive_s(self, configured: float) -> float:
         """An adapting link's keepalives come often enough for the fallback's silence."""
@@ -166,7 +160,7 @@ class Adaptation:
         if self._all_retries and self.may_load() and radio.is_fifo(True, True):
             self._apply_retries(radio)  # (the data's count again)
         if adapter.observe(loaded, retrans, max_rt, now) is not None:
-            self._note(now, f"ARC {adapter.choice.arc}")
+            self.decisions.note(now, f"ARC {adapter.choice.arc}")
             if not self._all_retries:  # (else once our link-control frames have gone)
                 self._apply_retries(radio)
         if self.rates is not None:
@@ -199,7 +193,7 @@ class Adaptation:
             rates.fall_back(now)
             self._trial = None
             self._switch(radio, rt.ROBUST_RATE, now, unsure=True)
-            self._note(now, f"fallback {rt.ROBUST_RATE}")
+            self.decisions.note(now, f"fallback {rt.ROBUST_RATE}")
             return
         if self._dead is not None:  # a probe now and then, until one is acknowledged
             if now >= self._dead and self._probe(radio, c, peer, rates.rate):
@@ -221,7 +215,7 @@ class Adaptation:
         if move is None:
             return
         what = "keep" if move.keep else "trial" if move.trial else "announce"
-        self._note(now, f"{what} {move.rate}")
+        self.decisions.note(now, f"{what} {move.rate}")
         back = trial.back if move.keep and trial is not None else adapter.rate
         self._announced = _Announced(
             move,
@@ -271,7 +265,8 @@ class Adaptation:
         if level is None or self.power is None:
             return
         radio.pa_level = level
-        self._note(now, f"power {pw.dbm(level)} dBm" + (" (trial)" if self.power.stage else ""))
+        trial = " (trial)" if self.power.stage else ""
+        self.decisions.note(now, f"power {pw.dbm(level)} dBm{trial}")
 
     def _announcing(
         self, radio: LinkRadio, c: TxCounters, peer: PeerSender, max_rt: int, now: float
@@ -353,16 +348,12 @@ class Adaptation:
         self._trial = None
         self._back = (trial.back, trial.announced_at + rt.TRIAL_S + rt.GUARD_S)
 
-    def _note(self, now: float, what: str) -> None:
-        self._decided += 1
-        self.recent.append((self._decided, now, what))
-
     def _switch(self, radio: LinkRadio, rate: str, now: float, unsure: bool = False) -> None:
         """To ``rate``; ``unsure``: without the receiver's word (back from a trial, fallen
         back), so a probe goes first and the data only once one was acknowledged (the
         receiver may still be at the other rate for a moment: a data frame would meet MAX_RT
         and its packet be lost)."""
-        self._note(now, f"rate {rate}")
+        self.decisions.note(now, f"rate {rate}")
         self._dead = now if unsure else None
         radio.data_rate = int(RATE_BY_NAME[rate])
         self.adapter = a.RetryAdapter(rate, now)
@@ -399,5 +390,5 @@ class Adaptation:
             out["rate"] = {**self.rates.stats(now), "probe_frames": self.probe_frames}
         if self.power is not None:
             out["power"] = self.power.stats(now)
-        out["recent"] = [[n, round(now - t, 3), what] for n, t, what in self.recent]
+        out["recent"] = self.decisions.listed(now)
         return out

@@ -26,6 +26,7 @@ windows.
 from __future__ import annotations
 
 import math
+from collections import deque
 from dataclasses import dataclass
 
 from longge.chip.datasheet import ARC_MAX, MIN_ARD_US_FOR_EMPTY_ACK
@@ -42,6 +43,8 @@ WINDOW_S = 0.5
 MIN_ATTEMPTS = 8
 #: Weight of a new window in q's running estimate.
 EWMA = 0.5
+#: The decisions ``status`` lists (the newest last), each with how long ago it was made.
+RECENT = 32
 
 
 def arc_for(q: float) -> int:
@@ -177,3 +180,20 @@ class RetryAdapter(FailureWindows):
             "decisions": self.decisions,
             "windows": self.windows,
         }
+
+
+class Decisions:
+    """An adaptation's last RECENT decisions (the retries', the rate's, the power's), each
+    numbered (counted since it started) with when it was made: ``status``'s ``recent``."""
+
+    def __init__(self) -> None:
+        self.made = 0
+        self.recent: deque[tuple[int, float, str]] = deque(maxlen=RECENT)
+
+    def note(self, now: float, what: str) -> None:
+        self.made += 1
+        self.recent.append((self.made, now, what))
+
+    def listed(self, now: float) -> list[list[object]]:
+        """[number, seconds ago, what] each, oldest first."""
+        return [[n, round(now - t, 3), what] for n, t, what in self.recent]
