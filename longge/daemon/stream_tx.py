@@ -67,6 +67,8 @@ class StreamSending(UplinkSending):
         self._burst = cfg.radio.timing().stream_burst_frames
         self.adapt = StreamAdaptation()  # (adapt = true, one peer: the rate)
         self.in_burst = 0
+        #: frames in the TX FIFO at the last look: each one's news wakes the loop
+        self.chip_busy = False
         self.burst_peer: int | None = None  # whose frames the burst in the chip carries
         self.turn = 0  # the peer whose burst went last in turn
         self.last_sent = time.monotonic()
@@ -192,6 +194,7 @@ class StreamSending(UplinkSending):
                 c.control_sent += 1
             self.last_sent = now
             state = radio.is_fifo(True)
+        self.chip_busy = state != FIFO_EMPTY
 
     def load(self, now: float) -> bool:
         """The packets the peers' ARQs have room for, cut into frames (an interactive packet
@@ -218,6 +221,10 @@ class StreamSending(UplinkSending):
         return offered
 
     def timeout(self, now: float) -> float:
-        """How long the loop may sleep: the ARQs' timers (while they may send), the uplink's."""
-        longest = arq_timeout(self.arqs, now) if self.may_send(now) else 0.25
+        """How long the loop may sleep: the ARQs' timers (while they may send and the chip
+        has no frame in its FIFO: its frames' news wake the loop, and an ARQ's frame due then
+        could not go before; a SCHED_FIFO process that woke for it would spin, and starve the
+        other radio processes on its core), the uplink's."""
+        free = self.may_send(now) and not self.chip_busy
+        longest = arq_timeout(self.arqs, now) if free else 0.25
         return self.adapt.wait_s(now, self.wait_s(now, longest))

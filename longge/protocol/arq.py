@@ -46,6 +46,9 @@ BEHIND = 0x04  # in an ACK's first byte: the receiver found its RX FIFO full
 BITMAP_BYTES = 8  # 64 frames after cum
 #: The LongGe frame behind the ARQ byte is at most this long (a 32-byte radio frame).
 MAX_INNER = 31
+#: s: a receiver holds an ACK back at most this long (``ArqReceiver.ack_delay``); the sender's
+#: timer waits for it on top of the round trip (QUIC's max_ack_delay, RFC 9002 §6.2.1)
+ACK_DELAY = 0.004
 
 
 def crc8(data: bytes) -> int:
@@ -83,6 +86,8 @@ class ArqStats:
     phantoms: int = 0  # ACKs ahead of what was sent: the receiver took a damaged frame
     resets: int = 0
     timeouts: int = 0
+    #: frames sent again because their ACK is overdue though the peer answers (``_probe``)
+    probes: int = 0
     slowdowns: int = 0  # the receiver said it fell behind (sender), said so (receiver)
     delivered: int = 0
     duplicates: int = 0
@@ -109,8 +114,8 @@ class ArqSender:
 
     window: int = 48
     backlog: int = 256  # frames waiting for the window (memory bound)
-    # over the peer's ACK delay (up to 4 ms, ArqReceiver.ack_delay) and a round trip with
-    # busy hosts: at 6 ms, with both directions saturated, timeouts came 2-5 times as often
+    # a round trip with busy hosts (the peer's ACK delay comes on top: ``_timeout``): at
+    # 6 ms, with both directions saturated, timeouts came 2-5 times as often
     min_rto: float = 0.010
     max_rto: float = 0.5
     epoch: int = field(default_factory=lambda: 1 + secrets.randbelow(255))
@@ -143,6 +148,10 @@ class ArqSender:
         self.cwnd = float(self.window)
         self._cut_at = -1.0
         self.offered = 0  # frames offered (``passed``)
+        #: (order, seq) of every sending, oldest first; entries of frames acknowledged or sent
+        #: again since are dropped as they come to the front (``_probe``)
+        self._sendings: deque[tuple[int, int]] = deque()
+        self._news_at = -1.0  # the last ACK that acknowledged something
 
     # -- the host's side ---------------------------------------------------------------------
 
@@ -177,7 +186,7 @@ class ArqSender:
 
     def next_frame(self, now: float) -> bytes | None:
         """The radio frame to send now, if any: a RESET while no session is up, a frame to
-        retransmit, or a new one if the window allows."""
+        retransmit, a new one if the window allows, or a probe (``_probe``)."""
         if not self.established:
             if self._reset_sent_at is None or now - self._reset_sent_at >= self._rto:
                 self._reset_sent_at = now
@@ -190,19 +199,62 @@ class ArqSender:
             f = self._flight.get(seq)
             if f is None or f.sacked:
                 continue
-            f.sent_at, f.order, f.sends = now, self._order, f.sends + 1
-            self._order += 1
-            self.stats.retransmitted += 1
-            return bytes((seq % SEQ_MOD,)) + f.frame
+            return self._send_again(seq, f, now)
         if self._queue and self._next - self._base < min(self.window, int(self.cwnd)):
             frame = self._queue.popleft()
             seq = self._next
             self._next += 1
             self._flight[seq] = _InFlight(frame, now, self._order)
+            self._sendings.append((self._order, seq))
             self._order += 1
             self.stats.sent += 1
             return bytes((seq % SEQ_MOD,)) + frame
+        return self._probe(now)
+
+    def _send_again(self, seq: int, f: _InFlight, now: float) -> bytes:
+        f.sent_at, f.order, f.sends = now, self._order, f.sends + 1
+        self._sendings.append((self._order, seq))
+        self._order += 1
+        self.stats.retransmitted += 1
+        return bytes((seq % SEQ_MOD,)) + f.frame
+
+    #: s: frames are probed for this long after the last ACK with news (a peer that answers;
+    #: a dead one gets the timeouts' backed-off single frames only)
+    PROBE_WHILE_S = 0.5
+
+    def _oldest_sending(self) -> _InFlight | None:
+        """The unacknowledged frame sent longest ago (stale entries dropped)."""
+        while self._sendings:
+            order, seq = self._sendings[0]
+            f = self._flight.get(seq)
+            if f is not None and f.order == order and not f.sacked:
+                return f
+            self._sendings.popleft()
         return None
+
+    def _probe_at(self) -> float | None:
+        """When the oldest frame in flight is overdue and may be probed, if ever."""
+        f = self._oldest_sending()
+        if f is None:
+            return None
+        at = f.sent_at + self._rto + ACK_DELAY  # (not backed off: the peer answers)
+        return at if at <= self._news_at + self.PROBE_WHILE_S else None
+
+    def _probe(self, now: float) -> bytes | None:
+        """Nothing new may go (the window is full, or nothing is queued): send again the frame
+        sent longest ago, if its ACK is overdue (the timer's wait) while the peer answers.
+        Under heavy loss the timer alone leaves the air idle: a hole is found only when a
+        frame sent after the lost one is acknowledged, and a retransmission lost again, or a
+        lost ACK, waits for the timer, one frame at a time (at 50 % frame loss both ways,
+        LongGe's ARQ carried a third of what the channel let through; docs/design.md §4)."""
+        at = self._probe_at()
+        if at is None or now < at:
+            return None
+        f = self._oldest_sending()
+        assert f is not None
+        _, seq = self._sendings.popleft()
+        self.stats.probes += 1
+        return self._send_again(seq, f, now)
 
     def resend_unacked(self, now: float) -> int:
         """Send every frame in flight for at least ``min_rto`` that the receiver has not said
@@ -226,7 +278,9 @@ class ArqSender:
         if not self._flight:
             return None
         oldest = self._flight.get(self._base)
-        return None if oldest is None else oldest.sent_at + self._timeout
+        at = [] if oldest is None else [oldest.sent_at + self._timeout]
+        probe = self._probe_at()
+        return min([*at, *([] if probe is None else [probe])], default=None)
 
     def on_control(self, msg: bytes, now: float) -> None:
         """A control frame from the peer's receiver (ACK or RESYNC)."""
@@ -273,6 +327,8 @@ class ArqSender:
         if lost:
             self._retransmit.extend(sorted(lost))
             self.stats.lost += len(lost)
+        if newest_order >= 0:
+            self._news_at = now
         if msg[0] & BEHIND and now - self._cut_at >= (self._srtt or self.min_rto):
             self.stats.slowdowns += 1  # at most once per round trip
             self.cwnd = max(self.MIN_CWND, self.cwnd / 2)
@@ -304,6 +360,7 @@ class ArqSender:
         self.stats.phantoms += 1
         self._flight.clear()
         self._retransmit.clear()
+        self._sendings.clear()
         self._base = self._next = seq
         self._ahead_of = None
         self._backoff = 1  # the peer hears us
@@ -340,7 +397,7 @@ class ArqSender:
 
     @property
     def _timeout(self) -> float:
-        return min(self.max_rto, self._rto * self._backoff)
+        return min(self.max_rto, (self._rto + ACK_DELAY) * self._backoff)
 
     def _check_timeout(self, now: float) -> None:
         oldest = self._flight.get(self._base)
@@ -358,9 +415,10 @@ class ArqSender:
                 # (restarted, or taken a damaged frame for a RESET) and not said so
                 self._restart()
                 return
+            # the window is not cut: only the receiver can tell a slow host from noise, and
+            # says so (BEHIND); halving at each timeout left a lossy link a window of 4
             self._backoff = min(self._backoff * 2, self.MAX_BACKOFF)
             self._last_timeout_at = now
-            self.cwnd = max(self.MIN_CWND, self.cwnd / 2)
             if self._base not in self._retransmit:
                 self._retransmit.appendleft(self._base)
                 self.stats.lost += 1
@@ -371,6 +429,7 @@ class ArqSender:
         self._queue.extendleft(reversed(pending))
         self._flight.clear()
         self._retransmit.clear()
+        self._sendings.clear()
         self._base = self._next = 0
         self._ahead_of = None
         self.epoch = self.epoch % 255 + 1

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from longge.protocol.arq import (
     ACK,
+    ACK_DELAY,
     BEHIND,
     BITMAP_BYTES,
     CONTROL,
@@ -31,7 +32,7 @@ class ArqReceiver:
     # down, whose window may then be under 16 frames, by 8 (or after 2 ms) for the next
     # TIGHT_FRAMES frames (docs/design.md §4, "ACKs").
     ack_every: int = 16  # frames
-    ack_delay: float = 0.004  # s: an ACK is never held back longer than this
+    ack_delay: float = ACK_DELAY  # s: an ACK is never held back longer than this
     stats: ArqStats = field(default_factory=ArqStats)
 
     def __post_init__(self) -> None:
