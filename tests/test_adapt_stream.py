@@ -136,3 +136,31 @@ def test_lost_stream_rate_agreements_leave_both_ends_on_the_robust_rate_and_link
         assert lk.base.status()["rx"]["adapt"]["fallbacks"] >= 1
         got = lk.send_until_through(lk.mtun, lk.btun, 500, 9000, seconds=3 * rate.FALLBACK_S)
         assert got
+
+
+def test_the_direction_that_carries_only_acks_finds_its_rate_too(
+    tmp_path: os.PathLike[str],
+) -> None:
+    """Data only up the link: the base's downlink carries the ARQ's ACKs and little else,
+    so its own rate has few fates to be judged on. At 78 dB it falls to 250 kbit/s; when the
+    path clears it must come back up (its ACKs, slow, would hold the uplink back): its
+    fillers give it fates, and its trials are filled. Without them it stayed at 250 kbit/s."""
+    with (
+        running_air(tmp_path, AirLoss(path_loss=78.0)) as path,
+        make_link(path, str(tmp_path), radio=STREAM) as lk,
+    ):
+
+        def base_tx() -> str:
+            return str(lk.base.status()["tx"]["adapt"]["rate"]["rate"])
+
+        end = time.monotonic() + 8.0
+        while base_tx() != "250k" and time.monotonic() < end:
+            lk.send_for(0.5, 1000)
+        assert base_tx() == "250k"
+        control.apply(path, {"path_loss": None})
+        end = time.monotonic() + 2 * PROBE_MAX_WAIT_S + 6
+        while base_tx() != "2M" and time.monotonic() < end:
+            lk.send_for(0.5, 1000)
+        st = lk.base.status()["tx"]["adapt"]
+        assert base_tx() == "2M", st
+        assert st["fill_frames"] > 0

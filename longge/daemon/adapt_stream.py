@@ -30,6 +30,15 @@ RESTART_AFTER_S = 2 * rt.FALLBACK_S + 0.5
 #: A trial is judged on this many fates (its data goes: they come fast; ESB's 16 probes
 #: would judge 2 Mbit/s losing 3 frames in 4 as good one time in 20), within PROBE_MAX_S
 TRIAL_FATES = 64
+#: A sender with little to send (the reverse channel of a loaded direction carries its ACKs)
+#: has few fates to judge its rate on, and a trial of its own would not be judged: while its
+#: ARQ is idle it sends a filler of FILL_FRAMES frames every FILL_EVERY_S (a probe of the rate
+#: in force, which the receiver takes and ignores), and a trial is filled up to TRIAL_FATES.
+#: Without them a base whose downlink went to 250 kbit/s at 78 dB stayed there under Wi-Fi,
+#: and its ACKs, 250 kbit/s's long frames under Wi-Fi, held a 2 Mbit/s uplink to 0.4 of what
+#: a fixed 2 Mbit/s link carried.
+FILL_FRAMES = 16
+FILL_EVERY_S = a.WINDOW_S / 2
 
 
 @dataclass
@@ -68,6 +77,8 @@ class StreamAdaptation:
         #: after a switch without the receiver's word (back from a trial, a fallback) the
         #: first window is not judged (frames sent at the other rate find their fate in it)
         self._fresh = False
+        self._filled_at = 0.0
+        self.fill_frames = 0  # filler frames offered (status)
         self._skip_window = False
 
     def keepalive_s(self, configured: float) -> float:
@@ -154,6 +165,9 @@ class StreamAdaptation:
         # attempts: frames whose fate the ARQ learnt; failures: those it found lost (as it
         # found them: a loss counted when it is sent again would come after the successes
         # behind it, and a trial judged on its first fates would look clean)
+        quiet = self._announced is None and self._trial is None and arq.idle and self._heard
+        if quiet and now - self._filled_at >= FILL_EVERY_S:
+            self._fill(arq, peer, self._in_force, FILL_FRAMES, now)
         if self._fresh:
             self._fresh, acked, lost = False, 0, 0
         q = windows.count(acked + lost, lost, 0, now)
@@ -222,6 +236,19 @@ class StreamAdaptation:
             self._trial = _Trial(ann.back, now + rt.PROBE_MAX_S)
             assert self.windows is not None  # judged quickly: a rate that fails costs little
             self.windows.restart_window(now, TRIAL_FATES, rt.PROBE_MAX_S)
+            waiting = arq.offered - arq.passed + len(peer.frames)
+            self._fill(arq, peer, ann.move.rate, TRIAL_FATES - waiting, now)
+
+    def _fill(self, arq: ArqSender, peer: PeerSender, rate: str, frames: int, now: float) -> None:
+        """At least ``frames`` frames into the ARQ: probes of ``rate`` (the receiver's, so it
+        takes them and does nothing), in packets of at most FILL_FRAMES frames."""
+        self._filled_at = now
+        while frames > 0:
+            cut = peer.control_frames(rt.probe_message(rate, peer.probe_length(FILL_FRAMES)))
+            for frame in cut:
+                arq.offer(frame, force=True)
+            frames -= len(cut)
+            self.fill_frames += len(cut)
 
     def _go_back(self, trial: _Trial, now: float) -> None:
         """Back from a trial without a word, once the receiver's trial is over: nothing is
@@ -254,6 +281,7 @@ class StreamAdaptation:
             "mode": "stream",
             "q": None if w.q is None else round(w.q, 4),
             "windows": w.windows,
+            "fill_frames": self.fill_frames,
             "rate": self.rates.stats(now),
             "recent": self.decisions.listed(now),
         }

@@ -198,11 +198,13 @@ class PeerSender:
         packet on its way, which waits. Loaded by the caller, not kept here."""
         return self._cut(message, lane=1)
 
-    def probe_length(self) -> int:
-        """The probe's length that fills whole frames (rate.probe_length)."""
+    def probe_length(self, frames: int = 1) -> int:
+        """The probe's length that fills whole frames (rate.probe_length), at least
+        ``frames`` of them."""
         sealing = 0 if self.sealer is None else secure.OVERHEAD
         data = self.fragmenter.payload_size - frame.HEADER_LEN
-        return rate.probe_length(sealing + frame.PACKET_OVERHEAD, data)
+        least = rate.probe_length(sealing + frame.PACKET_OVERHEAD, data)
+        return max(least, frames * data - sealing - frame.PACKET_OVERHEAD)
 
     def next_frame(self) -> bytes:
         """The next frame to send (the interactive packet's first); call only with ``frames``."""
