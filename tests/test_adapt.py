@@ -353,3 +353,27 @@ def test_lost_rate_agreements_leave_both_ends_on_the_robust_rate_and_linked(
         assert lk.base.status()["rx"]["adapt"]["fallbacks"] >= 1
         got = lk.send_until_through(lk.mtun, lk.btun, 500, 900, seconds=3 * rate.FALLBACK_S)
         assert got
+
+
+def test_a_light_direction_tries_a_faster_rate_soon_only_while_losing() -> None:
+    """A direction that carries little (stream mode: the other's ACKs) and loses little at
+    its rate tries a faster one only after PROBE_MAX_WAIT_S there (each failed trial costs
+    the other direction its ACKs); losing LIGHT_Q or more, as soon as any direction would."""
+    from longge.protocol.rate import (
+        LIGHT_Q,
+        PROBE_MAX_WAIT_S,
+        PROBE_S,
+        RateChooser,
+        RateMove,
+        stream_goodput,
+    )
+
+    calm = RateChooser("250k", 0.0, stream_goodput)
+    calm.light = True
+    assert all(calm.after_window(0.0, PROBE_S + 0.5 * k) is None for k in range(20))
+    assert calm.after_window(0.0, PROBE_MAX_WAIT_S) == RateMove("1M", trial=True)
+    lossy = RateChooser("250k", 0.0, stream_goodput)
+    lossy.light = True
+    assert lossy.after_window(LIGHT_Q + 0.3, PROBE_S) == RateMove("1M", trial=True)
+    busy = RateChooser("250k", 0.0, stream_goodput)  # (not light: the wait alone)
+    assert busy.after_window(0.0, PROBE_S) == RateMove("1M", trial=True)

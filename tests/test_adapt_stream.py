@@ -143,8 +143,9 @@ def test_the_direction_that_carries_only_acks_finds_its_rate_too(
 ) -> None:
     """Data only up the link: the base's downlink carries the ARQ's ACKs and little else,
     so its own rate has few fates to be judged on. At 78 dB it falls to 250 kbit/s; when the
-    path clears it must come back up (its ACKs, slow, would hold the uplink back): its
-    fillers give it fates, and its trials are filled. Without them it stayed at 250 kbit/s."""
+    path clears it must come back up: its fillers give it fates, and its trials are filled.
+    Without them it stayed at 250 kbit/s. A light direction that loses little is patient
+    (a faster rate after PROBE_MAX_WAIT_S: its trials would cost the uplink its ACKs)."""
     with (
         running_air(tmp_path, AirLoss(path_loss=78.0)) as path,
         make_link(path, str(tmp_path), radio=STREAM) as lk,
@@ -159,8 +160,8 @@ def test_the_direction_that_carries_only_acks_finds_its_rate_too(
         assert base_tx() == "250k"
         control.apply(path, {"path_loss": None})
         end = time.monotonic() + 2 * PROBE_MAX_WAIT_S + 6
-        while base_tx() != "2M" and time.monotonic() < end:
+        while base_tx() == "250k" and time.monotonic() < end:
             lk.send_for(0.5, 1000)
         st = lk.base.status()["tx"]["adapt"]
-        assert base_tx() == "2M", st
+        assert base_tx() != "250k", st
         assert st["fill_frames"] > 0

@@ -78,6 +78,7 @@ class StreamAdaptation:
         #: first window is not judged (frames sent at the other rate find their fate in it)
         self._fresh = False
         self._filled_at = 0.0
+        self._light_until = 0.0  # fillers went lately: the direction carries little
         self.fill_frames = 0  # filler frames offered (status)
         self._skip_window = False
 
@@ -168,6 +169,8 @@ class StreamAdaptation:
         quiet = self._announced is None and self._trial is None and arq.idle and self._heard
         if quiet and now - self._filled_at >= FILL_EVERY_S:
             self._fill(arq, peer, self._in_force, FILL_FRAMES, now)
+            self._light_until = now + 2 * a.WINDOW_S
+        rates.light = now < self._light_until
         if self._fresh:
             self._fresh, acked, lost = False, 0, 0
         q = windows.count(acked + lost, lost, 0, now)

@@ -63,6 +63,8 @@ PROBE_S = 1.5
 PROBE_MAX_WAIT_S = 12.0
 PROBE_ATTEMPTS = 16
 PROBE_MAX_S = 0.06
+#: A direction that carries little tries a faster rate soon only while losing this share
+LIGHT_Q = 0.2
 TRIAL_S = 0.12
 #: Stream mode's trial (daemon/adapt_stream.py) ends when the receiver heard nothing for
 #: this long (its data goes on trial, and its announcement and keep ride the ARQ behind what
@@ -155,6 +157,12 @@ class RateChooser:
         self.probes = 0
         self.failed_probes = 0
         self.fallbacks = 0
+        #: the direction carries little (stream mode: its fillers go): what it needs is its
+        #: frames (the other direction's ACKs) through, not speed, and each failed trial of
+        #: a faster rate costs the other direction its ACKs for a while: a faster rate is
+        #: tried at once only while this one loses LIGHT_Q of its frames, else after
+        #: PROBE_MAX_WAIT_S at this rate
+        self.light = False
 
     def remembered(self, rate: str, now: float) -> float:
         """A rate's share of failed attempts as far as is known now (0: never tried)."""
@@ -203,7 +211,10 @@ class RateChooser:
         # trial, is what keeps trials of a rate that does not work rare; its memory would keep
         # a link whose path cleared at the slower rate for tens of seconds)
         faster = RATES[i + 1] if i + 1 < len(RATES) else None
-        if faster and now >= self.next_probe and self.goodput(faster, 0.0) > GAIN * here:
+        due = self.next_probe
+        if self.light and self.q_here < LIGHT_Q:
+            due = max(due, self.at + PROBE_MAX_WAIT_S)  # (its speed is not what it needs)
+        if faster and now >= due and self.goodput(faster, 0.0) > GAIN * here:
             return self._trial(faster, f"on trial ({self.rate} failed {self.q_here:.3f})", now)
         return None
 
