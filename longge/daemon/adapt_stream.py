@@ -73,14 +73,14 @@ class StreamAdaptation:
         self.burst: int | None = None  # the 4 ms rule's frames per burst at the rate in force
         self._in_force = ""  # the rate the TX radio runs at ("" before it was set)
         self._dead_at = 0.0  # the last window made up for a rate that carries nothing
-        #: fates counted since a switch belong to it: the switch's own turn counts none, and
-        #: after a switch without the receiver's word (back from a trial, a fallback) the
-        #: first window is not judged (frames sent at the other rate find their fate in it)
+        #: fates counted since a switch belong to it: the switch's own turn counts none
         self._fresh = False
         self._filled_at = 0.0
         self._light_until = 0.0  # fillers went lately: the direction carries little
         self.fill_frames = 0  # filler frames offered (status)
-        self._skip_window = False
+        #: after a switch without the receiver's word (back from a trial, a fallback), fates
+        #: are not counted until the ARQ's ``passed`` is this (what was offered before it)
+        self._unsure_mark: int | None = None
 
     def keepalive_s(self, configured: float) -> float:
         """An adapting link's keepalives come often enough for the fallback's silence."""
@@ -147,7 +147,8 @@ class StreamAdaptation:
             rate, at = self._back
             if now >= at:
                 self._back = None
-                self._switch(child, radio, rate, now, unsure=True)
+                self._switch(child, radio, rate, now)
+                self._unsure_mark = arq.offered
             return
         ann, robust = self._announced, rt.RateMove(rt.ROBUST_RATE)
         settled = self._in_force == rt.ROBUST_RATE and (ann is None or ann.move == robust)
@@ -173,9 +174,17 @@ class StreamAdaptation:
         rates.light = now < self._light_until
         if self._fresh:
             self._fresh, acked, lost = False, 0, 0
+        if self._unsure_mark is not None:
+            # after a switch without the receiver's word (back from a trial, a fallback):
+            # what was offered before finds its fate here, much of it lost at the other
+            # rate, for as long as it takes to pass (at 250 kbit/s, several windows: each
+            # failed trial of 1 Mbit/s at 78 dB then made the next window at 250 kbit/s look
+            # like a channel that improved, and the next trial came at once)
+            acked = lost = 0
+            if arq.passed >= self._unsure_mark:
+                self._unsure_mark = None
+                windows.restart_window(now, a.WINDOW_ATTEMPTS, a.WINDOW_S)
         q = windows.count(acked + lost, lost, 0, now)
-        if q is not None and self._skip_window:
-            self._skip_window, q = False, None
         # At the robust rate with frames on their way and nothing acknowledged for
         # FALLBACK_S (Wi-Fi destroys 250 kbit/s's long frames): a window that failed all
         # (the ARQ's backed-off timers make too few attempts for one), so a faster rate is
@@ -209,7 +218,8 @@ class StreamAdaptation:
         ann = self._announced
         self.rates.fall_back(now)
         self._trial = self._announced = None
-        self._switch(child, radio, rt.ROBUST_RATE, now, unsure=True)
+        self._switch(child, radio, rt.ROBUST_RATE, now)
+        self._unsure_mark = arq.offered
         self.decisions.note(now, f"fallback {rt.ROBUST_RATE}")
         if ann is not None and ann.mark is not None and arq.passed < ann.mark:
             self._announced = _Announced(rt.RateMove(rt.ROBUST_RATE), rt.ROBUST_RATE)
@@ -259,15 +269,12 @@ class StreamAdaptation:
         self._trial = None
         self._back = (trial.back, now + rt.STREAM_TRIAL_S + rt.GUARD_S)
 
-    def _switch(
-        self, child: Child, radio: LinkRadio, rate: str, now: float, unsure: bool = False
-    ) -> None:
-        """To ``rate``; ``unsure``: without the receiver's word (its first window is not
-        judged)."""
+    def _switch(self, child: Child, radio: LinkRadio, rate: str, now: float) -> None:
+        """To ``rate`` (its fates are counted from the next turn on)."""
         self.decisions.note(now, f"rate {rate}")
         self._set_rate(child, radio, rate)
         self._last_ack = now
-        self._fresh, self._skip_window = True, unsure
+        self._fresh = True
         assert self.windows is not None
         self.windows.restart_window(now, a.WINDOW_ATTEMPTS, a.WINDOW_S)
 
