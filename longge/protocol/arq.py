@@ -246,15 +246,13 @@ class ArqSender:
         Under heavy loss the timer alone leaves the air idle: a hole is found only when a
         frame sent after the lost one is acknowledged, and a retransmission lost again, or a
         lost ACK, waits for the timer, one frame at a time (at 50 % frame loss both ways,
-        LongGe's ARQ carried a third of what the channel let through; docs/design.md §4)."""
+        LongGe's ARQ carried half of what the channel let through; docs/design.md §4)."""
         at = self._probe_at()
         if at is None or now < at:
             return None
-        f = self._oldest_sending()
-        assert f is not None
-        _, seq = self._sendings.popleft()
+        _, seq = self._sendings.popleft()  # (the live front _probe_at looked at)
         self.stats.probes += 1
-        return self._send_again(seq, f, now)
+        return self._send_again(seq, self._flight[seq], now)
 
     def resend_unacked(self, now: float) -> int:
         """Send every frame in flight for at least ``min_rto`` that the receiver has not said
