@@ -230,6 +230,31 @@ def test_a_probe_fills_whole_frames_and_reads_as_its_trial() -> None:
     assert parse_rate(probe[:-1] + b"\x01") is None  # (padding is zeros)
 
 
+def test_a_stream_filler_is_taken_and_announces_nothing() -> None:
+    """Stream mode's fillers ride the ARQ, so one lost at a trial's rate is sent again at the
+    rate the sender went back to: a filler that read as a rate's trial (a probe) took the
+    receiver off that rate again (at 71 dB: 0.5-0.8 s without a packet per failed trial)."""
+    from longge.daemon.adapt_stream import FILL_FRAMES, StreamAdaptation
+    from longge.protocol import Fragmenter, Reassembler
+    from longge.protocol.arq import ArqSender
+    from longge.protocol.peer import Networks, PeerReceiver, PeerSender
+    from longge.protocol.rate import parse_rate, rate_message
+
+    nets = Networks(("0.0.0.0/0",))
+    peer = PeerSender("b", b"addrb", nets, Fragmenter(31), None)
+    rx = PeerReceiver("m", b"addrm", nets, Reassembler(1500), None)
+    arq = ArqSender()
+    arq.established = True  # (a session: the RESET's answer is not what is tested)
+    StreamAdaptation()._fill(arq, peer, 2 * FILL_FRAMES, 0.0)
+    frames = [arq.next_frame(0.0) for _ in range(arq.offered)]
+    assert len(frames) >= 2 * FILL_FRAMES and all(frames)
+    for f in frames:
+        assert f is not None and rx.receive(f[1:], 1.0) is None
+        assert rx.rate_heard is None
+    assert rx.heard >= 2 and rx.counters.control_unknown == 0  # (whole packets, known)
+    assert parse_rate(rate_message("1M", trial=True)[:-1] + b"\x03") is None
+
+
 def test_the_receiver_ends_a_trial_not_kept_and_falls_back_when_nothing_comes() -> None:
     from longge.protocol.rate import FALLBACK_S, STARTUP_S, TRIAL_S, RateFollower
 

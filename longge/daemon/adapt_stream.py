@@ -32,8 +32,8 @@ RESTART_AFTER_S = 2 * rt.FALLBACK_S + 0.5
 TRIAL_FATES = 64
 #: A sender with little to send (the reverse channel of a loaded direction carries its ACKs)
 #: has few fates to judge its rate on, and a trial of its own would not be judged: while its
-#: ARQ is idle it sends a filler of FILL_FRAMES frames every FILL_EVERY_S (a probe of the rate
-#: in force, which the receiver takes and ignores), and a trial is filled up to TRIAL_FATES.
+#: ARQ is idle it sends a filler of FILL_FRAMES frames every FILL_EVERY_S (rate.filler_message:
+#: the receiver takes it and drops it), and a trial is filled up to TRIAL_FATES.
 #: Without them a base whose downlink went to 250 kbit/s at 78 dB stayed there under Wi-Fi,
 #: and its ACKs, 250 kbit/s's long frames under Wi-Fi, held a 2 Mbit/s uplink to 0.4 of what
 #: a fixed 2 Mbit/s link carried.
@@ -169,7 +169,7 @@ class StreamAdaptation:
         # behind it, and a trial judged on its first fates would look clean)
         quiet = self._announced is None and self._trial is None and arq.idle and self._heard
         if quiet and now - self._filled_at >= FILL_EVERY_S:
-            self._fill(arq, peer, self._in_force, FILL_FRAMES, now)
+            self._fill(arq, peer, FILL_FRAMES, now)
             self._light_until = now + 2 * a.WINDOW_S
         rates.light = now < self._light_until
         if self._fresh:
@@ -250,14 +250,14 @@ class StreamAdaptation:
             assert self.windows is not None  # judged quickly: a rate that fails costs little
             self.windows.restart_window(now, TRIAL_FATES, rt.PROBE_MAX_S)
             waiting = arq.offered - arq.passed + len(peer.frames)
-            self._fill(arq, peer, ann.move.rate, TRIAL_FATES - waiting, now)
+            self._fill(arq, peer, TRIAL_FATES - waiting, now)
 
-    def _fill(self, arq: ArqSender, peer: PeerSender, rate: str, frames: int, now: float) -> None:
-        """At least ``frames`` frames into the ARQ: probes of ``rate`` (the receiver's, so it
-        takes them and does nothing), in packets of at most FILL_FRAMES frames."""
+    def _fill(self, arq: ArqSender, peer: PeerSender, frames: int, now: float) -> None:
+        """At least ``frames`` frames into the ARQ: fillers (the receiver takes them and does
+        nothing: rate.filler_message), in packets of at most FILL_FRAMES frames."""
         self._filled_at = now
         while frames > 0:
-            cut = peer.control_frames(rt.probe_message(rate, peer.probe_length(FILL_FRAMES)))
+            cut = peer.control_frames(rt.filler_message(peer.probe_length(FILL_FRAMES)))
             for frame in cut:
                 arq.offer(frame, force=True)
             frames -= len(cut)

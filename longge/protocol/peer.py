@@ -318,7 +318,7 @@ class PeerReceiver:
                 self.release_heard = number
             elif (announced := rate.parse_rate(packet)) is not None:
                 self.rate_heard = announced
-            else:
+            elif not rate.is_filler(packet):  # (a filler is taken and dropped)
                 self.counters.control_unknown += 1
             return None
         if not self.networks.allows_source(packet):

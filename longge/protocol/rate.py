@@ -15,9 +15,11 @@ from longge.protocol.adapt import EWMA
 #: Link-control packet (first byte 0: never an IP packet): the sender of a direction tells its
 #: receiver to listen at another rate. Sealed like every packet: an unauthentic one moves
 #: nothing. Body: the magic, the rate's index in RATES, flags (TRIAL: for TRIAL_S only,
-#: unless the same rate is announced again without it).
+#: unless the same rate is announced again without it; FILLER: no announcement at all, a
+#: packet stream mode sends to have frames judged, which the receiver takes and drops).
 RATE_MAGIC = b"\x00LGrate"
 TRIAL = 0x01
+FILLER = 0x02
 #: Slowest first: the most robust (12 dB more margin than 2 Mbit/s) is RATES[0].
 RATES = ("250k", "1M", "2M")
 ROBUST_RATE = RATES[0]
@@ -84,6 +86,21 @@ def probe_message(rate: str, length: int) -> bytes:
     return message + bytes(max(0, length - len(message)))
 
 
+def filler_message(length: int) -> bytes:
+    """Stream mode's filler (daemon/adapt_stream.py), padded with zeros to ``length`` bytes.
+    Not a probe: a probe is the trial's announcement again, and a probe lost at the trial's
+    rate is sent again by the ARQ at the rate it went back to, where the receiver took it as
+    a new trial (at 71 dB, each failed trial of 2 Mbit/s had the receiver leave 1 Mbit/s for
+    0.15 s up to four times: 0.5-0.8 s without a packet through)."""
+    message = RATE_MAGIC + bytes((0, FILLER))
+    return message + bytes(max(0, length - len(message)))
+
+
+def is_filler(packet: bytes) -> bool:
+    n = len(RATE_MAGIC) + 2
+    return packet.startswith(RATE_MAGIC + bytes((0, FILLER))) and not any(packet[n:])
+
+
 def probe_length(stream_overhead: int, data_per_frame: int) -> int:
     """The probe's length that fills whole frames (a probe meets what a full frame meets):
     ``stream_overhead`` the bytes a packet adds (sealing, numbering, CRC)."""
@@ -99,7 +116,9 @@ def parse_rate(packet: bytes) -> tuple[str, bool] | None:
     if len(packet) < n or not packet.startswith(RATE_MAGIC) or any(packet[n:]):
         return None
     index, flags = packet[n - 2], packet[n - 1]
-    return (RATES[index], bool(flags & TRIAL)) if index < len(RATES) else None
+    if index >= len(RATES) or flags & ~TRIAL:
+        return None  # (a filler announces nothing)
+    return RATES[index], bool(flags & TRIAL)
 
 
 @dataclass(frozen=True)
