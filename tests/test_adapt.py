@@ -213,20 +213,21 @@ def test_the_rate_carrying_most_is_chosen_down_at_once_up_on_trial() -> None:
     assert v.after_window(0.45, PROBE_S) == RateMove("1M", trial=True)
     assert v.after_window(0.55, PROBE_S + 0.05) is None and v.rate == "2M"  # worse: back
     assert all(v.after_window(0.45, PROBE_S + 0.1 * k) is None for k in range(1, 20))
-    assert parse_rate(rate_message("250k", trial=True)) == ("250k", True)
+    assert parse_rate(rate_message("250k", trial=True)) == RateMove("250k", trial=True)
+    assert parse_rate(RateMove("1M", keep=True).message()) == RateMove("1M", keep=True)
     assert parse_rate(rate_message("1M")[:-2] + b"\x07\x00") is None  # (no such rate)
 
 
 def test_a_probe_fills_whole_frames_and_reads_as_its_trial() -> None:
     from longge.protocol.frame import PACKET_OVERHEAD
-    from longge.protocol.rate import parse_rate, probe_length, probe_message
+    from longge.protocol.rate import RateMove, parse_rate, probe_length, probe_message
     from longge.protocol.secure import OVERHEAD
 
     sealed = probe_length(OVERHEAD + PACKET_OVERHEAD, 31)
     assert (sealed + OVERHEAD + PACKET_OVERHEAD) % 31 == 0 and sealed >= 9
     assert probe_length(PACKET_OVERHEAD, 31) == 25  # (open: one frame)
     probe = probe_message("1M", sealed)
-    assert len(probe) == sealed and parse_rate(probe) == ("1M", True)
+    assert len(probe) == sealed and parse_rate(probe) == RateMove("1M", trial=True)
     assert parse_rate(probe[:-1] + b"\x01") is None  # (padding is zeros)
 
 
@@ -256,18 +257,38 @@ def test_a_stream_filler_is_taken_and_announces_nothing() -> None:
 
 
 def test_the_receiver_ends_a_trial_not_kept_and_falls_back_when_nothing_comes() -> None:
-    from longge.protocol.rate import FALLBACK_S, STARTUP_S, TRIAL_S, RateFollower
+    from longge.protocol.rate import FALLBACK_S, STARTUP_S, TRIAL_S, RateFollower, RateMove
 
+    trial, keep = RateMove("2M", trial=True), RateMove("2M", keep=True)
     f = RateFollower("1M", 0.0)
-    assert f.announced("2M", True, 10.0) and f.rate == "2M"
+    assert f.announced(trial, 10.0) and f.rate == "2M"
     assert not f.tick(10.0, 10.0 + TRIAL_S / 2)
     assert f.tick(10.0, 10.0 + TRIAL_S) and f.rate == "1M"  # not kept: back
-    assert f.announced("2M", True, 20.0) and not f.announced("2M", False, 20.05)  # kept
+    assert not f.announced(keep, 10.2) and f.rate == "1M"  # (a keep too late: nothing)
+    assert f.announced(trial, 20.0) and not f.announced(keep, 20.05)  # kept
     assert not f.tick(20.05, 20.0 + 2 * TRIAL_S) and f.rate == "2M"
     assert f.tick(20.05, 20.05 + FALLBACK_S) and f.rate == "250k"  # quiet: the robust rate
+    assert f.stale_keeps == 1
     g = RateFollower("2M", 0.0)  # never heard: silence counts after STARTUP_S only
     assert not g.tick(None, FALLBACK_S + 0.1)
     assert g.tick(None, STARTUP_S) and g.rate == "250k"
+
+
+def test_a_stream_receivers_trial_lasts_while_it_hears_the_sender_at_the_rate() -> None:
+    """Stream mode: the trial ends after the trial rate's STREAM_TRIAL_S without a packet
+    (the time the sender stays silent after a trial that failed)."""
+    from longge.protocol.rate import STREAM_TRIAL_S, RateFollower, RateMove
+
+    for rate, back in (("2M", "1M"), ("1M", "250k"), ("250k", "1M")):
+        quiet = STREAM_TRIAL_S[rate]
+        f = RateFollower(back, 0.0, stream=True)
+        assert f.announced(RateMove(rate, trial=True), 5.0) and f.rate == rate
+        heard = 5.0
+        for k in range(1, 20):  # packets a bit less than ``quiet`` apart: it stays
+            heard = 5.0 + 0.9 * quiet * k
+            assert not f.tick(heard, heard + 0.8 * quiet) and f.rate == rate
+        assert f.tick(heard, heard + quiet) and f.rate == back
+    assert STREAM_TRIAL_S["2M"] < STREAM_TRIAL_S["250k"]
 
 
 @pytest.fixture

@@ -29,8 +29,8 @@ class RateListening:
         key = (adapts and len(table) == 1, opts.rate)
         if key != self._key:
             self._key = key
-            quiet_s = rt.STREAM_TRIAL_S if opts.mode == "stream" else None
-            self.follower = rt.RateFollower(opts.rate, now, quiet_s) if key[0] else None
+            stream = opts.mode == "stream"
+            self.follower = rt.RateFollower(opts.rate, now, stream) if key[0] else None
             self._applied = -1
         peer = table.peers[0]
         heard, peer.rate_heard = peer.rate_heard, None
@@ -39,7 +39,7 @@ class RateListening:
             return False
         switch = child.applied != self._applied  # the config's rate was just applied
         self._applied = child.applied
-        announced = heard is not None and follower.announced(*heard, now)
+        announced = heard is not None and follower.announced(heard, now)
         switch = follower.tick(peer.last_heard, now) or announced or switch
         if switch:
             radio.data_rate = int(RATE_BY_NAME[follower.rate])

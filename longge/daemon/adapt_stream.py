@@ -6,10 +6,12 @@ agreement rides on the ARQ, which delivers in order and at most once: the announ
 behind what was sent at the old rate and nothing goes behind it until the ARQ says it has
 passed (the receiver switched as it took it in), then the sender switches. A trial carries
 the data (the ARQ sends again what a rate that does not work lost): judged on the frames
-whose fate is known within PROBE_MAX_S, kept by an announcement without the trial flag (the
+whose fate is known within PROBE_MAX_S, kept by a KEEP announcement (the
 receiver's trial lasts while it hears the sender: rate.STREAM_TRIAL_S); failed, the sender
-sends nothing for that long and goes back. Nothing acknowledged for FALLBACK_S: the robust
-rate, as in ESB (the receiver falls back by itself)."""
+sends nothing for that long and goes back; kept, but nothing acknowledged before the keep
+passed (the receiver had left: it ignores the keep), the sender goes back too. Nothing
+acknowledged for FALLBACK_S: the robust rate, as in ESB (the receiver falls back by
+itself)."""
 
 from __future__ import annotations
 
@@ -39,6 +41,11 @@ TRIAL_FATES = 64
 #: a fixed 2 Mbit/s link carried.
 FILL_FRAMES = 16
 FILL_EVERY_S = a.WINDOW_S / 2
+#: A keep not through while nothing was acknowledged for this long: the receiver had left the
+#: trial (it heard no packet for rate.STREAM_TRIAL_S) and ignores the keep when it comes; the
+#: sender goes back to it (else both fell back to 250 kbit/s after rate.FALLBACK_S). ACKs
+#: come every few milliseconds while frames are on their way.
+KEEP_LOST_S = 0.1
 
 
 @dataclass
@@ -54,6 +61,12 @@ class _Trial:
     judge_by: float
 
 
+@dataclass
+class _Keeping:
+    back: str  # the rate before the trial (the receiver's, if it left the trial)
+    mark: int  # offered: the keep has passed once the ARQ's ``passed`` is this
+
+
 class StreamAdaptation:
     """Present in every stream-mode TX process; adapts while the config says ``adapt`` and
     the node has one peer."""
@@ -66,6 +79,7 @@ class StreamAdaptation:
         self._acked = self._lost = 0
         self._announced: _Announced | None = None
         self._trial: _Trial | None = None
+        self._keeping: _Keeping | None = None
         self._back: tuple[str, float] | None = None  # go back to this rate at this time
         self._last_ack = 0.0
         self._heard = False  # anything acknowledged since the start (decisions wait for it)
@@ -126,7 +140,7 @@ class StreamAdaptation:
             self.rates = rt.RateChooser(opts.rate, now, rt.stream_goodput) if key[0] else None
             arq.restart_after_s = RESTART_AFTER_S if key[0] else 0.0
             self.windows = a.FailureWindows(now)
-            self._announced = self._trial = self._back = None
+            self._announced = self._trial = self._back = self._keeping = None
             self._applied = -1
             self._acked, self._lost = arq.stats.acked, arq.stats.lost
             # (before a first acknowledgement, silence counts only after STARTUP_S)
@@ -154,6 +168,16 @@ class StreamAdaptation:
         settled = self._in_force == rt.ROBUST_RATE and (ann is None or ann.move == robust)
         if not settled and now - self._last_ack >= rt.FALLBACK_S:
             self._fall_back(child, radio, arq, peer, now)
+            return
+        keeping = self._keeping
+        if keeping is not None and arq.passed >= keeping.mark:
+            self._keeping = None
+        elif keeping is not None and now - self._last_ack >= KEEP_LOST_S:
+            self._keeping = None
+            rates.trial_failed(keeping.back, "the receiver had left the trial for its keep", now)
+            self.decisions.note(now, "keep lost")
+            self._switch(child, radio, keeping.back, now)
+            self._unsure_mark = arq.offered
             return
         if self._announced is not None:
             self._announcing(child, radio, arq, peer, now)
@@ -217,7 +241,7 @@ class StreamAdaptation:
         assert self.rates is not None
         ann = self._announced
         self.rates.fall_back(now)
-        self._trial = self._announced = None
+        self._trial = self._announced = self._keeping = None
         self._switch(child, radio, rt.ROBUST_RATE, now)
         self._unsure_mark = arq.offered
         self.decisions.note(now, f"fallback {rt.ROBUST_RATE}")
@@ -234,11 +258,12 @@ class StreamAdaptation:
         if ann.mark is None:
             if peer.urgent:  # (lane 1 is an interactive packet's until its frames went)
                 return
-            for frame in peer.control_frames(rt.rate_message(ann.move.rate, ann.move.trial)):
+            for frame in peer.control_frames(ann.move.message()):
                 arq.offer(frame, force=True)
             ann.mark = arq.offered
             if ann.move.keep:  # (the receiver's trial lasts while it hears us: no deadline)
                 self._announced = self._trial = None
+                self._keeping = _Keeping(ann.back, ann.mark)
             return
         if arq.passed < ann.mark:
             return  # (the ARQ carries it; nothing acknowledged for FALLBACK_S: fallback)
@@ -265,9 +290,9 @@ class StreamAdaptation:
 
     def _go_back(self, trial: _Trial, now: float) -> None:
         """Back from a trial without a word, once the receiver's trial is over: nothing is
-        sent from now on, so it hears nothing for STREAM_TRIAL_S."""
+        sent from now on, so it hears nothing for the trial rate's STREAM_TRIAL_S."""
         self._trial = None
-        self._back = (trial.back, now + rt.STREAM_TRIAL_S + rt.GUARD_S)
+        self._back = (trial.back, now + rt.STREAM_TRIAL_S[self._in_force] + rt.GUARD_S)
 
     def _switch(self, child: Child, radio: LinkRadio, rate: str, now: float) -> None:
         """To ``rate`` (its fates are counted from the next turn on)."""

@@ -278,7 +278,7 @@ class Adaptation:
             # alone in the TX FIFO (nothing behind it goes at the old rate to a receiver that
             # may have switched: it would meet MAX_RT); lane 1, between a packet's frames
             if radio.is_fifo(True, True):
-                self._load(radio, c, peer, rt.rate_message(ann.move.rate, ann.move.trial))
+                self._load(radio, c, peer, ann.move.message())
                 ann.loaded_at = now
             return
         ann.max_rt = ann.max_rt or bool(max_rt)

@@ -264,7 +264,7 @@ def run_rx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
                         deliver(tun, packet, c)
             # (before our ACKs: the sender switches once its announcement was acknowledged)
             if rates.step(child, radio, table, now):
-                repeat = (c.frames_in, now + rt.STREAM_TRIAL_S, now)
+                repeat = (c.frames_in, now + max(rt.STREAM_TRIAL_S.values()), now)
             if repeat is not None:  # that ACK again until the sender's frames come
                 heard_since, until, last = repeat
                 if c.frames_in != heard_since or now >= until:

@@ -292,7 +292,7 @@ class PeerReceiver:
     release_heard: int | None = None  # the number of the grant released
     #: the rate the peer (our direction's sender) announced, on trial? (rate.py), for our
     #: RX radio
-    rate_heard: tuple[str, bool] | None = None
+    rate_heard: rate.RateMove | None = None
     counters: ReceiveCounters = field(default_factory=ReceiveCounters)
     _stale_told: int = 0
     _told_at: float = -STALE_NOTICE_S

@@ -15,11 +15,13 @@ from longge.protocol.adapt import EWMA
 #: Link-control packet (first byte 0: never an IP packet): the sender of a direction tells its
 #: receiver to listen at another rate. Sealed like every packet: an unauthentic one moves
 #: nothing. Body: the magic, the rate's index in RATES, flags (TRIAL: for TRIAL_S only,
-#: unless the same rate is announced again without it; FILLER: no announcement at all, a
-#: packet stream mode sends to have frames judged, which the receiver takes and drops).
+#: unless the same rate is announced again with KEEP; KEEP: the trial of this rate is kept,
+#: which a receiver no longer on it ignores; FILLER: no announcement at all, a packet stream
+#: mode sends to have frames judged, which the receiver takes and drops).
 RATE_MAGIC = b"\x00LGrate"
 TRIAL = 0x01
 FILLER = 0x02
+KEEP = 0x04
 #: Slowest first: the most robust (12 dB more margin than 2 Mbit/s) is RATES[0].
 RATES = ("250k", "1M", "2M")
 ROBUST_RATE = RATES[0]
@@ -68,16 +70,32 @@ PROBE_MAX_S = 0.06
 #: A direction that carries little tries a faster rate soon only while losing this share
 LIGHT_Q = 0.2
 TRIAL_S = 0.12
-#: Stream mode's trial (daemon/adapt_stream.py) ends when the receiver heard nothing for
-#: this long (its data goes on trial, and its announcement and keep ride the ARQ behind what
-#: was sent before: when they are taken in is not the sender's to know). Twice a 1400-byte
-#: packet's time at 250 kbit/s; a failed trial costs that much without sending.
-STREAM_TRIAL_S = 0.15
+#: Stream mode's trial (daemon/adapt_stream.py) ends when the receiver heard no packet for
+#: this long at the trial's rate (its data goes on trial, and its announcement and keep ride
+#: the ARQ behind what was sent before: when they are taken in is not the sender's to know):
+#: about twice a 1400-byte packet's time at the rate, and at least 60 ms (a hole's frame sent
+#: again: a round trip and the receiver's ACK delay, more than once on a lossy rate). A failed
+#: trial costs that much without sending; a receiver that left before the keep came ignores
+#: it (KEEP), and its sender, hearing nothing, goes back (adapt_stream.py's KEEP_LOST_S).
+STREAM_TRIAL_S = {"250k": 0.15, "1M": 0.06, "2M": 0.06}
 CHANGED_Q = 0.05
 
 
-def rate_message(rate: str, trial: bool = False) -> bytes:
-    return RATE_MAGIC + bytes((RATES.index(rate), TRIAL if trial else 0))
+@dataclass(frozen=True)
+class RateMove:
+    """What the sender announces: ``rate`` (on ``trial``), or ``keep`` the trial's rate."""
+
+    rate: str
+    trial: bool = False
+    keep: bool = False
+
+    def message(self) -> bytes:
+        """Its RATE packet's body (sealed by the sender like every packet)."""
+        return rate_message(self.rate, self.trial, self.keep)
+
+
+def rate_message(rate: str, trial: bool = False, keep: bool = False) -> bytes:
+    return RATE_MAGIC + bytes((RATES.index(rate), (TRIAL if trial else 0) | (KEEP if keep else 0)))
 
 
 def probe_message(rate: str, length: int) -> bytes:
@@ -109,25 +127,16 @@ def probe_length(stream_overhead: int, data_per_frame: int) -> int:
     return frames * data_per_frame - stream_overhead
 
 
-def parse_rate(packet: bytes) -> tuple[str, bool] | None:
-    """(the rate a RATE packet names, on trial?), or None (not one, or unknown). A probe's
+def parse_rate(packet: bytes) -> RateMove | None:
+    """The move a RATE packet announces, or None (not one, a filler, or unknown). A probe's
     padding (zeros) is allowed."""
     n = len(RATE_MAGIC) + 2
     if len(packet) < n or not packet.startswith(RATE_MAGIC) or any(packet[n:]):
         return None
     index, flags = packet[n - 2], packet[n - 1]
-    if index >= len(RATES) or flags & ~TRIAL:
+    if index >= len(RATES) or flags & ~(TRIAL | KEEP) or flags == TRIAL | KEEP:
         return None  # (a filler announces nothing)
-    return RATES[index], bool(flags & TRIAL)
-
-
-@dataclass(frozen=True)
-class RateMove:
-    """What the sender announces: ``rate`` (on ``trial``), or ``keep`` the trial's rate."""
-
-    rate: str
-    trial: bool = False
-    keep: bool = False
+    return RateMove(RATES[index], trial=bool(flags & TRIAL), keep=bool(flags & KEEP))
 
 
 def rate_goodput(rate: str, q: float) -> float:
@@ -302,10 +311,11 @@ class RateFollower:
     and the fallback when the sender has gone quiet (it switched without us, or the channel
     took it)."""
 
-    def __init__(self, rate: str, now: float, quiet_s: float | None = None) -> None:
+    def __init__(self, rate: str, now: float, stream: bool = False) -> None:
         self.rate = rate
-        #: stream mode: a trial lasts while the sender is heard (ends after quiet_s without)
-        self.quiet_s = quiet_s
+        #: stream mode: a trial lasts while the sender is heard (STREAM_TRIAL_S without: ends)
+        self.stream = stream
+        self.stale_keeps = 0  # keeps of a trial already over: ignored
         self.why = "configured"
         self.at = now
         self.started = now
@@ -313,11 +323,16 @@ class RateFollower:
         self.fallbacks = 0
         self.trial_back: tuple[str, float] | None = None  # (rate, when)
 
-    def announced(self, rate: str, trial: bool, now: float) -> bool:
-        """An authentic announcement: switch? (False: already there)."""
+    def announced(self, move: RateMove, now: float) -> bool:
+        """An authentic announcement: switch? (False: already there, or a stale keep)."""
         self.heard += 1
+        rate, trial = move.rate, move.trial
+        if move.keep and (self.trial_back is None or rate != self.rate):
+            self.stale_keeps += 1  # (its trial ended here: the sender finds out, goes back)
+            return False
         if trial and rate != self.rate:
-            self.trial_back = (self.rate, now + (self.quiet_s or TRIAL_S))
+            quiet = STREAM_TRIAL_S[rate] if self.stream else TRIAL_S
+            self.trial_back = (self.rate, now + quiet)
         elif not trial:
             self.trial_back = None  # (kept, or a plain move)
         if rate == self.rate:
@@ -328,9 +343,9 @@ class RateFollower:
 
     def tick(self, last_heard: float | None, now: float) -> bool:
         """A trial not kept ends; nothing heard for FALLBACK_S: the robust rate. Switch?"""
-        if self.trial_back is not None and self.quiet_s is not None and last_heard is not None:
+        if self.trial_back is not None and self.stream and last_heard is not None:
             back, ends = self.trial_back  # (stream mode: while the sender is heard)
-            self.trial_back = (back, max(ends, last_heard + self.quiet_s))
+            self.trial_back = (back, max(ends, last_heard + STREAM_TRIAL_S[self.rate]))
         if self.trial_back is not None and now >= self.trial_back[1]:
             self.rate, self.at, self.why = self.trial_back[0], now, "trial not kept: back"
             self.trial_back = None
@@ -353,5 +368,6 @@ class RateFollower:
             "since_s": round(now - self.at, 3),
             "on_trial": self.trial_back is not None,
             "announcements": self.heard,
+            "stale_keeps": self.stale_keeps,
             "fallbacks": self.fallbacks,
         }

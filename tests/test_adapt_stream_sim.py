@@ -1,0 +1,148 @@
+"""Stream mode's rate agreement (daemon/adapt_stream.py, protocol/rate.py) on a virtual clock:
+the sender's adaptation, ARQ and packets, a channel that carries a frame only to a receiver at
+its rate, and the receiver's ARQ, packets and rate follower, as the daemons wire them
+(daemon/stream.py), without processes, radios or wall time. What the daemons' tests cannot
+make happen on demand happens here: a receiver that leaves a trial before its keep comes."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+from daemonlink import ip_packet
+
+from longge.daemon.adapt_stream import KEEP_LOST_S, StreamAdaptation
+from longge.protocol import Fragmenter, Reassembler
+from longge.protocol import rate as rt
+from longge.protocol.arq import ArqSender
+from longge.protocol.arq_receiver import ArqReceiver
+from longge.protocol.peer import Networks, PeerReceiver, PeerSender
+from longge.radio.constants import NAME_BY_RATE
+from longge.radio.options import RadioOptions
+
+#: s per frame on the air at each rate (a 32-byte no-ack frame and the 4 ms rule's gaps,
+#: roughly: what matters here is their order, not the link's bound)
+FRAME_S = {"2M": 0.0002, "1M": 0.0004, "250k": 0.0016}
+TICK_S = 0.0001
+ACK_S = 0.002  # the reverse channel's delay (its own rate is not what is tested)
+
+
+@dataclass
+class Link:
+    """One direction: the mobile's sender, the base's receiver."""
+
+    loss: Callable[[str, float], float]  # (rate, now) -> share of frames lost
+    seed: int = 1
+    now: float = 0.0
+    delivered: list[bytes] = field(default_factory=list)
+    last_delivery: float = 0.0
+    longest_gap: float = 0.0
+
+    def __post_init__(self) -> None:
+        nets = Networks(("0.0.0.0/0",))
+        opts = RadioOptions(mode="stream", adapt=True, rate="1M")
+        self.child: Any = SimpleNamespace(cfg=SimpleNamespace(radio=opts), applied=0)
+        self.radio: Any = SimpleNamespace(data_rate=-1)
+        self.peer = PeerSender("base", b"addrb", nets, Fragmenter(31), None)
+        self.peer.arq = ArqSender()
+        self.adapt = StreamAdaptation()
+        self.rx = PeerReceiver("mobile", b"addrm", nets, Reassembler(1500), None)
+        self.rx_arq = ArqReceiver()
+        self.follower = rt.RateFollower("1M", 0.0, stream=True)
+        self.rng = random.Random(self.seed)
+        self.acks: list[tuple[float, bytes]] = []
+        self.next_frame_at = 0.0
+        self.next_tag = 0
+
+    @property
+    def tx_rate(self) -> str:
+        return NAME_BY_RATE[self.radio.data_rate]
+
+    def run(self, seconds: float, hook: Callable[[Link], None] | None = None) -> None:
+        peer, arq, adapt = self.peer, self.peer.arq, self.adapt
+        assert arq is not None
+        end = self.now + seconds
+        while self.now < end:
+            now = self.now = self.now + TICK_S
+            while self.acks and self.acks[0][0] <= now:
+                arq.on_control(self.acks.pop(0)[1], now)
+            adapt.step(self.child, self.radio, [peer], now)
+            if not peer.frames and adapt.may_load() and adapt.may_feed():
+                peer.load(ip_packet(1000, self.next_tag % 60000), now)
+                self.next_tag += 1
+            if adapt.may_feed():
+                peer.feed_arq()
+            if hook is not None:
+                hook(self)
+            if now >= self.next_frame_at and adapt.may_send():
+                frame = arq.next_frame(now)
+                if frame is not None:
+                    self.next_frame_at = now + FRAME_S[self.tx_rate]
+                    self._air(frame, now)
+            self._receiver(now)
+
+    def _air(self, frame: bytes, now: float) -> None:
+        if self.follower.rate != self.tx_rate or self.rng.random() < self.loss(self.tx_rate, now):
+            return
+        for inner in self.rx_arq.on_frame(frame, now):
+            if self.rx.receive(inner, now) is not None:
+                gap = now - self.last_delivery
+                self.longest_gap = max(self.longest_gap, gap) if self.delivered else 0.0
+                self.delivered.append(inner)
+                self.last_delivery = now
+            if self.rx.rate_heard is not None:
+                self.rx_arq.ack_now()
+
+    def _receiver(self, now: float) -> None:
+        heard, self.rx.rate_heard = self.rx.rate_heard, None
+        if heard is not None:
+            self.follower.announced(heard, now)
+        self.follower.tick(self.rx.last_heard, now)
+        ack = self.rx_arq.control(now)
+        if ack is not None:
+            self.acks.append((now + ACK_S, ack))
+
+    def recent(self) -> list[str]:
+        return [what for _, _, what in self.adapt.decisions.recent]
+
+
+def test_a_trial_of_a_rate_that_works_is_kept() -> None:
+    """A clean channel, the link starting at 1 Mbit/s: 2 Mbit/s is tried and kept, and the
+    receiver follows."""
+    link = Link(lambda rate, now: 0.01)
+    link.run(4.0)
+    assert "keep 2M" in link.recent() and link.tx_rate == link.follower.rate == "2M"
+    assert link.follower.fallbacks == 0 and link.adapt.rates is not None
+    assert link.adapt.rates.fallbacks == 0
+
+
+def test_a_keep_that_comes_after_the_receiver_left_the_trial_costs_no_fallback() -> None:
+    """The channel goes dark for longer than the receiver's trial lasts without a packet,
+    just as the sender keeps 2 Mbit/s: the receiver goes back to 1 Mbit/s and the keep, when
+    the ARQ delivers it there, moves nothing (a stale keep). The sender, hearing no ACK,
+    goes back too within KEEP_LOST_S: no fallback to 250 kbit/s (it took 1 s and more), and
+    the packets keep coming."""
+    dark: list[float] = []
+
+    def loss(rate: str, now: float) -> float:
+        return 1.0 if dark and dark[0] <= now < dark[0] + 2 * rt.STREAM_TRIAL_S[rate] else 0.01
+
+    def watch(link: Link) -> None:
+        if not dark and any(w == "keep 2M" for w in link.recent()):
+            dark.append(link.now)
+
+    link = Link(loss)
+    link.run(4.0, watch)
+    assert dark, link.recent()
+    recent = link.recent()
+    assert "keep lost" in recent and link.follower.stale_keeps == 1, recent
+    assert link.follower.fallbacks == 0 and link.adapt.rates is not None
+    assert link.adapt.rates.fallbacks == 0, recent
+    before = len(link.delivered)
+    link.run(1.0)
+    assert len(link.delivered) > before and link.tx_rate == link.follower.rate
+    # dark for 2 x 60 ms, then the sender's KEEP_LOST_S: packets through again soon after
+    assert link.longest_gap < 2 * rt.STREAM_TRIAL_S["2M"] + KEEP_LOST_S + 0.2, link.longest_gap
