@@ -46,6 +46,11 @@ FILL_EVERY_S = a.WINDOW_S / 2
 #: sender goes back to it (else both fell back to 250 kbit/s after rate.FALLBACK_S). ACKs
 #: come every few milliseconds while frames are on their way.
 KEEP_LOST_S = 0.1
+#: After a fallback the first trial of a faster rate comes this long after (ESB's: PROBE_S).
+#: The rate left died (nothing acknowledged for a second): a trial of it soon after costs the
+#: data a few tenths of a second for little chance (at 78 dB, the trial 1.5 s after the
+#: fallback was the dip that held `experiment adaptive-stream`'s settling to 3.1 s).
+FALLBACK_WAIT_S = 2 * rt.PROBE_S
 
 
 @dataclass
@@ -240,7 +245,7 @@ class StreamAdaptation:
         take it and switch): the robust rate's announcement goes behind it."""
         assert self.rates is not None
         ann = self._announced
-        self.rates.fall_back(now)
+        self.rates.fall_back(now, FALLBACK_WAIT_S)
         self._trial = self._announced = self._keeping = None
         self._switch(child, radio, rt.ROBUST_RATE, now)
         self._unsure_mark = arq.offered

@@ -282,15 +282,17 @@ class RateChooser:
         self.switches += 1
         return RateMove(rate)
 
-    def fall_back(self, now: float) -> None:
-        """Nothing acknowledged for FALLBACK_S: the robust rate, without an agreement."""
+    def fall_back(self, now: float, wait: float = PROBE_S) -> None:
+        """Nothing acknowledged for FALLBACK_S: the robust rate, without an agreement; the
+        next trial after ``wait`` (stream mode, whose trials cost its data a few tenths of a
+        second: twice PROBE_S, the rate it left failed as a trial does)."""
         self.memory[self.rate] = (1.0, now)
         self.rate, self.at = ROBUST_RATE, now
         self.why = f"nothing acknowledged for {FALLBACK_S:g} s"
         self.trial_from = None
         self.q_here, self.windows_here, self.q_ref = None, 0, None
-        self.wait = PROBE_S
-        self.next_probe = now + PROBE_S
+        self.wait = wait
+        self.next_probe = now + wait
         self.fallbacks += 1
 
     def stats(self, now: float) -> dict[str, object]:
