@@ -218,6 +218,30 @@ def test_the_rate_carrying_most_is_chosen_down_at_once_up_on_trial() -> None:
     assert parse_rate(rate_message("1M")[:-2] + b"\x07\x00") is None  # (no such rate)
 
 
+def test_a_spike_that_set_off_a_failed_trial_is_not_the_next_ones_reference() -> None:
+    """At the robust rate, one window spikes (the reverse channel lost ACKs for a while):
+    the rate worsened, the faster one is tried at once and fails. The windows after it are
+    as before the spike: no change of channel, so no trial before the doubled wait."""
+    from longge.protocol.rate import PROBE_S, REF_WINDOWS, RateChooser, RateMove
+
+    r = RateChooser("250k", 0.0)
+    t = 0.0
+    while t < 6.0:  # clean; the first trials of 1 Mbit/s fail (1.5 s, 3 s: the wait is 6 s)
+        t += 0.2
+        if r.after_window(0.0, t) is not None:
+            assert r.after_window(1.0, t + 0.05) is None
+            t += 0.05
+    assert r.failed_probes == 2 and r.next_probe > t + 3 and r.windows_here > REF_WINDOWS
+    assert r.after_window(0.3, t + 0.2) == RateMove("1M", trial=True)  # the spike: at once
+    assert r.after_window(1.0, t + 0.25) is None and r.failed_probes == 3  # failed
+    t += 0.25
+    due = r.next_probe
+    for k in range(1, 40):  # the channel as it was: no trial before the (doubled) wait
+        move = r.after_window(0.0, t + 0.1 * k)
+        assert move is None or t + 0.1 * k >= due, (k, move, r.why)
+    assert due - t >= 2 * PROBE_S
+
+
 def test_a_probe_fills_whole_frames_and_reads_as_its_trial() -> None:
     from longge.protocol.frame import PACKET_OVERHEAD
     from longge.protocol.rate import RateMove, parse_rate, probe_length, probe_message

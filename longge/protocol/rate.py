@@ -264,7 +264,10 @@ class RateChooser:
         back to ``back``, and wait longer before the next."""
         self.rate, self.why, self.at = back, why, now
         self.trial_from = None
-        self.q_here, self.windows_here = None, 0
+        # (the reference is measured again: the one before the trial may be the spike of a
+        # window that set it off, and the channel as it was before would then read as one
+        # that improved, a trial at once: two trials a spike, at 78 dB in stream mode)
+        self.q_here, self.windows_here, self.q_ref = None, 0, None
         self.failed_probes += 1
         self.wait = min(PROBE_MAX_WAIT_S, 2 * self.wait)
         self.next_probe = now + self.wait
