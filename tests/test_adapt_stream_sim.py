@@ -20,6 +20,7 @@ from longge.daemon.adapt_stream import KEEP_LOST_S, StreamAdaptation
 from longge.daemon.peers import SENDER_BACKLOG, STREAM_REASSEMBLY_S
 from longge.daemon.stream_power import SILENT_S
 from longge.protocol import Fragmenter, Reassembler
+from longge.protocol import power as pw
 from longge.protocol import rate as rt
 from longge.protocol.arq import MAX_WINDOW, ArqSender
 from longge.protocol.arq_receiver import ArqReceiver
@@ -179,6 +180,12 @@ def test_after_a_fallback_the_faster_rate_is_tried_later_and_its_trials_cost_lit
     assert len(fell) == 1 and link.follower.fallbacks == 1, made
     assert trials and trials[0] - fell[0] >= 2 * rt.PROBE_S, made  # (ESB: PROBE_S)
     assert link.tx_rate == "250k" and not any(what.startswith("keep") for _, what in made)
+    changed = 0.0  # (no step of the power soon after a change of rate: ESB's wait, 2 s)
+    for t, what in made:
+        if what.startswith("rate "):
+            changed = t
+        step = what.startswith("power ") and what.endswith("(trial)")
+        assert not step or t - changed >= 2 * pw.WAIT_S, made
     late = link.delivered[-1]
     link.longest_gap = 0.0
     link.run(8.0)  # (the next trials: no fallback, gaps of a failed trial only)

@@ -20,6 +20,12 @@ from longge.radio.interface import LinkRadio
 #: s: frames on their way and none acknowledged for this long below the ceiling: up at once
 #: (ACKs come every few milliseconds while frames go: daemon/adapt_stream.py's KEEP_LOST_S)
 SILENT_S = 0.1
+#: s: no step down this soon after a change of rate (ESB: power.WAIT_S). In stream mode a
+#: step's probe holds the new packets back for the ARQ to empty and its fillers' fates to
+#: come (a tenth of a second where it fails), and after a change the rate is still being
+#: tried: at 71 dB a step 2 s after each switch and the trials' dips together held
+#: `experiment adaptive-stream`'s settling to 4.3 s (0.4-1.2 s without the power).
+AFTER_RATE_S = 10.0
 
 
 class StreamPower:
@@ -95,7 +101,9 @@ class StreamPower:
     def to_ceiling(self, radio: LinkRadio, why: str, now: float) -> bool:
         """A change of rate (or a fallback): a rate is judged at the ceiling."""
         self._pending = False
-        return self._set(radio, self.chooser.to_ceiling(why, now), now)
+        up = self._set(radio, self.chooser.to_ceiling(why, now), now)
+        self.chooser.next_step = max(self.chooser.next_step, now + AFTER_RATE_S)
+        return up
 
     def _set(self, radio: LinkRadio, level: int | None, now: float) -> bool:
         """Set ``level`` if there is one; True if it went up."""
