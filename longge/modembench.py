@@ -66,16 +66,23 @@ class ModemBenchPlan:
             raise ConfigError("--rate", self.rate, " | ".join(RATES))
 
 
-def _make(*args: str) -> None:
-    if shutil.which("make") is None:
-        raise ModemBenchError("make is missing (Debian: make; ./run.sh installs it as root)")
-    # One make at a time on this checkout: two processes (the test suite's two workers) that
-    # each ran make sim relinked modem-sim while the other was starting it (EACCES).
+def make_firmware(*args: str) -> subprocess.CompletedProcess[str]:
+    """``make -C firmware ARGS``, one at a time on this checkout (every caller: this module,
+    the testbed, the tests). Two processes (the test suite's two workers) that each ran make
+    relinked a program while the other was starting it (EACCES): modem-sim, and on a fresh
+    clone proto-fuzz (one worker's ``make native`` for the testbed's modem, the other's for
+    the parser's tests)."""
     lock = FIRMWARE / "build" / ".make.lock"
     lock.parent.mkdir(parents=True, exist_ok=True)
     with open(lock, "w") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
-        r = subprocess.run(["make", "-C", str(FIRMWARE), *args], capture_output=True, text=True)
+        return subprocess.run(["make", "-C", str(FIRMWARE), *args], capture_output=True, text=True)
+
+
+def _make(*args: str) -> None:
+    if shutil.which("make") is None:
+        raise ModemBenchError("make is missing (Debian: make; ./run.sh installs it as root)")
+    r = make_firmware(*args)
     if r.returncode != 0:
         hint = ""
         if "simavr" in r.stderr:

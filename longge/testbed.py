@@ -113,7 +113,9 @@ def build_preload() -> None:
 
 def _make(target: str) -> None:
     """Build a firmware/ target the testbed runs (the native modem, the spidev library)."""
-    build = subprocess.run(["make", "-C", str(FIRMWARE), target], capture_output=True, text=True)
+    from longge.modembench import make_firmware  # (one make at a time: it holds the lock)
+
+    build = make_firmware(target)
     if build.returncode != 0:
         raise TestbedError(f"make -C firmware {target} failed:\n{build.stderr[-1500:]}")
 

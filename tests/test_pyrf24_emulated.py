@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from longge.air import native
+from longge.modembench import make_firmware
 
 ROOT = Path(__file__).resolve().parents[1]
 PRELOAD = ROOT / "firmware" / "build" / "longge-spidev.so"
@@ -67,9 +68,7 @@ print(json.dumps({"begin": begun, "ok": ok}), flush=True)
 
 @pytest.fixture(scope="module")
 def preload() -> Path:
-    r = subprocess.run(
-        ["make", "-C", str(ROOT / "firmware"), "preload"], capture_output=True, text=True
-    )
+    r = make_firmware("preload")  # (locked: the other worker's testbed may make it too)
     assert r.returncode == 0, r.stdout + r.stderr
     return PRELOAD
 
