@@ -174,8 +174,7 @@ class StreamAdaptation:
             rate, at = self._back
             if now >= at:
                 self._back = None
-                self._switch(child, radio, rate, now)
-                self._unsure_mark = arq.offered
+                self._switch_alone(child, radio, arq, rate, now)
             return
         ann, robust = self._announced, rt.RateMove(rt.ROBUST_RATE)
         settled = self._in_force == rt.ROBUST_RATE and (ann is None or ann.move == robust)
@@ -189,8 +188,7 @@ class StreamAdaptation:
             self._keeping = None
             rates.trial_failed(keeping.back, "the receiver had left the trial for its keep", now)
             self.decisions.note(now, "keep lost")
-            self._switch(child, radio, keeping.back, now)
-            self._unsure_mark = arq.offered
+            self._switch_alone(child, radio, arq, keeping.back, now)
             return
         if self._announced is not None:
             self._announcing(child, radio, arq, peer, now)
@@ -265,13 +263,12 @@ class StreamAdaptation:
             self._busy_since = now
         busy = self._busy_since
         quiet = busy is not None and now - max(busy, self._last_ack) >= SILENT_S
+        handled = False
         if quiet and power.silent(radio, now):
-            self._unsure_mark = arq.offered
-            return True
-        if ended:
+            up = handled = True  # (this turn's window, if one ended, was the level's)
+        elif ended:
             handled, up = power.window(radio, windows, now)
         else:
-            handled = False
             up = power.turn(radio, arq, windows, lambda n: self._fill(arq, peer, n, now), now)
         if up:
             self._unsure_mark = arq.offered
@@ -287,8 +284,7 @@ class StreamAdaptation:
         ann = self._announced
         self.rates.fall_back(now, FALLBACK_WAIT_S)
         self._trial = self._announced = self._keeping = None
-        self._switch(child, radio, rt.ROBUST_RATE, now)
-        self._unsure_mark = arq.offered
+        self._switch_alone(child, radio, arq, rt.ROBUST_RATE, now)
         self.decisions.note(now, f"fallback {rt.ROBUST_RATE}")
         if ann is not None and ann.mark is not None and arq.passed < ann.mark:
             self._announced = _Announced(rt.RateMove(rt.ROBUST_RATE), rt.ROBUST_RATE)
@@ -349,6 +345,15 @@ class StreamAdaptation:
         self._fresh = True
         assert self.windows is not None
         self.windows.restart_window(now, a.WINDOW_ATTEMPTS, a.WINDOW_S)
+
+    def _switch_alone(
+        self, child: Child, radio: LinkRadio, arq: ArqSender, rate: str, now: float
+    ) -> None:
+        """To ``rate`` without the receiver's word (back from a trial, a keep lost, a
+        fallback): what was offered before finds its fate at the other rate, and is not
+        counted (``_unsure_mark``)."""
+        self._switch(child, radio, rate, now)
+        self._unsure_mark = arq.offered
 
     def _set_rate(self, child: Child, radio: LinkRadio, rate: str) -> None:
         self._in_force = rate

@@ -22,6 +22,7 @@ RATE_MAGIC = b"\x00LGrate"
 TRIAL = 0x01
 FILLER = 0x02
 KEEP = 0x04
+_FILLER = RATE_MAGIC + bytes((0, FILLER))  # (a filler's body, before its padding)
 #: Slowest first: the most robust (12 dB more margin than 2 Mbit/s) is RATES[0].
 RATES = ("250k", "1M", "2M")
 ROBUST_RATE = RATES[0]
@@ -98,10 +99,14 @@ def rate_message(rate: str, trial: bool = False, keep: bool = False) -> bytes:
     return RATE_MAGIC + bytes((RATES.index(rate), (TRIAL if trial else 0) | (KEEP if keep else 0)))
 
 
+def _padded(message: bytes, length: int) -> bytes:
+    """``message`` padded with zeros to ``length`` bytes (a probe's, a filler's)."""
+    return message + bytes(max(0, length - len(message)))
+
+
 def probe_message(rate: str, length: int) -> bytes:
     """A trial's probe: its announcement again, padded with zeros to ``length`` bytes."""
-    message = rate_message(rate, trial=True)
-    return message + bytes(max(0, length - len(message)))
+    return _padded(rate_message(rate, trial=True), length)
 
 
 def filler_message(length: int) -> bytes:
@@ -110,13 +115,11 @@ def filler_message(length: int) -> bytes:
     rate is sent again by the ARQ at the rate it went back to, where the receiver took it as
     a new trial (at 71 dB, each failed trial of 2 Mbit/s had the receiver leave 1 Mbit/s for
     0.15 s up to four times: 0.5-0.8 s without a packet through)."""
-    message = RATE_MAGIC + bytes((0, FILLER))
-    return message + bytes(max(0, length - len(message)))
+    return _padded(_FILLER, length)
 
 
 def is_filler(packet: bytes) -> bool:
-    n = len(RATE_MAGIC) + 2
-    return packet.startswith(RATE_MAGIC + bytes((0, FILLER))) and not any(packet[n:])
+    return packet.startswith(_FILLER) and not any(packet[len(_FILLER) :])
 
 
 def probe_length(stream_overhead: int, data_per_frame: int) -> int:
