@@ -8,6 +8,7 @@ import os
 import random
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from conftest import running_air
@@ -143,17 +144,14 @@ def air_55db(tmp_path: os.PathLike[str]) -> Iterator[str]:
         yield path
 
 
-def test_two_daemons_lower_the_power_where_it_does_as_well_and_raise_it_when_not(
-    air_55db: str, tmp_path: os.PathLike[str]
-) -> None:
-    """The mobile's TX power comes down to −18 dBm on a short path while packets go; the
-    path grows to 66 dB (−18 dBm now under the sensitivity, −12 dBm over): the power is back
-    at −12 dBm, the rate stays 2 Mbit/s, and the packets sent meanwhile arrive (the one on its
-    way when the path changed may be lost)."""
+def _down_then_farther(
+    air: str, tmp_path: os.PathLike[str], radio: RadioOptions, collect_s: float
+) -> tuple[list[bytes], list[bytes], dict[str, Any]]:
+    """Packets go until the mobile's power is at −18 dBm (asserted, ceiling −12 dBm); then the
+    path grows to 66 dB and 200 more go: (sent after, got after, the mobile's ``adapt``)."""
     from longge.air import control
 
-    radio = RadioOptions(ard_us=250, arc=2, adapt=True)
-    with make_link(air_55db, str(tmp_path), radio=radio) as lk:
+    with make_link(air, str(tmp_path), radio=radio) as lk:
         end = time.monotonic() + 20.0
         tag = 1
         power = lk.mobile.status()["tx"]["adapt"]["power"]
@@ -162,19 +160,30 @@ def test_two_daemons_lower_the_power_where_it_does_as_well_and_raise_it_when_not
             tag += 20
             power = lk.mobile.status()["tx"]["adapt"]["power"]
         assert power["dbm"] == -18 and power["ceiling_dbm"] == -12, power
-        control.apply(air_55db, {"path_loss": 66.0})
+        control.apply(air, {"path_loss": 66.0})
         sent: list[bytes] = []
         got: list[bytes] = []
         for _ in range(10):
             batch = [ip_packet(1000, 5000 + len(sent) + i) for i in range(20)]
             got += lk.send(lk.mtun, batch, to=lk.btun, timeout=3.0)
             sent += batch
-        got += lk.collect(lk.btun, 1.0)
-        adapt = lk.mobile.status()["tx"]["adapt"]
-        assert adapt["power"]["dbm"] == -12 and adapt["power"]["raised"] >= 1, adapt["power"]
-        assert adapt["rate"]["rate"] == "2M", adapt["rate"]
-        assert len(set(got)) >= len(sent) - 1, (len(sent), len(got), adapt)
-        assert any("power -12 dBm" in what for _, _, what in adapt["recent"]), adapt["recent"]
+        got += lk.collect(lk.btun, collect_s)
+        return sent, got, lk.mobile.status()["tx"]["adapt"]
+
+
+def test_two_daemons_lower_the_power_where_it_does_as_well_and_raise_it_when_not(
+    air_55db: str, tmp_path: os.PathLike[str]
+) -> None:
+    """The mobile's TX power comes down to −18 dBm on a short path while packets go; the
+    path grows to 66 dB (−18 dBm now under the sensitivity, −12 dBm over): the power is back
+    at −12 dBm, the rate stays 2 Mbit/s, and the packets sent meanwhile arrive (the one on its
+    way when the path changed may be lost)."""
+    radio = RadioOptions(ard_us=250, arc=2, adapt=True)
+    sent, got, adapt = _down_then_farther(air_55db, tmp_path, radio, 1.0)
+    assert adapt["power"]["dbm"] == -12 and adapt["power"]["raised"] >= 1, adapt["power"]
+    assert adapt["rate"]["rate"] == "2M", adapt["rate"]
+    assert len(set(got)) >= len(sent) - 1, (len(sent), len(got), adapt)
+    assert any("power -12 dBm" in what for _, _, what in adapt["recent"]), adapt["recent"]
 
 
 def test_a_stream_link_lowers_its_power_and_raises_it_losing_nothing(
@@ -183,27 +192,8 @@ def test_a_stream_link_lowers_its_power_and_raises_it_losing_nothing(
     """Stream mode (daemon/stream_power.py): the same path, the mobile's power comes down to
     −18 dBm while packets go (judged on the ARQ's fates); the path grows to 66 dB: back at
     −12 dBm, the rate stays 2 Mbit/s, and the ARQ delivers every packet."""
-    from longge.air import control
-
     radio = RadioOptions(mode="stream", adapt=True)
-    with make_link(air_55db, str(tmp_path), radio=radio) as lk:
-        end = time.monotonic() + 20.0
-        tag = 1
-        power = lk.mobile.status()["tx"]["adapt"]["power"]
-        while power["dbm"] != -18 and time.monotonic() < end:
-            lk.send(lk.mtun, [ip_packet(1000, tag + i) for i in range(20)], to=lk.btun, timeout=2)
-            tag += 20
-            power = lk.mobile.status()["tx"]["adapt"]["power"]
-        assert power["dbm"] == -18 and power["ceiling_dbm"] == -12, power
-        control.apply(air_55db, {"path_loss": 66.0})
-        sent: list[bytes] = []
-        got: list[bytes] = []
-        for _ in range(10):
-            batch = [ip_packet(1000, 5000 + len(sent) + i) for i in range(20)]
-            got += lk.send(lk.mtun, batch, to=lk.btun, timeout=3.0)
-            sent += batch
-        got += lk.collect(lk.btun, 2.0)
-        adapt = lk.mobile.status()["tx"]["adapt"]
-        assert adapt["power"]["dbm"] == -12 and adapt["power"]["raised"] >= 1, adapt["power"]
-        assert adapt["rate"]["rate"] == "2M" and adapt["rate"]["fallbacks"] == 0, adapt["rate"]
-        assert sorted(set(got)) == sorted(sent), (len(sent), len(got), adapt)
+    sent, got, adapt = _down_then_farther(air_55db, tmp_path, radio, 2.0)
+    assert adapt["power"]["dbm"] == -12 and adapt["power"]["raised"] >= 1, adapt["power"]
+    assert adapt["rate"]["rate"] == "2M" and adapt["rate"]["fallbacks"] == 0, adapt["rate"]
+    assert sorted(set(got)) == sorted(sent), (len(sent), len(got), adapt)
