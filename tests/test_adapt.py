@@ -298,6 +298,39 @@ def test_the_receiver_ends_a_trial_not_kept_and_falls_back_when_nothing_comes() 
     assert g.tick(None, STARTUP_S) and g.rate == "250k"
 
 
+def test_an_end_that_fell_back_tries_the_configured_rate_now_and_then_while_unheard() -> None:
+    """At the robust rate with nothing heard (receiver) or acknowledged (sender) for SCAN_S:
+    the configured rate for FALLBACK_S, then back, while nothing comes; heard, it stays. An
+    end configured at the robust rate has nowhere else to look."""
+    from longge.protocol.rate import (
+        FALLBACK_S,
+        SCAN_S,
+        STARTUP_S,
+        RateChooser,
+        RateFollower,
+    )
+
+    f = RateFollower("2M", 0.0)
+    assert f.tick(None, STARTUP_S) and f.rate == "250k"  # never heard: fallen back
+    assert not f.tick(None, STARTUP_S + SCAN_S - 0.01)
+    assert f.tick(None, STARTUP_S + SCAN_S) and f.rate == "2M" and f.scans == 1
+    t = STARTUP_S + SCAN_S + FALLBACK_S
+    assert f.tick(None, t) and f.rate == "250k"  # nothing there either: back
+    assert not f.tick(t + 1.0, t + 1.0 + SCAN_S - 0.01)  # heard at 250k: it stays
+    assert f.rate == "250k"
+    assert not RateFollower("250k", 0.0).tick(None, 100.0)  # (nowhere else to look)
+
+    c = RateChooser("2M", 0.0)
+    c.fall_back(10.0)
+    assert not c.scan_due(10.0, 10.0 + SCAN_S - 0.01)
+    assert not c.scan_due(11.0, 10.0 + SCAN_S)  # (acknowledged since)
+    assert c.scan_due(10.0, 10.0 + SCAN_S)
+    c.scan(12.0)
+    assert c.rate == "2M" and c.scans == 1 and not c.scan_due(0.0, 20.0)
+    r = RateChooser("250k", 0.0)
+    assert r.rate == "250k" and not r.scan_due(0.0, 100.0)
+
+
 def test_a_stream_receivers_trial_lasts_while_it_hears_the_sender_at_the_rate() -> None:
     """Stream mode: the trial ends after the trial rate's STREAM_TRIAL_S without a packet
     (the time the sender stays silent after a trial that failed)."""

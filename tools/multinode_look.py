@@ -21,6 +21,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from longge import testbed
+from longge.air.loss import AirLoss
 from longge.measure.analysis import percentile
 from longge.measure.model import udp_goodput_bps
 from longge.measure.multinode import load_all, ping_rtts
@@ -75,15 +76,18 @@ def main() -> int:
     ap.add_argument("--seconds", type=int, default=10)
     ap.add_argument("--stagger", type=float, default=0.0, help="seconds between clients' starts")
     ap.add_argument("--mode", choices=("esb", "stream"), default="esb")
+    ap.add_argument("--adapt", action="store_true", help="every node adapts (docs/design.md §5)")
+    ap.add_argument("--per", type=float, default=0.0, help="frame error rate on every link")
     ap.add_argument(
         "--idle-ping",
         action="store_true",
         help="the last mobile pings the base (20/s) while the others are loaded, and alone",
     )
     ns = ap.parse_args()
-    options = RadioOptions(mode=ns.mode)
-    bound = udp_goodput_bps(options, 1400, OVERHEAD) / 1000
-    testbed.up(testbed.TestbedSpec(options=options, mobiles=ns.mobiles))
+    options = RadioOptions(mode=ns.mode, adapt=ns.adapt)
+    bound = udp_goodput_bps(RadioOptions(mode=ns.mode), 1400, OVERHEAD) / 1000
+    loss = AirLoss(per=ns.per)
+    testbed.up(testbed.TestbedSpec(options=options, mobiles=ns.mobiles, loss=loss))
     try:
         if ns.idle_ping:
             idle_ping(ns.mobiles, ns.rate, ns.seconds)

@@ -1,7 +1,8 @@
 """The RX process's side of ``adapt = true`` (one peer, either mode; protocol/rate.py): the RX
 radio listens at the rate its peer (this direction's sender) announced in a sealed
 link-control packet, and falls back to the robust rate when the peer has been quiet for
-FALLBACK_S (it switched without us, or the channel took it). Applied again whenever the
+FALLBACK_S (it switched without us, or the channel took it), and from there listens at the
+configured rate now and then while nothing comes (rate.SCAN_S). Applied again whenever the
 radio's settings are (brought up, ``radio set``)."""
 
 from __future__ import annotations
@@ -26,8 +27,13 @@ class RateListening:
         on an announcement?"""
         opts = child.cfg.radio
         adapts = opts.adapt and (opts.acked or opts.mode == "stream")
-        key = (adapts and len(table) == 1, opts.rate)
+        # (a mobile whose base granted it the uplink: a base with several mobiles, which
+        # adapts no rate: its announcements never come, and a fallback here would never end)
+        cell = table.peers[0].grants_heard > 0
+        key = (adapts and len(table) == 1 and not cell, opts.rate)
         if key != self._key:
+            if self.follower is not None and self.follower.rate != opts.rate:
+                radio.data_rate = int(RATE_BY_NAME[opts.rate])  # (the configured again)
             self._key = key
             stream = opts.mode == "stream"
             self.follower = rt.RateFollower(opts.rate, now, stream) if key[0] else None

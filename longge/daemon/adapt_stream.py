@@ -139,14 +139,25 @@ class StreamAdaptation:
             due.append(probed_by - now)
         return max(0.0, min(due))
 
-    def step(self, child: Child, radio: LinkRadio, peers: Sequence[PeerSender], now: float) -> None:
-        """Once per loop turn with a radio, after the peer's ACKs were taken in."""
+    def step(
+        self,
+        child: Child,
+        radio: LinkRadio,
+        peers: Sequence[PeerSender],
+        now: float,
+        cell: bool = False,
+    ) -> None:
+        """Once per loop turn with a radio, after the peer's ACKs were taken in. ``cell``: a
+        mobile whose base grants the uplink (it serves several: the configured rate)."""
         opts = child.cfg.radio
-        key = (opts.adapt and len(peers) == 1, opts.rate, child.cfg.pa_value)
+        key = (opts.adapt and len(peers) == 1 and not cell, opts.rate, child.cfg.pa_value)
         peer = peers[0]
         arq = peer.arq
         assert arq is not None
         if key != self._key:  # turned on or off, or another rate configured: start over
+            if self._in_force not in ("", opts.rate):  # (it had moved: the configured again)
+                radio.data_rate = int(RATE_BY_NAME[opts.rate])
+                radio.pa_level = child.cfg.pa_value
             self._key = key
             self.rates = rt.RateChooser(opts.rate, now, rt.stream_goodput) if key[0] else None
             on = key[0]  # (the configured power is the ceiling)
@@ -180,6 +191,9 @@ class StreamAdaptation:
         settled = self._in_force == rt.ROBUST_RATE and (ann is None or ann.move == robust)
         if not settled and now - self._last_ack >= rt.FALLBACK_S:
             self._fall_back(child, radio, arq, peer, now)
+            return
+        if settled and rates.scan_due(self._last_ack, now):  # (the other end may be at it)
+            self._fall_back(child, radio, arq, peer, now, scan=True)
             return
         keeping = self._keeping
         if keeping is not None and arq.passed >= keeping.mark:
@@ -275,19 +289,30 @@ class StreamAdaptation:
         return handled
 
     def _fall_back(
-        self, child: Child, radio: LinkRadio, arq: ArqSender, peer: PeerSender, now: float
+        self,
+        child: Child,
+        radio: LinkRadio,
+        arq: ArqSender,
+        peer: PeerSender,
+        now: float,
+        scan: bool = False,
     ) -> None:
-        """Nothing acknowledged for FALLBACK_S: the robust rate without a word. An
-        announcement still in the ARQ would pass later (the receiver, fallen back too, would
-        take it and switch): the robust rate's announcement goes behind it."""
-        assert self.rates is not None
+        """Nothing acknowledged for FALLBACK_S: the robust rate without a word (``scan``:
+        nothing for rate.SCAN_S at it: the configured rate, as word-less). An announcement
+        still in the ARQ would pass later (the receiver would take it and switch): the new
+        rate's announcement goes behind it."""
+        rates = self.rates
+        assert rates is not None
         ann = self._announced
-        self.rates.fall_back(now, FALLBACK_WAIT_S)
+        if scan:
+            rates.scan(now)
+        else:
+            rates.fall_back(now, FALLBACK_WAIT_S)
         self._trial = self._announced = self._keeping = None
-        self._switch_alone(child, radio, arq, rt.ROBUST_RATE, now)
-        self.decisions.note(now, f"fallback {rt.ROBUST_RATE}")
+        self._switch_alone(child, radio, arq, rates.rate, now)
+        self.decisions.note(now, f"{'scan' if scan else 'fallback'} {rates.rate}")
         if ann is not None and ann.mark is not None and arq.passed < ann.mark:
-            self._announced = _Announced(rt.RateMove(rt.ROBUST_RATE), rt.ROBUST_RATE)
+            self._announced = _Announced(rt.RateMove(rates.rate), rates.rate)
             self._announcing(child, radio, arq, peer, now)
 
     def _announcing(

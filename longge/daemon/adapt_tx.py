@@ -48,7 +48,7 @@ class Adaptation:
         self.adapter: a.RetryAdapter | None = None
         self.rates: rt.RateChooser | None = None
         self.power: pw.PowerChooser | None = None  # (with the rate: one peer)
-        self._key: tuple[bool, str, int] | None = None
+        self._key: tuple[bool, str, int, bool] | None = None
         self._applied = -1
         self._loaded = 0
         self._retrans = 0
@@ -119,14 +119,18 @@ class Adaptation:
         c: TxCounters,
         table: PeerTable[PeerSender],
         now: float,
+        cell: bool = False,
     ) -> None:
-        """Once per loop turn with a radio: follow the config, count, choose, apply."""
+        """Once per loop turn with a radio: follow the config, count, choose, apply. ``cell``:
+        a mobile whose base grants the uplink (it serves several mobiles: their rate is the
+        configured one, docs/design.md §5)."""
         opts = child.cfg.radio
-        key = (opts.adapt and opts.acked, opts.rate, child.cfg.pa_value)
+        # (a base's RX radio hears all its mobiles at one rate: one peer, or no rate)
+        one_peer = len(table) == 1 and not cell
+        key = (opts.adapt and opts.acked, opts.rate, child.cfg.pa_value, one_peer)
         if key != self._key:  # turned on or off, or another rate configured: start over
             self._key = key
             self.adapter = a.RetryAdapter(opts.rate, now) if key[0] else None
-            one_peer = len(table) == 1  # (a base's RX radio hears all mobiles at one rate)
             self.rates = rt.RateChooser(opts.rate, now) if key[0] and one_peer else None
             on = self.rates is not None  # (the configured power is the ceiling)
             self.power = pw.PowerChooser(child.cfg.pa_value, now) if on else None
@@ -141,7 +145,7 @@ class Adaptation:
         if child.applied != self._applied:  # the config's settings were just applied
             self._applied = child.applied
             self._loaded, self._retrans = c.frames_sent, radio.retransmissions
-            self._apply(radio)
+            self._apply(radio, child)
             return
         loaded = c.frames_sent - self._loaded
         retrans = radio.retransmissions - self._retrans
@@ -194,6 +198,12 @@ class Adaptation:
             self._trial = None
             self._switch(radio, rt.ROBUST_RATE, now, unsure=True)
             self.decisions.note(now, f"fallback {rt.ROBUST_RATE}")
+            return
+        if rates.scan_due(self._last_ack, now):  # (the other end may be at it: rate.SCAN_S)
+            rates.scan(now)
+            self._trial = None
+            self._switch(radio, rates.rate, now, unsure=True)
+            self.decisions.note(now, f"scan {rates.rate}")
             return
         if self._dead is not None:  # a probe now and then, until one is acknowledged
             if now >= self._dead and self._probe(radio, c, peer, rates.rate):
@@ -363,12 +373,15 @@ class Adaptation:
             self._set_power(radio, self.power.to_ceiling(f"rate {rate}", now), now)
         self._apply_retries(radio)
 
-    def _apply(self, radio: LinkRadio) -> None:
-        """After the config's settings: the rate and retries in force again."""
-        if self.rates is not None and self.adapter is not None:
-            radio.data_rate = int(RATE_BY_NAME[self.adapter.rate])
-        if self.power is not None:
-            radio.pa_level = self.power.level
+    def _apply(self, radio: LinkRadio, child: Child) -> None:
+        """After the config's settings, or a start over: the rate, power and retries in
+        force again (the configured rate and power where they are not adapted: a mobile that
+        learnt that its base serves several may have fallen back before)."""
+        adapter = self.adapter  # (its rate: the one in force, not one being announced)
+        on = self.rates is not None and adapter is not None
+        rate = adapter.rate if on and adapter is not None else child.cfg.radio.rate
+        radio.data_rate = int(RATE_BY_NAME[rate])
+        radio.pa_level = child.cfg.pa_value if self.power is None else self.power.level
         self._apply_retries(radio)
 
     def _apply_retries(self, radio: LinkRadio) -> None:

@@ -268,7 +268,7 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket | None 
                     storm = 0
                     child.reinitialise(f"{MAX_RT_STORM} MAX_RT in a row")
                     continue
-            adapt.step(child, radio, c, table, now)
+            adapt.step(child, radio, c, table, now, cell=out.permit is not None)
             # 6. keepalive (its frames wait with their peer, as a packet's)
             keepalives(table, queues, adapt.keepalive_s(cfg.keepalive_s), now)
             # 7. uplink

@@ -126,7 +126,8 @@ def run_tx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
         # The FIFO first: two frames' time after a slot frees it runs dry, and taking in a
         # packet (TUN read, seal, cut) can take a good part of that.
         if radio is not None:
-            out.adapt.step(child, radio, table.peers, now)  # (the rate: adapt_stream.py)
+            cell = out.permit is not None  # (our base grants the uplink: no rate of ours)
+            out.adapt.step(child, radio, table.peers, now, cell)  # (the rate: adapt_stream.py)
             out.fill(radio, now)
         if look(tun):
             try:

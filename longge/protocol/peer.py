@@ -289,6 +289,7 @@ class PeerReceiver:
     #: the uplink (uplink.py): a grant's length the peer (our base) sent us; the peer (a
     #: mobile) handed its grant back. For our TX process; taken with ``take_uplink``.
     grant_heard: uplink.Grant | None = None
+    grants_heard: int = 0  # (any: the peer is a base that grants its mobiles the uplink)
     release_heard: int | None = None  # the number of the grant released
     #: the rate the peer (our direction's sender) announced, on trial? (rate.py), for our
     #: RX radio
@@ -314,6 +315,7 @@ class PeerReceiver:
                 self.floor_heard = epoch
             elif grant is not None:
                 self.grant_heard = grant
+                self.grants_heard += 1
             elif (number := uplink.parse_release(packet)) is not None:
                 self.release_heard = number
             elif (announced := rate.parse_rate(packet)) is not None:

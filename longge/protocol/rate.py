@@ -34,6 +34,13 @@ ADAPT_KEEPALIVE_S = 0.25
 #: Before the other end was ever heard (both daemons starting), silence counts only after
 #: this long: the other may still be coming up at the configured rate.
 STARTUP_S = 3.0
+#: An end at ROBUST_RATE that has heard (a receiver) or got acknowledged (a sender) nothing
+#: for this long goes to its configured rate for FALLBACK_S, then back, and so on while
+#: nothing comes: the other end may be at the configured rate and never leave it (a base
+#: with several mobiles adapts no rate; a node restarted), and a receiver finds a sender only
+#: at the sender's rate. Two ends that both fell back meet at ROBUST_RATE, where each spends
+#: two thirds of the time (and where they are, once either is heard, they stay).
+SCAN_S = 2.0
 #: The sender switches this long after its announcement was loaded (and once its TX FIFO has
 #: drained): the receiver's process has read it and switched by then. An announcement not
 #: through within ANNOUNCE_S (or that met MAX_RT) is given up: the sender stays.
@@ -169,6 +176,7 @@ class RateChooser:
         self, rate: str, now: float, goodput: Callable[[str, float], float] = rate_goodput
     ) -> None:
         self.rate = rate
+        self.configured = rate  # (where SCAN_S sends a sender that hears nothing)
         self.goodput = goodput  # (rate, q) -> bit/s: the link mode's model
         self.why = "configured"
         self.at = now
@@ -188,6 +196,7 @@ class RateChooser:
         self.probes = 0
         self.failed_probes = 0
         self.fallbacks = 0
+        self.scans = 0
         #: the direction carries little (stream mode: its fillers go): what it needs is its
         #: frames (the other direction's ACKs) through, not speed, and each failed trial of
         #: a faster rate costs the other direction its ACKs for a while: a faster rate is
@@ -301,6 +310,21 @@ class RateChooser:
         self.next_probe = now + wait
         self.fallbacks += 1
 
+    def scan_due(self, last_ack: float, now: float) -> bool:
+        """At ROBUST_RATE with nothing acknowledged for SCAN_S (since ``last_ack``, or the
+        last switch): time to try the configured rate (``scan``)?"""
+        quiet = now - max(last_ack, self.at) >= SCAN_S
+        return quiet and self.rate == ROBUST_RATE != self.configured
+
+    def scan(self, now: float) -> None:
+        """To the configured rate without an agreement (SCAN_S): the other end may be there;
+        nothing acknowledged there for FALLBACK_S falls back again (not counted as one)."""
+        self.rate, self.at = self.configured, now
+        self.why = f"nothing acknowledged at {ROBUST_RATE} for {SCAN_S:g} s: the configured rate"
+        self.trial_from = None
+        self.q_here, self.windows_here, self.q_ref = None, 0, None
+        self.scans += 1
+
     def stats(self, now: float) -> dict[str, object]:
         return {
             "rate": self.rate,
@@ -311,6 +335,7 @@ class RateChooser:
             "probes": self.probes,
             "failed_probes": self.failed_probes,
             "fallbacks": self.fallbacks,
+            "scans": self.scans,
         }
 
 
@@ -321,6 +346,7 @@ class RateFollower:
 
     def __init__(self, rate: str, now: float, stream: bool = False) -> None:
         self.rate = rate
+        self.configured = rate
         #: stream mode: a trial lasts while the sender is heard (STREAM_TRIAL_S without: ends)
         self.stream = stream
         self.stale_keeps = 0  # keeps of a trial already over: ignored
@@ -329,6 +355,7 @@ class RateFollower:
         self.started = now
         self.heard = 0
         self.fallbacks = 0
+        self.scans = 0  # to the configured rate after SCAN_S at the robust one, unheard
         self.trial_back: tuple[str, float] | None = None  # (rate, when)
 
     def announced(self, move: RateMove, now: float) -> bool:
@@ -362,7 +389,14 @@ class RateFollower:
             since = max(self.at, self.started + STARTUP_S - FALLBACK_S)
         else:
             since = max(last_heard, self.at)
-        if self.rate == ROBUST_RATE or now - since < FALLBACK_S:
+        if self.rate == ROBUST_RATE:
+            if self.configured == ROBUST_RATE or now - since < SCAN_S:
+                return False
+            self.rate, self.at = self.configured, now  # (the sender may be there: SCAN_S)
+            self.why = f"nothing heard at {ROBUST_RATE} for {SCAN_S:g} s: the configured rate"
+            self.scans += 1
+            return True
+        if now - since < FALLBACK_S:
             return False
         self.rate, self.why, self.at = ROBUST_RATE, f"nothing heard for {FALLBACK_S:g} s", now
         self.trial_back = None
@@ -378,4 +412,5 @@ class RateFollower:
             "announcements": self.heard,
             "stale_keeps": self.stale_keeps,
             "fallbacks": self.fallbacks,
+            "scans": self.scans,
         }

@@ -1,0 +1,98 @@
+"""``adapt = true`` on a base with several mobiles (docs/design.md §5, "A base with several
+mobiles"): the base's one RX radio hears all its mobiles at one rate, so nobody in the cell
+adapts a rate (or the power that is judged with it); each sender adapts its retries. A
+mobile learns that it is in such a cell from its base's first grant. One that fell back to
+the robust rate before (started or restarted out of reach) finds the base at the configured
+rate again (rate.SCAN_S). The daemons over in-memory TUNs and the emulated air
+(test_multinode.py's star)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import running_air
+from test_multinode import N, Star, base_config, in_mode, mobile_config, star
+
+from longge.air import control
+from longge.air.loss import AirLoss
+from longge.config import NodeConfig
+from longge.protocol.rate import ROBUST_RATE
+
+
+def adapting(cfg: NodeConfig, mode: str) -> NodeConfig:
+    cfg = in_mode(cfg, mode)
+    return replace(cfg, radio=replace(cfg.radio, adapt=True))
+
+
+def cell(air: str, tmp: Path, mode: str) -> tuple[list[NodeConfig], NodeConfig]:
+    mobiles = [
+        replace(adapting(mobile_config(tmp, air, i), mode), air_name=f"mobile{i + 1}")
+        for i in range(N)
+    ]
+    return mobiles, adapting(base_config(tmp, air), mode)
+
+
+def rx_rate(st: dict[str, Any]) -> str | None:
+    """The rate a node's RX radio follows (None: it follows none: configured)."""
+    adapt = st["rx"].get("adapt")
+    return None if adapt is None else str(adapt["rate"])
+
+
+def no_rate_adapted(s: Star) -> None:
+    """Nobody in the cell adapts a rate: no chooser, no follower; retries adapt (ESB)."""
+    for node in [s.base, *s.mobiles]:
+        st = node.status()
+        assert rx_rate(st) is None, st["rx"].get("adapt")
+        tx = st["tx"].get("adapt")
+        assert tx is None or ("rate" not in tx and "power" not in tx), tx
+
+
+@pytest.mark.parametrize("mode", ["esb", "stream"])
+def test_a_cell_that_adapts_keeps_its_rate_and_serves_every_mobile(
+    air_path: str, tmp_path: Path, mode: str
+) -> None:
+    """adapt on at the base and the three mobiles: the mobiles hear grants and adapt no rate
+    (before, a mobile out of reach for a moment fell back to 250 kbit/s, and the base, at
+    2 Mbit/s, never heard it again); every packet arrives both ways."""
+    mobiles, base = cell(air_path, tmp_path, mode)
+    with star(air_path, tmp_path, mobiles, base) as s:
+        assert s.heard(), s.base.status()["rx"]
+        s.run(1.0)
+        control.apply(air_path, {"path_loss": 150.0}, node="mobile3")  # (out of reach)
+        s.run(2.5)  # (past the fallback's time)
+        control.apply(air_path, {"path_loss": None}, node="mobile3")
+        s.each_gets_its_own(53)
+        ups, got = s.all_send_at_once(10)
+        for i in range(N):
+            mine = [p for p in got if p in ups[i]]
+            assert mine == ups[i] or (mode == "esb" and len(mine) >= 9), (i, len(mine))
+        s.run(0.6)  # (the radio processes send their counters every 0.25 s)
+        no_rate_adapted(s)
+        if mode == "esb":
+            assert all("arc" in m.status()["tx"]["adapt"] for m in s.mobiles)
+
+
+@pytest.mark.parametrize("mode", ["esb", "stream"])
+def test_mobiles_that_fell_back_find_their_base_again(tmp_path: Path, mode: str) -> None:
+    """The mobiles start out of the base's reach (150 dB): before any grant they fall back
+    to 250 kbit/s, both radios. The path clears: they listen and send at the configured rate
+    now and then (rate.SCAN_S), hear the base's grants there, and stay (before: stranded at
+    250 kbit/s for good)."""
+    with running_air(tmp_path, AirLoss(path_loss=150.0)) as air:
+        mobiles, base = cell(air, tmp_path, mode)
+        with star(air, tmp_path, mobiles, base) as s:
+            s.run(4.0)  # (past STARTUP_S: each mobile has fallen back)
+            assert [rx_rate(m.status()) for m in s.mobiles] == [ROBUST_RATE] * N
+            control.apply(air, {"path_loss": None})
+            t0 = time.monotonic()
+            assert s.heard(timeout=15.0), [m.status()["rx"].get("adapt") for m in s.mobiles]
+            took = time.monotonic() - t0
+            s.each_gets_its_own(29)
+            s.run(0.6)
+            no_rate_adapted(s)
+            scans = [m.status()["tx"]["adapt"] for m in s.mobiles]
+            assert took < 15.0, (took, scans)
