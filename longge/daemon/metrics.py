@@ -69,6 +69,12 @@ ADAPT_COUNTERS = (
     ),
     ("adapt_rate_trials_failed", "trials that did not carry more", "rate", "failed_probes"),
     ("adapt_rate_fallbacks", "falls back to 250 kbit/s after silence", "rate", "fallbacks"),
+    (
+        "adapt_rate_scans",
+        "from 250 kbit/s to the configured rate after silence there",
+        "rate",
+        "scans",
+    ),
     ("adapt_power_steps_down", "steps down of the TX power tried", "power", "lowered"),
     ("adapt_power_steps_failed", "steps down that did not do as well", "power", "failed_steps"),
     (

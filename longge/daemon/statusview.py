@@ -97,7 +97,7 @@ def _adapt_line(adapt: object, rx: object = None) -> list[str]:
         lines.append(
             f"  rate   tx {rate.get('rate')} for {_number(rate.get('since_s'), '.1f')} s: "
             f"{rate.get('why')} ({rate.get('switches', 0)} switches, {rate.get('probes', 0)} "
-            f"trials, {rate.get('fallbacks', 0)} fallbacks)"
+            f"trials, {rate.get('fallbacks', 0)} fallbacks, {rate.get('scans', 0)} scans)"
         )
     power = adapt.get("power")
     if isinstance(power, dict):
@@ -110,7 +110,7 @@ def _adapt_line(adapt: object, rx: object = None) -> list[str]:
         lines.append(
             f"  rate   rx {rx.get('rate')} for {_number(rx.get('since_s'), '.1f')} s: "
             f"{rx.get('why')} ({rx.get('announcements', 0)} announcements heard, "
-            f"{rx.get('fallbacks', 0)} fallbacks)"
+            f"{rx.get('fallbacks', 0)} fallbacks, {rx.get('scans', 0)} scans)"
         )
     return lines
 
