@@ -389,3 +389,41 @@ def test_a_small_packet_for_one_mobile_goes_between_another_mobiles_frames(
             assert len(want) - len(have) <= own["packets_aborted"] + sum(
                 own["queue_drops"].values()
             ), own
+
+
+@pytest.mark.parametrize("mode", ["esb", "stream"])
+def test_a_restarted_mobile_waits_for_a_grant_before_it_sends(
+    air_path: str, tmp_path: Path, mode: str
+) -> None:
+    """A mobile remembers (a marker in its state directory) that its base grants the uplink:
+    restarted, it sends nothing until a grant comes (before, it sent freely till its first
+    grant, into the frames of the mobile that held the uplink), for uplink.FREE_AFTER_S at
+    most: here the base is gone, so after that it sends freely and forgets."""
+    from longge.protocol.uplink import FREE_AFTER_S
+
+    cfgs = [in_mode(mobile_config(tmp_path, air_path, i), mode) for i in range(2)]
+    marker = Path(cfgs[1].state_dir) / f"{cfgs[1].tun}.{mobile_ip(1)}-10.24.0.1.granted"
+    with star(air_path, tmp_path, cfgs, in_mode(base_config(tmp_path, air_path), mode)) as s:
+        assert s.heard(), s.base.status()["rx"]
+        s.run(0.5)
+        assert marker.exists()
+        s.base.shutdown()
+        s.mobiles[1].shutdown()
+        tun = MemoryTun("m1-again")
+        again = Supervisor(cfgs[1], tun, network=False)
+        again.start()
+        s.mobiles[1], s.mtuns[1] = again, tun
+        start = time.monotonic()
+        tun.peer.send(packet(mobile_ip(1), "10.24.0.1", 300, 1))  # (it would go at once)
+
+        def frames_sent() -> int | None:
+            tx = again.status().get("tx") or {}
+            return tx.get("frames_sent")
+
+        while frames_sent() is None and time.monotonic() - start < 1.0:
+            s.run(0.05)  # (till its TX process has told its counters)
+        s.run(max(0.0, start + FREE_AFTER_S - 1.0 - time.monotonic()))
+        assert frames_sent() == 0, again.status()["tx"]
+        s.run(max(0.0, start + FREE_AFTER_S + 1.5 - time.monotonic()))
+        assert (frames_sent() or 0) > 0, again.status()["tx"]  # no grant came: free
+        assert not marker.exists()

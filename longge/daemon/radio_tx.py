@@ -225,7 +225,7 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket | None 
     out = EsbSending(table, queues)
     if cfg.role == "base" and len(table) > 1:
         out.grants = UplinkScheduler(len(table))
-    out.mobile = cfg.role == "mobile"
+    out.uplink_start(cfg, time.monotonic())  # (a mobile that remembers its base's grants)
     c = TxCounters()
     start = time.monotonic()
     for peer in table:

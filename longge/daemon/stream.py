@@ -91,7 +91,7 @@ def run_tx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
     out = StreamSending(cfg, table, queues, c)
     if cfg.role == "base" and len(table) > 1:
         out.grants = UplinkScheduler(len(table))
-    out.mobile = cfg.role == "mobile"
+    out.uplink_start(cfg, time.monotonic())  # (a mobile that remembers its base's grants)
     arqs = out.arqs
     # What the last select() found readable; what it was not asked about is looked at anyway.
     # The loop runs once per frame or two: a look at a descriptor that has nothing costs more

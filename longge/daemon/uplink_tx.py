@@ -7,10 +7,14 @@ and a mobile whose base never granted, run none of this. ``EsbSending`` (radio_t
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import struct
 from dataclasses import asdict
+from pathlib import Path
 
+from longge.config import NodeConfig
+from longge.daemon.keystate import identities
 from longge.daemon.peerqueues import PeerQueues
 from longge.protocol.peer import PeerSender, PeerTable
 from longge.protocol.uplink import Grant, UplinkPermit, asks_answer, grant_message, release_message
@@ -28,10 +32,43 @@ class UplinkSending:
         #: (a mobile whose base never granted runs none of this)
         self.permit: UplinkPermit | None = None
         self.mobile = False
+        #: a mobile's marker in its state directory: its base granted the uplink (kept across
+        #: restarts: ``uplink_start``)
+        self.granted_marker: Path | None = None
         #: a base's with several mobiles: who holds the uplink
         self.grants: UplinkScheduler | None = None
         #: a mobile's frames still to go in its grant once it released it (the release's)
         self.release_left = 0
+
+    def uplink_start(self, cfg: NodeConfig, now: float) -> None:
+        """At the start: a mobile whose base granted it the uplink when it last ran (its
+        marker) waits for a grant before it sends anything (UplinkPermit.expect); one that
+        hears none within uplink.FREE_AFTER_S forgets (its base now grants nothing)."""
+        self.mobile = cfg.role == "mobile"
+        if not self.mobile:
+            return
+        own, base = identities(cfg, cfg.peers[0])  # (nodes may share a state directory)
+        self.granted_marker = Path(cfg.state_dir) / f"{cfg.tun}.{own}-{base}.granted"
+        if self.granted_marker.exists():
+            self._permit().expect(now)
+
+    def _permit(self) -> UplinkPermit:
+        if self.permit is None:  # (this base grants the uplink)
+            self.permit = UplinkPermit()
+            self.queues.clock = self.permit.clock  # (a packet ages in our grants)
+        return self.permit
+
+    def _remember(self, granted: bool) -> None:
+        """The marker written at the first grant, removed when a remembered base grants no
+        more (a failure to write it costs a restart's free sending, nothing else)."""
+        marker = self.granted_marker
+        if marker is None or marker.exists() == granted:
+            return
+        with contextlib.suppress(OSError):
+            if granted:
+                marker.touch(0o600)
+            else:
+                marker.unlink()
 
     def uplink(self, now: float) -> None:
         """7. uplink: a base grants the next mobile when it is due (its frames go at once);
@@ -49,6 +86,10 @@ class UplinkSending:
             if revoked is not None:  # (a shorter grant ends a held one)
                 self.priority = self.table.peers[revoked]
                 self.priority.uplink(grant_message(REVOKE_S, number=self.grants.number), now)
+        permit = self.permit
+        if permit is not None and not permit.grants and not permit.granted(now):
+            self.permit, self.queues.clock = None, float  # (remembered, but no grant came)
+            self._remember(False)
         self.release(now)
 
     def release(self, now: float) -> bool:
@@ -96,14 +137,14 @@ class UplinkSending:
         if len(msg) >= 2 and msg[1] < len(self.table):
             kind, index = msg[:1], msg[1]
             if kind == b"g" and self.mobile and len(msg) == 13:
-                if self.permit is None:  # (the first grant: this base grants the uplink)
-                    self.permit = UplinkPermit()
-                    self.queues.clock = self.permit.clock  # (a packet ages in our grants)
+                permit = self._permit()
+                if not permit.grants:
+                    self._remember(True)
                 # counted from when the RX process heard it (a grant read late is shorter)
                 heard = min(now, struct.unpack("!d", msg[5:13])[0])
                 grant = Grant.from_wire(msg[2:5])
                 if grant is not None:
-                    self.permit.grant(grant.seconds, heard, grant.hold, grant.number)
+                    permit.grant(grant.seconds, heard, grant.hold, grant.number)
             elif kind == b"r" and self.grants is not None and len(msg) == 3:
                 self.grants.released(index, now, msg[2])
             elif kind == b"h" and self.grants is not None:

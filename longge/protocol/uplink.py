@@ -26,7 +26,8 @@ nothing. A mobile
 (``UplinkPermit``) sends only while it holds a grant, and stops loading packets DRAIN_S
 before its end (the frames in its TX FIFO and the release go meanwhile); one that has heard
 no grant for FREE_AFTER_S sends freely: a base with one mobile grants nothing, and a mobile's
-link does not stop with a base that stopped granting.
+link does not stop with a base that stopped granting. A mobile restarted waits as long for a
+grant when it remembers that its base grants (``UplinkPermit.expect``).
 
 Time is passed in; nothing here reads a clock.
 """
@@ -148,6 +149,13 @@ class UplinkPermit:
         self.released = False
         self.hold = hold
         self.grants += 1
+
+    def expect(self, now: float) -> None:
+        """A mobile that remembers that its base grants the uplink (restarted): it sends
+        nothing for FREE_AFTER_S, as after a grant, and its first grant comes within
+        uplink_scheduler.SILENT_MAX_S (before, it sent freely till then, into the frames of
+        the mobile that held the uplink)."""
+        self.last_grant = now
 
     def granted(self, now: float) -> bool:
         """Does the base grant the uplink (a grant heard within FREE_AFTER_S)?"""
