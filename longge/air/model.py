@@ -23,12 +23,20 @@ What one data frame does (times from ``datasheet.py``)::
 from __future__ import annotations
 
 import heapq
-from collections import Counter, deque
-from dataclasses import dataclass, field
-from enum import Enum
+from collections import Counter
 
 from longge.air.interferer import RPD_MIN_NS, Interferer
 from longge.air.loss import LossModel
+from longge.air.radios import (
+    Attempt,
+    Outcome,
+    Output,
+    Radio,
+    RxFrame,
+    Transmission,
+    TxResult,
+    reception,
+)
 from longge.chip.datasheet import (
     MAX_PAYLOAD,
     MIN_ARD_US_FOR_EMPTY_ACK,
@@ -42,69 +50,7 @@ from longge.chip.datasheet import (
 )
 from longge.chip.registers import RadioRegisters
 
-
-class Outcome(Enum):
-    OK = "ok"
-    MAX_RT = "max_rt"
-
-
-@dataclass(frozen=True)
-class TxResult:
-    radio: int
-    outcome: Outcome
-    arc_count: int  # retransmissions of this payload (OBSERVE_TX.ARC_CNT)
-
-
-@dataclass(frozen=True)
-class RxFrame:
-    radio: int
-    pipe: int
-    payload: bytes
-
-
-Output = TxResult | RxFrame
-
-
-@dataclass
-class _Transmission:
-    sender: int
-    channel: int
-    bandwidth: int
-    start: int
-    end: int
-    collided: bool = False
-
-
-@dataclass
-class _Attempt:
-    payload: bytes
-    no_ack: bool
-    pid: int
-    tries: int = 0
-    tx: _Transmission | None = None
-    acked_by: list[int] = field(default_factory=list)
-    ack_tx: _Transmission | None = None
-
-
-class _Radio:
-    def __init__(self, rid: int, name: str) -> None:
-        self.id = rid
-        self.name = name
-        self.regs = RadioRegisters()
-        self.listening = False
-        self.rx_since = 0  # RX mode is settled from this time on
-        self.busy_until = 0  # the radio is transmitting (data or ACK) until then
-        self.tx_fifo: deque[tuple[bytes, bool]] = deque()
-        self.attempt: _Attempt | None = None
-        self.blocked = False  # MAX_RT raised, waiting for flush_tx / reuse_tx
-        self.chain_at: int | None = None  # a no-ack frame just ended here: next one needs no settle
-        self.tx_mode_since = 0  # TX mode entered (a settle) at this time: back-to-back frames stay
-        self.over_4ms = False  # this stay in TX mode has been counted as too long
-        self.next_pid = 0
-        self.rx_fifo = 0
-        self.last_rx: dict[int, tuple[int, bytes]] = {}
-        self.counters: Counter[str] = Counter()
-        self.rpd = False  # received power detector: latched in RX mode, reset on leaving it
+__all__ = ["Air", "Outcome", "Output", "RadioRegisters", "RxFrame", "TxResult"]
 
 
 class Air:
@@ -112,15 +58,15 @@ class Air:
 
     def __init__(self, loss: LossModel | None = None) -> None:
         self.loss = loss or LossModel()
-        self.radios: dict[int, _Radio] = {}
+        self.radios: dict[int, Radio] = {}
         self.channels: dict[int, Counter[str]] = {}
-        self._events: list[tuple[int, int, str, int, _Attempt | None]] = []
+        self._events: list[tuple[int, int, str, int, Attempt | None]] = []
         self._seq = 0
         self._now = 0
         self._next_id = 1
-        self._on_air: list[_Transmission] = []
+        self._on_air: list[Transmission] = []
         self._out: list[Output] = []
-        self.retired: list[_Radio] = []  # detached radios, kept for their counters
+        self.retired: list[Radio] = []  # detached radios, kept for their counters
         self.interferers: list[Interferer] = []
         #: Hold for slow hosts (the compiled server turns it on; off, the chip's behaviour, by
         #: default): ``advance`` stops just before a frame that would land in the full RX FIFO
@@ -141,7 +87,7 @@ class Air:
     def attach(self, name: str) -> int:
         rid = self._next_id
         self._next_id += 1
-        self.radios[rid] = _Radio(rid, name)
+        self.radios[rid] = Radio(rid, name)
         return rid
 
     def detach(self, rid: int) -> None:
@@ -283,7 +229,7 @@ class Air:
             if r.rx_fifo >= RX_FIFO_DEPTH
             and r.id != rid
             and r.id not in self.not_held
-            and isinstance(pipe := self._reception(sender, attempt, tx, r), int)
+            and isinstance(pipe := reception(sender, attempt, tx, r), int)
             and r.last_rx.get(pipe) != (attempt.pid, attempt.payload)
         ]
         return (t, rids) if rids else None
@@ -295,13 +241,13 @@ class Air:
         if self._on_air and self._on_air[0].end < self._now:
             self._on_air = [t for t in self._on_air if t.end >= self._now]
 
-    def _schedule(self, t: int, kind: str, radio: _Radio, attempt: _Attempt) -> None:
+    def _schedule(self, t: int, kind: str, radio: Radio, attempt: Attempt) -> None:
         self._seq += 1
         heapq.heappush(self._events, (t, self._seq, kind, radio.id, attempt))
 
     # -- transmitting --------------------------------------------------------------------------
 
-    def _kick(self, radio: _Radio) -> None:
+    def _kick(self, radio: Radio) -> None:
         """Start the next attempt if the radio is free to transmit."""
         if (
             radio.attempt is not None
@@ -312,7 +258,7 @@ class Air:
         ):
             return
         payload, no_ack = radio.tx_fifo[0]
-        attempt = _Attempt(payload, no_ack, radio.next_pid)
+        attempt = Attempt(payload, no_ack, radio.next_pid)
         radio.next_pid = (radio.next_pid + 1) % 4
         radio.attempt = attempt
         chain = radio.chain_at
@@ -328,10 +274,10 @@ class Air:
         radio.chain_at = None
         self._start_attempt(radio, attempt, start)
 
-    def _start_attempt(self, radio: _Radio, attempt: _Attempt, start: int) -> None:
+    def _start_attempt(self, radio: Radio, attempt: Attempt, start: int) -> None:
         regs = radio.regs
         toa = time_on_air_ns(len(attempt.payload), regs.rate, regs.address_width, regs.crc_len)
-        tx = _Transmission(radio.id, regs.channel, regs.bandwidth(), start, start + toa)
+        tx = Transmission(radio.id, regs.channel, regs.bandwidth(), start, start + toa)
         self._transmit(tx)
         attempt.tx = tx
         attempt.tries += 1
@@ -362,7 +308,7 @@ class Air:
 
     @staticmethod
     def _heard(
-        radio: _Radio, sender: int, channel: int, bandwidth: int, start: int, end: int, now: int
+        radio: Radio, sender: int, channel: int, bandwidth: int, start: int, end: int, now: int
     ) -> bool:
         lo = max(start, radio.rx_since)
         hi = min(end, now)
@@ -372,7 +318,7 @@ class Air:
             and hi - lo >= RPD_MIN_NS
         )
 
-    def _transmit(self, tx: _Transmission) -> None:
+    def _transmit(self, tx: Transmission) -> None:
         for r in self.radios.values():  # latch RPD of listeners that will hear it
             if r.listening and not r.rpd:
                 end = tx.end if tx.end else tx.start + RPD_MIN_NS
@@ -397,10 +343,10 @@ class Air:
         ch["transmissions"] += 1
         ch["airtime_ns"] += tx.end - tx.start
 
-    def _expects_ack(self, radio: _Radio, attempt: _Attempt) -> bool:
+    def _expects_ack(self, radio: Radio, attempt: Attempt) -> bool:
         return radio.regs.auto_ack[0] and not attempt.no_ack
 
-    def _data_end(self, radio: _Radio, attempt: _Attempt, t: int) -> None:
+    def _data_end(self, radio: Radio, attempt: Attempt, t: int) -> None:
         tx = attempt.tx
         assert tx is not None
         if tx.collided:
@@ -425,17 +371,17 @@ class Air:
         else:
             self._schedule(ack_end, "ack_end", radio, attempt)
 
-    def _ack_in_time(self, radio: _Radio) -> bool:
+    def _ack_in_time(self, radio: Radio) -> bool:
         ard_us = ard_ns(radio.regs.ard_step) // 1000
         if ard_us < MIN_ARD_US_FOR_EMPTY_ACK[radio.regs.rate]:
             radio.counters["ack_timeouts"] += 1
             return False
         return True
 
-    def _receive(self, sender: _Radio, attempt: _Attempt, tx: _Transmission, rx: _Radio) -> bool:
+    def _receive(self, sender: Radio, attempt: Attempt, tx: Transmission, rx: Radio) -> bool:
         """Does ``rx`` take the frame in, and answer it with an ACK?"""
         s, r = sender.regs, rx.regs
-        pipe = self._reception(sender, attempt, tx, rx)
+        pipe = reception(sender, attempt, tx, rx)
         if pipe == "not_for_it":
             return False
         if pipe == "late":
@@ -467,40 +413,10 @@ class Air:
         self._out.append(RxFrame(rx.id, pipe, attempt.payload))
         return ack_wanted
 
-    def _reception(
-        self, sender: _Radio, attempt: _Attempt, tx: _Transmission, rx: _Radio
-    ) -> int | str:
-        """The pipe on which ``rx`` would take the frame in, before collisions, loss,
-        duplicates and its RX FIFO; else why not ("not_for_it", "late", "format")."""
-        s, r = sender.regs, rx.regs
-        pipe = self._matching_pipe(s, r)
-        if pipe is None or not r.powered or not rx.listening or r.channel != s.channel:
-            return "not_for_it"
-        if r.rate != s.rate or r.crc_len != s.crc_len:
-            return "not_for_it"
-        if rx.rx_since > tx.start or rx.busy_until > tx.start:
-            return "late"
-        if r.dynamic_payloads != s.dynamic_payloads or (
-            not r.dynamic_payloads and len(attempt.payload) != r.payload_size
-        ):
-            return "format"
-        return pipe
-
-    @staticmethod
-    def _matching_pipe(s: RadioRegisters, r: RadioRegisters) -> int | None:
-        if r.address_width != s.address_width:
-            return None
-        aw = s.address_width
-        target = s.tx_address[:aw]
-        for pipe in sorted(r.rx_pipes):
-            if r.rx_pipes[pipe][:aw] == target and len(target) == aw:
-                return pipe
-        return None
-
-    def _send_ack(self, attempt: _Attempt, rx: _Radio, t: int) -> int:
+    def _send_ack(self, attempt: Attempt, rx: Radio, t: int) -> int:
         regs = rx.regs
         toa = time_on_air_ns(0, regs.rate, regs.address_width, regs.crc_len)
-        ack = _Transmission(rx.id, regs.channel, regs.bandwidth(), t + T_SETTLE_NS, 0)
+        ack = Transmission(rx.id, regs.channel, regs.bandwidth(), t + T_SETTLE_NS, 0)
         ack.end = ack.start + toa
         self._transmit(ack)
         # Deaf while it sends the ACK. Back in RX right after: otherwise a retransmission at
@@ -511,7 +427,7 @@ class Air:
         attempt.ack_tx = ack
         return ack.end
 
-    def _ack_end(self, radio: _Radio, attempt: _Attempt, t: int) -> None:
+    def _ack_end(self, radio: Radio, attempt: Attempt, t: int) -> None:
         ack, tx = attempt.ack_tx, attempt.tx
         assert ack is not None and tx is not None
         acker = self.radios.get(attempt.acked_by[-1])
@@ -524,12 +440,12 @@ class Air:
         else:
             self._complete(radio, attempt, t, chain=False)
 
-    def _ack_lost(self, radio: _Radio, acker: _Radio) -> bool:
+    def _ack_lost(self, radio: Radio, acker: Radio) -> bool:
         a = acker.regs  # an empty ACK, sent at the acker's power
         bits = bits_on_air(0, a.address_width, a.crc_len)
         return self.loss.ack_lost(radio.name, acker.name, bits, a.rate, a.pa_level)
 
-    def _fail_attempt(self, radio: _Radio, attempt: _Attempt, data_end: int) -> None:
+    def _fail_attempt(self, radio: Radio, attempt: Attempt, data_end: int) -> None:
         if attempt.tries <= radio.regs.arc:
             retry_at = data_end + ard_ns(radio.regs.ard_step)
             self._schedule(max(retry_at, self._now), "retry", radio, attempt)
@@ -538,7 +454,7 @@ class Air:
         radio.counters["max_rt"] += 1
         self._out.append(TxResult(radio.id, Outcome.MAX_RT, attempt.tries - 1))
 
-    def _complete(self, radio: _Radio, attempt: _Attempt, t: int, chain: bool) -> None:
+    def _complete(self, radio: Radio, attempt: Attempt, t: int, chain: bool) -> None:
         radio.attempt = None
         if radio.tx_fifo:
             radio.tx_fifo.popleft()
