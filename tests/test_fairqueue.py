@@ -252,3 +252,16 @@ def test_sparse_packets_cannot_starve_the_bulk_flow() -> None:
     while q.pop_sparse(0.0, 256, busy) is not None:
         served += 1
     assert served == q.quantum // 84  # one quantum's worth, then it waits as others do
+
+
+def test_a_ping_alone_in_its_queue_is_new_at_each_packet() -> None:
+    """A mobile's queue at the base that holds only its ping flow (the base sends another
+    mobile's bulk meanwhile): each ping leaves through pop_sparse and the queue is empty
+    again, so the next ping is a new flow's, as fq_codel would have it (its dequeue retires
+    empty flows). Before, the flow stayed listed with its deficit spent: after a quantum's
+    worth of pings (18) none could go between the other mobile's frames any more."""
+    q = FairQueue(100_000, 1.0)
+    for i in range(3 * q.quantum // 84):
+        q.push(udp(3, 7, 84, tag=i), 0.05 * i)
+        assert q.pop_sparse(0.05 * i, 256, b"") is not None, i
+        assert len(q) == 0 and q.flow_count == 0

@@ -148,6 +148,26 @@ class FairQueue:
             self.drops["overflow"] += 1
 
     def pop(self, now: float) -> bytes | None:
+        packet = self._pop(now)
+        self._retire_if_empty()
+        return packet
+
+    def _retire_if_empty(self) -> None:
+        """Nothing queued: every flow is idle, and goes (fq_codel retires them at its next
+        dequeue, which finds them empty; nothing here dequeues from an empty queue). So the
+        next packet of a sparse flow is new again. Before, a mobile's ping flow, alone in its
+        queue, stayed listed after its packet went: pop_sparse spent its deficit, and after
+        18 pings it no longer went between the frames of another mobile's packet (a ping to
+        an idle mobile beside downlink load waited 13.6 ms in the median on the base)."""
+        if self.packets or not self._flows:
+            return
+        for flow in self._flows.values():
+            flow.listed = False
+        self._flows.clear()
+        self._new.clear()
+        self._old.clear()
+
+    def _pop(self, now: float) -> bytes | None:
         while True:
             if self._new:
                 lst = self._new
@@ -184,7 +204,7 @@ class FairQueue:
         joins the old ones, so sparse flows cannot starve the bulk ones (fq_codel's bound)."""
         if not self.fair:
             return None
-        for flow in islice(self._new, SPARSE_LOOK):
+        for flow in list(islice(self._new, SPARSE_LOOK)):
             if not flow.packets or flow.key == busy:
                 continue  # (an emptied new flow moves on at the next pop; the busy one waits)
             size = len(flow.packets[0][0])
@@ -192,7 +212,9 @@ class FairQueue:
                 continue
             packet = self._take(flow, now)
             if packet is not None:
+                self._retire_if_empty()
                 return packet
+        self._retire_if_empty()
         return None
 
     def _take(self, flow: _Flow, now: float) -> bytes | None:
