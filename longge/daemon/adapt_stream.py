@@ -155,7 +155,7 @@ class StreamAdaptation:
         arq = peer.arq
         assert arq is not None
         if key != self._key:  # turned on or off, or another rate configured: start over
-            if self._in_force not in ("", opts.rate):  # (it had moved: the configured again)
+            if self._in_force:  # (it adapted: the configured rate and power again)
                 radio.data_rate = int(RATE_BY_NAME[opts.rate])
                 radio.pa_level = child.cfg.pa_value
             self._key = key

@@ -318,7 +318,7 @@ class RateChooser:
 
     def scan(self, now: float) -> None:
         """To the configured rate without an agreement (SCAN_S): the other end may be there;
-        nothing acknowledged there for FALLBACK_S falls back again (not counted as one)."""
+        nothing acknowledged there for FALLBACK_S falls back again (a fallback, counted)."""
         self.rate, self.at = self.configured, now
         self.why = f"nothing acknowledged at {ROBUST_RATE} for {SCAN_S:g} s: the configured rate"
         self.trial_from = None
