@@ -204,7 +204,7 @@ class FairQueue:
         joins the old ones, so sparse flows cannot starve the bulk ones (fq_codel's bound)."""
         if not self.fair:
             return None
-        for flow in list(islice(self._new, SPARSE_LOOK)):
+        for flow in islice(self._new, SPARSE_LOOK):
             if not flow.packets or flow.key == busy:
                 continue  # (an emptied new flow moves on at the next pop; the busy one waits)
             size = len(flow.packets[0][0])
