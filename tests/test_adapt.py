@@ -281,7 +281,8 @@ def test_a_stream_filler_is_taken_and_announces_nothing() -> None:
 
 
 def test_the_receiver_ends_a_trial_not_kept_and_falls_back_when_nothing_comes() -> None:
-    from longge.protocol.rate import FALLBACK_S, STARTUP_S, TRIAL_S, RateFollower, RateMove
+    from longge.protocol.rate import FALLBACK_S, STARTUP_S, TRIAL_S, RateMove
+    from longge.protocol.rate_follower import RateFollower
 
     trial, keep = RateMove("2M", trial=True), RateMove("2M", keep=True)
     f = RateFollower("1M", 0.0)
@@ -302,13 +303,8 @@ def test_an_end_that_fell_back_tries_the_configured_rate_now_and_then_while_unhe
     """At the robust rate with nothing heard (receiver) or acknowledged (sender) for SCAN_S:
     the configured rate for FALLBACK_S, then back, while nothing comes; heard, it stays. An
     end configured at the robust rate has nowhere else to look."""
-    from longge.protocol.rate import (
-        FALLBACK_S,
-        SCAN_S,
-        STARTUP_S,
-        RateChooser,
-        RateFollower,
-    )
+    from longge.protocol.rate import FALLBACK_S, SCAN_S, STARTUP_S, RateChooser
+    from longge.protocol.rate_follower import RateFollower
 
     f = RateFollower("2M", 0.0)
     assert f.tick(None, STARTUP_S) and f.rate == "250k"  # never heard: fallen back
@@ -334,7 +330,8 @@ def test_an_end_that_fell_back_tries_the_configured_rate_now_and_then_while_unhe
 def test_a_stream_receivers_trial_lasts_while_it_hears_the_sender_at_the_rate() -> None:
     """Stream mode: the trial ends after the trial rate's STREAM_TRIAL_S without a packet
     (the time the sender stays silent after a trial that failed)."""
-    from longge.protocol.rate import STREAM_TRIAL_S, RateFollower, RateMove
+    from longge.protocol.rate import STREAM_TRIAL_S, RateMove
+    from longge.protocol.rate_follower import RateFollower
 
     for rate, back in (("2M", "1M"), ("1M", "250k"), ("250k", "1M")):
         quiet = STREAM_TRIAL_S[rate]

@@ -25,6 +25,7 @@ from longge.protocol import rate as rt
 from longge.protocol.arq import MAX_WINDOW, ArqSender
 from longge.protocol.arq_receiver import ArqReceiver
 from longge.protocol.peer import Networks, PeerReceiver, PeerSender
+from longge.protocol.rate_follower import RateFollower
 from longge.radio.constants import NAME_BY_RATE
 from longge.radio.options import RadioOptions
 
@@ -62,7 +63,7 @@ class Link:
         reassembler = Reassembler(1500, timeout=STREAM_REASSEMBLY_S, late_guard=MAX_WINDOW)
         self.rx = PeerReceiver("mobile", b"addrm", nets, reassembler, None)
         self.rx_arq = ArqReceiver()
-        self.follower = rt.RateFollower(self.start, 0.0, stream=True)
+        self.follower = RateFollower(self.start, 0.0, stream=True)
         self.rng = random.Random(self.seed)
         self.acks: list[tuple[float, bytes]] = []
         self.next_frame_at = 0.0

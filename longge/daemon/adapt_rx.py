@@ -8,15 +8,15 @@ radio's settings are (brought up, ``radio set``)."""
 from __future__ import annotations
 
 from longge.daemon.child import Child
-from longge.protocol import rate as rt
 from longge.protocol.peer import PeerReceiver, PeerTable
+from longge.protocol.rate_follower import RateFollower
 from longge.radio.constants import RATE_BY_NAME
 from longge.radio.interface import LinkRadio
 
 
 class RateListening:
     def __init__(self) -> None:
-        self.follower: rt.RateFollower | None = None
+        self.follower: RateFollower | None = None
         self._key: tuple[bool, str] | None = None
         self._applied = -1
 
@@ -36,7 +36,7 @@ class RateListening:
                 radio.data_rate = int(RATE_BY_NAME[opts.rate])  # (the configured again)
             self._key = key
             stream = opts.mode == "stream"
-            self.follower = rt.RateFollower(opts.rate, now, stream) if key[0] else None
+            self.follower = RateFollower(opts.rate, now, stream) if key[0] else None
             self._applied = -1
         peer = table.peers[0]
         heard, peer.rate_heard = peer.rate_heard, None

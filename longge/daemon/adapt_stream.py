@@ -189,11 +189,9 @@ class StreamAdaptation:
             return
         ann, robust = self._announced, rt.RateMove(rt.ROBUST_RATE)
         settled = self._in_force == rt.ROBUST_RATE and (ann is None or ann.move == robust)
-        if not settled and now - self._last_ack >= rt.FALLBACK_S:
-            self._fall_back(child, radio, arq, peer, now)
-            return
-        if settled and rates.scan_due(self._last_ack, now):  # (the other end may be at it)
-            self._fall_back(child, radio, arq, peer, now, scan=True)
+        moved = rates.after_silence(self._last_ack, now, settled, FALLBACK_WAIT_S)
+        if moved is not None:  # (nothing acknowledged: 250 kbit/s; there, now and then, ours)
+            self._fall_back(child, radio, arq, peer, now, moved)
             return
         keeping = self._keeping
         if keeping is not None and arq.passed >= keeping.mark:
@@ -295,22 +293,18 @@ class StreamAdaptation:
         arq: ArqSender,
         peer: PeerSender,
         now: float,
-        scan: bool = False,
+        moved: str,
     ) -> None:
-        """Nothing acknowledged for FALLBACK_S: the robust rate without a word (``scan``:
-        nothing for rate.SCAN_S at it: the configured rate, as word-less). An announcement
-        still in the ARQ would pass later (the receiver would take it and switch): the new
-        rate's announcement goes behind it."""
+        """The chooser ``moved`` after silence (rate.RateChooser.after_silence: a fallback to
+        the robust rate, or a scan of the configured one): there without a word. An
+        announcement still in the ARQ would pass later (the receiver would take it and
+        switch): the new rate's announcement goes behind it."""
         rates = self.rates
         assert rates is not None
         ann = self._announced
-        if scan:
-            rates.scan(now)
-        else:
-            rates.fall_back(now, FALLBACK_WAIT_S)
         self._trial = self._announced = self._keeping = None
         self._switch_alone(child, radio, arq, rates.rate, now)
-        self.decisions.note(now, f"{'scan' if scan else 'fallback'} {rates.rate}")
+        self.decisions.note(now, f"{moved} {rates.rate}")
         if ann is not None and ann.mark is not None and arq.passed < ann.mark:
             self._announced = _Announced(rt.RateMove(rates.rate), rates.rate)
             self._announcing(child, radio, arq, peer, now)

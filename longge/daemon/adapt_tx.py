@@ -122,11 +122,9 @@ class Adaptation:
         cell: bool = False,
     ) -> None:
         """Once per loop turn with a radio: follow the config, count, choose, apply. ``cell``:
-        a mobile whose base grants the uplink (it serves several mobiles: their rate is the
-        configured one, docs/design.md §5)."""
+        our base grants the uplink (it serves several: the configured rate, design.md §5)."""
         opts = child.cfg.radio
-        # (a base's RX radio hears all its mobiles at one rate: one peer, or no rate)
-        one_peer = len(table) == 1 and not cell
+        one_peer = len(table) == 1 and not cell  # (a base's RX hears all mobiles at one rate)
         key = (opts.adapt and opts.acked, opts.rate, child.cfg.pa_value, one_peer)
         if key != self._key:  # turned on or off, or another rate configured: start over
             self._key = key
@@ -193,17 +191,12 @@ class Adaptation:
             return
         if trial is not None:
             self._probe(radio, c, peer, rates.rate)
-        if rates.rate != rt.ROBUST_RATE and now - self._last_ack >= rt.FALLBACK_S:
-            rates.fall_back(now)
-            self._trial = None
-            self._switch(radio, rt.ROBUST_RATE, now, unsure=True)
-            self.decisions.note(now, f"fallback {rt.ROBUST_RATE}")
-            return
-        if rates.scan_due(self._last_ack, now):  # (the other end may be at it: rate.SCAN_S)
-            rates.scan(now)
+        # (nothing acknowledged: the robust rate; at it, now and then the configured one)
+        moved = rates.after_silence(self._last_ack, now, rates.rate == rt.ROBUST_RATE)
+        if moved is not None:
             self._trial = None
             self._switch(radio, rates.rate, now, unsure=True)
-            self.decisions.note(now, f"scan {rates.rate}")
+            self.decisions.note(now, f"{moved} {rates.rate}")
             return
         if self._dead is not None:  # a probe now and then, until one is acknowledged
             if now >= self._dead and self._probe(radio, c, peer, rates.rate):
@@ -378,8 +371,7 @@ class Adaptation:
         force again (the configured rate and power where they are not adapted: a mobile that
         learnt that its base serves several may have fallen back before)."""
         adapter = self.adapter  # (its rate: the one in force, not one being announced)
-        on = self.rates is not None and adapter is not None
-        rate = adapter.rate if on and adapter is not None else child.cfg.radio.rate
+        rate = adapter.rate if adapter is not None and self.rates else child.cfg.radio.rate
         radio.data_rate = int(RATE_BY_NAME[rate])
         radio.pa_level = child.cfg.pa_value if self.power is None else self.power.level
         self._apply_retries(radio)
