@@ -9,6 +9,7 @@ import itertools
 import pytest
 
 from longge.protocol.uplink import (
+    ANSWER_S,
     DRAIN_S,
     FREE_AFTER_S,
     UplinkPermit,
@@ -27,6 +28,7 @@ from longge.protocol.uplink_scheduler import (
     IDLE_MAX_S,
     PROBE_S,
     RELEASE_WAIT_S,
+    REVOKE_AFTER_S,
     REVOKE_S,
     SILENT_FIRST_S,
     SILENT_MAX_S,
@@ -452,3 +454,122 @@ def test_a_mobile_whose_frames_came_is_not_silent_and_frames_are_not_packets() -
     s.released(0, t + 0.001, s.number)  # it sent nothing but its release
     assert s.due(t + 0.002) != 0  # not asked again at once
     assert s._state[0].retry_at >= t + 0.001 + IDLE_FIRST_S
+
+
+def _light_beside_two_busy() -> tuple[UplinkScheduler, float]:
+    """Mobiles 0 and 1 send till their grants' ends; mobile 2 answered a ping once (a light
+    flow). Returns the scheduler with mobile 0 just granted, and the time."""
+    s = UplinkScheduler(3)
+    t, granted = 0.0, 0
+    while granted < 6 or s.holder != 0:
+        i = s.due(t)
+        assert i is not None
+        granted += 1
+        if i == 0 and granted >= 6:
+            return s, t
+        s.heard(i)
+        t += 0.002 if i == 2 else s.length  # (mobile 2: its echo, and nothing more)
+        s.released(i, t)
+        t += 0.001
+    return s, t
+
+
+def test_a_ping_to_a_light_mobile_ends_a_busy_grant_early_and_its_rest_comes_after() -> None:
+    """A ping the base sends to a light mobile beside two busy ones waited for the busy grant's
+    end (21 ms in the median, 30-ms grants): its answer could not go. The busy grant is ended
+    (a REVOKE_S grant) once it is REVOKE_AFTER_S old, at most once in REVOKE_GAP_S; the
+    poked mobile goes next, then the busy one gets what was left of its grant, then the other
+    busy one (phased with a ping every 50 ms, the early ends fell on one mobile, which got
+    half the other's rate)."""
+    s, t = _light_beside_two_busy()
+    length = s.length
+    s.heard(0)
+    s.poke(2)
+    assert s.revoke(t + REVOKE_AFTER_S / 2) is None  # (too young: its frames just started)
+    assert s.wait_s(t) == pytest.approx(REVOKE_AFTER_S)  # (the loop wakes for it)
+    t += 0.012
+    assert s.revoke(t) == 0 and s.revoke(t) is None and s.counters.revoked == 1
+    t += REVOKE_S + 0.001
+    s.released(0, t)
+    assert s.due(t) == 2  # the poked one
+    s.heard(2)
+    s.released(2, t + 0.002)
+    t += 0.003
+    assert s.due(t) == 0 and s.length == pytest.approx(length - 0.012)  # its rest
+    s.heard(0)
+    s.poke(2)  # another ping, within REVOKE_GAP_S of the last early end
+    assert s.revoke(t + 0.005) is None
+    t += s.length
+    s.released(0, t)
+    assert s.due(t) == 2  # (poked: next, as ever)
+    s.released(2, t + 0.002)
+    assert s.due(t + 0.003) == 1 and s.length == GRANT_S
+
+
+def test_a_busy_grant_is_not_ended_for_a_busy_mobile_nor_for_a_udp_stream() -> None:
+    """Only a light mobile sent a packet that asks for an answer ends a busy grant: a busy
+    mobile is poked by the base's TCP segments all the time (each would cost a handover)."""
+    s, t = _light_beside_two_busy()
+    s.heard(0)
+    s.poke(1)  # busy mobile 1: its turn comes anyway
+    assert s.revoke(t + 0.015) is None and s.counters.revoked == 0
+
+
+def test_busy_grants_ended_early_for_pings_every_50_ms_leave_the_busy_mobiles_even() -> None:
+    """A virtual clock: two busy mobiles, a light one pinged by the base every 50 ms, handovers
+    of 3 ms. Every ping's answer is granted within a handover of the rule's wait, and the two
+    busy mobiles hold the uplink for as long as each other."""
+    s = UplinkScheduler(3)
+    handover, dt = 0.003, 0.0001
+    held = [0.0, 0.0]
+    waits: list[float] = []
+    t, next_ping, poked_at = 0.0, 0.5, None
+    ends = -1.0  # when the holder's release reaches the base
+    while t < 10.0:
+        if t >= next_ping:
+            s.poke(2)
+            poked_at, next_ping = t, next_ping + 0.050
+        if s.revoke(t) is not None:
+            ends = min(ends, t + handover)
+        if s.holder is not None and t >= ends:
+            s.released(s.holder, t)
+        if s.holder is None or t >= ends:
+            i = s.due(t)
+            if i == 2:
+                if poked_at is not None:
+                    waits.append(t - poked_at)
+                    s.heard(2)
+                    poked_at = None
+                ends = t + handover + 0.001
+            elif i is not None:
+                s.heard(i)
+                ends = t + handover / 2 + s.length
+        if s.holder in (0, 1):
+            held[s.holder] += dt
+        t += dt
+    assert len(waits) >= 180 and max(waits) <= REVOKE_AFTER_S + 2 * handover
+    assert abs(held[0] - held[1]) <= 0.03 * max(held) and s.counters.revoked >= 150
+
+
+def test_a_poked_mobile_is_granted_once_its_packet_has_gone() -> None:
+    """The base's grant to a poked mobile went in lane 1, before the ping still on its way: the
+    mobile, granted with nothing to answer yet, handed it back at once, and its echo waited for
+    a busy grant to end (37 to 66 ms, a ping in twelve)."""
+    s = UplinkScheduler(3)
+    s.poke(2)
+    assert s.due(0.0, arriving=[2]) is None and s.wait_s(0.0) > 0
+    assert s.due(0.001) == 2
+
+
+def test_a_mobile_asked_for_an_answer_keeps_an_idle_grant_till_it_is_queued() -> None:
+    """A mobile granted with nothing to send, just delivered a ping (``asked``): it keeps the
+    grant until a packet was queued after the ping (its echo) or ANSWER_S has passed."""
+    p = UplinkPermit()
+    p.grant(GRANT_S, 1.0)
+    p.asked = 0.999
+    assert p.awaits_answer(1.001, queued_at=0.5)
+    assert not p.release(1.001, idle=not p.awaits_answer(1.001, 0.5))
+    assert p.wait_s(1.001) == pytest.approx(0.999 + ANSWER_S - 1.001)
+    assert not p.awaits_answer(1.002, queued_at=1.0015)  # the echo was queued
+    assert not p.awaits_answer(0.999 + ANSWER_S, queued_at=0.5)  # (no answer: not forever)
+    assert p.release(1.002, idle=True)

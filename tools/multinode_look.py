@@ -62,9 +62,10 @@ def idle_ping(mobiles: int, rate: str, seconds: int) -> None:
                 time.sleep(1.5)
                 rtts = ping_rtts(ns, dst, count, 0.05)
                 sh = load.result()
+            failed = "".join(f"; mobile {i + 1}: {e}" for i, e in enumerate(sh.errors) if e)
             print(
                 _rtt_line(f"{how}, beside {mobiles - 1} loaded mobiles ({direction})", rtts)
-                + f"; they carried {[round(k, 1) for k in sh.kbps]} kbit/s",
+                + f"; they carried {[round(k, 1) for k in sh.kbps]} kbit/s{failed}",
                 flush=True,
             )
 

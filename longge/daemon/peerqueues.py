@@ -14,6 +14,7 @@ before, so one mobile sees no change. Its packets age out of its own queue meanw
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -34,6 +35,9 @@ class PeerQueues:
         #: the queues' clock from the loop's time (a mobile that shares the uplink: its
         #: permit's, uplink.UplinkPermit.clock; else the time itself)
         self.clock: Callable[[float], float] = float
+        #: when a packet was last queued (the loop's time): a mobile's answer came
+        #: (uplink.UplinkPermit.awaits_answer)
+        self.pushed_at = -math.inf
 
     def __len__(self) -> int:
         return sum(len(q) for q in self.queues)
@@ -50,6 +54,7 @@ class PeerQueues:
             level = min(busy) - 1 if busy else max(self.served)
             self.served[index] = max(self.served[index], level)
         self.queues[index].push(packet, self.clock(now))
+        self.pushed_at = now
 
     def next_peer(self, now: float) -> int | None:
         """The peer whose packet goes next, or None: nothing queued."""

@@ -5,7 +5,8 @@
 3. tun_writer   hand each packet to the kernel; a keepalive only marks the peer as alive;
    uplink       what a peer's packet said of the shared uplink (protocol/uplink.py) goes to
                 the TX process over the pair: ``g`` + peer + the grant (Grant.wire) + when
-                (a double, the monotonic clock: our base grants us the uplink), ``r`` + peer
+                (a double, the monotonic clock: our base grants us the uplink), ``a`` + peer
+                + when (we were delivered a packet that asks for an answer), ``r`` + peer
                 + the grant's number (a mobile ends its grant), ``h`` + peer (a base with
                 several mobiles heard one: it sent in its grant);
    (adapt)      with ``adapt`` and one peer: the RX radio at the rate the peer announced
@@ -28,6 +29,7 @@ from longge.daemon.adapt_rx import RateListening
 from longge.daemon.child import Child, RxFifo, take_edges
 from longge.daemon.peers import RxCounters, deliver, receivers, table_stats
 from longge.protocol.peer import PeerReceiver, PeerTable
+from longge.protocol.uplink import asks_answer
 from longge.tun import Tun
 
 
@@ -71,6 +73,20 @@ def uplink_news(
         c.pair_full += 1  # the TX process is behind (or gone): a grant ends by its time anyway
 
 
+def answer_news(
+    pair: socket.socket | None, peer: PeerReceiver, packet: bytes, c: RxCounters, now: float
+) -> None:
+    """3. uplink: a mobile whose base grants the uplink was delivered a packet that asks for
+    an answer (a ping, a TCP segment): its TX process keeps a grant that finds it idle a
+    while for the answer (uplink.ANSWER_S)."""
+    if pair is None or not peer.grants_heard or not asks_answer(packet):
+        return
+    try:
+        pair.send(b"a" + bytes((peer.index,)) + struct.pack("!d", now))
+    except OSError:  # (BlockingIOError: the pair is full)
+        c.pair_full += 1
+
+
 def rx_stats(c: RxCounters, table: PeerTable[PeerReceiver], now: float) -> dict[str, Any]:
     return table_stats(c, {p.name: p.stats(now) for p in table})
 
@@ -112,6 +128,7 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket | None 
                     uplink_news(pair, table, peer, c, now)
                 if packet is not None:
                     deliver(tun, packet, c)
+                    answer_news(pair, peer, packet, c, now)
             rates.step(child, radio, table, now)
         tend(child, table, now)
         if control_ready:

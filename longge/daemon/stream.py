@@ -54,7 +54,7 @@ from longge.daemon.peers import (
     senders_once_recorded,
     table_stats,
 )
-from longge.daemon.radio_rx import flush, rx_stats, tend, uplink_news
+from longge.daemon.radio_rx import answer_news, flush, rx_stats, tend, uplink_news
 from longge.daemon.radio_tx import link_control
 from longge.daemon.stream_tx import StreamSending, arq_timeout, peer_arqs
 from longge.protocol import rate as rt
@@ -263,6 +263,7 @@ def run_rx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
                             # the busy ones)
                             arq.ack_now()
                         deliver(tun, packet, c)
+                        answer_news(pair, peer, packet, c, now)
             # (before our ACKs: the sender switches once its announcement was acknowledged)
             if rates.step(child, radio, table, now):
                 repeat = (c.frames_in, now + max(rt.STREAM_TRIAL_S.values()), now)

@@ -16,6 +16,7 @@ from pathlib import Path
 from longge.config import NodeConfig
 from longge.daemon.keystate import identities
 from longge.daemon.peerqueues import PeerQueues
+from longge.daemon.peers import PREEMPT_MAX
 from longge.protocol.peer import PeerSender, PeerTable
 from longge.protocol.uplink import Grant, UplinkPermit, asks_answer, grant_message, release_message
 from longge.protocol.uplink_scheduler import REVOKE_S, UplinkScheduler
@@ -37,6 +38,10 @@ class UplinkSending:
         self.granted_marker: Path | None = None
         #: a base's with several mobiles: who holds the uplink
         self.grants: UplinkScheduler | None = None
+        #: a base's: mobiles sent a small packet that asks for an answer (a ping), while its
+        #: frames are on their way: granted once it is sent (a grant in lane 1 overtook the
+        #: ping, the mobile found nothing to send and handed it back)
+        self.arriving: set[int] = set()
         #: a mobile's frames still to go in its grant once it released it (the release's)
         self.release_left = 0
 
@@ -76,7 +81,9 @@ class UplinkSending:
         if self.grants is not None:
             q = self.queues
             soon = [i for i, f in enumerate(q.queues) if len(f) and q.backoff_until[i] <= now]
-            index = self.grants.due(now, self.addressed.index, soon)
+            peers = self.table.peers
+            self.arriving = {i for i in self.arriving if peers[i].frames or peers[i].urgent}
+            index = self.grants.due(now, self.addressed.index, soon, self.arriving)
             if index is not None:
                 peer = self.priority = self.table.peers[index]
                 g = self.grants
@@ -100,7 +107,12 @@ class UplinkSending:
         if permit is None or permit.released:
             return False
         peer = self.table.peers[0]
-        idle = not peer.frames and not len(self.queues) and self.acknowledged()
+        idle = (
+            not peer.frames
+            and not len(self.queues)
+            and self.acknowledged()
+            and not permit.awaits_answer(now, self.queues.pushed_at)
+        )
         if not permit.release(now, idle=idle):
             return False
         peer.uplink(release_message(permit.number), now)
@@ -132,8 +144,8 @@ class UplinkSending:
             self.uplink_message(msg, now)
 
     def uplink_message(self, msg: bytes, now: float) -> None:
-        """One message of the RX process's about the uplink (``g``, ``r``, ``h``: radio_rx.py);
-        anything else is ignored."""
+        """One message of the RX process's about the uplink (``g``, ``a``, ``r``, ``h``, ``f``:
+        radio_rx.py); anything else is ignored."""
         if len(msg) >= 2 and msg[1] < len(self.table):
             kind, index = msg[:1], msg[1]
             if kind == b"g" and self.mobile and len(msg) == 13:
@@ -145,6 +157,9 @@ class UplinkSending:
                 grant = Grant.from_wire(msg[2:5])
                 if grant is not None:
                     permit.grant(grant.seconds, heard, grant.hold, grant.number)
+            elif kind == b"a" and self.permit is not None and len(msg) == 10:
+                # (when the RX process delivered it: the answer may have been queued since)
+                self.permit.asked = max(self.permit.asked, struct.unpack("!d", msg[2:10])[0])
             elif kind == b"r" and self.grants is not None and len(msg) == 3:
                 self.grants.released(index, now, msg[2])
             elif kind == b"h" and self.grants is not None:
@@ -173,3 +188,5 @@ class UplinkSending:
         uplink (a base that grants it)."""
         if self.grants is not None and asks_answer(packet):
             self.grants.poke(index)
+            if len(packet) <= PREEMPT_MAX:
+                self.arriving.add(index)

@@ -53,6 +53,18 @@ HOLD_S = 0.050
 #: A held grant is ended early by a grant this short, when the base sent another mobile a
 #: packet that asks for an answer.
 REVOKE_S = 0.001
+#: A busy mobile's grant is ended so too, for a light mobile the base sent such a packet,
+#: once it has run this long (its frames on their way: 10 ms kept one ping in three waiting
+#: for it) ...
+REVOKE_AFTER_S = 0.003
+#: ... and this long after the last grant so ended: a ping's answer waits for a handover (2
+#: to 4 ms), not for the busy grant's end (15 ms in the mean); a stream of TCP segments to a
+#: light mobile, each asking for an answer, costs the busy ones at most one handover more in
+#: each REVOKE_GAP_S.
+REVOKE_GAP_S = 0.025
+#: What was left of a busy grant so ended is granted to it next, once the poked one has had
+#: its grant, if it is this long (less is not worth a handover).
+OWED_MIN_S = 0.010
 
 
 @dataclass
@@ -67,6 +79,7 @@ class _Mobile:
     retry_at: float = -math.inf  # not granted before this (silent or idle)
     last_sent: float = -math.inf  # when a grant of its in which it sent ended
     used: float = 0.0  # how long it held its last grant
+    credit: float = 0.0  # what was left of its grants ended early (< OWED_MIN_S each)
 
 
 @dataclass
@@ -75,6 +88,7 @@ class UplinkCounters:
     releases: int = 0  # grants the mobile ended (time up, or nothing more to send)
     silent: int = 0  # grants the mobile answered nothing to
     stale_releases: int = 0  # releases of an earlier grant than the running one (late)
+    revoked: int = 0  # grants ended early for a poked mobile (held or busy)
 
 
 @dataclass
@@ -97,24 +111,40 @@ class UplinkScheduler:
     _state: list[_Mobile] = field(default_factory=list)
     _turn: int = -1
     _soon: frozenset[int] = frozenset()
+    _arriving: frozenset[int] = frozenset()
     _last: int | None = None  # the last holder
     #: the running grant's length, whether it is held, whether it was revoked
     length: float = GRANT_S
     hold: bool = False
     _revoked: bool = False
+    _revoked_at: float = -math.inf  # when a busy grant was last ended early
+    #: the mobile whose busy grant was ended early, and what was left of it: it is granted
+    #: that next, once the poked one has had its grant (the early ends, phased with a ping
+    #: every 50 ms, fell on one of two busy mobiles, which got half the other's rate; a
+    #: longer grant at its next turn was ended early as well)
+    _owed: tuple[int, float] | None = None
     number: int = 0  # the running grant's, mod 256 (its release names it)
 
     def __post_init__(self) -> None:
         self._state = [_Mobile() for _ in range(self.mobiles)]
 
-    def due(self, now: float, prefer: int | None = None, soon: Collection[int] = ()) -> int | None:
+    def due(
+        self,
+        now: float,
+        prefer: int | None = None,
+        soon: Collection[int] = (),
+        arriving: Collection[int] = (),
+    ) -> int | None:
         """The mobile to grant the uplink to now (its grant is counted from now: send it at
         once), or None: the holder's grant runs, or every mobile waits. ``prefer``: the
         mobile the base's radio addresses now (a grant to it needs no change of address),
         taken first among the poked ones, and before the turn's if it is idle (not busy) and
         due. ``soon``: mobiles the downlink has packets queued for; one of them that is idle
-        (not busy, not poked) waits for the radio to address it, up to DEFER_MAX_S."""
+        (not busy, not poked) waits for the radio to address it, up to DEFER_MAX_S.
+        ``arriving``: poked mobiles whose packet is still on its way: nobody is granted till
+        it has gone (the mobile would find nothing to answer yet)."""
         self._soon = frozenset(i for i in soon if i != prefer)
+        self._arriving = frozenset(arriving)
         if self.holder is not None:
             st = self._state[self.holder]
             if now < self.until and not st.released:
@@ -124,6 +154,8 @@ class UplinkScheduler:
         order = [(self._turn + step) % self.mobiles for step in range(1, self.mobiles + 1)]
         idle = [i for i in order if not self._state[i].busy]
         poked = [i for i in idle if self._state[i].poked]
+        if any(i in self._arriving for i in poked):
+            return None  # (its packet goes within a few frames' time)
         if prefer in poked:
             poked = [prefer, *(i for i in poked if i != prefer)]
         elif prefer in idle and prefer != self._last:  # (after the poked ones, out of turn)
@@ -149,6 +181,13 @@ class UplinkScheduler:
         self.granted_at = now
         self.hold = self._holds(i, now)
         self.length = HOLD_S if self.hold else self._length(i, now)
+        if i not in poked + rest and not self.hold:
+            if self._owed is not None and self._owed[0] == i:  # (what was left of its grant)
+                self.length = self._owed[1]
+            else:  # (in turn: with what was left of grants ended early, nearly done)
+                self.length += st.credit
+                st.credit = 0.0
+            self._owed = None
         self._revoked = False
         self.until = now + self.length + RELEASE_WAIT_S
         self.number = (self.number + 1) % 256
@@ -184,13 +223,33 @@ class UplinkScheduler:
         )
 
     def revoke(self, now: float) -> int | None:
-        """The holder of a held grant, once another mobile was poked (a ping's answer waits):
-        send it a REVOKE_S grant, which ends its own (once)."""
-        if self.holder is None or not self.hold or self._revoked:
+        """The holder of a held grant, once another mobile was poked (a ping's answer waits),
+        or of any grant, once a light one was, its grant REVOKE_AFTER_S old and none ended so
+        within REVOKE_GAP_S: send it a REVOKE_S grant, which ends its own (once). The poked
+        one is granted next (``due``)."""
+        if self.holder is None or self._revoked:
             return None
-        if not any(st.poked for j, st in enumerate(self._state) if j != self.holder):
-            return None
+        others = [st for j, st in enumerate(self._state) if j != self.holder]
+        if self.hold:
+            if not any(st.poked for st in others):
+                return None
+        else:
+            if not any(st.poked and not st.busy for st in others):
+                return None
+            if now < self.granted_at + REVOKE_AFTER_S or now < self._revoked_at + REVOKE_GAP_S:
+                return None
+            self._revoked_at = now
+            left = self.granted_at + self.length - now
+            self._owed = None
+            if left >= OWED_MIN_S:
+                self._owed = (self.holder, left)
+                self._turn = (self.holder - 1) % self.mobiles  # (it is next in turn)
+            else:  # (not worth a handover now: added to its next grant)
+                self._state[self.holder].credit += left
+            # (its release then comes with its time up: it stays busy)
+            self.length = min(self.length, now - self.granted_at + REVOKE_S)
         self._revoked = True
+        self.counters.revoked += 1
         self.until = min(self.until, now + REVOKE_S + RELEASE_WAIT_S)
         return self.holder
 
@@ -253,9 +312,14 @@ class UplinkScheduler:
             elif index == self.holder:
                 st.released = True
                 st.used = now - self.granted_at
-                # (handed back early: it has no more; with its time up: it may have more)
+                # (handed back early: it has no more; with its time up: it may have more, but
+                # not from a probe's 5 ms, the time a ping's echo takes: a light mobile judged
+                # busy so waited for busy grants' ends; a busy grant ended early stays busy)
+                time_up = now >= self.granted_at + self.length - 2 * DRAIN_S
                 st.busy = (
-                    st.sent and not self.hold and now >= self.granted_at + self.length - 2 * DRAIN_S
+                    st.sent
+                    and not self.hold
+                    and (self._revoked or (time_up and self.length > PROBE_S))
                 )
                 self.counters.releases += 1
             if st.silent:
@@ -273,7 +337,15 @@ class UplinkScheduler:
     def wait_s(self, now: float) -> float:
         """How long until ``due`` may have a mobile to grant (for the loop's sleep)."""
         if self.holder is not None:
-            return max(0.0, self.until - now)
+            until = self.until
+            if not self.hold and not self._revoked:  # (a revoke may come due first)
+                j = self.holder
+                if any(st.poked and not st.busy for i, st in enumerate(self._state) if i != j):
+                    due = max(self.granted_at + REVOKE_AFTER_S, self._revoked_at + REVOKE_GAP_S)
+                    until = min(until, due)
+            return max(0.0, until - now)
+        if self._arriving:  # (its frames' news wakes the loop; this, if none comes)
+            return 0.001
         at = (
             st.retry_at + DEFER_MAX_S if self._deferred(i, st, now) else st.retry_at
             for i, st in enumerate(self._state)
