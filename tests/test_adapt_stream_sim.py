@@ -22,7 +22,8 @@ from longge.daemon.stream_power import SILENT_S
 from longge.protocol import Fragmenter, Reassembler
 from longge.protocol import power as pw
 from longge.protocol import rate as rt
-from longge.protocol.arq import MAX_WINDOW, ArqSender
+from longge.protocol.arq import ArqSender
+from longge.protocol.arq_frames import MAX_WINDOW
 from longge.protocol.arq_receiver import ArqReceiver
 from longge.protocol.peer import Networks, PeerReceiver, PeerSender
 from longge.protocol.rate_follower import RateFollower

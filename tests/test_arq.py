@@ -14,14 +14,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from longge.protocol.arq import (
+from longge.protocol.arq import ArqSender
+from longge.protocol.arq_frames import (
     ACK,
     BEHIND,
     MAX_INNER,
     MAX_WINDOW,
     RESET,
     RESYNC,
-    ArqSender,
     control_body,
     control_frame,
 )

@@ -13,7 +13,7 @@ from test_multinode import in_mode, mobile_config
 
 from longge.daemon.peers import TxCounters, make_queues, senders
 from longge.daemon.stream_tx import StreamSending
-from longge.protocol.arq import ACK, control_frame
+from longge.protocol.arq_frames import ACK, control_frame
 
 
 def test_a_frame_due_while_the_chip_is_busy_waits_for_the_chips_news(tmp_path: Path) -> None:

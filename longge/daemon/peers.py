@@ -15,7 +15,8 @@ from longge.daemon.fairqueue import FairQueue
 from longge.daemon.keystate import make_opener, make_sealer
 from longge.daemon.peerqueues import PeerQueues
 from longge.protocol import Fragmenter, Reassembler, secure
-from longge.protocol.arq import MAX_INNER, MAX_WINDOW, ArqSender
+from longge.protocol.arq import ArqSender
+from longge.protocol.arq_frames import MAX_INNER, MAX_WINDOW
 from longge.protocol.arq_receiver import ArqReceiver
 from longge.protocol.peer import Networks, PeerReceiver, PeerSender, PeerTable
 from longge.protocol.secure import SecurityError

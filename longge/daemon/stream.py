@@ -58,7 +58,7 @@ from longge.daemon.radio_rx import answer_news, flush, rx_stats, tend, uplink_ne
 from longge.daemon.radio_tx import link_control
 from longge.daemon.stream_tx import StreamSending, arq_timeout, peer_arqs
 from longge.protocol import rate as rt
-from longge.protocol.arq import CONTROL, RESET, ArqStats
+from longge.protocol.arq_frames import CONTROL, RESET, ArqStats
 from longge.protocol.uplink_scheduler import UplinkScheduler
 from longge.tun import Tun, TunError
 

@@ -14,7 +14,8 @@ from longge.daemon.child import FIFO_EMPTY, FIFO_OCCUPIED, Child
 from longge.daemon.peerqueues import PeerQueues
 from longge.daemon.peers import TxCounters, preempt
 from longge.daemon.uplink_tx import UplinkSending
-from longge.protocol.arq import CONTROL, RESET, ArqSender
+from longge.protocol.arq import ArqSender
+from longge.protocol.arq_frames import CONTROL, RESET
 from longge.protocol.arq_receiver import ArqReceiver
 from longge.protocol.peer import PeerSender, PeerTable
 from longge.radio.interface import LinkRadio

@@ -8,7 +8,7 @@ from typing import Any
 from longge.air.loss import LossSpec
 from longge.chip.datasheet import T_SETTLE_NS, bits_on_air, per_attempt_failure, time_on_air_ns
 from longge.config import PA_LEVELS
-from longge.protocol.arq import HEADER_LEN as ARQ_HEADER
+from longge.protocol.arq_frames import HEADER_LEN as ARQ_HEADER
 from longge.protocol.arq_receiver import ArqReceiver
 from longge.protocol.frame import HEADER_LEN, PACKET_OVERHEAD
 from longge.radio.options import RadioOptions

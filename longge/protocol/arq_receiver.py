@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from longge.protocol.arq import (
+from longge.protocol.arq_frames import (
     ACK,
     ACK_DELAY,
     BEHIND,

@@ -1,0 +1,83 @@
+"""The stream mode's ARQ frames (``arq.py``: the sending half, ``arq_receiver.py``: the
+receiving half; docs/design.md §4), and the counters both halves keep.
+
+In stream mode the chip sends without Enhanced ShockBurst acknowledgements, so LongGe
+acknowledges itself: the receiving node answers through its own TX radio (the reverse
+channel), ahead of its own data. Each radio frame carries one ARQ byte in front of the LongGe
+frame (``frame.py``: one header byte and a slice of the packet stream), so stream mode costs one
+byte per frame more than ESB::
+
+    data     0sssssss  LongGe frame              s: sequence number mod 128
+    ACK      10000b00  epoch  cum  bitmap... c   cum: the next sequence number expected;
+                                                 bitmap bit i: cum + 1 + i arrived (LSB first);
+                                                 b: the receiver fell behind (RX FIFO full)
+    RESET    10000001  epoch  c                  the sender starts a session at sequence 0
+    RESYNC   10000010  c                         the receiver knows no session (it restarted)
+
+``c`` is a CRC-8 of the control frame: a data frame damaged past the radio's CRC into the
+shape of a control frame (one bit flips 0x01 into RESET) is refused, and so is a damaged
+ACK (an ACK with one bit flipped is a RESYNC, which would restart the session).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+HEADER_LEN = 1  # the ARQ byte in front of every frame
+SEQ_MOD = 128
+MAX_WINDOW = SEQ_MOD // 2
+CONTROL = 0x80
+ACK, RESET, RESYNC = 0x80, 0x81, 0x82
+BEHIND = 0x04  # in an ACK's first byte: the receiver found its RX FIFO full
+BITMAP_BYTES = 8  # 64 frames after cum
+#: The LongGe frame behind the ARQ byte is at most this long (a 32-byte radio frame).
+MAX_INNER = 31
+#: s: a receiver holds an ACK back at most this long (``ArqReceiver.ack_delay``); the sender's
+#: timer waits for it on top of the round trip (QUIC's max_ack_delay, RFC 9002 §6.2.1)
+ACK_DELAY = 0.004
+
+
+def crc8(data: bytes) -> int:
+    """CRC-8 (polynomial 0x07, init 0): the check byte of a control frame."""
+    crc = 0
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc << 1) ^ 0x07 if crc & 0x80 else crc << 1
+            crc &= 0xFF
+    return crc
+
+
+def control_frame(body: bytes) -> bytes:
+    return body + bytes((crc8(body),))
+
+
+def control_body(frame: bytes) -> bytes | None:
+    """A control frame without its check byte, or None if the check fails."""
+    if len(frame) < 2 or crc8(frame[:-1]) != frame[-1]:
+        return None
+    return frame[:-1]
+
+
+@dataclass
+class ArqStats:
+    sent: int = 0  # data frames sent, first time
+    retransmitted: int = 0
+    #: frames found lost (a hole below a frame acknowledged, or the oldest at a timeout),
+    #: when found: with ``acked``, the fates learnt (an adapting link's rate is judged on them)
+    lost: int = 0
+    acked: int = 0
+    acks_in: int = 0
+    stale_acks: int = 0  # from an old session, or outside what is in flight
+    phantoms: int = 0  # ACKs ahead of what was sent: the receiver took a damaged frame
+    resets: int = 0
+    timeouts: int = 0
+    #: frames sent again because their ACK is overdue though the peer answers (``_probe``)
+    probes: int = 0
+    slowdowns: int = 0  # the receiver said it fell behind (sender), said so (receiver)
+    delivered: int = 0
+    duplicates: int = 0
+    out_of_window: int = 0
+    malformed: int = 0
+    acks_out: int = 0
+    resyncs: int = 0
