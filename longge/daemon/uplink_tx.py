@@ -41,7 +41,7 @@ class UplinkSending:
         #: a base's: mobiles sent a small packet that asks for an answer (a ping), while its
         #: frames are on their way: granted once it is sent (a grant in lane 1 overtook the
         #: ping, the mobile found nothing to send and handed it back)
-        self.arriving: set[int] = set()
+        self.arriving: dict[int, int] = {}  # mobile: its ``taken`` once the ping has gone
         #: a mobile's frames still to go in its grant once it released it (the release's)
         self.release_left = 0
 
@@ -82,7 +82,7 @@ class UplinkSending:
             q = self.queues
             soon = [i for i, f in enumerate(q.queues) if len(f) and q.backoff_until[i] <= now]
             peers = self.table.peers
-            self.arriving = {i for i in self.arriving if peers[i].frames or peers[i].urgent}
+            self.arriving = {i: n for i, n in self.arriving.items() if peers[i].taken < n}
             index = self.grants.due(now, self.addressed.index, soon, self.arriving)
             if index is not None:
                 peer = self.priority = self.table.peers[index]
@@ -188,5 +188,6 @@ class UplinkSending:
         uplink (a base that grants it)."""
         if self.grants is not None and asks_answer(packet):
             self.grants.poke(index)
-            if len(packet) <= PREEMPT_MAX:
-                self.arriving.add(index)
+            if len(packet) <= PREEMPT_MAX:  # (it was just loaded: the last of the peer's)
+                peer = self.table.peers[index]
+                self.arriving[index] = peer.taken + (len(peer.urgent) or len(peer.frames))

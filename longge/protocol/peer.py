@@ -162,6 +162,7 @@ class PeerSender:
     counters: SendCounters = field(default_factory=SendCounters)
     index: int = 0  # its place in its table
     last_sent: float = 0.0  # when its last packet (or keepalive) was cut into frames
+    taken: int = 0  # frames taken (``next_frame``) so far
 
     def _cut(self, packet: bytes, lane: int = 0) -> list[bytes]:
         """A packet sealed (on a secured link) and cut into frames."""
@@ -208,6 +209,7 @@ class PeerSender:
 
     def next_frame(self) -> bytes:
         """The next frame to send (the interactive packet's first); call only with ``frames``."""
+        self.taken += 1
         return self.urgent.popleft() if self.urgent else self.frames.popleft()
 
     def give_up(self) -> None:
