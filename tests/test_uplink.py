@@ -573,3 +573,34 @@ def test_a_mobile_asked_for_an_answer_keeps_an_idle_grant_till_it_is_queued() ->
     assert not p.awaits_answer(1.002, queued_at=1.0015)  # the echo was queued
     assert not p.awaits_answer(0.999 + ANSWER_S, queued_at=0.5)  # (no answer: not forever)
     assert p.release(1.002, idle=True)
+
+
+def test_a_mobile_that_sent_till_a_probe_grants_end_is_not_taken_for_busy() -> None:
+    """A light mobile asked with a 5-ms probe grant (it had answered nothing once) whose echo
+    took that long was judged busy, and the next ping to it did not end a busy grant."""
+    s, t = _light_beside_two_busy()
+    s.heard(0)
+    t += s.length
+    s.released(0, t)
+    while s.due(t) != 2:  # mobile 2 goes silent once: its next grant is a probe
+        assert s.holder is not None
+        if s.holder != 2:
+            s.heard(s.holder)
+            t += s.length
+            s.released(s.holder, t)
+        t += 0.001
+    t += GRANT_LONG_S + RELEASE_WAIT_S  # (no release, nothing heard: silent)
+    while s.due(t) != 2:
+        assert s.holder is not None
+        s.heard(s.holder)
+        t += s.length
+        s.released(s.holder, t)
+    assert s.length == PROBE_S
+    s.heard(2)  # its echo, till the probe's end
+    s.released(2, t + PROBE_S - 0.0005)
+    t += PROBE_S
+    i = s.due(t)
+    assert i in (0, 1)
+    s.heard(i)
+    s.poke(2)
+    assert s.revoke(t + REVOKE_AFTER_S) == i  # (light, not busy: its answer ends the grant)
