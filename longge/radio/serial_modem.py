@@ -276,8 +276,13 @@ class SerialRadio(ChipMirror):
         """After the daemon's settings: did the modem take them? (It answers a settings record
         it refuses with an error; e.g. 250 kbit/s on a chip without the "+".)"""
         self.air_errors.clear()
-        reply = self._request(self.link.registers_message(self._regs), b"c", 0.5)
-        self._pump(0.02)  # replies to earlier records may still be on their way
+        self._send(self.link.registers_message(self._regs))
+        # The modem answers in order: a record it takes with ``c``, one it refuses with an
+        # error and nothing else. A request that is always answered (its counters) comes
+        # back after the record's answer, which was taken in meanwhile. (Waiting for a ``c``
+        # took an earlier record's, late, and a 20-ms wait for the error missed it on a busy
+        # machine: a chip without the "+" passed at 250 kbit/s.)
+        reply = self._request(b"S", b"s", 0.5)
         refused = [e for e in self.air_errors if "config" in e or "250k" in e]
         if reply is None or refused:
             why = refused[-1].lstrip("\x00\x01\x02\x03\x04\x05") if refused else "no answer"
