@@ -67,6 +67,10 @@ def uplink_news(
         msg = b"h" + i
     else:
         return
+    to_tx(pair, msg, c)
+
+
+def to_tx(pair: socket.socket, msg: bytes, c: RxCounters) -> None:
     try:
         pair.send(msg)
     except OSError:  # (BlockingIOError: the pair is full)
@@ -79,12 +83,8 @@ def answer_news(
     """3. uplink: a mobile whose base grants the uplink was delivered a packet that asks for
     an answer (a ping, a TCP segment): its TX process keeps a grant that finds it idle a
     while for the answer (uplink.ANSWER_S)."""
-    if pair is None or not peer.grants_heard or not asks_answer(packet):
-        return
-    try:
-        pair.send(b"a" + bytes((peer.index,)) + struct.pack("!d", now))
-    except OSError:  # (BlockingIOError: the pair is full)
-        c.pair_full += 1
+    if pair is not None and peer.grants_heard and asks_answer(packet):
+        to_tx(pair, b"a" + bytes((peer.index,)) + struct.pack("!d", now), c)
 
 
 def rx_stats(c: RxCounters, table: PeerTable[PeerReceiver], now: float) -> dict[str, Any]:

@@ -229,14 +229,13 @@ class UplinkScheduler:
         one is granted next (``due``)."""
         if self.holder is None or self._revoked:
             return None
-        others = [st for j, st in enumerate(self._state) if j != self.holder]
         if self.hold:
+            others = (st for j, st in enumerate(self._state) if j != self.holder)
             if not any(st.poked for st in others):
                 return None
         else:
-            if not any(st.poked and not st.busy for st in others):
-                return None
-            if now < self.granted_at + REVOKE_AFTER_S or now < self._revoked_at + REVOKE_GAP_S:
+            at = self._busy_revoke_at()
+            if at is None or now < at:
                 return None
             self._revoked_at = now
             left = self.granted_at + self.length - now
@@ -252,6 +251,14 @@ class UplinkScheduler:
         self.counters.revoked += 1
         self.until = min(self.until, now + REVOKE_S + RELEASE_WAIT_S)
         return self.holder
+
+    def _busy_revoke_at(self) -> float | None:
+        """When the running busy grant may be ended for a light mobile poked meanwhile (none
+        waits: None): REVOKE_AFTER_S into it, REVOKE_GAP_S after the last such end."""
+        i = self.holder
+        if any(st.poked and not st.busy for j, st in enumerate(self._state) if j != i):
+            return max(self.granted_at + REVOKE_AFTER_S, self._revoked_at + REVOKE_GAP_S)
+        return None
 
     def _deferred(self, i: int, st: _Mobile, now: float) -> bool:
         return (
@@ -338,11 +345,9 @@ class UplinkScheduler:
         """How long until ``due`` may have a mobile to grant (for the loop's sleep)."""
         if self.holder is not None:
             until = self.until
-            if not self.hold and not self._revoked:  # (a revoke may come due first)
-                j = self.holder
-                if any(st.poked and not st.busy for i, st in enumerate(self._state) if i != j):
-                    due = max(self.granted_at + REVOKE_AFTER_S, self._revoked_at + REVOKE_GAP_S)
-                    until = min(until, due)
+            revoke_at = None if self.hold or self._revoked else self._busy_revoke_at()
+            if revoke_at is not None:  # (a revoke comes due first)
+                until = min(until, revoke_at)
             return max(0.0, until - now)
         if self._arriving:  # (its frames' news wakes the loop; this, if none comes)
             return 0.001
