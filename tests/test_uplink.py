@@ -20,6 +20,7 @@ from longge.protocol.uplink import (
     release_message,
 )
 from longge.protocol.uplink_scheduler import (
+    ANSWER_ASIDE_S,
     DEFER_MAX_S,
     GRANT_LONG_S,
     GRANT_S,
@@ -456,10 +457,10 @@ def test_a_mobile_whose_frames_came_is_not_silent_and_frames_are_not_packets() -
     assert s._state[0].retry_at >= t + 0.001 + IDLE_FIRST_S
 
 
-def _light_beside_two_busy() -> tuple[UplinkScheduler, float]:
+def _light_beside_two_busy(revoke_busy: bool = True) -> tuple[UplinkScheduler, float]:
     """Mobiles 0 and 1 send till their grants' ends; mobile 2 answered a ping once (a light
     flow). Returns the scheduler with mobile 0 just granted, and the time."""
-    s = UplinkScheduler(3)
+    s = UplinkScheduler(3, revoke_busy=revoke_busy)
     t, granted = 0.0, 0
     while granted < 6 or s.holder != 0:
         i = s.due(t)
@@ -604,3 +605,49 @@ def test_a_mobile_that_sent_till_a_probe_grants_end_is_not_taken_for_busy() -> N
     s.heard(i)
     s.poke(2)
     assert s.revoke(t + REVOKE_AFTER_S) == i  # (light, not busy: its answer ends the grant)
+
+
+def test_a_base_that_listens_ends_no_busy_grant_for_a_ping_and_grants_its_answer_later() -> None:
+    """A base whose TX radio listens between its bursts (daemon/aside.py: ``revoke_busy``
+    False) ends no busy grant for a light mobile it pinged (the answer comes on the
+    downlink's channel, at no handover's cost), and grants that mobile only ANSWER_ASIDE_S
+    after the ping: a grant at once met the answer there (the answer went again in it)."""
+    s, t = _light_beside_two_busy(revoke_busy=False)
+    s.heard(0)
+    s.poke(2, t)
+    assert s.revoke(t + 0.012) is None and s.counters.revoked == 0
+    assert s.wait_s(t) == pytest.approx(s.until - t)  # (no early end to wake for)
+    t += s.length
+    s.released(0, t)
+    assert s.due(t) == 2  # (poked, its answer not heard: next, as ever)
+    s, t = _light_beside_two_busy(revoke_busy=False)
+    s.released(0, t + 0.001)  # (mobile 0 had nothing more)
+    s.poke(2, t + 0.001)
+    assert s.due(t + 0.002) == 1  # mobile 2 waits for its answer's own way first
+    s.released(1, t + 0.003)
+    assert s.due(t + 0.001 + ANSWER_ASIDE_S) == 2
+
+
+def test_a_base_that_listens_ends_a_held_grant_only_once_the_poked_mobile_is_due() -> None:
+    """With the listening TX radio (``revoke_busy`` False), a poked mobile is granted only
+    ANSWER_ASIDE_S after the poke, so a held grant is ended then, not at once: ended at once
+    (with the poked mobile not yet due), the base granted the holder a held grant again in
+    the same turn and its revoke overtook that grant on the air (the mobile kept a 50-ms
+    grant the base had ended, and sent into the next holder's)."""
+    s = UplinkScheduler(3, grant_long_s=GRANT_S, revoke_busy=False)
+    t = 0.0
+    for i in range(3):
+        assert s.due(t) == i
+        if i == 2:
+            s.heard(2)
+        t += 0.001
+        s.released(i, t)
+    t += 0.001
+    while not (s.due(t) == 2 and s.hold) and t < 1.0:
+        if s.holder is not None:
+            s.released(s.holder, t + 0.001)
+        t += 0.001
+    assert s.holder == 2 and s.hold
+    s.poke(0, t)
+    assert s.revoke(t) is None and s.revoke(t + ANSWER_ASIDE_S / 2) is None
+    assert s.revoke(t + ANSWER_ASIDE_S) == 2

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from longge.chip.datasheet import ARC_MAX
+from longge.config import NodeConfig
 from longge.daemon.child import Child
 from longge.daemon.peers import TxCounters
 from longge.protocol import adapt as a
@@ -71,6 +72,14 @@ class Adaptation:
     def keepalive_s(self, configured: float) -> float:
         """An adapting link's keepalives come often enough for the fallback's silence."""
         return configured if self.adapter is None else min(configured, rt.ADAPT_KEEPALIVE_S)
+
+    def retries_again(self, radio: LinkRadio, cfg: NodeConfig) -> None:
+        """The retries in force set again (after frames sent at others: aside.py): the
+        adapted ones, or the config's."""
+        if self.adapter is not None:
+            self._apply_retries(radio)
+        else:
+            radio.set_retries(cfg.radio.ard_step, cfg.radio.arc)
 
     def may_load(self) -> bool:
         """False while a switch of rate waits for the TX FIFO to drain, while a rate is on

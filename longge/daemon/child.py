@@ -68,11 +68,20 @@ def apply_settings(radio: LinkRadio, cfg: NodeConfig, which: str) -> None:
     if which == "tx":
         # (one peer: its address stays; the pump changes it for several, between packets)
         radio.stop_listening(cfg.peers[0].tx_address)
+        if hears_aside(cfg):  # (it listens between its bursts: the RX radio's pipes)
+            for index, peer in enumerate(cfg.peers):
+                radio.open_rx_pipe(index + 1, peer.rx_address)
     else:
         for index, peer in enumerate(cfg.peers):  # (PeerTable: peer i's frames on pipe i + 1)
             radio.open_rx_pipe(index + 1, peer.rx_address)
         radio.start_listening()
     verify_settings(radio, cfg, which)
+
+
+def hears_aside(cfg: NodeConfig) -> bool:
+    """Does this node's TX radio listen between its bursts for a light mobile's packet on the
+    downlink's channel (a base with several mobiles, ESB: aside.py)?"""
+    return cfg.role == "base" and len(cfg.peers) > 1 and cfg.radio.mode == "esb"
 
 
 def verify_settings(radio: LinkRadio, cfg: NodeConfig, which: str) -> None:

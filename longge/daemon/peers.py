@@ -146,6 +146,9 @@ class RxCounters:
     no_peer: int = 0
     acks_in: int = 0
     pair_full: int = 0
+    #: frames the TX radio heard on the downlink's channel (a base with several mobiles:
+    #: aside.py), counted in ``frames_in`` too
+    frames_aside: int = 0
 
 
 def read_tun(

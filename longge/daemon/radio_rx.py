@@ -9,6 +9,9 @@
                 + when (we were delivered a packet that asks for an answer), ``r`` + peer
                 + the grant's number (a mobile ends its grant), ``h`` + peer (a base with
                 several mobiles heard one: it sent in its grant);
+   aside        a base with several mobiles: frames its TX radio heard on the downlink's
+                channel between its bursts come over the pair (``x`` + pipe + frame), taken
+                as this radio's (aside.py);
    (adapt)      with ``adapt`` and one peer: the RX radio at the rate the peer announced
                 (adapt_rx.py);
 4. expire       a half-built packet that waited too long is dropped;
@@ -26,7 +29,7 @@ from typing import Any
 
 from longge.config import NodeConfig
 from longge.daemon.adapt_rx import RateListening
-from longge.daemon.child import Child, RxFifo, take_edges
+from longge.daemon.child import Child, RxFifo, hears_aside, take_edges
 from longge.daemon.peers import RxCounters, deliver, receivers, table_stats
 from longge.protocol.peer import PeerReceiver, PeerTable
 from longge.protocol.uplink import asks_answer
@@ -87,6 +90,46 @@ def answer_news(
         to_tx(pair, b"a" + bytes((peer.index,)) + struct.pack("!d", now), c)
 
 
+def take(
+    tun: Tun,
+    pair: socket.socket | None,
+    table: PeerTable[PeerReceiver],
+    c: RxCounters,
+    pipe: int,
+    frame: bytes,
+    now: float,
+) -> None:
+    """1. one frame, the pipe it came on: 2. reassembler (and, on a secured link, the AEAD:
+    a stranger's frames move nothing); 3. tun_writer."""
+    c.frames_in += 1
+    peer = table.by_pipe(pipe)
+    if peer is None:
+        c.no_peer += 1
+        return
+    heard = peer.heard
+    packet = peer.receive(frame, now)
+    if peer.heard != heard:  # a whole packet (a keepalive, link control)
+        uplink_news(pair, table, peer, c, now)
+    if packet is not None:
+        deliver(tun, packet, c)
+        answer_news(pair, peer, packet, c, now)
+
+
+def heard_aside(
+    tun: Tun, pair: socket.socket, table: PeerTable[PeerReceiver], c: RxCounters, now: float
+) -> None:
+    """1. (a base with several mobiles) the frames our TX radio heard on the downlink's
+    channel between its bursts (``x`` + pipe + frame: aside.py), taken as our radio's."""
+    while True:
+        try:
+            msg = pair.recv(64)
+        except OSError:  # (BlockingIOError: nothing more)
+            return
+        if msg[:1] == b"x" and 3 <= len(msg) <= 34:
+            c.frames_aside += 1
+            take(tun, pair, table, c, msg[1], msg[2:], now)
+
+
 def rx_stats(c: RxCounters, table: PeerTable[PeerReceiver], now: float) -> dict[str, Any]:
     return table_stats(c, {p.name: p.stats(now) for p in table})
 
@@ -106,6 +149,8 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket | None 
     fifo = RxFifo()
     rates = RateListening()
     control_ready = True  # the supervisor's pipe: looked at when select() found it readable
+    aside = hears_aside(cfg) and pair is not None
+    pair_ready = aside
     while child.running:
         now = time.monotonic()
         radio = child.ensure_radio(now)
@@ -115,21 +160,10 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket | None 
             waiting, first = radio.available_pipe()
             # 1. radio_rx
             for pipe, frame in fifo.frames(radio, first if waiting else 7):
-                c.frames_in += 1
-                peer = table.by_pipe(pipe)
-                if peer is None:
-                    c.no_peer += 1
-                    continue
-                # 2. reassembler (and, on a secured link, the AEAD): a stranger's frames move
-                # nothing; 3. tun_writer
-                heard = peer.heard
-                packet = peer.receive(frame, now)
-                if peer.heard != heard:  # a whole packet (a keepalive, link control)
-                    uplink_news(pair, table, peer, c, now)
-                if packet is not None:
-                    deliver(tun, packet, c)
-                    answer_news(pair, peer, packet, c, now)
+                take(tun, pair, table, c, pipe, frame, now)
             rates.step(child, radio, table, now)
+        if pair is not None and pair_ready:
+            heard_aside(tun, pair, table, c, now)
         tend(child, table, now)
         if control_ready:
             child.handle_control()
@@ -137,7 +171,9 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket | None 
             child.send_stats({**rx_stats(c, table, now), "adapt": rates.stats(now)})
         # 5. wait
         more = radio is not None and fifo.more_waiting(radio)  # frames there: no sleeping
-        ready = child.wait(radio, rates.wait_s(now, 0.25), now=more, poll=True)
+        also = (pair,) if aside else ()
+        ready = child.wait(radio, rates.wait_s(now, 0.25), now=more, poll=True, also=also)
         control_ready = child.conn_fd in ready
+        pair_ready = aside and pair in ready
     flush(table)
     child.close_radio()

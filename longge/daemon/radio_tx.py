@@ -25,7 +25,8 @@ from multiprocessing.connection import Connection
 
 from longge.config import NodeConfig
 from longge.daemon.adapt_tx import Adaptation
-from longge.daemon.child import FIFO_FULL, Child, on_irq, take_edges, waitable
+from longge.daemon.aside import BaseListening, MobileAside
+from longge.daemon.child import FIFO_FULL, Child, hears_aside, on_irq, take_edges, waitable
 from longge.daemon.peerqueues import PeerQueues
 from longge.daemon.peers import (
     PREEMPT_MAX,
@@ -80,6 +81,10 @@ class EsbSending(UplinkSending):
         #: a peer whose frames go before the rest, at once (a grant of the uplink: it counts
         #: from when it was made); what is left of another's packet waits meanwhile
         self.priority: PeerSender | None = None
+        #: a base's TX radio listening between bursts, a mobile's small packets sent there
+        #: while it waits for a grant (aside.py); None: neither
+        self.listen: BaseListening | None = None
+        self.aside: MobileAside | None = None
         self.uplink_init()
 
     def loading(self) -> bool:
@@ -95,6 +100,10 @@ class EsbSending(UplinkSending):
             if left is not None and left is not self.addressed and left.frames:
                 left.give_up()
                 self.sending = None
+            if self.listen is not None:
+                self.listen.listening = False  # (in TX mode, on its own channel)
+            if self.aside is not None:
+                self.aside.reset(self.addressed)
 
     def next(self, radio: LinkRadio, now: float) -> PeerSender | None:
         """The peer whose frames go next, its address set; None: nothing to send now, or the
@@ -116,7 +125,7 @@ class EsbSending(UplinkSending):
             packet = self.queues.pop(peer.index, now)
             if packet is not None:
                 peer.load(packet, now, self.queues.last_key(peer.index))
-                self._poke(peer.index, packet)
+                self._poke(peer.index, packet, now)
                 return peer
 
     def cut_in(self, now: float, c: TxCounters) -> None:
@@ -145,13 +154,41 @@ class EsbSending(UplinkSending):
             else:
                 peer.load(packet, now, self.queues.last_key(i))
                 peer.counters.preempted += 1
-            self._poke(i, packet)
+            self._poke(i, packet, now)
             self.priority = peer
             c.cut_in += 1
             return
 
+    def fill_aside(self, radio: LinkRadio, now: float, c: TxCounters) -> bool:
+        """A mobile waiting for a grant: a small packet on the downlink's channel (aside.py);
+        may the uplink's frames be loaded now (in a grant, the radio back on its channel)?"""
+        aside, peer = self.aside, self.table.peers[0]
+        if aside is None:
+            return True
+        if not self.waiting(now):
+            return aside.back(radio, peer, False, now)
+        loaded = aside.fill(radio, peer, self.queues, now)
+        if loaded:
+            self.sending = peer
+            c.frames_sent += loaded
+        else:
+            aside.back(radio, peer, True, now)
+        return False
+
+    def aside_stats(self) -> dict[str, int]:
+        """The downlink channel's counters (aside.py): a base's, a mobile's (empty: neither)."""
+        if self.listen is not None:
+            return self.listen.stats()
+        return {} if self.aside is None else self.aside.stats()
+
+    def aside_busy(self) -> bool:
+        """A mobile's packet on its way on the downlink's channel (its frames go meanwhile)."""
+        return self.aside is not None and self.aside.busy(self.table.peers[0])
+
     def fill(self, radio: LinkRadio, now: float, c: TxCounters) -> None:
         """2. scheduler, 3. fragmenter, 4. radio_tx: load frames while the TX FIFO has room."""
+        if not self.fill_aside(radio, now, c):
+            return
         self.cut_in(now, c)
         sending = self.sending
         permit = self.permit
@@ -191,14 +228,18 @@ class EsbSending(UplinkSending):
             radio.start_fast_write(sending.next_frame())
             c.frames_sent += 1
 
-    def news(self, sent_ok: bool, max_rt: bool, now: float) -> None:
-        """What the chip said of the addressed peer's frames."""
+    def news(self, sent_ok: bool, max_rt: bool, now: float) -> bool:
+        """What the chip said of the addressed peer's frames; True: of a frame sent on the
+        downlink's channel (a MAX_RT there is not the link's: aside.py)."""
+        if self.aside is not None and self.aside.news(self.addressed, max_rt, now):
+            return True
         if sent_ok:
             self.queues.delivered(self.addressed.index)
         if max_rt:
             self.addressed.max_rt()
             self.queues.max_rt(self.addressed.index, now)
             self.release_left = 0  # (given up with the rest: the base waits it out)
+        return False
 
 
 def tx_stats(
@@ -223,14 +264,20 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket | None 
         return
     queues = make_queues(cfg, table)
     out = EsbSending(table, queues)
+    adapt = Adaptation()
     if cfg.role == "base" and len(table) > 1:
-        out.grants = UplinkScheduler(len(table))
+        out.grants = UplinkScheduler(len(table), revoke_busy=not hears_aside(cfg))
+    if hears_aside(cfg):
+        out.listen = BaseListening()
+    elif cfg.role == "mobile" and cfg.radio.mode == "esb":
+        out.aside = MobileAside(
+            cfg.tx_channel, cfg.rx_channel, lambda r: adapt.retries_again(r, cfg)
+        )
     out.uplink_start(cfg, time.monotonic())  # (a mobile that remembers its base's grants)
     c = TxCounters()
     start = time.monotonic()
     for peer in table:
         peer.last_sent = start
-    adapt = Adaptation()
     storm = 0  # MAX_RT in a row, without a frame acknowledged in between
     pending_max_rt = False  # seen just before sleeping (what_happened may clear the flag)
     control_ready = True  # the supervisor's pipe: looked at when select() found it readable
@@ -256,12 +303,15 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket | None 
             max_rt = max_rt or pending_max_rt
             pending_max_rt = False
             # (a rate trial's probe that met MAX_RT gives up nothing of the peer's: adapt_tx)
-            out.news(sent_ok, max_rt and not adapt.probing(), now)
+            aside = out.news(sent_ok, max_rt and not adapt.probing(), now)
             if sent_ok:
                 storm = 0
                 adapt.acknowledged(now)
             if max_rt:
                 radio.flush_tx()
+                if aside:  # (the base was sending: not the link's MAX_RT)
+                    max_rt = False
+            if max_rt:
                 adapt.max_rt += 1
                 storm += 1
                 if storm >= MAX_RT_STORM:  # a wedged chip looks like this too: start it over
@@ -273,7 +323,11 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket | None 
             keepalives(table, queues, adapt.keepalive_s(cfg.keepalive_s), now)
             # 7. uplink
             out.uplink(now)
-            if adapt.may_load():  # (not while a new rate waits for the FIFO to drain)
+            if out.listen is not None:  # (a base with several mobiles: between its bursts)
+                busy = any(p.frames for p in table) or bool(len(queues))
+                out.listen.step(radio, pair, busy, out.addressed, now)
+            listening = out.listen is not None and out.listen.listening  # (holding: aside.py)
+            if adapt.may_load() and not listening:  # (nor while a new rate waits for the FIFO)
                 out.fill(radio, now, c)
             if out.release(now):
                 # its last frame loaded, nothing more queued: the release goes behind it now
@@ -293,6 +347,7 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket | None 
                     {
                         "retransmissions": None if radio is None else radio.retransmissions,
                         "uplink": out.uplink_stats(now),
+                        "aside": out.aside_stats(),
                         "adapt": adapt.stats(now),
                     },
                     now,
@@ -302,7 +357,9 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket | None 
         loading = out.loading()
         work = any(p.frames for p in table) or bool(len(queues))  # (loading: frames too)
         if out.permit is not None and not out.permit.may_send(now) and not out.release_left:
-            work = False  # (waiting for a grant: the RX process's news wakes us)
+            # (waiting for a grant: the RX process's news wakes us; a packet on the
+            # downlink's channel meanwhile goes on)
+            work = out.aside_busy()
         look_now = False
         if radio is not None and not on_irq(radio):
             # (On an IRQ pin, news since the look above left an edge: no second look.)
@@ -334,6 +391,10 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket | None 
         watch_pair = pair is not None and (out.permit is not None or out.grants is not None)
         also = (() if loading else (tun,)) + ((pair,) if watch_pair else ())
         timeout = adapt.wait_s(now, out.wait_s(now, 0.25))
+        if out.listen is not None:
+            timeout = out.listen.wait_s(now, timeout)
+        if out.aside is not None:
+            timeout = out.aside.wait_s(now, timeout, bool(len(queues)))
         ready = child.wait(radio, timeout, now=look_now, poll=poll, also=also)
         control_ready = child.conn_fd in ready
         pair_ready = pair in ready if watch_pair else now - pair_looked >= 0.25

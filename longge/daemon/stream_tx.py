@@ -213,7 +213,7 @@ class StreamSending(UplinkSending):
                     if packet is None:
                         continue  # (expired: the next one)
                     peer.load(packet, now, self.queues.last_key(i))
-                    self._poke(i, packet)
+                    self._poke(i, packet, now)
                 else:
                     preempt(self.queues, peer, now)
                 if not peer.feed_arq():

@@ -44,6 +44,9 @@ class UplinkSending:
         self.arriving: dict[int, int] = {}  # mobile: its ``taken`` once the ping has gone
         #: a mobile's frames still to go in its grant once it released it (the release's)
         self.release_left = 0
+        #: a base's: the holder's ``taken`` once the running grant's frames have gone (no
+        #: revoke before: it would overtake them)
+        self.granting = 0
 
     def uplink_start(self, cfg: NodeConfig, now: float) -> None:
         """At the start: a mobile whose base granted it the uplink when it last ran (its
@@ -89,7 +92,12 @@ class UplinkSending:
                 g = self.grants
                 self.before_grant(index, now)
                 peer.uplink(grant_message(g.length, g.hold, g.number), now)
-            revoked = self.grants.revoke(now)
+                # (a revoke queued behind it would go first, in lane 1, and the grant it
+                # ended come after it: the mobile held a 50-ms grant the base had ended)
+                self.granting = peer.taken + (len(peer.urgent) or len(peer.frames))
+            holder = self.grants.holder
+            gone = holder is not None and self.table.peers[holder].taken >= self.granting
+            revoked = self.grants.revoke(now) if gone else None
             if revoked is not None:  # (a shorter grant ends a held one)
                 self.priority = self.table.peers[revoked]
                 self.priority.uplink(grant_message(REVOKE_S, number=self.grants.number), now)
@@ -98,6 +106,15 @@ class UplinkSending:
             self.permit, self.queues.clock = None, float  # (remembered, but no grant came)
             self._remember(False)
         self.release(now)
+
+    def waiting(self, now: float) -> bool:
+        """A mobile whose base grants the uplink, between its grants (or after its release)?"""
+        permit = self.permit
+        if permit is None or not permit.granted(now):
+            return False
+        if permit.released:  # (the frames up to its release go, whenever: fill)
+            return self.release_left <= 0
+        return now >= permit.until
 
     def release(self, now: float) -> bool:
         """A mobile in its grant: its release, behind what it has loaded, when it has nothing
@@ -183,11 +200,11 @@ class UplinkSending:
         due = None if self.permit is None else self.permit.wait_s(now)
         return longest if due is None else min(longest, due)
 
-    def _poke(self, index: int, packet: bytes) -> None:
+    def _poke(self, index: int, packet: bytes, now: float) -> None:
         """A packet for mobile ``index`` that asks for an answer: its answer will want the
         uplink (a base that grants it)."""
         if self.grants is not None and asks_answer(packet):
-            self.grants.poke(index)
+            self.grants.poke(index, now)
             if len(packet) <= PREEMPT_MAX:  # (it was just loaded: the last of the peer's)
                 peer = self.table.peers[index]
                 self.arriving[index] = peer.taken + (len(peer.urgent) or len(peer.frames))

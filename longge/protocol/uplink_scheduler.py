@@ -62,6 +62,11 @@ REVOKE_AFTER_S = 0.003
 #: light mobile, each asking for an answer, costs the busy ones at most one handover more in
 #: each REVOKE_GAP_S.
 REVOKE_GAP_S = 0.025
+#: A base whose TX radio listens for the light mobiles between its bursts (``revoke_busy``
+#: False) grants a poked mobile only this long after the poke: its answer comes on the
+#: downlink's channel meanwhile (daemon/aside.py), and a grant at once, sent as the mobile
+#: began its answer there, met it (the answer went again in the grant: 1.5 ms later).
+ANSWER_ASIDE_S = 0.004
 #: What was left of a busy grant so ended is granted to it next, once the poked one has had
 #: its grant, if it is this long (less is not worth a handover).
 OWED_MIN_S = 0.010
@@ -104,6 +109,10 @@ class UplinkScheduler:
     mobiles: int
     grant_s: float = GRANT_S
     grant_long_s: float = GRANT_LONG_S
+    #: a busy grant is ended early for a poked light mobile (False: the base's TX radio
+    #: listens for the light mobiles' answers between its bursts, daemon/aside.py, and an
+    #: early end would cost the busy ones a handover for nothing)
+    revoke_busy: bool = True
     holder: int | None = None
     granted_at: float = -math.inf
     until: float = -math.inf  # when the base stops waiting for the holder's release
@@ -231,8 +240,8 @@ class UplinkScheduler:
             return None
         if self.hold:
             others = (st for j, st in enumerate(self._state) if j != self.holder)
-            if not any(st.poked for st in others):
-                return None
+            if not any(st.poked and now >= st.retry_at for st in others):
+                return None  # (a poked one not yet due: ``poke`` without ``revoke_busy``)
         else:
             at = self._busy_revoke_at()
             if at is None or now < at:
@@ -256,6 +265,8 @@ class UplinkScheduler:
         """When the running busy grant may be ended for a light mobile poked meanwhile (none
         waits: None): REVOKE_AFTER_S into it, REVOKE_GAP_S after the last such end."""
         i = self.holder
+        if not self.revoke_busy:
+            return None
         if any(st.poked and not st.busy for j, st in enumerate(self._state) if j != i):
             return max(self.granted_at + REVOKE_AFTER_S, self._revoked_at + REVOKE_GAP_S)
         return None
@@ -332,14 +343,16 @@ class UplinkScheduler:
             if st.silent:
                 st.silent, st.retry_at = 0, -math.inf
 
-    def poke(self, index: int) -> None:
+    def poke(self, index: int, now: float = -math.inf) -> None:
         """The base sends mobile ``index`` a packet that asks for an answer (``asks_answer``):
-        if it is not silent, it is asked soon."""
+        if it is not silent, it is asked soon (without ``revoke_busy``, ANSWER_ASIDE_S from
+        ``now``: its answer comes on the downlink's channel, heard, unless the base was
+        sending)."""
         st = self._state[index]
         if not st.silent:
             st.poked = True
             st.idle = 0
-            st.retry_at = -math.inf
+            st.retry_at = -math.inf if self.revoke_busy else now + ANSWER_ASIDE_S
 
     def wait_s(self, now: float) -> float:
         """How long until ``due`` may have a mobile to grant (for the loop's sleep)."""

@@ -1,0 +1,300 @@
+"""A light mobile's packet beside a busy uplink, on the downlink's channel (ESB, a base with
+several mobiles: docs/design.md §1, "A light mobile's packet on the downlink's channel").
+
+A mobile that the base grants the uplink sends only in its grants, so its own ping, beside
+mobiles that keep the uplink busy, waited for the running grant's end (15 to 18 ms over its
+idle RTT). The base's TX radio is idle then (the mobiles send; it sends grants and answers),
+on the downlink's channel, where no mobile sends. So:
+
+- the base's TX radio listens between its bursts (``BaseListening``), with the mobiles' uplink
+  addresses on the pipes its RX radio has them on; what it hears the TX process hands to the
+  RX process (``x`` + pipe + frame on the pair), which takes it as a frame from its own
+  radio: the same reassembly, authentication and replay window;
+- a mobile waiting for a grant with a sparse flow's small packet queued (a ping, a DNS query,
+  a TCP ACK: ``PeerQueues.pop_sparse``) sends it there (``MobileAside``), each frame once: a
+  frame the base did not acknowledge (it was sending: MAX_RT) sends the whole packet again,
+  later or in the grant. Its frames are the uplink's own (sealed, numbered): only the
+  channel differs.
+
+A base with one mobile, a mobile whose base grants nothing, and stream mode run none of this.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+from longge.daemon.child import FIFO_FULL, RxFifo, take_edges, waitable
+from longge.daemon.peerqueues import PeerQueues
+from longge.protocol.frame import LAST
+from longge.protocol.peer import PeerSender
+from longge.radio.interface import LinkRadio
+
+#: The base's TX radio listens once it has had nothing to send this long (not between the
+#: frames of a burst; at 1 ms a mobile's answer to a grant the base had just sent met the
+#: radio not yet listening, one aside frame in three).
+LISTEN_AFTER_S = 0.0003
+#: Having heard a frame of a packet whose last frame has not come, the base's TX radio stays
+#: listening this long for the next (they come ~0.5 ms apart: the mobile's FIFO's next, or
+#: the next it loads on the news) before it sends what it has: its own frames would collide
+#: with the rest, and the mobile would send the packet again.
+HOLD_S = 0.0015
+#: Holding is bounded: at most HOLD_MAX_S in a row (a packet's six frames take ~3 ms), then
+#: none for HOLD_GAP_S. Its frames are not authenticated here (the RX process does that, at
+#: the packet's end), and anyone's radio can send frames with a mobile's address: a frame
+#: that never ends its packet, every 1.5 ms, would have held the base's downlink for good.
+HOLD_MAX_S = 0.004
+HOLD_GAP_S = 0.050
+#: The largest packet a mobile sends on the downlink's channel (sealed: six 32-byte frames).
+ASIDE_MAX = 160
+#: After a frame the base did not acknowledge there (it was sending), the next try; after
+#: each more in a row twice as long, up to ASIDE_RETRY_MAX_S (a base that keeps sending, to
+#: the other mobiles, is met once in that time, not every 2 ms).
+ASIDE_RETRY_S = 0.002
+ASIDE_RETRY_MAX_S = 0.064
+#: Frames a mobile may send there: this many at once, refilled at ASIDE_RATE a second (a ping
+#: every 20 ms is 4 frames each: 200 a second; the downlink's channel is the base's).
+ASIDE_BURST = 12
+ASIDE_RATE = 200.0
+
+
+@dataclass
+class AsideCounters:
+    """A base's: times its TX radio listened, frames it heard and handed on, those the pair
+    refused (the RX process was behind), holds cut at HOLD_MAX_S. A mobile's: packets and
+    frames it sent on the downlink's channel, frames the base did not acknowledge there (it
+    was sending)."""
+
+    listens: int = 0
+    frames: int = 0
+    pair_full: int = 0
+    holds_cut: int = 0
+    packets: int = 0
+    refused: int = 0
+
+
+class BaseListening:
+    """A base's TX radio, between its bursts: listening on the downlink's channel."""
+
+    def __init__(self) -> None:
+        self.listening = False
+        self.idle_since: float | None = None
+        self.hold_until = 0.0  # (a packet heard in part: HOLD_S)
+        self.hold_since: float | None = None  # (holding in a row since)
+        self.no_hold_until = 0.0  # (held HOLD_MAX_S in a row: HOLD_GAP_S)
+        self.fifo = RxFifo()
+        self.counters = AsideCounters()
+
+    def step(
+        self,
+        radio: LinkRadio,
+        pair: socket.socket | None,
+        work: bool,
+        addressed: PeerSender,
+        now: float,
+    ) -> None:
+        """Each loop turn, before loading: with something to send, back to TX mode (the
+        address is the addressed peer's, as it was); idle for LISTEN_AFTER_S with the TX
+        FIFO empty, listen; what the RX FIFO holds goes to the RX process."""
+        if work:
+            self.idle_since = None
+            if self.listening and now >= self.hold_until:
+                radio.stop_listening(addressed.radio_address)
+                self.listening = False
+        elif self.idle_since is None:
+            self.idle_since = now
+        elif (
+            not self.listening
+            and now - self.idle_since >= LISTEN_AFTER_S
+            and waitable(radio) is not None  # (else asked every 0.2 ms: not for this)
+            and radio.is_fifo(True, True)
+        ):
+            radio.start_listening()
+            self.listening = True
+            self.counters.listens += 1
+        self.hand_on(radio, pair, now)
+
+    def hand_on(self, radio: LinkRadio, pair: socket.socket | None, now: float) -> None:
+        """What the TX radio heard, to the RX process (dropped, counted, if it is behind)."""
+        while True:  # (till a look finds it empty: a frame left takes a slot of three)
+            take_edges(radio)
+            waiting, first = radio.available_pipe()
+            if not waiting:
+                return
+            self._walk(radio, pair, first, now)
+
+    def _walk(self, radio: LinkRadio, pair: socket.socket | None, first: int, now: float) -> None:
+        for pipe, frame in self.fifo.frames(radio, first):
+            self.counters.frames += 1
+            self._hold(not (frame[:1] and frame[0] & LAST), now)
+            try:
+                sent = pair is not None and pair.send(b"x" + bytes((pipe,)) + frame) > 0
+            except OSError:  # (BlockingIOError: the pair is full)
+                sent = False
+            if not sent:
+                self.counters.pair_full += 1
+
+    def _hold(self, more: bool, now: float) -> None:
+        """A frame heard: hold for the packet's next (``more``), within the bounds."""
+        if not more or now < self.no_hold_until:
+            self.hold_until, self.hold_since = 0.0, None
+            return
+        if self.hold_since is None or now >= self.hold_until:
+            self.hold_since = now
+        if now - self.hold_since >= HOLD_MAX_S:
+            self.hold_until, self.hold_since = 0.0, None
+            self.no_hold_until = now + HOLD_GAP_S
+            self.counters.holds_cut += 1
+            return
+        self.hold_until = min(now + HOLD_S, self.hold_since + HOLD_MAX_S)
+
+    def wait_s(self, now: float, longest: float) -> float:
+        """The loop's sleep: till it is time to listen, or to stop holding."""
+        if self.listening:
+            return longest if now >= self.hold_until else min(longest, self.hold_until - now)
+        if self.idle_since is None:
+            return longest
+        return min(longest, max(0.0, self.idle_since + LISTEN_AFTER_S - now))
+
+    def stats(self) -> dict[str, int]:
+        c = self.counters
+        return {
+            "listens": c.listens,
+            "frames": c.frames,
+            "pair_full": c.pair_full,
+            "holds_cut": c.holds_cut,
+        }
+
+
+class MobileAside:
+    """A mobile's: a sparse flow's small packet on the downlink's channel while it waits for a
+    grant, its frames loaded as the TX FIFO has room, each sent once: a packet with a frame
+    refused goes again whole (the receiver starts it over at its first frame; one it had
+    whole is a repeat, refused as any)."""
+
+    def __init__(
+        self, own_channel: int, aside_channel: int, retries: Callable[[LinkRadio], None]
+    ) -> None:
+        self.own, self.other = own_channel, aside_channel
+        self.retries = retries  # (sets the retries in force again)
+        self.on = False  # the TX radio is on the downlink's channel
+        #: the frames of the packet on its way here, taken so far, and how many of them are
+        #: in the TX FIFO, their fate not known
+        self.packet: list[bytes] = []
+        self.loaded = 0
+        #: the peer's frames are a packet refused here, whole: it goes here again (or in a
+        #: grant, if one comes first)
+        self.again = False
+        self.retry_at = float("-inf")
+        self.refusals = 0  # in a row
+        self.tokens = float(ASIDE_BURST)
+        self.filled_at = float("-inf")
+        self.counters = AsideCounters()
+
+    def reset(self, peer: PeerSender) -> None:
+        """The radio's settings were applied again (on its own channel, the FIFO empty): the
+        packet on its way here goes again, whole (in the next grant, or here)."""
+        self._again(peer)
+        self.on = False
+
+    def _again(self, peer: PeerSender) -> None:
+        peer.frames.extendleft(reversed(self.packet))
+        peer.taken -= len(self.packet)
+        self.again = self.again or bool(self.packet)
+        self.packet, self.loaded = [], 0
+
+    def busy(self, peer: PeerSender) -> bool:
+        """Is a packet on its way here (frames loaded, or more to load)?"""
+        return self.on and (self.loaded > 0 or bool(self.packet))
+
+    def _settle(self, radio: LinkRadio, peer: PeerSender) -> bool:
+        """Are the loaded frames' fates known (the TX FIFO empty: each was acknowledged; a
+        MAX_RT came in ``news`` first)? The packet is done once its last went."""
+        if self.loaded and not radio.is_fifo(True, True):
+            return False
+        self.counters.frames += self.loaded
+        if self.loaded:
+            self.refusals = 0
+        self.loaded = 0
+        if not peer.frames:
+            self.packet = []
+        return True
+
+    def fill(self, radio: LinkRadio, peer: PeerSender, queues: PeerQueues, now: float) -> int:
+        """Waiting for a grant: the packet's next frames here, a new packet's if one may go;
+        how many were loaded."""
+        if not self._settle(radio, peer):
+            return 0
+        self._refill(now)
+        if now < self.retry_at or self.tokens < 1:
+            return 0
+        if not self.on:
+            if peer.frames and not (self.packet or self.again):
+                return 0  # (a packet's rest from a grant waits for the next)
+            if not radio.is_fifo(True, True):
+                return 0  # (what went before is still on its way)
+            if not peer.frames:
+                packet = queues.pop_sparse(peer.index, now, ASIDE_MAX, b"")
+                if packet is None:
+                    return 0
+                peer.load(packet, now, queues.last_key(peer.index))
+                self.counters.packets += 1
+            radio.channel = self.other
+            # one attempt a frame: the base may be sending, and retries that met its frames
+            # again and again ended them in MAX_RT (a reply lost)
+            radio.set_retries(0, 0)
+            self.on, self.again = True, False
+        loaded = 0
+        while peer.frames and self.tokens >= 1 and radio.is_fifo(True) != FIFO_FULL:
+            self.tokens -= 1
+            frame = peer.next_frame()
+            self.packet.append(frame)
+            radio.start_fast_write(frame)
+            loaded += 1
+        self.loaded += loaded
+        return loaded
+
+    def _refill(self, now: float) -> None:
+        if self.filled_at > float("-inf"):
+            self.tokens = min(ASIDE_BURST, self.tokens + (now - self.filled_at) * ASIDE_RATE)
+        self.filled_at = now
+
+    def news(self, peer: PeerSender, max_rt: bool, now: float) -> bool:
+        """A MAX_RT: True if it was a frame's sent here (not the link's: the base was
+        sending); the packet goes again whole, ASIDE_RETRY_S later or in the grant. The
+        caller flushes the FIFO."""
+        if not (max_rt and self.loaded):
+            return False
+        self._again(peer)
+        self.counters.refused += 1
+        wait = ASIDE_RETRY_S * 2 ** min(self.refusals, 5)
+        self.refusals += 1
+        self.retry_at = now + min(wait, ASIDE_RETRY_MAX_S)  # (meanwhile on the uplink's channel)
+        return True
+
+    def back(self, radio: LinkRadio, peer: PeerSender, waiting: bool, now: float) -> bool:
+        """The TX radio back on the uplink's channel when nothing more goes here (or a grant
+        came: ``waiting`` False), once the loaded frames' fate is known; is it there?"""
+        if self.on and not self._settle(radio, peer):
+            return False
+        if not waiting:  # a grant came: the packet's rest goes in it
+            self.packet, self.again = [], False
+        if not self.on:
+            return True
+        if waiting and self.packet and self.tokens >= 1 and now >= self.retry_at:
+            return False  # (its next frames go here)
+        radio.channel = self.own
+        self.retries(radio)
+        self.on = False
+        return True
+
+    def wait_s(self, now: float, longest: float, queued: bool) -> float:
+        """The loop's sleep: till the next try, with a packet queued or one's rest."""
+        if not (queued or self.packet or self.again) or now >= self.retry_at:
+            return longest
+        return min(longest, self.retry_at - now)
+
+    def stats(self) -> dict[str, int]:
+        c = asdict(self.counters)
+        return {f"aside_{k}": c[k] for k in ("packets", "frames", "refused")}

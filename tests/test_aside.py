@@ -1,0 +1,137 @@
+"""A light mobile's packet beside a busy uplink, on the downlink's channel (ESB, a base with
+several mobiles: longge/daemon/aside.py, docs/design.md §1). The daemons run over in-memory
+TUNs and the emulated air (test_multinode.py's star)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from test_multinode import DOWN, mobile_config, mobile_ip, packet, star
+
+from longge.daemon.aside import BaseListening
+from longge.protocol import Fragmenter
+from longge.protocol.peer import Networks, PeerSender
+from longge.radio.options import RadioOptions, configure
+from longge.radio.sim import SimRadio
+
+ADDRESS = b"LGm2b"  # (a mobile's uplink address, on the base's pipe 1)
+
+SMALL = 5  # small packets the light mobile sends, 60 ms apart
+
+
+def test_a_light_mobiles_small_packets_go_on_the_downlinks_channel_beside_a_busy_uplink(
+    air_path: str, tmp_path: Path
+) -> None:
+    """Mobiles 1 and 2 keep the uplink busy (1000-byte packets); mobile 3, waiting for a
+    grant, sends five small packets: the base's TX radio hears them on the downlink's channel
+    (counted there and by the RX process, which took them), each arrives whole and once, and
+    the busy mobiles' packets arrive whole and in order. Without the path the base's TX radio
+    hears nothing: the packets waited for mobile 3's grant."""
+    cfgs = [mobile_config(tmp_path, air_path, i) for i in range(3)]
+    with star(air_path, tmp_path, cfgs) as s:
+        assert s.heard(), s.base.status()["rx"]
+        bulk = [
+            [packet(mobile_ip(i), "10.24.0.1", 1000, 5000 + 100 * i + k) for k in range(60)]
+            for i in range(2)
+        ]
+        for k in range(60):
+            for i in range(2):
+                s.mtuns[i].peer.send(bulk[i][k])
+        small = []
+        for k in range(SMALL):
+            s.run(0.06)
+            small.append(packet(mobile_ip(2), "10.24.0.1", 84, 6000 + k))
+            s.mtuns[2].peer.send(small[-1])
+        got = s.collect(s.btun, 120 + SMALL, 40)
+        s.run(0.6)  # (the radio processes send their counters every 0.25 s)
+        base, light = s.base.status(), s.mobiles[2].status()
+        assert [p for p in got if p in small] == small, json.dumps(light["tx"])
+        for mine in bulk:
+            have = [p for p in got if p in mine]
+            assert have == sorted(have, key=mine.index) and len(have) >= 54, len(have)
+        aside = light["tx"]["aside"]
+        assert aside["aside_packets"] >= 1 and aside["aside_frames"] >= 1, aside
+        assert base["tx"]["aside"]["frames"] >= aside["aside_frames"], base["tx"]["aside"]
+        assert base["rx"]["frames_aside"] == base["tx"]["aside"]["frames"], base["rx"]
+        assert base["tx"]["aside"]["pair_full"] == 0
+        for m in s.mobiles[:2]:  # (their packets are big: they went in their grants)
+            assert m.status()["tx"]["aside"]["aside_frames"] == 0
+
+
+def test_a_light_mobiles_packet_refused_there_goes_whole_in_its_grant(
+    air_path: str, tmp_path: Path
+) -> None:
+    """The base keeps sending to mobiles 1 and 2 (its TX radio never listens); mobile 3's small
+    packets are refused on the downlink's channel (MAX_RT at one attempt, counted, not the
+    link's) and go again whole in its grants: each arrives, once, in order; the base's frames
+    to the others are not lost to them (no MAX_RT on the base's side)."""
+    cfgs = [mobile_config(tmp_path, air_path, i) for i in range(3)]
+    with star(air_path, tmp_path, cfgs) as s:
+        assert s.heard(), s.base.status()["rx"]
+        bulk = [
+            [packet("10.24.0.1", mobile_ip(i), 1400, 7000 + 100 * i + k) for k in range(80)]
+            for i in range(2)
+        ]
+        for k in range(80):
+            for i in range(2):
+                s.btun.peer.send(bulk[i][k])
+        small = []
+        for k in range(SMALL):
+            s.run(0.03)
+            small.append(packet(mobile_ip(2), "10.24.0.1", 84, 8000 + k))
+            s.mtuns[2].peer.send(small[-1])
+        got = s.collect(s.btun, SMALL, 20)
+        s.run(0.6)
+        light = s.mobiles[2].status()["tx"]
+        assert got == small, json.dumps(light)
+        assert light["peers"]["base"]["packets_aborted"] == 0, light
+        assert light["aside"]["aside_refused"] >= 1, light["aside"]
+        for i, mine in enumerate(bulk):  # (whole and in order: nothing of theirs was lost)
+            have = s.collect(s.mtuns[i], len(mine), 20)
+            assert have == mine, (i, len(have))
+
+
+def test_frames_that_never_end_a_packet_hold_the_bases_downlink_4_ms_at_most(
+    air_path: str,
+) -> None:
+    """The base's TX radio, listening, waits for a packet's rest before it sends (HOLD_S
+    after each frame of it). Anyone's radio can send frames with a mobile's address that never
+    end a packet: with something to send, the base stops listening within HOLD_MAX_S of such
+    frames, whatever follows, and holds for none for HOLD_GAP_S (counted). Without the bound,
+    a frame every half millisecond held it for good."""
+    opts = RadioOptions()
+    base, forger = SimRadio(air=air_path, name="base-tx"), SimRadio(air=air_path, name="forger")
+    assert base.begin() and forger.begin()
+    for r in (base, forger):
+        configure(r, opts, channel=DOWN)
+    base.stop_listening(b"LGb2m")
+    base.open_rx_pipe(1, ADDRESS)
+    forger.stop_listening(ADDRESS)
+    peer = PeerSender("m", b"LGb2m", Networks(()), Fragmenter(32, 1500), None)
+    listen = BaseListening()
+    deadline = time.monotonic() + 5
+    while not listen.listening and time.monotonic() < deadline:
+        listen.step(base, None, False, peer, time.monotonic())
+        time.sleep(0.0005)
+    assert listen.listening
+    # the forger's frames come for 30 ms, then the base has something to send: it must stop
+    # listening while they keep coming
+    start = time.monotonic()
+    stopped, k = None, 0
+    while time.monotonic() < start + 0.25 and stopped is None:
+        now = time.monotonic()
+        _, failed, _ = forger.what_happened()
+        if failed:
+            forger.flush_tx()
+        if forger.is_fifo(True, True):  # a frame never the last of its packet
+            forger.start_fast_write(bytes((0x80 if k % 8 == 0 else k % 8,)) + b"x" * 31)
+            k += 1
+        work = now >= start + 0.03
+        listen.step(base, None, work, peer, now)
+        if work and not listen.listening:
+            stopped = now
+        time.sleep(0.0003)
+    assert listen.counters.frames >= 3, listen.stats()  # (it heard them)
+    assert stopped is not None, listen.stats()
