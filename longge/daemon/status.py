@@ -100,6 +100,9 @@ class TxStatus(ProcessStatus):
     #: a mobile's grants heard and whether it is granted now (1) or sends freely (0)
     uplink: dict[str, int] = field(default_factory=dict)
     uplink_sent: int = 0  # grants (a base) or releases (a mobile) sent
+    #: ESB, the downlink's channel as a light mobile's way (daemon/aside.py): a base's
+    #: listening TX radio's counters, a mobile's packets sent there; empty: neither
+    aside: dict[str, int] = field(default_factory=dict)
     #: with adapt (ESB): the retries in force, why, since when (protocol/adapt.py); else None
     adapt: dict[str, Any] | None = None
     dropped_no_radio: int = 0
@@ -143,6 +146,7 @@ class RxStatus(ProcessStatus):
     keepalives: int = 0
     tun_refused: int = 0
     no_peer: int = 0  # frames on an RX pipe no peer listens on
+    frames_aside: int = 0  # frames the TX radio heard between its bursts (aside.py), in frames_in
     control_unknown: int = 0  # authentic link-control packets of no known kind
     source_not_allowed: int = 0  # packets from a source outside the peer's allowed_ips
     drops: dict[str, int] = field(default_factory=dict)
