@@ -13,7 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from longge.chip.datasheet import ARC_MAX
-from longge.config import NodeConfig
 from longge.daemon.child import Child
 from longge.daemon.peers import TxCounters
 from longge.protocol import adapt as a
@@ -72,14 +71,6 @@ class Adaptation:
     def keepalive_s(self, configured: float) -> float:
         """An adapting link's keepalives come often enough for the fallback's silence."""
         return configured if self.adapter is None else min(configured, rt.ADAPT_KEEPALIVE_S)
-
-    def retries_again(self, radio: LinkRadio, cfg: NodeConfig) -> None:
-        """The retries in force set again (after frames sent at others: aside.py): the
-        adapted ones, or the config's."""
-        if self.adapter is not None:
-            self._apply_retries(radio)
-        else:
-            radio.set_retries(cfg.radio.ard_step, cfg.radio.arc)
 
     def may_load(self) -> bool:
         """False while a switch of rate waits for the TX FIFO to drain, while a rate is on
@@ -169,11 +160,11 @@ class Adaptation:
         if self._probes_out and (behind or radio.is_fifo(True, True)):
             self._probes_out = False
         if self._all_retries and self.may_load() and radio.is_fifo(True, True):
-            self._apply_retries(radio)  # (the data's count again)
+            self.apply_retries(radio)  # (the data's count again)
         if adapter.observe(loaded, retrans, max_rt, now) is not None:
             self.decisions.note(now, f"ARC {adapter.choice.arc}")
             if not self._all_retries:  # (else once our link-control frames have gone)
-                self._apply_retries(radio)
+                self.apply_retries(radio)
         if self.rates is not None:
             self._rate_step(radio, c, table.peers[0], max_rt, now)
 
@@ -270,7 +261,7 @@ class Adaptation:
         if stage == "probe" and power.stage == "judge":  # (the data's windows again)
             adapter.restart_window(now, a.WINDOW_ATTEMPTS, a.WINDOW_S)
         if stage != power.stage and not self._all_retries:
-            self._apply_retries(radio)  # (ARC 15 while a step's data is judged)
+            self.apply_retries(radio)  # (ARC 15 while a step's data is judged)
         return stage is not None or level is not None
 
     def _set_power(self, radio: LinkRadio, level: int | None, now: float) -> None:
@@ -373,7 +364,7 @@ class Adaptation:
         self._last_ack = now
         if self.power is not None:  # (a rate is judged at the ceiling)
             self._set_power(radio, self.power.to_ceiling(f"rate {rate}", now), now)
-        self._apply_retries(radio)
+        self.apply_retries(radio)
 
     def _apply(self, radio: LinkRadio, child: Child) -> None:
         """After the config's settings, or a start over: the rate, power and retries in
@@ -383,9 +374,9 @@ class Adaptation:
         rate = adapter.rate if adapter is not None and self.rates else child.cfg.radio.rate
         radio.data_rate = int(RATE_BY_NAME[rate])
         radio.pa_level = child.cfg.pa_value if self.power is None else self.power.level
-        self._apply_retries(radio)
+        self.apply_retries(radio)
 
-    def _apply_retries(self, radio: LinkRadio) -> None:
+    def apply_retries(self, radio: LinkRadio) -> None:
         assert self.adapter is not None
         self._all_retries = False
         judged = self.power is not None and self.power.stage == "judge"

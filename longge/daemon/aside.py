@@ -25,7 +25,9 @@ import socket
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
-from longge.daemon.child import FIFO_FULL, RxFifo, take_edges, waitable
+from longge.config import NodeConfig
+from longge.daemon.adapt_tx import Adaptation
+from longge.daemon.child import FIFO_FULL, RxFifo, hears_aside, take_edges, waitable
 from longge.daemon.peerqueues import PeerQueues
 from longge.protocol.frame import LAST
 from longge.protocol.peer import PeerSender
@@ -60,18 +62,41 @@ ASIDE_RATE = 200.0
 
 
 @dataclass
-class AsideCounters:
+class ListenCounters:
     """A base's: times its TX radio listened, frames it heard and handed on, those the pair
-    refused (the RX process was behind), holds cut at HOLD_MAX_S. A mobile's: packets and
-    frames it sent on the downlink's channel, frames the base did not acknowledge there (it
-    was sending)."""
+    refused (the RX process was behind), holds cut at HOLD_MAX_S."""
 
     listens: int = 0
     frames: int = 0
     pair_full: int = 0
     holds_cut: int = 0
-    packets: int = 0
-    refused: int = 0
+
+
+@dataclass
+class AsideCounters:
+    """A mobile's: packets and frames it sent on the downlink's channel, frames the base did
+    not acknowledge there (it was sending)."""
+
+    aside_packets: int = 0
+    aside_frames: int = 0
+    aside_refused: int = 0
+
+
+def parts(cfg: NodeConfig, adapt: Adaptation) -> tuple[BaseListening | None, MobileAside | None]:
+    """What this node's TX process runs of this: a base's listening, a mobile's sending (or
+    neither)."""
+    if hears_aside(cfg):
+        return BaseListening(), None
+    if cfg.role != "mobile" or cfg.radio.mode != "esb":
+        return None, None
+
+    def retries(radio: LinkRadio) -> None:  # (the adapted ones, or the config's)
+        if adapt.adapter is not None:
+            adapt.apply_retries(radio)
+        else:
+            radio.set_retries(cfg.radio.ard_step, cfg.radio.arc)
+
+    return None, MobileAside(cfg.tx_channel, cfg.rx_channel, retries)
 
 
 class BaseListening:
@@ -84,7 +109,7 @@ class BaseListening:
         self.hold_since: float | None = None  # (holding in a row since)
         self.no_hold_until = 0.0  # (held HOLD_MAX_S in a row: HOLD_GAP_S)
         self.fifo = RxFifo()
-        self.counters = AsideCounters()
+        self.counters = ListenCounters()
 
     def step(
         self,
@@ -158,13 +183,7 @@ class BaseListening:
         return min(longest, max(0.0, self.idle_since + LISTEN_AFTER_S - now))
 
     def stats(self) -> dict[str, int]:
-        c = self.counters
-        return {
-            "listens": c.listens,
-            "frames": c.frames,
-            "pair_full": c.pair_full,
-            "holds_cut": c.holds_cut,
-        }
+        return asdict(self.counters)
 
 
 class MobileAside:
@@ -213,7 +232,7 @@ class MobileAside:
         MAX_RT came in ``news`` first)? The packet is done once its last went."""
         if self.loaded and not radio.is_fifo(True, True):
             return False
-        self.counters.frames += self.loaded
+        self.counters.aside_frames += self.loaded
         if self.loaded:
             self.refusals = 0
         self.loaded = 0
@@ -239,7 +258,7 @@ class MobileAside:
                 if packet is None:
                     return 0
                 peer.load(packet, now, queues.last_key(peer.index))
-                self.counters.packets += 1
+                self.counters.aside_packets += 1
             radio.channel = self.other
             # one attempt a frame: the base may be sending, and retries that met its frames
             # again and again ended them in MAX_RT (a reply lost)
@@ -267,7 +286,7 @@ class MobileAside:
         if not (max_rt and self.loaded):
             return False
         self._again(peer)
-        self.counters.refused += 1
+        self.counters.aside_refused += 1
         wait = ASIDE_RETRY_S * 2 ** min(self.refusals, 5)
         self.refusals += 1
         self.retry_at = now + min(wait, ASIDE_RETRY_MAX_S)  # (meanwhile on the uplink's channel)
@@ -296,5 +315,4 @@ class MobileAside:
         return min(longest, self.retry_at - now)
 
     def stats(self) -> dict[str, int]:
-        c = asdict(self.counters)
-        return {f"aside_{k}": c[k] for k in ("packets", "frames", "refused")}
+        return asdict(self.counters)

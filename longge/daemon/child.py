@@ -69,13 +69,17 @@ def apply_settings(radio: LinkRadio, cfg: NodeConfig, which: str) -> None:
         # (one peer: its address stays; the pump changes it for several, between packets)
         radio.stop_listening(cfg.peers[0].tx_address)
         if hears_aside(cfg):  # (it listens between its bursts: the RX radio's pipes)
-            for index, peer in enumerate(cfg.peers):
-                radio.open_rx_pipe(index + 1, peer.rx_address)
+            open_peer_pipes(radio, cfg)
     else:
-        for index, peer in enumerate(cfg.peers):  # (PeerTable: peer i's frames on pipe i + 1)
-            radio.open_rx_pipe(index + 1, peer.rx_address)
+        open_peer_pipes(radio, cfg)
         radio.start_listening()
     verify_settings(radio, cfg, which)
+
+
+def open_peer_pipes(radio: LinkRadio, cfg: NodeConfig) -> None:
+    """Each peer's address to us on its pipe (PeerTable: peer i's frames on pipe i + 1)."""
+    for index, peer in enumerate(cfg.peers):
+        radio.open_rx_pipe(index + 1, peer.rx_address)
 
 
 def hears_aside(cfg: NodeConfig) -> bool:

@@ -26,6 +26,7 @@ from multiprocessing.connection import Connection
 from longge.config import NodeConfig
 from longge.daemon.adapt_tx import Adaptation
 from longge.daemon.aside import BaseListening, MobileAside
+from longge.daemon.aside import parts as aside_parts
 from longge.daemon.child import FIFO_FULL, Child, hears_aside, on_irq, take_edges, waitable
 from longge.daemon.peerqueues import PeerQueues
 from longge.daemon.peers import (
@@ -267,12 +268,7 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket | None 
     adapt = Adaptation()
     if cfg.role == "base" and len(table) > 1:
         out.grants = UplinkScheduler(len(table), revoke_busy=not hears_aside(cfg))
-    if hears_aside(cfg):
-        out.listen = BaseListening()
-    elif cfg.role == "mobile" and cfg.radio.mode == "esb":
-        out.aside = MobileAside(
-            cfg.tx_channel, cfg.rx_channel, lambda r: adapt.retries_again(r, cfg)
-        )
+    out.listen, out.aside = aside_parts(cfg, adapt)
     out.uplink_start(cfg, time.monotonic())  # (a mobile that remembers its base's grants)
     c = TxCounters()
     start = time.monotonic()
@@ -309,9 +305,7 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket | None 
                 adapt.acknowledged(now)
             if max_rt:
                 radio.flush_tx()
-                if aside:  # (the base was sending: not the link's MAX_RT)
-                    max_rt = False
-            if max_rt:
+            if max_rt and not aside:  # (aside: the base was sending, not the link's MAX_RT)
                 adapt.max_rt += 1
                 storm += 1
                 if storm >= MAX_RT_STORM:  # a wedged chip looks like this too: start it over

@@ -94,7 +94,7 @@ class UplinkSending:
                 peer.uplink(grant_message(g.length, g.hold, g.number), now)
                 # (a revoke queued behind it would go first, in lane 1, and the grant it
                 # ended come after it: the mobile held a 50-ms grant the base had ended)
-                self.granting = peer.taken + (len(peer.urgent) or len(peer.frames))
+                self.granting = peer.gone_at()
             holder = self.grants.holder
             gone = holder is not None and self.table.peers[holder].taken >= self.granting
             revoked = self.grants.revoke(now) if gone else None
@@ -206,5 +206,4 @@ class UplinkSending:
         if self.grants is not None and asks_answer(packet):
             self.grants.poke(index, now)
             if len(packet) <= PREEMPT_MAX:  # (it was just loaded: the last of the peer's)
-                peer = self.table.peers[index]
-                self.arriving[index] = peer.taken + (len(peer.urgent) or len(peer.frames))
+                self.arriving[index] = self.table.peers[index].gone_at()

@@ -212,6 +212,11 @@ class PeerSender:
         self.taken += 1
         return self.urgent.popleft() if self.urgent else self.frames.popleft()
 
+    def gone_at(self) -> int:
+        """``taken`` once the packet or message queued last has gone (lane 1's frames go
+        first: the last of ``urgent`` if it holds any, else of ``frames``)."""
+        return self.taken + (len(self.urgent) or len(self.frames))
+
     def give_up(self) -> None:
         """What is left of the packets on their way is not sent (counted)."""
         self.counters.packets_aborted += bool(self.frames) + bool(self.urgent)
