@@ -551,6 +551,38 @@ def test_resend_unacked_sends_what_the_receiver_may_lack_again_first() -> None:
     assert rx.stats.duplicates == 2
 
 
+def test_frames_the_chip_gave_up_on_go_again_first_without_a_loss_counted() -> None:
+    """A frame sent asking for the chip's ACK (a mobile's packet on the downlink's channel:
+    daemon/aside_stream.py) met MAX_RT, and the frames behind it were flushed: ``not_sent``
+    puts the last ones handed out back first, in order, ahead of new frames, no loss or
+    timeout counted; one acknowledged meanwhile is not sent again; none left is a no-op."""
+    tx, rx = ArqSender(), ArqReceiver()
+    t = 0.0
+    reset = tx.next_frame(t)
+    assert reset is not None
+    rx.on_frame(reset, t)
+    ack = rx.control(t)
+    assert ack is not None
+    tx.on_control(ack, t)
+    for k in range(4):
+        assert tx.offer(bytes((k,)) * 8)
+    sent = [tx.next_frame(t) for _ in range(3)]
+    assert all(f is not None for f in sent)
+    assert rx.on_frame(sent[0], t) == [bytes(8)]  # type: ignore[arg-type]
+    tx.not_sent(2)  # frames 1 and 2 never went on air
+    tx.not_sent(0)
+    assert [tx.next_frame(t) for _ in range(3)] == [*sent[1:], bytes((3,)) + bytes((3,)) * 8]
+    assert tx.stats.lost == 0 and tx.stats.timeouts == 0 and tx.next_frame(t) is None
+    tx.on_control(rx._ack(), t)  # frame 0 acknowledged
+    tx.not_sent(4)  # (0 was acknowledged: 1, 2 and 3 go again, each once, in order)
+    again = [tx.next_frame(t) for _ in range(4)]
+    assert again[:3] == [*sent[1:], bytes((3,)) + bytes((3,)) * 8] and again[3] is None
+    got = []
+    for frame in again[:3]:
+        got += rx.on_frame(frame, t)  # type: ignore[arg-type]
+    assert got == [bytes((k,)) * 8 for k in (1, 2, 3)]
+
+
 def test_a_new_session_waits_for_restart_after_s_and_passed_counts_in_order() -> None:
     """An adapting link's sender (restart_after_s) begins no new session before that long
     without progress, however many timeouts came; then it does. ``passed`` counts the frames

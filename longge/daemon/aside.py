@@ -1,5 +1,7 @@
-"""A light mobile's packet beside a busy uplink, on the downlink's channel (ESB, a base with
-several mobiles: docs/design.md §1, "A light mobile's packet on the downlink's channel").
+"""A light mobile's packet beside a busy uplink, on the downlink's channel (a base with
+several mobiles: docs/design.md §1, "A light mobile's packet on the downlink's channel"): the
+base's listening, in both link modes, and an ESB mobile's sending (stream mode's:
+``aside_stream.py``).
 
 A mobile that the base grants the uplink sends only in its grants, so its own ping, beside
 mobiles that keep the uplink busy, waited for the running grant's end (15 to 18 ms over its
@@ -16,7 +18,7 @@ on the downlink's channel, where no mobile sends. So:
   later or in the grant. Its frames are the uplink's own (sealed, numbered): only the
   channel differs.
 
-A base with one mobile, a mobile whose base grants nothing, and stream mode run none of this.
+A base with one mobile and a mobile whose base grants nothing run none of this.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import socket
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
+from longge.chip.datasheet import MIN_ARD_US_FOR_EMPTY_ACK
 from longge.config import NodeConfig
 from longge.daemon.adapt_tx import Adaptation
 from longge.daemon.child import FIFO_FULL, RxFifo, hears_aside, take_edges, waitable
@@ -96,13 +99,20 @@ def parts(cfg: NodeConfig, adapt: Adaptation) -> tuple[BaseListening | None, Mob
         else:
             radio.set_retries(cfg.radio.ard_step, cfg.radio.arc)
 
-    return None, MobileAside(cfg.tx_channel, cfg.rx_channel, retries)
+    return None, MobileAside(cfg.tx_channel, cfg.rx_channel, retries, ard_step(cfg))
+
+
+def ard_step(cfg: NodeConfig) -> int:
+    """The retry delay (ARD step) a frame sent once there waits for the base's ACK: the
+    datasheet's least for an empty ACK at the link's rate (500 µs at 250 kbit/s)."""
+    return MIN_ARD_US_FOR_EMPTY_ACK[cfg.radio.rate] // 250 - 1
 
 
 class BaseListening:
     """A base's TX radio, between its bursts: listening on the downlink's channel."""
 
-    def __init__(self) -> None:
+    def __init__(self, after_s: float = LISTEN_AFTER_S) -> None:
+        self.after_s = after_s  # (LISTEN_AFTER_S; stream mode's: aside_stream.py)
         self.listening = False
         self.idle_since: float | None = None
         self.hold_until = 0.0  # (a packet heard in part: HOLD_S)
@@ -131,7 +141,7 @@ class BaseListening:
             self.idle_since = now
         elif (
             not self.listening
-            and now - self.idle_since >= LISTEN_AFTER_S
+            and now - self.idle_since >= self.after_s
             and waitable(radio) is not None  # (else asked every 0.2 ms: not for this)
             and radio.is_fifo(True, True)
         ):
@@ -180,10 +190,42 @@ class BaseListening:
             return longest if now >= self.hold_until else min(longest, self.hold_until - now)
         if self.idle_since is None:
             return longest
-        return min(longest, max(0.0, self.idle_since + LISTEN_AFTER_S - now))
+        return min(longest, max(0.0, self.idle_since + self.after_s - now))
 
     def stats(self) -> dict[str, int]:
         return asdict(self.counters)
+
+
+class Pacing:
+    """A mobile's frames on the downlink's channel: ASIDE_BURST at once, refilled at
+    ASIDE_RATE; after a refusal (the base was sending) the next try ASIDE_RETRY_S later,
+    twice as long after each more in a row (up to ASIDE_RETRY_MAX_S)."""
+
+    def __init__(self, retry_s: float = ASIDE_RETRY_S) -> None:
+        self.retry_s = retry_s
+        self.retry_at = float("-inf")
+        self.refusals = 0  # in a row
+        self.tokens = float(ASIDE_BURST)
+        self.filled_at = float("-inf")
+
+    def may(self, now: float) -> bool:
+        """May a frame go there now?"""
+        if self.filled_at > float("-inf"):
+            self.tokens = min(ASIDE_BURST, self.tokens + (now - self.filled_at) * ASIDE_RATE)
+        self.filled_at = now
+        return now >= self.retry_at and self.tokens >= 1
+
+    def refused(self, now: float) -> None:
+        wait = self.retry_s * 2 ** min(self.refusals, 10)
+        self.refusals += 1
+        self.retry_at = now + min(wait, ASIDE_RETRY_MAX_S)  # (meanwhile on the uplink's channel)
+
+    def wait_s(self, now: float, longest: float, pending: bool) -> float:
+        """The loop's sleep: till the next try, with something to send there."""
+        if not pending:
+            return longest
+        at = max(self.retry_at, now + (1 - self.tokens) / ASIDE_RATE)  # (the next token)
+        return longest if at <= now else min(longest, at - now)
 
 
 class MobileAside:
@@ -193,10 +235,15 @@ class MobileAside:
     whole is a repeat, refused as any)."""
 
     def __init__(
-        self, own_channel: int, aside_channel: int, retries: Callable[[LinkRadio], None]
+        self,
+        own_channel: int,
+        aside_channel: int,
+        retries: Callable[[LinkRadio], None],
+        ard: int = 0,
     ) -> None:
         self.own, self.other = own_channel, aside_channel
         self.retries = retries  # (sets the retries in force again)
+        self.ard = ard  # (ard_step)
         self.on = False  # the TX radio is on the downlink's channel
         #: the frames of the packet on its way here, taken so far, and how many of them are
         #: in the TX FIFO, their fate not known
@@ -205,10 +252,7 @@ class MobileAside:
         #: the peer's frames are a packet refused here, whole: it goes here again (or in a
         #: grant, if one comes first)
         self.again = False
-        self.retry_at = float("-inf")
-        self.refusals = 0  # in a row
-        self.tokens = float(ASIDE_BURST)
-        self.filled_at = float("-inf")
+        self.pace = Pacing()
         self.counters = AsideCounters()
 
     def reset(self, peer: PeerSender) -> None:
@@ -234,7 +278,7 @@ class MobileAside:
             return False
         self.counters.aside_frames += self.loaded
         if self.loaded:
-            self.refusals = 0
+            self.pace.refusals = 0
         self.loaded = 0
         if not peer.frames:
             self.packet = []
@@ -245,8 +289,7 @@ class MobileAside:
         how many were loaded."""
         if not self._settle(radio, peer):
             return 0
-        self._refill(now)
-        if now < self.retry_at or self.tokens < 1:
+        if not self.pace.may(now):
             return 0
         if not self.on:
             if peer.frames and not (self.packet or self.again):
@@ -262,22 +305,17 @@ class MobileAside:
             radio.channel = self.other
             # one attempt a frame: the base may be sending, and retries that met its frames
             # again and again ended them in MAX_RT (a reply lost)
-            radio.set_retries(0, 0)
+            radio.set_retries(self.ard, 0)
             self.on, self.again = True, False
         loaded = 0
-        while peer.frames and self.tokens >= 1 and radio.is_fifo(True) != FIFO_FULL:
-            self.tokens -= 1
+        while peer.frames and self.pace.tokens >= 1 and radio.is_fifo(True) != FIFO_FULL:
+            self.pace.tokens -= 1
             frame = peer.next_frame()
             self.packet.append(frame)
             radio.start_fast_write(frame)
             loaded += 1
         self.loaded += loaded
         return loaded
-
-    def _refill(self, now: float) -> None:
-        if self.filled_at > float("-inf"):
-            self.tokens = min(ASIDE_BURST, self.tokens + (now - self.filled_at) * ASIDE_RATE)
-        self.filled_at = now
 
     def news(self, peer: PeerSender, max_rt: bool, now: float) -> bool:
         """A MAX_RT: True if it was a frame's sent here (not the link's: the base was
@@ -287,9 +325,7 @@ class MobileAside:
             return False
         self._again(peer)
         self.counters.aside_refused += 1
-        wait = ASIDE_RETRY_S * 2 ** min(self.refusals, 5)
-        self.refusals += 1
-        self.retry_at = now + min(wait, ASIDE_RETRY_MAX_S)  # (meanwhile on the uplink's channel)
+        self.pace.refused(now)
         return True
 
     def back(self, radio: LinkRadio, peer: PeerSender, waiting: bool, now: float) -> bool:
@@ -301,7 +337,7 @@ class MobileAside:
             self.packet, self.again = [], False
         if not self.on:
             return True
-        if waiting and self.packet and self.tokens >= 1 and now >= self.retry_at:
+        if waiting and self.packet and self.pace.tokens >= 1 and now >= self.pace.retry_at:
             return False  # (its next frames go here)
         radio.channel = self.own
         self.retries(radio)
@@ -310,9 +346,7 @@ class MobileAside:
 
     def wait_s(self, now: float, longest: float, queued: bool) -> float:
         """The loop's sleep: till the next try, with a packet queued or one's rest."""
-        if not (queued or self.packet or self.again) or now >= self.retry_at:
-            return longest
-        return min(longest, self.retry_at - now)
+        return self.pace.wait_s(now, longest, queued or bool(self.packet) or self.again)
 
     def stats(self) -> dict[str, int]:
         return asdict(self.counters)

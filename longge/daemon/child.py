@@ -70,6 +70,8 @@ def apply_settings(radio: LinkRadio, cfg: NodeConfig, which: str) -> None:
         radio.stop_listening(cfg.peers[0].tx_address)
         if hears_aside(cfg):  # (it listens between its bursts: the RX radio's pipes)
             open_peer_pipes(radio, cfg)
+            for index in range(len(cfg.peers)):  # (stream mode: acknowledged there only)
+                radio.set_auto_ack(index + 1, True)
     else:
         open_peer_pipes(radio, cfg)
         radio.start_listening()
@@ -84,8 +86,8 @@ def open_peer_pipes(radio: LinkRadio, cfg: NodeConfig) -> None:
 
 def hears_aside(cfg: NodeConfig) -> bool:
     """Does this node's TX radio listen between its bursts for a light mobile's packet on the
-    downlink's channel (a base with several mobiles, ESB: aside.py)?"""
-    return cfg.role == "base" and len(cfg.peers) > 1 and cfg.radio.mode == "esb"
+    downlink's channel (a base with several mobiles: aside.py, aside_stream.py)?"""
+    return cfg.role == "base" and len(cfg.peers) > 1
 
 
 def verify_settings(radio: LinkRadio, cfg: NodeConfig, which: str) -> None:

@@ -24,6 +24,8 @@ import signal
 import socket
 import struct
 import time
+from collections.abc import Callable
+from functools import partial
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -116,10 +118,11 @@ def take(
 
 
 def heard_aside(
-    tun: Tun, pair: socket.socket, table: PeerTable[PeerReceiver], c: RxCounters, now: float
+    pair: socket.socket, c: RxCounters, take: Callable[[int, bytes, float], None], now: float
 ) -> None:
     """1. (a base with several mobiles) the frames our TX radio heard on the downlink's
-    channel between its bursts (``x`` + pipe + frame: aside.py), taken as our radio's."""
+    channel between its bursts (``x`` + pipe + frame: aside.py), taken as our radio's
+    (``take``: pipe, frame, now)."""
     while True:
         try:
             msg = pair.recv(64)
@@ -127,7 +130,7 @@ def heard_aside(
             return
         if msg[:1] == b"x" and 3 <= len(msg) <= 34:
             c.frames_aside += 1
-            take(tun, pair, table, c, msg[1], msg[2:], now)
+            take(msg[1], msg[2:], now)
 
 
 def rx_stats(c: RxCounters, table: PeerTable[PeerReceiver], now: float) -> dict[str, Any]:
@@ -163,7 +166,7 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket | None 
                 take(tun, pair, table, c, pipe, frame, now)
             rates.step(child, radio, table, now)
         if pair is not None and pair_ready:
-            heard_aside(tun, pair, table, c, now)
+            heard_aside(pair, c, partial(take, tun, pair, table, c), now)
         tend(child, table, now)
         if control_ready:
             child.handle_control()

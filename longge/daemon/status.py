@@ -100,7 +100,7 @@ class TxStatus(ProcessStatus):
     #: a mobile's grants heard and whether it is granted now (1) or sends freely (0)
     uplink: dict[str, int] = field(default_factory=dict)
     uplink_sent: int = 0  # grants (a base) or releases (a mobile) sent
-    #: ESB, the downlink's channel as a light mobile's way (daemon/aside.py): a base's
+    #: the downlink's channel as a light mobile's way (daemon/aside.py): a base's
     #: listening TX radio's counters, a mobile's packets sent there; empty: neither
     aside: dict[str, int] = field(default_factory=dict)
     #: with adapt (ESB): the retries in force, why, since when (protocol/adapt.py); else None

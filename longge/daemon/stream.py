@@ -10,7 +10,8 @@ process hands the TX process two kinds of message over a socket pair the supervi
 
 (peer: one byte, the peer's index in the node's table), and what it heard of the shared
 uplink (``g``, ``r``, ``h``: radio_rx.py, "uplink"; ``f`` + peer: a base heard a mobile's
-frames).
+frames); a base's TX process hands its RX process what its TX radio heard between its bursts
+(``x`` + pipe + frame: a light mobile's frames on the downlink's channel, aside.py).
 
 TX loop: read the TUN into the fair queue; a base with several mobiles grants the uplink, a
 mobile in its grant releases it (uplink_tx.py); control frames first, then whatever the ARQs
@@ -38,6 +39,7 @@ from longge.daemon.child import (
     FIFO_OCCUPIED,
     Child,
     RxFifo,
+    hears_aside,
     on_irq,
     take_edges,
     waitable,
@@ -54,7 +56,7 @@ from longge.daemon.peers import (
     senders_once_recorded,
     table_stats,
 )
-from longge.daemon.radio_rx import answer_news, flush, rx_stats, tend, uplink_news
+from longge.daemon.radio_rx import answer_news, flush, heard_aside, rx_stats, tend, uplink_news
 from longge.daemon.radio_tx import link_control
 from longge.daemon.stream_tx import StreamSending, arq_timeout, peer_arqs
 from longge.protocol import rate as rt
@@ -81,6 +83,25 @@ def _arq_stats(stats: list[ArqStats]) -> dict[str, int]:
     return out
 
 
+def from_rx(out: StreamSending, pair: socket.socket, now: float) -> None:
+    """What the RX process sent: our receiver's ACKs to go, the peer's ACKs for our sender,
+    the shared uplink's news."""
+    while True:
+        try:
+            msg = pair.recv(64)
+        except BlockingIOError:
+            return
+        kind = msg[:1]
+        if kind not in (TO_TX, FOR_SENDER):
+            out.uplink_message(msg, now)  # (g, r, h: the shared uplink's)
+        elif len(msg) < 3 or msg[1] >= len(out.arqs):
+            continue
+        elif kind == TO_TX:
+            out.ack(msg[1], msg[2:], now)
+        else:
+            out.arqs[msg[1]].on_control(msg[2:], now)
+
+
 def run_tx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> None:
     child = Child(cfg, "tx", conn)
     table = senders_once_recorded(cfg, child)
@@ -90,7 +111,7 @@ def run_tx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
     c = TxCounters()
     out = StreamSending(cfg, table, queues, c)
     if cfg.role == "base" and len(table) > 1:
-        out.grants = UplinkScheduler(len(table))
+        out.grants = UplinkScheduler(len(table), revoke_busy=out.listen is None)
     out.uplink_start(cfg, time.monotonic())  # (a mobile that remembers its base's grants)
     arqs = out.arqs
     # What the last select() found readable; what it was not asked about is looked at anyway.
@@ -106,28 +127,20 @@ def run_tx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
         now = time.monotonic()
         radio = child.ensure_radio(now)
         out.settings_applied(child)
-        if radio is not None and on_irq(radio):
+        if radio is not None and (on_irq(radio) or (out.aside is not None and out.aside.on)):
             take_edges(radio)
-            radio.what_happened()  # the IRQ pin falls again only once TX_DS is cleared
-        while look(pair):  # from the RX process
-            try:
-                msg = pair.recv(64)
-            except BlockingIOError:
-                break
-            kind = msg[:1]
-            if kind not in (TO_TX, FOR_SENDER):
-                out.uplink_message(msg, now)  # (g, r, h: the shared uplink's)
-            elif len(msg) < 3 or msg[1] >= len(arqs):
-                continue
-            elif kind == TO_TX:
-                out.ack(msg[1], msg[2:])
-            else:
-                arqs[msg[1]].on_control(msg[2:], now)
+            _, max_rt, _ = radio.what_happened()  # (on an IRQ pin: it falls again once cleared)
+            if out.aside_news(max_rt, now):  # (a frame sent on the downlink's channel)
+                radio.flush_tx()
+        if look(pair):
+            from_rx(out, pair, now)
         # The FIFO first: two frames' time after a slot frees it runs dry, and taking in a
         # packet (TUN read, seal, cut) can take a good part of that.
         if radio is not None:
             cell = out.permit is not None  # (our base grants the uplink: no rate of ours)
             out.adapt.step(child, radio, table.peers, now, cell)  # (the rate: adapt_stream.py)
+            if out.listen is not None and out.listen.listening:
+                out.listen.hand_on(radio, pair, now)  # (a packet heard in part holds: fill)
             out.fill(radio, now)
         if look(tun):
             try:
@@ -135,6 +148,10 @@ def run_tx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
             except TunError as exc:
                 child.fail(str(exc))
                 break
+            if out.aside is not None and len(queues):
+                # (the RX process's news since the look above: a grant that came with the
+                # packet this one answers decides its way)
+                from_rx(out, pair, now)
         offered = False
         if radio is not None:
             out.uplink(now)  # a base's grant, a mobile's release (into its peer's frames)
@@ -146,8 +163,13 @@ def run_tx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
                         arq.offer(frame)
                 out.last_sent = now
                 offered = True
-            if offered:
+            if offered or (out.aside is not None and len(queues)):  # (or a packet to go aside)
                 out.fill(radio, time.monotonic())
+            if out.listen is not None:  # (a base with several mobiles: between its bursts)
+                # (more to send: it would be deaf between its bursts anyway, and each turn to
+                # listening and back cost the loaded downlink)
+                work = out.chip_busy or out.acks_waiting() or out.more_to_send()
+                out.listen.step(radio, pair, work, out.addressed, time.monotonic())
         if look(child.conn_fd):
             child.handle_control()
         link_control(child, table)
@@ -163,6 +185,7 @@ def run_tx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
                 "uplink": out.uplink_stats(now),
                 "mode": "stream",
                 "adapt": out.adapt.stats(now),
+                "aside": out.aside_stats(),
             }
             stats["queue_packets"] += sum(1 for p in table if p.frames)  # packets being loaded
             child.send_stats(stats)
@@ -181,6 +204,7 @@ def run_tx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
         # a backend without a descriptor (pyrf24) is polled while frames are on their way
         busy = (
             out.acks_waiting()
+            or (out.aside is not None and out.aside.busy())
             or out.in_burst
             or (out.may_send(now) and (any(p.frames for p in table) or not out.idle()))
         )
@@ -211,6 +235,52 @@ def run_rx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
     # packet behind a lost frame completes only after its retransmission, and a mobile whose
     # frames came is not silent: uplink_scheduler.py)
     told = [-1.0] * len(table) if len(table) > 1 else []
+    aside = hears_aside(cfg)  # (frames our TX radio heard: ``x`` on the pair)
+    pair_ready = aside
+
+    def take(pipe: int, frame: bytes, now: float) -> None:
+        """One frame, the pipe it came on (our radio's, or one our TX radio heard on the
+        downlink's channel between its bursts: ``x`` on the pair, aside_stream.py)."""
+        c.frames_in += 1
+        peer = table.by_pipe(pipe)
+        if peer is None:
+            c.no_peer += 1
+            return
+        if frame and frame[0] & CONTROL and frame[0] != RESET:
+            c.acks_in += 1
+            to_tx(FOR_SENDER, peer.index, frame)
+            return
+        i, arq = peer.index, arqs[peer.index]
+        if told and frame and not frame[0] & CONTROL and now - told[i] >= HEARD_EVERY_S:
+            told[i] = now
+            to_tx(b"f", i, b"")
+        for inner in arq.on_frame(frame, now):
+            heard = peer.heard
+            packet = peer.receive(inner, now)
+            if peer.heard != heard:  # a whole packet (a keepalive, link control)
+                if peer.grant_heard is not None or peer.release_heard is not None:
+                    # our base grants us the uplink: our ACK goes in it, before the
+                    # grant reaches the TX process (an ACK later meets the next
+                    # holder's frames, and is lost); a mobile released its grant:
+                    # acknowledged at once (an idle mobile releases its next only
+                    # once all it sent is acknowledged: uplink_tx.py)
+                    arq.ack_now()
+                    ack = arq.control(now)
+                    if ack is not None:
+                        to_tx(TO_TX, i, ack)
+                uplink_news(pair, table, peer, c, now)
+                if peer.rate_heard is not None:  # (its sender waits for it to pass;
+                    arq.ack_now()  # the ACK goes once the radio switched, below)
+            if packet is not None:
+                if told and len(packet) <= PREEMPT_MAX:
+                    # a mobile's interactive packet (a ping's): acknowledged at once,
+                    # so that the mobile, idle then, releases its grant soon (slower,
+                    # it held it more than LIGHT_USE_S and waited its turn behind
+                    # the busy ones)
+                    arq.ack_now()
+                deliver(tun, packet, c)
+                answer_news(pair, peer, packet, c, now)
+
     while child.running:
         now = time.monotonic()
         radio = child.ensure_radio(now)
@@ -225,45 +295,7 @@ def run_rx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
             waiting = state in (FIFO_OCCUPIED, FIFO_FULL)
             first = (radio.get_status_flags() >> 1) & 7 if waiting else 7
             for pipe, frame in fifo.frames(radio, first):
-                c.frames_in += 1
-                peer = table.by_pipe(pipe)
-                if peer is None:
-                    c.no_peer += 1
-                    continue
-                if frame and frame[0] & CONTROL and frame[0] != RESET:
-                    c.acks_in += 1
-                    to_tx(FOR_SENDER, peer.index, frame)
-                    continue
-                i, arq = peer.index, arqs[peer.index]
-                if told and frame and not frame[0] & CONTROL and now - told[i] >= HEARD_EVERY_S:
-                    told[i] = now
-                    to_tx(b"f", i, b"")
-                for inner in arq.on_frame(frame, now):
-                    heard = peer.heard
-                    packet = peer.receive(inner, now)
-                    if peer.heard != heard:  # a whole packet (a keepalive, link control)
-                        if peer.grant_heard is not None or peer.release_heard is not None:
-                            # our base grants us the uplink: our ACK goes in it, before the
-                            # grant reaches the TX process (an ACK later meets the next
-                            # holder's frames, and is lost); a mobile released its grant:
-                            # acknowledged at once (an idle mobile releases its next only
-                            # once all it sent is acknowledged: uplink_tx.py)
-                            arq.ack_now()
-                            ack = arq.control(now)
-                            if ack is not None:
-                                to_tx(TO_TX, i, ack)
-                        uplink_news(pair, table, peer, c, now)
-                        if peer.rate_heard is not None:  # (its sender waits for it to pass;
-                            arq.ack_now()  # the ACK goes once the radio switched, below)
-                    if packet is not None:
-                        if told and len(packet) <= PREEMPT_MAX:
-                            # a mobile's interactive packet (a ping's): acknowledged at once,
-                            # so that the mobile, idle then, releases its grant soon (slower,
-                            # it held it more than LIGHT_USE_S and waited its turn behind
-                            # the busy ones)
-                            arq.ack_now()
-                        deliver(tun, packet, c)
-                        answer_news(pair, peer, packet, c, now)
+                take(pipe, frame, now)
             # (before our ACKs: the sender switches once its announcement was acknowledged)
             if rates.step(child, radio, table, now):
                 repeat = (c.frames_in, now + max(rt.STREAM_TRIAL_S.values()), now)
@@ -274,6 +306,8 @@ def run_rx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
                 elif now - last >= ACK_REPEAT_S:
                     arqs[0].ack_now()
                     repeat = (heard_since, until, now)
+        if pair_ready:
+            heard_aside(pair, c, take, now)
         for index, arq in enumerate(arqs):
             ack = arq.control(now)
             if ack is not None:
@@ -291,7 +325,8 @@ def run_rx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
         if repeat is not None:
             timeout = min(timeout, max(0.0, repeat[2] + ACK_REPEAT_S - now))
         more = radio is not None and fifo.more_waiting(radio)
-        ready = child.wait(radio, timeout, now=more, poll=True)
+        ready = child.wait(radio, timeout, now=more, poll=True, also=(pair,) if aside else ())
         control_ready = child.conn_fd in ready
+        pair_ready = aside and pair in ready
     flush(table)
     child.close_radio()

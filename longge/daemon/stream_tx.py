@@ -10,7 +10,9 @@ from typing import TypeVar
 
 from longge.config import NodeConfig
 from longge.daemon.adapt_stream import StreamAdaptation
-from longge.daemon.child import FIFO_EMPTY, FIFO_OCCUPIED, Child
+from longge.daemon.aside import BaseListening
+from longge.daemon.aside_stream import LISTEN_AFTER_S, StreamAside, stream_part
+from longge.daemon.child import FIFO_EMPTY, FIFO_OCCUPIED, Child, hears_aside
 from longge.daemon.peerqueues import PeerQueues
 from longge.daemon.peers import TxCounters, preempt
 from longge.daemon.uplink_tx import UplinkSending
@@ -76,6 +78,10 @@ class StreamSending(UplinkSending):
         self.addressed = table.peers[0]  # whose address the radio has (child.apply_settings)
         self.applied = 0  # child.applied when `addressed` was last known
         self.priority: PeerSender | None = None  # a grant's peer: its burst goes next
+        #: the downlink's channel as a light mobile's way (aside.py, aside_stream.py): a
+        #: base's TX radio listens between its bursts; a mobile sends a small packet there
+        self.listen = BaseListening(LISTEN_AFTER_S) if hears_aside(cfg) else None
+        self.aside: StreamAside | None = stream_part(cfg)
         self.uplink_init()
 
     @property
@@ -86,13 +92,23 @@ class StreamSending(UplinkSending):
     def idle(self) -> bool:
         return all(a.idle for a in self.arqs)
 
-    def ack(self, index: int, frame: bytes) -> None:
+    def ack(self, index: int, frame: bytes, now: float) -> None:
         """Our receiver's ACK (or RESYNC) for peer ``index``, to go before its data."""
         self._came += 1
         self.control[index].append((self._came, frame))
+        if self.aside is not None:
+            self.aside.acks_came.append(now)
 
     def acks_waiting(self) -> bool:
         return any(self.control)
+
+    def more_to_send(self) -> bool:
+        """Packets queued, or frames of ours not yet sent (a packet's, the ARQs')?"""
+        return (
+            bool(len(self.queues))
+            or any(p.frames for p in self.table)
+            or any(a.queued for a in self.arqs)
+        )
 
     def acknowledged(self) -> bool:
         return self.idle()
@@ -118,6 +134,37 @@ class StreamSending(UplinkSending):
         if child.applied != self.applied:
             self.applied = child.applied
             self.addressed = self.table.peers[0]
+            if self.aside is not None:
+                self.aside.reset(self.arqs[0], self.control[0])
+            if self.listen is not None:
+                self.listen.listening = False
+
+    def fill_aside(self, radio: LinkRadio, now: float) -> bool:
+        """A mobile waiting for a grant: a small packet on the downlink's channel
+        (aside_stream.py); may our frames go on the uplink's channel now?"""
+        aside, permit = self.aside, self.permit
+        if aside is None:
+            return True
+        between = permit is not None and (permit.released or now >= permit.until)
+        if permit is None or not permit.granted(now) or not between:
+            return aside.back(radio, self.control[0], False, now)  # (in its grant: the rest)
+        loaded = aside.fill(radio, self.table.peers[0], self.control[0], self.queues, now)
+        if loaded:
+            self.c.frames_sent += loaded
+            self.last_sent = now
+            return False
+        return aside.back(radio, self.control[0], True, now)
+
+    def aside_news(self, max_rt: bool, now: float) -> bool:
+        """A MAX_RT: of a frame sent on the downlink's channel (the caller flushes the FIFO)?"""
+        aside = self.aside
+        return aside is not None and aside.news(self.arqs[0], self.control[0], max_rt, now)
+
+    def aside_stats(self) -> dict[str, int]:
+        """The downlink channel's counters: a base's, a mobile's (empty: neither)."""
+        if self.listen is not None:
+            return self.listen.stats()
+        return {} if self.aside is None else self.aside.stats()
 
     def _take(self, index: int, now: float) -> bytes | None:
         """Peer ``index``'s next frame: an ACK of ours for it, else its ARQ's."""
@@ -167,6 +214,11 @@ class StreamSending(UplinkSending):
     def fill(self, radio: LinkRadio, now: float) -> None:
         """Load the TX FIFO while it has room, within the burst (the 4 ms rule)."""
         c = self.c
+        listen = self.listen
+        if listen is not None and listen.listening and now < listen.hold_until:
+            return  # (a mobile's packet heard in part: its rest comes)
+        if not self.fill_aside(radio, now):
+            return
         state = radio.is_fifo(True)  # one look at the chip a frame (a syscall on sim)
         if self.in_burst and state == FIFO_EMPTY:
             # the FIFO drained: the chip is in standby again (a burst cut short: the sender
@@ -185,9 +237,11 @@ class StreamSending(UplinkSending):
                 break
             index, frame = got
             peer = self.table.peers[index]
-            if peer is not self.addressed:  # (between bursts: the FIFO is empty)
-                radio.stop_listening(peer.radio_address)
+            if peer is not self.addressed or (listen is not None and listen.listening):
+                radio.stop_listening(peer.radio_address)  # (between bursts: the FIFO is empty)
                 self.addressed = peer
+                if listen is not None:
+                    listen.listening = False
             radio.start_fast_write(frame)  # room: just seen (write_fast would ask again)
             self.in_burst += 1
             c.frames_sent += 1
@@ -228,4 +282,9 @@ class StreamSending(UplinkSending):
         other radio processes on its core), the uplink's."""
         free = self.may_send(now) and not self.chip_busy
         longest = arq_timeout(self.arqs, now) if free else 0.25
-        return self.adapt.wait_s(now, self.wait_s(now, longest))
+        timeout = self.adapt.wait_s(now, self.wait_s(now, longest))
+        if self.listen is not None:
+            timeout = self.listen.wait_s(now, timeout)
+        if self.aside is not None:
+            timeout = self.aside.wait_s(now, timeout, bool(len(self.queues)))
+        return timeout

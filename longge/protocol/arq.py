@@ -125,6 +125,11 @@ class ArqSender:
     def in_flight(self) -> int:
         return len(self._flight)
 
+    @property
+    def queued(self) -> int:
+        """Frames offered, not yet sent (waiting for the window)."""
+        return len(self._queue)
+
     # -- the radio's side ---------------------------------------------------------------------
 
     def next_frame(self, now: float) -> bytes | None:
@@ -211,6 +216,14 @@ class ArqSender:
         ]
         self._retransmit.extend(again)
         return len(again)
+
+    def not_sent(self, count: int) -> None:
+        """The last ``count`` frames handed out never went on air (the chip gave up on them:
+        a frame sent asking for the chip's ACK, daemon/aside_stream.py): they go again first,
+        no loss counted."""
+        recent = {s for _, s in list(self._sendings)[-count:]} if count > 0 else set()
+        again = sorted(s for s in recent if s in self._flight and s not in self._retransmit)
+        self._retransmit.extendleft(reversed(again))
 
     def next_deadline(self) -> float | None:
         """When next_frame has something to do without news from the peer (a timer)."""
