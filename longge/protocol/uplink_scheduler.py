@@ -67,10 +67,6 @@ REVOKE_GAP_S = 0.025
 #: downlink's channel meanwhile (daemon/aside.py), and a grant at once, sent as the mobile
 #: began its answer there, met it (the answer went again in the grant: 1.5 ms later).
 ANSWER_ASIDE_S = 0.004
-#: ... and ends a busy grant for it if its answer has not been heard this long after the
-#: poke (refused there: the base was sending; stream mode's base is deaf a third of the
-#: time, and a refused answer waited for the busy grant's end, 15 to 30 ms).
-ANSWER_LATE_S = 0.006
 #: What was left of a busy grant so ended is granted to it next, once the poked one has had
 #: its grant, if it is this long (less is not worth a handover).
 OWED_MIN_S = 0.010
@@ -83,8 +79,6 @@ class _Mobile:
     released: bool = False
     busy: bool = False  # it sent till the end of its last grant
     poked: bool = False  # the base sent it a packet since its last grant: an answer may wait
-    #: poked, and its answer not heard: a busy grant may be ended for it from then on
-    answer_by: float | None = None
     silent: int = 0  # grants in a row it answered nothing to
     idle: int = 0  # grants in a row it handed back having sent nothing
     retry_at: float = -math.inf  # not granted before this (silent or idle)
@@ -193,7 +187,6 @@ class UplinkScheduler:
             self._turn = i
         self.holder = i
         st.sent = st.released = st.poked = st.alive = False
-        st.answer_by = None
         self.granted_at = now
         self.hold = self._holds(i, now)
         self.length = HOLD_S if self.hold else self._length(i, now)
@@ -269,18 +262,14 @@ class UplinkScheduler:
         return self.holder
 
     def _busy_revoke_at(self) -> float | None:
-        """When the running busy grant may be ended for a light mobile poked meanwhile whose
-        answer waits (none: None): REVOKE_AFTER_S into it, REVOKE_GAP_S after the last such
-        end, and (``revoke_busy`` False) ANSWER_LATE_S after the poke."""
+        """When the running busy grant may be ended for a light mobile poked meanwhile (none
+        waits: None): REVOKE_AFTER_S into it, REVOKE_GAP_S after the last such end."""
         i = self.holder
-        waits = [
-            st.answer_by
-            for j, st in enumerate(self._state)
-            if j != i and st.poked and not st.busy and st.answer_by is not None
-        ]
-        if not waits:
+        if not self.revoke_busy:
             return None
-        return max(min(waits), self.granted_at + REVOKE_AFTER_S, self._revoked_at + REVOKE_GAP_S)
+        if any(st.poked and not st.busy for j, st in enumerate(self._state) if j != i):
+            return max(self.granted_at + REVOKE_AFTER_S, self._revoked_at + REVOKE_GAP_S)
+        return None
 
     def _deferred(self, i: int, st: _Mobile, now: float) -> bool:
         return (
@@ -319,8 +308,6 @@ class UplinkScheduler:
         if 0 <= index < self.mobiles:
             st = self._state[index]
             st.sent = True
-            if index != self.holder:  # (a poked one's answer, on the downlink's channel)
-                st.answer_by = None
             if st.silent:  # heard outside its grant: it lives, ask it at its next turn
                 st.silent, st.retry_at = 0, -math.inf
 
@@ -356,20 +343,16 @@ class UplinkScheduler:
             if st.silent:
                 st.silent, st.retry_at = 0, -math.inf
 
-    def poke(self, index: int, now: float = -math.inf, aside: bool = True) -> None:
+    def poke(self, index: int, now: float = -math.inf) -> None:
         """The base sends mobile ``index`` a packet that asks for an answer (``asks_answer``):
-        if it is not silent, it is asked soon. Without ``revoke_busy``, and ``aside`` (the
-        base has nothing more queued: it will listen), ANSWER_ASIDE_S from ``now`` (its
-        answer comes on the downlink's channel, heard, unless the base was sending), and a
-        busy grant is ended for it only ANSWER_LATE_S from ``now``, if it was not heard; a
-        base with more to send answers nothing there: at once, as with ``revoke_busy``."""
+        if it is not silent, it is asked soon (without ``revoke_busy``, ANSWER_ASIDE_S from
+        ``now``: its answer comes on the downlink's channel, heard, unless the base was
+        sending)."""
         st = self._state[index]
         if not st.silent:
             st.poked = True
             st.idle = 0
-            later = aside and not self.revoke_busy
-            st.retry_at = now + ANSWER_ASIDE_S if later else -math.inf
-            st.answer_by = now + ANSWER_LATE_S if later else now
+            st.retry_at = -math.inf if self.revoke_busy else now + ANSWER_ASIDE_S
 
     def wait_s(self, now: float) -> float:
         """How long until ``due`` may have a mobile to grant (for the loop's sleep)."""
