@@ -626,6 +626,15 @@ def test_a_base_that_listens_ends_no_busy_grant_for_a_ping_and_grants_its_answer
     assert s.due(t + 0.002) == 1  # mobile 2 waits for its answer's own way first
     s.released(1, t + 0.003)
     assert s.due(t + 0.001 + ANSWER_ASIDE_S) == 2
+    # a base with more queued for the downlink keeps sending and hears no answer there: its
+    # poke is served as without the listening radio (the busy grant ended, the mobile next)
+    s, t = _light_beside_two_busy(revoke_busy=False)
+    s.heard(0)
+    s.poke(2, t, aside=False)
+    assert s.revoke(t + REVOKE_AFTER_S) == 0
+    t += REVOKE_AFTER_S + 0.001
+    s.released(0, t)
+    assert s.due(t) == 2
 
 
 def test_a_base_that_listens_ends_a_held_grant_only_once_the_poked_mobile_is_due() -> None:

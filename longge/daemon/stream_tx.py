@@ -180,7 +180,7 @@ class StreamSending(UplinkSending):
             # grants, met a busy mobile's frames. It is asked next (its ACK goes first in its
             # grant): else the window filled with replies and grants that waited for ACKs,
             # and its pings waited up to 0.5 s.
-            self.grants.poke(index)
+            self.grants.poke(index, aside=False)  # (its ACKs did not come that way either)
         return frame
 
     def _next(self, now: float, empty: bool) -> tuple[int, bytes] | None:

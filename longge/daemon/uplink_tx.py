@@ -204,6 +204,7 @@ class UplinkSending:
         """A packet for mobile ``index`` that asks for an answer: its answer will want the
         uplink (a base that grants it)."""
         if self.grants is not None and asks_answer(packet):
-            self.grants.poke(index, now)
+            # (with more queued the base keeps sending: no answer is heard between its bursts)
+            self.grants.poke(index, now, aside=not len(self.queues))
             if len(packet) <= PREEMPT_MAX:  # (it was just loaded: the last of the peer's)
                 self.arriving[index] = self.table.peers[index].gone_at()

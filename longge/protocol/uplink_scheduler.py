@@ -79,6 +79,9 @@ class _Mobile:
     released: bool = False
     busy: bool = False  # it sent till the end of its last grant
     poked: bool = False  # the base sent it a packet since its last grant: an answer may wait
+    #: poked by a base that will not hear the answer between its bursts (``poke``): a busy
+    #: grant may be ended for it
+    revoke_for: bool = False
     silent: int = 0  # grants in a row it answered nothing to
     idle: int = 0  # grants in a row it handed back having sent nothing
     retry_at: float = -math.inf  # not granted before this (silent or idle)
@@ -186,7 +189,7 @@ class UplinkScheduler:
         if i == ready[0]:
             self._turn = i
         self.holder = i
-        st.sent = st.released = st.poked = st.alive = False
+        st.sent = st.released = st.poked = st.alive = st.revoke_for = False
         self.granted_at = now
         self.hold = self._holds(i, now)
         self.length = HOLD_S if self.hold else self._length(i, now)
@@ -265,9 +268,7 @@ class UplinkScheduler:
         """When the running busy grant may be ended for a light mobile poked meanwhile (none
         waits: None): REVOKE_AFTER_S into it, REVOKE_GAP_S after the last such end."""
         i = self.holder
-        if not self.revoke_busy:
-            return None
-        if any(st.poked and not st.busy for j, st in enumerate(self._state) if j != i):
+        if any(st.revoke_for and not st.busy for j, st in enumerate(self._state) if j != i):
             return max(self.granted_at + REVOKE_AFTER_S, self._revoked_at + REVOKE_GAP_S)
         return None
 
@@ -343,16 +344,20 @@ class UplinkScheduler:
             if st.silent:
                 st.silent, st.retry_at = 0, -math.inf
 
-    def poke(self, index: int, now: float = -math.inf) -> None:
+    def poke(self, index: int, now: float = -math.inf, aside: bool = True) -> None:
         """The base sends mobile ``index`` a packet that asks for an answer (``asks_answer``):
-        if it is not silent, it is asked soon (without ``revoke_busy``, ANSWER_ASIDE_S from
-        ``now``: its answer comes on the downlink's channel, heard, unless the base was
-        sending)."""
+        if it is not silent, it is asked soon (without ``revoke_busy``, and ``aside``: the
+        base has nothing more queued, ANSWER_ASIDE_S from ``now``: its answer comes on the
+        downlink's channel, heard, unless the base was sending). A base with more to send
+        hears nothing between its bursts: its poke is served as without the listening radio
+        (at once; a busy grant ended for it)."""
         st = self._state[index]
         if not st.silent:
             st.poked = True
             st.idle = 0
-            st.retry_at = -math.inf if self.revoke_busy else now + ANSWER_ASIDE_S
+            later = aside and not self.revoke_busy
+            st.retry_at = now + ANSWER_ASIDE_S if later else -math.inf
+            st.revoke_for = not later
 
     def wait_s(self, now: float) -> float:
         """How long until ``due`` may have a mobile to grant (for the loop's sleep)."""
