@@ -101,13 +101,18 @@ class StreamAside:
         """Frames on their way here, or more to go."""
         return self.on and (self.loaded > 0 or self.left > 0 or bool(self.acks))
 
+    def sent_to(self, now: float) -> bool:
+        """Is the base sending to us (more than ACKS_BUSY ACKs asked for in ACKS_BUSY_S)? It
+        hears nothing here then."""
+        came = self.acks_came
+        return len(came) == came.maxlen and now - came[0] < ACKS_BUSY_S
+
     def _acks_here(self, control: deque[tuple[int, bytes]], now: float) -> bool:
         """Do our ACKs go here? Not while the base sends to us (ACKS_BUSY), nor after
         ACKS_REFUSED refusals in a row (a base sending all the time, or not listening at all:
         on the uplink's channel, as before) but at the next try then (backed off to
         ASIDE_RETRY_MAX_S), to learn whether it listens again."""
-        came = self.acks_came
-        if not control or (len(came) == came.maxlen and now - came[0] < ACKS_BUSY_S):
+        if not control or self.sent_to(now):
             return False
         return self.pace.refusals < ACKS_REFUSED or now >= self.pace.retry_at
 
@@ -125,6 +130,8 @@ class StreamAside:
         assert arq is not None
         if not self._settle(radio) or not self.pace.may(now):
             return 0
+        if not self.on and self.sent_to(now):
+            return 0  # (nothing goes here: its ACKs go on the uplink's channel)
         if not self.on:
             if not radio.is_fifo(True, True):
                 return 0  # (what went on the uplink's channel is still on its way)
@@ -191,7 +198,7 @@ class StreamAside:
         if not self.on:
             return True
         if waiting and self.left > 0:
-            if self.pace.refusals < ACKS_REFUSED:
+            if self.pace.refusals < ACKS_REFUSED and not (control and self.sent_to(now)):
                 # (its next try here: on the uplink's channel the ARQ would send them now,
                 # in what is left of a grant it released, into the next holder's)
                 return False
