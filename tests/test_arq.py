@@ -517,27 +517,36 @@ def test_a_sender_whose_receiver_lost_the_session_silently_starts_a_new_one() ->
     check_delivery(run, complete=True)
 
 
+def _sent(offered: int, sent: int) -> tuple[ArqSender, ArqReceiver, list[bytes]]:
+    """A sender and a receiver with their session up (the RESET taken, its ACK back), frames
+    k = 0 .. ``offered`` - 1 (k repeated 8 times) offered, the first ``sent`` handed out and
+    frame 0 delivered (its ACK not back yet)."""
+    tx, rx = ArqSender(), ArqReceiver()
+    reset = tx.next_frame(0.0)
+    assert reset is not None
+    rx.on_frame(reset, 0.0)
+    ack = rx.control(0.0)
+    assert ack is not None
+    tx.on_control(ack, 0.0)
+    for k in range(offered):
+        assert tx.offer(bytes((k,)) * 8)
+    frames = [tx.next_frame(0.0) for _ in range(sent)]
+    out = [f for f in frames if f is not None]
+    assert len(out) == sent
+    assert rx.on_frame(out[0], 0.0) == [bytes(8)]
+    return tx, rx, out
+
+
 def test_resend_unacked_sends_what_the_receiver_may_lack_again_first() -> None:
     """Before a grant to a mobile whose ACKs may have been lost, the base sends again what the
     mobile has not acknowledged, oldest first, ahead of new frames, with no timeout counted
     (frames the receiver said it holds are not sent again); the receiver fills its hole, takes
     the other copies as duplicates and delivers the grant behind them at once."""
-    tx, rx = ArqSender(), ArqReceiver()
+    tx, rx, sent = _sent(5, 5)
     t = 0.0
-    reset = tx.next_frame(t)
-    assert reset is not None
-    rx.on_frame(reset, t)
-    ack = rx.control(t)
-    assert ack is not None
-    tx.on_control(ack, t)
-    for k in range(5):
-        assert tx.offer(bytes((k,)) * 8)
-    sent = [tx.next_frame(t) for _ in range(5)]
-    assert all(f is not None for f in sent)
-    assert rx.on_frame(sent[0], t) == [bytes(8)]  # type: ignore[arg-type]
     tx.on_control(rx._ack(), t)  # frame 0 acknowledged
     for f in sent[3:]:  # 1 and 2 lost, 3 and 4 wait for them; this ACK is lost too
-        assert rx.on_frame(f, t) == []  # type: ignore[arg-type]
+        assert rx.on_frame(f, t) == []
     rx._ack()
     tx.offer(b"grant")
     assert tx.resend_unacked(t + tx.min_rto / 2) == 0  # (their ACKs may be on their way)
@@ -556,19 +565,8 @@ def test_frames_the_chip_gave_up_on_go_again_first_without_a_loss_counted() -> N
     daemon/aside_stream.py) met MAX_RT, and the frames behind it were flushed: ``not_sent``
     puts the last ones handed out back first, in order, ahead of new frames, no loss or
     timeout counted; one acknowledged meanwhile is not sent again; none left is a no-op."""
-    tx, rx = ArqSender(), ArqReceiver()
+    tx, rx, sent = _sent(4, 3)
     t = 0.0
-    reset = tx.next_frame(t)
-    assert reset is not None
-    rx.on_frame(reset, t)
-    ack = rx.control(t)
-    assert ack is not None
-    tx.on_control(ack, t)
-    for k in range(4):
-        assert tx.offer(bytes((k,)) * 8)
-    sent = [tx.next_frame(t) for _ in range(3)]
-    assert all(f is not None for f in sent)
-    assert rx.on_frame(sent[0], t) == [bytes(8)]  # type: ignore[arg-type]
     tx.not_sent(2)  # frames 1 and 2 never went on air
     tx.not_sent(0)
     assert [tx.next_frame(t) for _ in range(3)] == [*sent[1:], bytes((3,)) + bytes((3,)) * 8]
@@ -579,7 +577,7 @@ def test_frames_the_chip_gave_up_on_go_again_first_without_a_loss_counted() -> N
     assert again[:3] == [*sent[1:], bytes((3,)) + bytes((3,)) * 8] and again[3] is None
     got = []
     for frame in again[:3]:
-        got += rx.on_frame(frame, t)  # type: ignore[arg-type]
+        got += rx.on_frame(frame, t)
     assert got == [bytes((k,)) * 8 for k in (1, 2, 3)]
 
 
