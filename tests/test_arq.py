@@ -577,6 +577,7 @@ def test_frames_the_chip_gave_up_on_go_again_first_without_a_loss_counted() -> N
     assert again[:3] == [*sent[1:], bytes((3,)) + bytes((3,)) * 8] and again[3] is None
     got = []
     for frame in again[:3]:
+        assert frame is not None
         got += rx.on_frame(frame, t)
     assert got == [bytes((k,)) * 8 for k in (1, 2, 3)]
 
