@@ -168,7 +168,14 @@ def _down_then_farther(
             got += lk.send(lk.mtun, batch, to=lk.btun, timeout=3.0)
             sent += batch
         got += lk.collect(lk.btun, collect_s)
-        return sent, got, lk.mobile.status()["tx"]["adapt"]
+        # the level in force: a trial of a lower one (every so often) may be on when the
+        # status is read, and ends within a window (at most 3 s here)
+        adapt = lk.mobile.status()["tx"]["adapt"]
+        end = time.monotonic() + 3.0
+        while adapt["power"]["stage"] is not None and time.monotonic() < end:
+            time.sleep(0.1)
+            adapt = lk.mobile.status()["tx"]["adapt"]
+        return sent, got, adapt
 
 
 def test_two_daemons_lower_the_power_where_it_does_as_well_and_raise_it_when_not(
