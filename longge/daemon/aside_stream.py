@@ -69,7 +69,6 @@ class StreamAside:
         self.loaded = 0
         self.acks: list[tuple[int, bytes]] = []
         self.left = 0  # the packet's frames still to go here
-        self.arc = -1  # the retries set while here
         self.acks_came: deque[float] = deque(maxlen=ACKS_BUSY + 1)  # (when ours were asked for)
         self.pace = Pacing(RETRY_S)
         self.counters = AsideCounters()
@@ -148,10 +147,8 @@ class StreamAside:
                 return 0
             radio.channel = self.cfg.rx_channel
             radio.set_auto_ack(0, True)  # (the base's chip acknowledges there)
-            self.on, self.arc = True, -1
-        if self.arc != ASIDE_ARC:
             radio.set_retries(ard_step(self.cfg), ASIDE_ARC)
-            self.arc = ASIDE_ARC
+            self.on = True
         loaded = 0
         while self.pace.tokens >= 1 and radio.is_fifo(True) != FIFO_FULL:
             if self._acks_here(control, now):
