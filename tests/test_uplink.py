@@ -40,9 +40,11 @@ TURN = GRANT_S + RELEASE_WAIT_S  # a grant whose release was not heard
 
 
 def test_a_grant_says_its_length_and_number_and_nothing_else_parses_as_one() -> None:
-    assert parse_grant(grant_message(0.020)) == (0.020, False, 0)
-    assert parse_grant(grant_message(0.050, hold=True, number=7)) == (0.050, True, 7)
-    assert parse_grant(grant_message(5.0, number=300)) == (1.0, False, 44)  # (<= MAX_GRANT_S)
+    assert parse_grant(grant_message(0.020)) == (0.020, False, 0, False)
+    assert parse_grant(grant_message(0.050, hold=True, number=7)) == (0.050, True, 7, False)
+    assert parse_grant(grant_message(5.0, number=300)) == (1.0, False, 44, False)  # (<= 1 s)
+    assert parse_grant(grant_message(1.0, True, 9, deaf=True)) == (1.0, True, 9, True)
+    assert parse_grant(grant_message(0.001, deaf=True)) == (0.001, False, 0, True)
     for junk in (
         b"",
         b"\x00LGgrant",
@@ -53,6 +55,8 @@ def test_a_grant_says_its_length_and_number_and_nothing_else_parses_as_one() -> 
         b"\x00LGgranT\x00\x14\x01",
         b"\x00LGgrant\xff\xff\x01",
         b"\x00LGgrant\x80\x00\x01",  # (held, but no length)
+        b"\x00LGgrant\x40\x00\x01",  # (deaf, but no length)
+        b"\x00LGgrant\x23\xe9\x01",  # (1001 ms beside a bit no grant has)
         release_message(3),
     ):
         assert parse_grant(junk) is None

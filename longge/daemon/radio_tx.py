@@ -168,6 +168,8 @@ class EsbSending(UplinkSending):
             return True
         if not self.waiting(now):
             return aside.back(radio, peer, False, now)
+        if not aside.on and self.permit is not None and self.permit.base_deaf(now):
+            return False  # (the base said it does not listen: the packet waits for a grant)
         loaded = aside.fill(radio, peer, self.queues, now)
         if loaded:
             self.sending = peer

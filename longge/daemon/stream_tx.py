@@ -146,8 +146,9 @@ class StreamSending(UplinkSending):
         if aside is None:
             return True
         between = permit is not None and (permit.released or now >= permit.until)
-        if permit is None or not permit.granted(now) or not between:
-            return aside.back(radio, self.control[0], False, now)  # (in its grant: the rest)
+        if permit is None or not permit.granted(now) or not between or permit.base_deaf(now):
+            # (in its grant: the rest; a base that does not listen: the grant)
+            return aside.back(radio, self.control[0], False, now)
         loaded = aside.fill(radio, self.table.peers[0], self.control[0], self.queues, now)
         if loaded:
             self.c.frames_sent += loaded

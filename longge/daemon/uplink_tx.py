@@ -14,6 +14,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from longge.config import NodeConfig
+from longge.daemon.aside import BaseListening
 from longge.daemon.keystate import identities
 from longge.daemon.peerqueues import PeerQueues
 from longge.daemon.peers import PREEMPT_MAX
@@ -27,6 +28,7 @@ class UplinkSending:
     queues: PeerQueues
     addressed: PeerSender
     priority: PeerSender | None  # (EsbSending's: whose frames go first, a grant's)
+    listen: BaseListening | None  # (a base's TX radio between its bursts: aside.py)
 
     def uplink_init(self) -> None:
         #: a mobile's, from its first grant on: while it hears grants, it sends only in them
@@ -91,7 +93,8 @@ class UplinkSending:
                 peer = self.priority = self.table.peers[index]
                 g = self.grants
                 self.before_grant(index, now)
-                peer.uplink(grant_message(g.length, g.hold, g.number), now)
+                deaf = self._deaf(now)
+                peer.uplink(grant_message(g.length, g.hold, g.number, deaf), now)
                 # (a revoke queued behind it would go first, in lane 1, and the grant it
                 # ended come after it: the mobile held a 50-ms grant the base had ended)
                 self.granting = peer.gone_at()
@@ -100,12 +103,20 @@ class UplinkSending:
             revoked = self.grants.revoke(now) if gone else None
             if revoked is not None:  # (a shorter grant ends a held one)
                 self.priority = self.table.peers[revoked]
-                self.priority.uplink(grant_message(REVOKE_S, number=self.grants.number), now)
+                grant = grant_message(REVOKE_S, number=self.grants.number, deaf=self._deaf(now))
+                self.priority.uplink(grant, now)
         permit = self.permit
         if permit is not None and not permit.grants and not permit.granted(now):
             self.permit, self.queues.clock = None, float  # (remembered, but no grant came)
             self._remember(False)
         self.release(now)
+
+    def _deaf(self, now: float) -> bool:
+        """Does a grant now say that the base's TX radio does not listen (a base's)?"""
+        deaf = self.listen is None or self.listen.deaf(now)
+        if deaf and self.grants is not None:
+            self.grants.counters.deaf += 1
+        return deaf
 
     def waiting(self, now: float) -> bool:
         """A mobile whose base grants the uplink, between its grants (or after its release)?"""
@@ -173,7 +184,7 @@ class UplinkSending:
                 heard = min(now, struct.unpack("!d", msg[5:13])[0])
                 grant = Grant.from_wire(msg[2:5])
                 if grant is not None:
-                    permit.grant(grant.seconds, heard, grant.hold, grant.number)
+                    permit.grant(grant.seconds, heard, grant.hold, grant.number, grant.deaf)
             elif kind == b"a" and self.permit is not None and len(msg) == 10:
                 # (when the RX process delivered it: the answer may have been queued since)
                 self.permit.asked = max(self.permit.asked, struct.unpack("!d", msg[2:10])[0])
@@ -189,7 +200,12 @@ class UplinkSending:
         if self.grants is not None:
             return asdict(self.grants.counters)
         if self.permit is not None and self.permit.grants:
-            return {"grants": self.permit.grants, "granted": int(self.permit.granted(now))}
+            permit = self.permit
+            return {
+                "grants": permit.grants,
+                "granted": int(permit.granted(now)),
+                "deaf": permit.deaf_grants,
+            }
         return {}
 
     def wait_s(self, now: float, longest: float) -> float:

@@ -63,6 +63,15 @@ MAX_GRANT_S = 1.0
 #: A grant's length field's top bit: the mobile holds the grant for its length even with
 #: nothing to send (lengths are at most 1000 ms: the bit is free).
 HOLD_BIT = 0x8000
+#: The next bit: the base's TX radio has had something to send for a while (a loaded
+#: downlink) and does not listen between its bursts: the mobile sends nothing on the
+#: downlink's channel till a grant says otherwise, for DEAF_FOR_S at most (its tries there met
+#: the base's frames, its grant among them: docs/design.md §1, "A light mobile's packet on
+#: the downlink's channel").
+DEAF_BIT = 0x4000
+#: How long a grant's DEAF_BIT holds without a newer grant (a mobile is granted at least
+#: every 0.1 s while it has something to send: uplink_scheduler.IDLE_MAX_S).
+DEAF_FOR_S = 0.2
 
 
 class Grant(NamedTuple):
@@ -73,11 +82,12 @@ class Grant(NamedTuple):
     #: grant (it ended the next grant of the same mobile, and the base granted another
     #: mobile while this one still sent: both lost most of their frames)
     number: int = 0
+    deaf: bool = False  # the base's TX radio does not listen now (DEAF_BIT)
 
     def field(self) -> int:
-        """The 2 bytes a grant carries: its length in ms and the hold bit."""
+        """The 2 bytes a grant carries: its length in ms, the hold and the deaf bit."""
         ms = max(1, min(round(self.seconds * 1000), round(MAX_GRANT_S * 1000)))
-        return ms | (HOLD_BIT if self.hold else 0)
+        return ms | (HOLD_BIT if self.hold else 0) | (DEAF_BIT if self.deaf else 0)
 
     def wire(self) -> bytes:
         """The 3 bytes a grant carries: the field and the number."""
@@ -87,15 +97,16 @@ class Grant(NamedTuple):
     def from_wire(cls, wire: bytes) -> Grant | None:
         if len(wire) != 3:
             return None
-        ms, field = int.from_bytes(wire[:2], "big") & ~HOLD_BIT, wire[0] << 8 | wire[1]
+        field = int.from_bytes(wire[:2], "big")
+        ms = field & ~(HOLD_BIT | DEAF_BIT)
         if not 1 <= ms <= MAX_GRANT_S * 1000:
             return None
-        return cls(ms / 1000, bool(field & HOLD_BIT), wire[2])
+        return cls(ms / 1000, bool(field & HOLD_BIT), wire[2], bool(field & DEAF_BIT))
 
 
-def grant_message(seconds: float, hold: bool = False, number: int = 0) -> bytes:
+def grant_message(seconds: float, hold: bool = False, number: int = 0, deaf: bool = False) -> bytes:
     """The link-control packet that gives the uplink to its mobile for ``seconds``."""
-    return GRANT_MAGIC + Grant(seconds, hold, number).wire()
+    return GRANT_MAGIC + Grant(seconds, hold, number, deaf).wire()
 
 
 def parse_grant(packet: bytes) -> Grant | None:
@@ -144,9 +155,15 @@ class UplinkPermit:
     paused: float = 0.0
     stopped: float = math.inf
     number: int = 0  # the running grant's (its release names it)
+    deaf: bool = False  # the base said its TX radio does not listen (its last grant's DEAF_BIT)
+    deaf_grants: int = 0
     asked: float = -math.inf  # when a packet that asks for an answer was last delivered to us
 
-    def grant(self, seconds: float, now: float, hold: bool = False, number: int = 0) -> None:
+    def grant(
+        self, seconds: float, now: float, hold: bool = False, number: int = 0, deaf: bool = False
+    ) -> None:
+        self.deaf = deaf
+        self.deaf_grants += deaf
         if self.grants:
             self.paused += max(0.0, self._pause_end(now) - self._stop())
         self.stopped = math.inf
@@ -163,6 +180,11 @@ class UplinkPermit:
         uplink_scheduler.SILENT_MAX_S (before, it sent freely till then, into the frames of
         the mobile that held the uplink)."""
         self.last_grant = now
+
+    def base_deaf(self, now: float) -> bool:
+        """Did the base say in its last grant, less than DEAF_FOR_S ago, that its TX radio
+        does not listen (nothing goes on the downlink's channel)?"""
+        return self.deaf and now - self.last_grant < DEAF_FOR_S
 
     def granted(self, now: float) -> bool:
         """Does the base grant the uplink (a grant heard within FREE_AFTER_S)?"""

@@ -97,6 +97,7 @@ class UplinkCounters:
     silent: int = 0  # grants the mobile answered nothing to
     stale_releases: int = 0  # releases of an earlier grant than the running one (late)
     revoked: int = 0  # grants ended early for a poked mobile (held or busy)
+    deaf: int = 0  # grants that said the base's TX radio does not listen (uplink.DEAF_BIT)
 
 
 @dataclass
