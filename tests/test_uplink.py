@@ -20,6 +20,8 @@ from longge.protocol.uplink import (
     release_message,
 )
 from longge.protocol.uplink_scheduler import (
+    ACTIVE_MAX_BUSY_DOWN_S,
+    ACTIVE_MAX_S,
     ANSWER_ASIDE_S,
     DEFER_MAX_S,
     GRANT_LONG_S,
@@ -246,6 +248,32 @@ def test_a_ping_or_a_tcp_segment_asks_for_an_answer_a_udp_datagram_does_not() ->
         assert not asks_answer(quiet), quiet
 
 
+def test_a_light_mobile_is_asked_more_often_while_the_downlink_is_loaded() -> None:
+    """Three mobiles that sent lately (a packet each, at their first grant: none holds) hand
+    back every grant after 1 ms: mobile 2 is asked again at most ACTIVE_MAX_S later, and at
+    most ACTIVE_MAX_BUSY_DOWN_S later while the base's downlink is loaded (its packets cannot
+    go on the downlink's channel then, and asking it costs the idle uplink nothing)."""
+
+    def longest_gap(downlink_busy: bool) -> float:
+        s = UplinkScheduler(3, grant_long_s=GRANT_S, revoke_busy=False)
+        s.downlink_busy = downlink_busy
+        t, asked, sent = 0.0, [], set()
+        while t < 0.5:
+            i = s.due(t)
+            if i is not None and i not in sent:
+                s.heard(i)
+                sent.add(i)
+            asked += [t] if i == 2 else []
+            if s.holder is not None and t >= s.granted_at + 0.001:
+                s.released(s.holder, t)
+            t += 0.0005
+        return max(b - a for a, b in itertools.pairwise(asked))
+
+    quiet, loaded = longest_gap(False), longest_gap(True)
+    assert ACTIVE_MAX_S <= quiet <= ACTIVE_MAX_S + 0.002
+    assert ACTIVE_MAX_BUSY_DOWN_S <= loaded <= ACTIVE_MAX_BUSY_DOWN_S + 0.002
+
+
 def test_an_idle_mobile_the_base_addresses_anyway_is_asked_first() -> None:
     s = UplinkScheduler(3, grant_long_s=GRANT_S)
     assert s.due(0.0, prefer=2) == 2  # (no change of address for its grant)
@@ -335,6 +363,18 @@ def test_the_only_mobile_that_sends_holds_its_grant_and_a_ping_for_another_ends_
         s2.heard(i)
         t += 0.001
         s2.released(i, t)
+    # but a mobile whose packets are keepalives (or other link control) sends no traffic:
+    # the keepalives of two mobiles loaded on the downlink kept the pinging one from holding
+    s3 = UplinkScheduler(3, grant_long_s=GRANT_S)
+    t, holds = 0.0, []
+    while t < 0.5:
+        i = s3.due(t)
+        if i is not None:
+            holds.append(s3.hold)
+            s3.heard(i, sent=i == 2)
+            s3.released(i, t + 0.001)
+        t += 0.001
+    assert holds[-1] and holds.count(True) >= 3
 
 
 def test_a_light_mobile_the_radio_addresses_is_not_granted_twice_in_a_row() -> None:

@@ -157,12 +157,14 @@ class BaseListening:
                 self.counters.listens += 1
         self.hand_on(radio, pair, now)
 
+    def sending(self, now: float) -> bool:
+        """Has it had something to send in every turn for DEAF_AFTER_S (a loaded downlink)?"""
+        return self.work_since is not None and now - self.work_since >= DEAF_AFTER_S
+
     def deaf(self, now: float) -> bool:
-        """Does the radio not listen now, nor soon: it has had something to send for
-        DEAF_AFTER_S, or it cannot listen (said in the grants: uplink.DEAF_BIT)?"""
-        return self.unable or (
-            self.work_since is not None and now - self.work_since >= DEAF_AFTER_S
-        )
+        """Does the radio not listen now, nor soon: it is ``sending``, or it cannot listen
+        (said in the grants: uplink.DEAF_BIT)?"""
+        return self.unable or self.sending(now)
 
     def hand_on(self, radio: LinkRadio, pair: socket.socket | None, now: float) -> None:
         """What the TX radio heard, to the RX process (dropped, counted, if it is behind)."""

@@ -8,7 +8,8 @@
                 (a double, the monotonic clock: our base grants us the uplink), ``a`` + peer
                 + when (we were delivered a packet that asks for an answer), ``r`` + peer
                 + the grant's number (a mobile ends its grant), ``h`` + peer (a base with
-                several mobiles heard one: it sent in its grant);
+                several mobiles heard one's IP packet: it sent in its grant), ``k`` + peer
+                (its keepalive, or other link control: it lives, but sends no traffic);
    aside        a base with several mobiles: frames its TX radio heard on the downlink's
                 channel between its bursts come over the pair (``x`` + pipe + frame), taken
                 as this radio's (aside.py);
@@ -57,9 +58,10 @@ def uplink_news(
     peer: PeerReceiver,
     c: RxCounters,
     now: float,
+    sent: bool = True,
 ) -> None:
-    """3. uplink: a whole packet of ``peer``'s came; what it said of the uplink, for our TX
-    process (the pair: made by the supervisor)."""
+    """3. uplink: a whole packet of ``peer``'s came (``sent``: an IP packet); what it said of
+    the uplink, for our TX process (the pair: made by the supervisor)."""
     grant, release = peer.take_uplink()
     if pair is None:
         return
@@ -68,8 +70,8 @@ def uplink_news(
         msg = b"g" + i + grant.wire() + struct.pack("!d", now)
     elif release is not None:
         msg = b"r" + i + bytes((release,))
-    elif len(table) > 1:
-        msg = b"h" + i
+    elif len(table) > 1:  # (a keepalive, or another link-control packet: it lives, "k")
+        msg = (b"h" if sent else b"k") + i
     else:
         return
     to_tx(pair, msg, c)
@@ -111,7 +113,7 @@ def take(
     heard = peer.heard
     packet = peer.receive(frame, now)
     if peer.heard != heard:  # a whole packet (a keepalive, link control)
-        uplink_news(pair, table, peer, c, now)
+        uplink_news(pair, table, peer, c, now, packet is not None)
     if packet is not None:
         deliver(tun, packet, c)
         answer_news(pair, peer, packet, c, now)

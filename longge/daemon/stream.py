@@ -268,7 +268,7 @@ def run_rx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
                     ack = arq.control(now)
                     if ack is not None:
                         to_tx(TO_TX, i, ack)
-                uplink_news(pair, table, peer, c, now)
+                uplink_news(pair, table, peer, c, now, packet is not None)
                 if peer.rate_heard is not None:  # (its sender waits for it to pass;
                     arq.ack_now()  # the ACK goes once the radio switched, below)
             if packet is not None:

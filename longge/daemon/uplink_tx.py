@@ -88,6 +88,7 @@ class UplinkSending:
             soon = [i for i, f in enumerate(q.queues) if len(f) and q.backoff_until[i] <= now]
             peers = self.table.peers
             self.arriving = {i: n for i, n in self.arriving.items() if peers[i].taken < n}
+            self.grants.downlink_busy = self.listen is not None and self.listen.sending(now)
             index = self.grants.due(now, self.addressed.index, soon, self.arriving)
             if index is not None:
                 peer = self.priority = self.table.peers[index]
@@ -172,8 +173,8 @@ class UplinkSending:
             self.uplink_message(msg, now)
 
     def uplink_message(self, msg: bytes, now: float) -> None:
-        """One message of the RX process's about the uplink (``g``, ``a``, ``r``, ``h``, ``f``:
-        radio_rx.py); anything else is ignored."""
+        """One message of the RX process's about the uplink (``g``, ``a``, ``r``, ``h``, ``k``,
+        ``f``: radio_rx.py); anything else is ignored."""
         if len(msg) >= 2 and msg[1] < len(self.table):
             kind, index = msg[:1], msg[1]
             if kind == b"g" and self.mobile and len(msg) == 13:
@@ -190,8 +191,8 @@ class UplinkSending:
                 self.permit.asked = max(self.permit.asked, struct.unpack("!d", msg[2:10])[0])
             elif kind == b"r" and self.grants is not None and len(msg) == 3:
                 self.grants.released(index, now, msg[2])
-            elif kind == b"h" and self.grants is not None:
-                self.grants.heard(index)
+            elif kind in (b"h", b"k") and self.grants is not None:
+                self.grants.heard(index, sent=kind == b"h")
             elif kind == b"f" and self.grants is not None:
                 self.grants.frames(index)
 
