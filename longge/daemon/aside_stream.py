@@ -129,8 +129,6 @@ class StreamAside:
         assert arq is not None
         if not self._settle(radio) or not self.pace.may(now):
             return 0
-        if not self.on and self.sent_to(now):
-            return 0  # (nothing goes here: its ACKs go on the uplink's channel)
         if not self.on:
             if not radio.is_fifo(True, True):
                 return 0  # (what went on the uplink's channel is still on its way)
@@ -195,7 +193,7 @@ class StreamAside:
         if not self.on:
             return True
         if waiting and self.left > 0:
-            if self.pace.refusals < ACKS_REFUSED and not (control and self.sent_to(now)):
+            if self.pace.refusals < ACKS_REFUSED:
                 # (its next try here: on the uplink's channel the ARQ would send them now,
                 # in what is left of a grant it released, into the next holder's)
                 return False
