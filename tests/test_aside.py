@@ -74,14 +74,17 @@ def test_a_base_that_keeps_sending_says_so_and_the_light_mobile_waits_for_its_gr
     """The base keeps sending to mobiles 1 and 2 (its TX radio never listens): its grants say
     so (uplink.DEAF_BIT, counted at both ends), and mobile 3 then sends its small packets in
     its grants, not on the downlink's channel, where its tries met the base's frames (at most
-    one try there: a grant late past DEAF_FOR_S on a busy machine lets one through). Each
-    arrives once, in order, and the others' packets in order. Without the bit most of the ten
-    were tried there first and refused."""
+    five refusals there: a grant late past DEAF_FOR_S, or a moment the base's process was
+    starved and its radio listened, lets a packet or two through on a busy machine). Each of
+    the thirty arrives once, in order, and the others' packets in order. Without the bit an
+    ESB mobile tried them there and was refused 10 to 21 times; a stream-mode one tries only
+    while its ARQ has nothing on its way (2 packets, 6 refusals: the bound does not tell
+    there, the counters and the packets' way do)."""
     cfgs = [in_mode(mobile_config(tmp_path, air_path, i), mode) for i in range(3)]
     with star(air_path, tmp_path, cfgs, in_mode(base_config(tmp_path, air_path), mode)) as s:
         assert s.heard(), s.base.status()["rx"]
         bulk = [
-            [packet("10.24.0.1", mobile_ip(i), 1400, 7000 + 1000 * i + k) for k in range(200)]
+            [packet("10.24.0.1", mobile_ip(i), 1400, 7000 + 1000 * i + k) for k in range(300)]
             for i in range(2)
         ]
         for k in range(BULK):
@@ -93,7 +96,7 @@ def test_a_base_that_keeps_sending_says_so_and_the_light_mobile_waits_for_its_gr
             s.run(0.05)
         before = s.mobiles[2].status()["tx"]["aside"]
         small = []
-        for k in range(2 * SMALL):
+        for k in range(6 * SMALL):
             s.run(0.05)
             for i in range(2):  # (the downlink stays loaded: ~ 450 kbit/s more to each)
                 for n in (BULK + 2 * k, BULK + 2 * k + 1):
@@ -106,10 +109,10 @@ def test_a_base_that_keeps_sending_says_so_and_the_light_mobile_waits_for_its_gr
         assert got == small, json.dumps(light)
         assert light["peers"]["base"]["packets_aborted"] == 0, light
         refused = light["aside"]["aside_refused"] - before["aside_refused"]
-        assert refused <= 1, (before, light["aside"])
+        assert refused <= 5, (before, light["aside"])  # (a packet or two let through)
         assert s.base.status()["tx"]["uplink"]["deaf"] >= 1
         for i, mine in enumerate(bulk):  # (in order; the queue's bound may drop some)
-            have = s.collect(s.mtuns[i], BULK + 4 * SMALL, 6)
+            have = s.collect(s.mtuns[i], BULK + 12 * SMALL, 6)
             assert have == sorted(have, key=mine.index) and len(have) >= BULK, (i, len(have))
 
 

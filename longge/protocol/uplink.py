@@ -70,8 +70,9 @@ HOLD_BIT = 0x8000
 #: the downlink's channel").
 DEAF_BIT = 0x4000
 #: How long a grant's DEAF_BIT holds without a newer grant (a mobile is granted at least
-#: every 0.1 s while it has something to send: uplink_scheduler.IDLE_MAX_S).
-DEAF_FOR_S = 0.2
+#: every 0.1 s while it has something to send, uplink_scheduler.IDLE_MAX_S, and the next grant
+#: says afresh; with 0.2 s a busy machine's stalls let a try through now and then).
+DEAF_FOR_S = 0.5
 
 
 class Grant(NamedTuple):
