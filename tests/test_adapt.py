@@ -155,6 +155,10 @@ def test_two_daemons_adapt_their_retries_on_a_lossy_air(
         assert len(got) >= 197, len(got)  # (ARC 2: about 40 of 200 would be lost)
         lk.pump(1.5)  # (stats reach the supervisor every STATS_EVERY_S)
         st = lk.mobile.status()
+        deadline = time.monotonic() + 10  # (a first decision ends a window of attempts: on a
+        while st["tx"]["adapt"]["decisions"] < 1 and time.monotonic() < deadline:  # busy
+            lk.pump(0.5)  # machine it came after the status was read, "start" then)
+            st = lk.mobile.status()
         adapt = st["tx"]["adapt"]
         assert adapt["ard_us"] == 250 and 5 <= adapt["arc"] <= ARC_MAX
         assert 0.1 < adapt["q"] < 0.35  # 1 − 0.9² = 0.19 per attempt
