@@ -95,6 +95,7 @@ class UplinkSending:
                 g = self.grants
                 self.before_grant(index, now)
                 deaf = self._deaf(now)
+                g.counters.deaf += deaf  # (of the grants counted: a revoke is not one)
                 peer.uplink(grant_message(g.length, g.hold, g.number, deaf), now)
                 # (a revoke queued behind it would go first, in lane 1, and the grant it
                 # ended come after it: the mobile held a 50-ms grant the base had ended)
@@ -114,10 +115,7 @@ class UplinkSending:
 
     def _deaf(self, now: float) -> bool:
         """Does a grant now say that the base's TX radio does not listen (a base's)?"""
-        deaf = self.listen is None or self.listen.deaf(now)
-        if deaf and self.grants is not None:
-            self.grants.counters.deaf += 1
-        return deaf
+        return self.listen is None or self.listen.deaf(now)
 
     def waiting(self, now: float) -> bool:
         """A mobile whose base grants the uplink, between its grants (or after its release)?"""
