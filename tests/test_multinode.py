@@ -142,7 +142,9 @@ class Star:
                 self.btun.peer.send(mine[-1])
         for i, mine in enumerate(sent):
             got = self.collect(self.mtuns[i], len(mine), 20)
-            assert got == mine, (i, len(got), self.base.status()["tx"])
+            # (in full: what the base's TX did and what mobile i heard, for a rare failure)
+            why = {"base tx": self.base.status()["tx"], "mobile": self.mobiles[i].status()}
+            assert got == mine, f"mobile {i}: {len(got)} of {len(mine)} {json.dumps(why)}"
 
     def all_send_at_once(self, count: int) -> tuple[list[list[bytes]], list[bytes]]:
         """Every mobile sends ``count`` 1000-byte packets at once (interleaved): what each

@@ -95,6 +95,7 @@ class Rf24Radio:
             "spi_speed",
             "retransmissions",
             "_acked",
+            "_max_rt_counted",
         }
     )
 
@@ -116,6 +117,7 @@ class Rf24Radio:
         self.spi_speed = spi_speed
         self.retransmissions = 0
         self._acked = True  # auto-ack on pipe 0 (the chip's default): a payload has an ARC
+        self._max_rt_counted = False  # the MAX_RT raised now was counted
         self._enums: dict[str, Any] = {} if driver else _pyrf24_enums()
         self._chip = (driver or _pyrf24_driver())(ce_pin, csn_pin, spi_speed)
 
@@ -227,11 +229,23 @@ class Rf24Radio:
 
     def what_happened(self) -> tuple[bool, bool, bool]:
         flags: tuple[bool, bool, bool] = tuple(self._chip.what_happened())
-        if (flags[0] or flags[1]) and self._acked:
+        # A MAX_RT is one payload's however often it is read: pyrf24 clears the flag as it
+        # reads it, a chip that keeps it raised until the FIFO is flushed shows it again.
+        max_rt = flags[1] and not self._max_rt_counted
+        self._max_rt_counted = flags[1]
+        if (flags[0] or max_rt) and self._acked:
             # a payload finished (sent or MAX_RT): count its retries (without auto-ack there
             # are none: the SPI transaction is saved, once a frame in stream mode)
             self.retransmissions += int(self._chip.get_arc())
         return flags
+
+    def flush_tx(self) -> None:
+        self._chip.flush_tx()
+        self._max_rt_counted = False  # (the next MAX_RT is the next payload's)
+
+    def reuse_tx(self) -> None:
+        self._chip.reuse_tx()
+        self._max_rt_counted = False  # (the payload is tried again: its next MAX_RT counts)
 
     def close(self) -> None:
         if self._irq is not None:
