@@ -8,6 +8,8 @@ rate again (rate.SCAN_S). The daemons over in-memory TUNs and the emulated air
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -15,7 +17,16 @@ from typing import Any
 
 import pytest
 from conftest import running_air
-from test_multinode import N, Star, base_config, in_mode, mobile_config, star
+from test_multinode import (
+    N,
+    Star,
+    base_config,
+    in_mode,
+    mobile_config,
+    mobile_ip,
+    packet,
+    star,
+)
 
 from longge.air import control
 from longge.air.loss import AirLoss
@@ -96,3 +107,40 @@ def test_mobiles_that_fell_back_find_their_base_again(tmp_path: Path, mode: str)
             no_rate_adapted(s)
             scans = [m.status()["tx"]["adapt"] for m in s.mobiles]
             assert took < 15.0, (took, scans)
+
+
+@pytest.mark.parametrize("mode", ["esb", "stream"])
+def test_a_mobile_that_stops_reading_for_a_moment_costs_few_packets(
+    air_path: str, tmp_path: Path, mode: str
+) -> None:
+    """Mobile 3's RX process held (SIGSTOP) for 0.2 s while 12 packets for it, and for it
+    alone, wait at the base: its full RX FIFO acknowledges nothing. Stream mode's ARQ brings
+    all 12, in order. In ESB each frame that meets MAX_RT gives its packet up, so the base,
+    from the second MAX_RT in a row, waits for the mobile's backoff even with no one else to
+    serve (before, it sent packet after packet into the full FIFO: 0 of 12 arrived, 2 runs);
+    what arrives comes in order, and what is lost was refused by the full FIFO (the air
+    counts it)."""
+    mobiles, base = cell(air_path, tmp_path, mode)
+    with star(air_path, tmp_path, mobiles, base) as s:
+        assert s.heard(), s.base.status()["rx"]
+        s.run(1.0)
+        before = s.fifo_full()
+        rx = next(w for w in s.mobiles[2].workers if w.which == "rx").proc
+        assert rx is not None and rx.pid is not None
+        mine = [packet("10.24.0.1", mobile_ip(2), 900, 7000 + k) for k in range(12)]
+        for p in mine:
+            s.btun.peer.send(p)
+        os.kill(rx.pid, signal.SIGSTOP)
+        try:
+            s.run(0.2)
+        finally:
+            os.kill(rx.pid, signal.SIGCONT)
+        got = s.collect(s.mtuns[2], len(mine), 10)
+        refused = s.fifo_full().get("mobile3-rx", 0) - before.get("mobile3-rx", 0)
+        tx = s.base.status()["tx"]["peers"]["mobile3"]
+        assert got == [p for p in mine if p in got], (refused, tx)
+        if mode == "stream":
+            assert got == mine, (refused, tx)
+        else:
+            assert len(got) >= 4, (len(got), refused, tx)
+            assert got == mine or refused > 0, (len(got), refused, tx)

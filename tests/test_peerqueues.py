@@ -90,3 +90,26 @@ def test_a_peer_that_stopped_answering_waits_while_others_have_packets() -> None
     assert q.next_peer(0.001) == 1
     q.pop(1, 0.001)
     assert q.next_peer(0.002) == 0  # alone: tried as before
+    assert q.sendable(0.002) and q.wait_s(0.002, 0.25) == 0.25  # (nothing waits for its time)
+
+
+def test_a_peer_alone_that_keeps_meeting_max_rt_waits_for_its_backoff() -> None:
+    """Alone, a second MAX_RT in a row and the peer waits as it would beside others (before,
+    each of its packets went at once and met MAX_RT: a 0.2-s stall of its receiver lost every
+    packet queued); the loop sleeps until the backoff ends; a frame acknowledged ends it."""
+    q = queues(3)
+    for k in range(3):
+        q.push(2, pkt(2, 100, k), 0)
+    q.max_rt(2, 0.0)  # first: 10 ms
+    q.max_rt(2, 0.005)  # second in a row: 20 ms, from 5 ms
+    assert q.next_peer(0.006) is None and not q.sendable(0.006)
+    assert abs(q.wait_s(0.006, 0.25) - 0.019) < 1e-9
+    assert q.wait_s(0.006, 0.001) == 0.001
+    assert q.next_peer(0.025) == 2 and q.wait_s(0.025, 0.25) == 0.25
+    q.push(0, pkt(0, 100, 9), 0.026)  # another peer comes: it goes, 2 still waits
+    q.max_rt(2, 0.026)
+    assert q.next_peer(0.027) == 0
+    q.delivered(2)
+    assert q.next_peer(0.027) in (0, 2) and q.sendable(0.027)
+    q.pop(0, 0.027)
+    assert q.next_peer(0.028) == 2

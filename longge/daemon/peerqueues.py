@@ -7,9 +7,12 @@ the least air served (bytes sent, as in a virtual clock): the backlogged peer th
 sent the fewest bytes goes next, and a peer that comes back from idle starts level with the
 others (with the most served when none is busy), with no credit saved up. A peer whose
 frames keep meeting MAX_RT (a mobile out of range, switched off) is backed off, 10 ms
-doubling up to 1 s, but only while another peer has something to send: alone it is tried as
-before, so one mobile sees no change. Its packets age out of its own queue meanwhile
-(``queue_ms``). Time is passed in.
+doubling up to 1 s. While another peer has something to send it waits from its first MAX_RT;
+alone, from its second in a row (``ALONE_AFTER``): one MAX_RT of a peer that answers (a
+collision, a lossy channel with few retries) costs no idle air, but a peer that does not answer
+is not sent one packet after another to lose (each packet that meets MAX_RT is given up: a
+mobile whose RX process stalled for 0.2 s, alone on the downlink, lost 12 of 12 so). Its
+packets age out of its own queue meanwhile (``queue_ms``). Time is passed in.
 """
 
 from __future__ import annotations
@@ -22,6 +25,9 @@ from longge.daemon.fairqueue import SOJOURN_EDGES_MS, FairQueue
 
 BACKOFF_FIRST_S = 0.010
 BACKOFF_MAX_S = 1.0
+#: A peer alone with packets queued waits for its backoff's end once it has met this many
+#: MAX_RT in a row.
+ALONE_AFTER = 2
 
 
 class PeerQueues:
@@ -64,7 +70,27 @@ class PeerQueues:
         if not ready:
             return None
         awake = [i for i in ready if self.backoff_until[i] <= now]
-        return min(awake or ready, key=lambda i: (self.served[i], i))
+        if not awake:  # (alone: only a peer that answered lately goes before its time)
+            awake = [i for i in ready if self.failures[i] < ALONE_AFTER]
+            if not awake:
+                return None
+        return min(awake, key=lambda i: (self.served[i], i))
+
+    def sendable(self, now: float) -> bool:
+        """Is a packet queued that may go now (``next_peer``)?"""
+        return self.next_peer(now) is not None
+
+    def wait_s(self, now: float, longest: float) -> float:
+        """How long the loop may sleep: until the end of the backoff that keeps a queued
+        packet waiting (``longest`` if none does, or one may go now: its news wakes it)."""
+        if self.sendable(now):
+            return longest
+        ends = [
+            self.backoff_until[i]
+            for i, q in enumerate(self.queues)
+            if len(q) and self.backoff_until[i] > now
+        ]
+        return longest if not ends else max(0.0, min(longest, min(ends) - now))
 
     def pop(self, index: int, now: float) -> bytes | None:
         """Peer ``index``'s next packet (None: what it had expired)."""

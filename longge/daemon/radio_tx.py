@@ -320,7 +320,7 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket | None 
             # 7. uplink
             out.uplink(now)
             if out.listen is not None:  # (a base with several mobiles: between its bursts)
-                busy = any(p.frames for p in table) or bool(len(queues))
+                busy = any(p.frames for p in table) or queues.sendable(now)
                 out.listen.step(radio, pair, busy, out.addressed, now)
             listening = out.listen is not None and out.listen.listening  # (holding: aside.py)
             if adapt.may_load() and not listening:  # (nor while a new rate waits for the FIFO)
@@ -351,7 +351,7 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket | None 
             )
         # 8. wait
         loading = out.loading()
-        work = any(p.frames for p in table) or bool(len(queues))  # (loading: frames too)
+        work = any(p.frames for p in table) or queues.sendable(now)  # (loading: frames too)
         if out.permit is not None and not out.permit.may_send(now) and not out.release_left:
             # (waiting for a grant: the RX process's news wakes us; a packet on the
             # downlink's channel meanwhile goes on)
@@ -386,7 +386,7 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket | None 
         # for a first grant: one descriptor less in each select() of a link with one mobile)
         watch_pair = pair is not None and (out.permit is not None or out.grants is not None)
         also = (() if loading else (tun,)) + ((pair,) if watch_pair else ())
-        timeout = adapt.wait_s(now, out.wait_s(now, 0.25))
+        timeout = adapt.wait_s(now, out.wait_s(now, queues.wait_s(now, 0.25)))
         if out.listen is not None:
             timeout = out.listen.wait_s(now, timeout)
         if out.aside is not None:
