@@ -43,7 +43,9 @@ def test_a_trial_row_says_the_aggregate_by_one_clock_shares_and_each_mobiles_p95
     assert 0.999 < row["jain"] <= 1.0
     assert row["probes_sent"] == 60 and row["probes_lost"] == 3
     assert len(row["rtt_p95_ms"]) == 3 and 5.0 < row["rtt_p95_max_ms"] <= 30.0
-    # a client that failed counts 0 and is named; no counters: no aggregate
+    # a client that failed counts 0 and is named; no counters: no aggregate; Jain's index
+    # compares the mobiles measured (its 0 is the client's, not the mobile's share), none
+    # when fewer than two are left
     monkeypatch.setattr(
         mx,
         "load_all",
@@ -51,7 +53,13 @@ def test_a_trial_row_says_the_aggregate_by_one_clock_shares_and_each_mobiles_p95
     )
     row = mx.trial(2, "down", 3, 508_500.0)
     assert row["aggregate_ratio"] is None and "mobile2: control connection" in row["error"]
-    assert row["jain"] == pytest.approx(0.5)
+    assert row["jain"] != row["jain"]  # (NaN)
+    failed = ["", "unable to read from stream socket", ""]
+    monkeypatch.setattr(
+        mx, "load_all", lambda d, n, r, s: Shares(d, [150.0, 0.0, 50.0], failed, [210.0])
+    )
+    row = mx.trial(3, "down", 3, 508_500.0)
+    assert row["jain"] == pytest.approx(0.8)  # (150 and 50: (200²) / (2 · 25000))
 
 
 def test_summary_verdict_and_plot_from_the_saved_rows(

@@ -14,6 +14,7 @@ overstates it by what still waited in the queues when the sender stopped.
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -78,8 +79,20 @@ class Shares:
         return sum(self.kbps)
 
     @property
+    def measured(self) -> list[float]:
+        """kbit/s of the mobiles whose clients succeeded. A client that failed measured
+        nothing (iperf3 3.12 does not resend its UDP "connect" datagram: one lost, on a lossy
+        channel, and the client gives up after 30 s): its 0 is not the mobile's share."""
+        return [k for k, e in zip(self.kbps, self.errors, strict=True) if not e]
+
+    @property
     def jain(self) -> float:
-        return jain_index(self.kbps)
+        """Jain's index over the measured mobiles (NaN: none received anything, or a client
+        failed and fewer than two are left to compare)."""
+        got = self.measured
+        if not any(got) or (len(got) < len(self.kbps) and len(got) < 2):
+            return math.nan
+        return jain_index(got)
 
     @property
     def steady_total(self) -> float | None:

@@ -71,7 +71,7 @@ def trial(
         "aggregate_ratio": None if steady is None else steady * 1000 / bound,
         "receivers_sum_bps": shares.total * 1000,
         "per_mobile_bps": [k * 1000 for k in shares.kbps],
-        "jain": analysis.jain_index(shares.kbps) if any(shares.kbps) else math.nan,
+        "jain": shares.jain,  # (over the mobiles measured: a failed client's 0 is not)
         "rtt_p95_ms": p95,  # (NaN: no answer)
         "rtt_p95_max_ms": max((v for v in p95 if v == v), default=math.nan),
         "probes_lost": sum(r is None for got in rtts for r in got),
