@@ -320,7 +320,7 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket | None 
             # 7. uplink
             out.uplink(now)
             if out.listen is not None:  # (a base with several mobiles: between its bursts)
-                busy = any(p.frames for p in table) or queues.sendable(now)
+                busy = any(p.frames for p in table) or bool(len(queues))  # (backed off too)
                 out.listen.step(radio, pair, busy, out.addressed, now)
             listening = out.listen is not None and out.listen.listening  # (holding: aside.py)
             if adapt.may_load() and not listening:  # (nor while a new rate waits for the FIFO)
