@@ -249,3 +249,18 @@ def test_an_urgent_packet_between_a_bulk_packets_frames_is_delivered_first_and_b
     older_frames = [older.tx.fragment(p, lane=1) for p in (b"one", b"two")]
     assert pair.feed(older_frames[1] + older_frames[0]) == []  # (older than "next ping")
     assert pair.rx.drops[DropReason.STALE] == 2
+
+
+def test_packets_that_never_came_are_counted_missing_a_restarted_sender_is_not() -> None:
+    """An open link: the numbers a later packet skipped are packets lost on the way (a
+    one-frame packet lost whole leaves no other trace at the receiver); a sender that starts
+    over elsewhere in the number space is not counted as loss."""
+    pair = Pair(first_number=100)
+    packets = [bytes([i]) * 20 for i in range(8)]  # one frame each
+    frames = pair.frames(*packets)
+    kept = [f for i, f in enumerate(frames) if i not in (2, 5, 6)]
+    assert pair.feed(kept) == [p for i, p in enumerate(packets) if i not in (2, 5, 6)]
+    assert pair.rx.missing == 3 and pair.rx.drops == {}
+    far = Pair(first_number=100 + 2 * 3000)  # (same lane, far ahead: a sender started over)
+    assert pair.feed(far.frames(C)) == [C]
+    assert pair.rx.missing == 3

@@ -422,3 +422,17 @@ def test_a_mark_that_cannot_be_recorded_is_said_once_and_its_return_too(
     blocker.rmdir()
     assert store.save(mark, sync=True) and store.load() == mark
     assert "recorded in" in capsys.readouterr().err
+
+
+def test_sealed_packets_that_never_came_are_counted_missing_late_ones_are_not() -> None:
+    """A sealed link: the sealing numbers a later packet skipped, less those that came late
+    within the window; a new epoch (a sender that started again) counts nothing."""
+    s, o = pair()
+    sealed = [s.seal(bytes([i]) * 10) for i in range(10)]
+    for i in (0, 1, 4, 5, 9):
+        assert o.open(sealed[i]) is not None
+    assert o.missing == 2 + 3  # 2, 3 and 6, 7, 8
+    assert o.open(sealed[3]) is not None and o.missing == 4  # (late, in the window)
+    before = s.epoch
+    assert s.skip_past(before) and s.epoch > before  # a new epoch: its numbers jump 2^32
+    assert o.open(s.seal(b"x")) is not None and o.missing == 4

@@ -40,6 +40,12 @@ COUNTERS = (
     ("rx_bytes", "bytes handed to the TUN", "rx", "bytes_out"),
     ("rx_keepalives", "keepalives heard", "rx", "keepalives"),
     (
+        "rx_missing",
+        "packets whose numbers a later packet skipped (lost on the way)",
+        "rx",
+        "missing",
+    ),
+    (
         "rx_source_not_allowed",
         "packets from a source outside allowed_ips",
         "rx",

@@ -144,6 +144,7 @@ class RxStatus(ProcessStatus):
     packets_out: int = 0
     bytes_out: int = 0
     keepalives: int = 0
+    missing: int = 0  # packets whose numbers a later one skipped (lost on the way)
     tun_refused: int = 0
     no_peer: int = 0  # frames on an RX pipe no peer listens on
     frames_aside: int = 0  # frames the TX radio heard between its bursts (aside.py), in frames_in

@@ -365,6 +365,7 @@ class PeerReceiver:
         return {
             **asdict(self.counters),
             "keepalives": r.keepalives,
+            "missing": r.missing if o is None else o.missing,
             "drops": {str(k): v for k, v in r.drops.items()},
             "peer_last_heard_s": None
             if self.last_heard is None

@@ -53,6 +53,9 @@ RESYNC_AFTER = 3
 #: sequence number was damaged past the radio's CRC can deliver a copy of a later one-frame
 #: packet early (see ``late_guard``).
 RECENT = 128
+#: A jump ahead in a lane's numbers of at most this many places counts the places skipped as
+#: packets that never came (``missing``); a longer one is a sender that started over, not loss.
+GAP_MAX = 256
 
 
 class DropReason(enum.StrEnum):
@@ -110,6 +113,9 @@ class Reassembler:
         self.delivered = 0
         self.keepalives = 0
         self.frames = 0
+        #: packets whose numbers a later packet skipped (an open link: the sender's, lost on
+        #: the way or given up there; a sealed link counts in its Opener instead)
+        self.missing = 0
         self._partial: dict[int, _Partial] = {}  # by packet number mod 8
         self._oldest = float("-inf")  # no packet in progress has a frame older than this (expire)
         # per lane: the place (number // LANES) of the last packet delivered, and a run of
@@ -223,6 +229,8 @@ class Reassembler:
         if 0 < ahead < LANE_SPACE // 2:
             if last is not None and 1 < ahead <= self.late_guard:
                 self._skip(lane, last, ahead)
+            if last is not None and 1 < ahead <= GAP_MAX:
+                self.missing += ahead - 1
             self._took(number, crc)
             return True
         if number in self._skipped:

@@ -199,6 +199,10 @@ class Opener:
         self._aeads = [ChaCha20Poly1305(k) for k in keys]
         self.drops: Counter[SecureDrop] = Counter()
         self.opened = 0
+        #: packets of the current epoch not (yet) received: sealing numbers skipped by a later
+        #: packet, less those that came late within the window (lost on the way, or given up
+        #: by the sender after they were sealed)
+        self.missing = 0
         self._save = save
         self._clock = clock
         start = mark or Mark()
@@ -271,10 +275,13 @@ class Opener:
                 self._bitmap = 1
             else:
                 self._bitmap = ((self._bitmap << shift) | 1) & ((1 << WINDOW) - 1)
+            if not new_epoch and self._highest:
+                self.missing += shift - 1
             self._highest, self._salt = seq, salt
             self._maybe_save(sync=new_epoch)
         else:
             self._bitmap |= 1 << (self._highest - seq)
+            self.missing = max(0, self.missing - 1)  # (a hole filled: it came late)
 
     def _maybe_save(self, sync: bool = False) -> None:
         if self._save is None or self._highest == self._saved:
