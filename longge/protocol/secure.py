@@ -199,9 +199,9 @@ class Opener:
         self._aeads = [ChaCha20Poly1305(k) for k in keys]
         self.drops: Counter[SecureDrop] = Counter()
         self.opened = 0
-        #: packets of the current epoch not (yet) received: sealing numbers skipped by a later
-        #: packet, less those that came late within the window (lost on the way, or given up
-        #: by the sender after they were sealed)
+        #: packets not (yet) received: sealing numbers skipped by a later packet (a new
+        #: epoch's from its first, 0), less those that came late within the window (lost on
+        #: the way, or given up by the sender after they were sealed)
         self.missing = 0
         self._save = save
         self._clock = clock
@@ -275,8 +275,9 @@ class Opener:
                 self._bitmap = 1
             else:
                 self._bitmap = ((self._bitmap << shift) | 1) & ((1 << WINDOW) - 1)
-            if not new_epoch and self._highest:
-                self.missing += shift - 1
+            if self._highest:  # (a receiver that starts fresh knows no gap)
+                # a new epoch's numbers start at 0 (Sealer): those below the first heard
+                self.missing += seq % COUNTER_SPACE if new_epoch else shift - 1
             self._highest, self._salt = seq, salt
             self._maybe_save(sync=new_epoch)
         else:
