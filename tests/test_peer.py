@@ -9,7 +9,7 @@ import struct
 import pytest
 from daemonlink import ip_packet
 
-from longge.daemon.peers import summed
+from longge.daemon.peers import GoFirst, summed
 from longge.protocol import Fragmenter, Reassembler, secure
 from longge.protocol.peer import Networks, PeerReceiver, PeerSender, PeerTable, multicast
 
@@ -118,3 +118,25 @@ def test_a_nodes_status_is_its_peers_summed() -> None:
         "sealed": None,
     }
     assert summed([a]) == a
+
+
+def test_frames_that_go_first_go_only_till_theirs_have_gone_the_newest_first() -> None:
+    """ESB's TX process: a ping's answer was cut in for mobile c, then a grant for mobile a
+    (whose 1400-byte packet was on its way) was queued. The grant's two frames go first, then
+    the answer's, then the queues' order: before, the grant took the answer's place (it went
+    behind another mobile's rest) and kept the first place for a's rest too."""
+    a, c = sender("a", ("10.0.0.2/32",)), sender("c", ("10.0.0.4/32",))
+    a.load(bytes(1400), 0.0)
+    for _ in range(3):
+        a.next_frame()
+    first = GoFirst()
+    c.load(bytes(84), 0.0)  # (the answer, cut in)
+    first.add(c)
+    a.uplink(b"grant", 0.0)  # (lane 1, before the rest of a's packet)
+    first.add(a)
+    order = []
+    while (peer := first.peer()) is not None:
+        order.append(peer.name)
+        peer.next_frame()
+    answer = len(Fragmenter(32).fragment(bytes(84)))
+    assert order == ["a"] + ["c"] * answer and a.frames and not c.frames

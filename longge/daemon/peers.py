@@ -6,7 +6,7 @@ counters, the peers' counters summed for the status)."""
 from __future__ import annotations
 
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from longge.config import NodeConfig
@@ -209,6 +209,28 @@ def preempt(queues: PeerQueues, peer: PeerSender, now: float) -> None:
         packet = queues.pop_sparse(peer.index, now, PREEMPT_MAX, peer.flow)
         if packet is not None:
             peer.preempt(packet, now)
+
+
+@dataclass
+class GoFirst:
+    """The peers whose frames go before the queues' order (ESB's TX process): a grant's or a
+    revoke's (uplink_tx.py), an interactive packet cut in (radio_tx.py), each only till the
+    frames it was given for have gone (``PeerSender.gone_at``), the newest first. Before
+    (one peer, kept till it had no frames): a grant that came after a ping's answer was cut
+    in took its place, and the answer went behind another mobile's 1400-byte rest; a grant to
+    a mobile with a packet on its way kept the first place for that packet's rest too, and
+    no answer was cut in meanwhile (an answer 7-10 ms late, one ping in six)."""
+
+    marks: list[tuple[PeerSender, int]] = field(default_factory=list)
+
+    def add(self, peer: PeerSender) -> None:
+        """``peer``'s frames queued last go first (call once they are queued)."""
+        self.marks.insert(0, (peer, peer.gone_at()))
+
+    def peer(self) -> PeerSender | None:
+        """Whose frames go first now (None: the queues' order)."""
+        self.marks = [(p, m) for p, m in self.marks if p.frames and p.taken < m]
+        return self.marks[0][0] if self.marks else None
 
 
 def keepalives(

@@ -31,6 +31,7 @@ from longge.daemon.child import FIFO_FULL, Child, hears_aside, on_irq, take_edge
 from longge.daemon.peerqueues import PeerQueues
 from longge.daemon.peers import (
     PREEMPT_MAX,
+    GoFirst,
     TxCounters,
     keepalives,
     make_queues,
@@ -79,9 +80,9 @@ class EsbSending(UplinkSending):
         self.sending: PeerSender | None = None  # whose frames are being loaded
         self.addressed = table.peers[0]  # whose address the radio has (child.apply_settings)
         self.applied = 0  # child.applied when `addressed` was last known
-        #: a peer whose frames go before the rest, at once (a grant of the uplink: it counts
-        #: from when it was made); what is left of another's packet waits meanwhile
-        self.priority: PeerSender | None = None
+        #: peers whose frames go before the rest, at once (a grant of the uplink: it counts
+        #: from when it was made; a packet cut in); what is left of another's waits meanwhile
+        self.first = GoFirst()
         #: a base's TX radio listening between bursts, a mobile's small packets sent there
         #: while it waits for a grant (aside.py); None: neither
         self.listen: BaseListening | None = None
@@ -135,7 +136,7 @@ class EsbSending(UplinkSending):
         drained and the address changed (as lanes do within a peer: frame.py); the rest of
         that packet waits meanwhile. A peer backed off after MAX_RT is not served so."""
         sending = self.sending
-        if len(self.table) < 2 or self.priority is not None or sending is None:
+        if len(self.table) < 2 or self.first.peer() is not None or sending is None:
             return
         if not sending.frames:
             return  # (nothing in the way: the queues' order serves it)
@@ -156,7 +157,7 @@ class EsbSending(UplinkSending):
                 peer.load(packet, now, self.queues.last_key(i))
                 peer.counters.preempted += 1
             self._poke(i, packet, now)
-            self.priority = peer
+            self.first.add(peer)
             c.cut_in += 1
             return
 
@@ -207,11 +208,9 @@ class EsbSending(UplinkSending):
                     continue
                 if not permit.may_send(now):
                     break
-            if self.priority is not None:
-                if self.priority.frames:
-                    sending = self.sending = self.priority
-                else:
-                    self.priority = None
+            first = self.first.peer()
+            if first is not None:
+                sending = self.sending = first
             if sending is None or not sending.frames:
                 if permit is not None and not permit.may_load(now):
                     break
@@ -220,7 +219,7 @@ class EsbSending(UplinkSending):
                     break
             elif permit is None or permit.may_load(now):
                 preempt(self.queues, sending, now)  # an interactive packet goes first
-            if sending is not self.addressed:  # (a priority peer's, or a packet's rest)
+            if sending is not self.addressed:  # (a peer's that goes first, or a packet's rest)
                 if not radio.is_fifo(True, True):
                     break  # the FIFO drains first (its news wakes the process)
                 radio.stop_listening(sending.radio_address)

@@ -113,6 +113,9 @@ class StreamSending(UplinkSending):
     def acknowledged(self) -> bool:
         return self.idle()
 
+    def goes_first(self, peer: PeerSender) -> None:
+        self.priority = peer
+
     def before_grant(self, index: int, now: float) -> None:
         """What the mobile has not acknowledged goes again before its grant: a frame it lacks
         holds the grant up behind it (delivered in order), and its ACK saying so, sent outside

@@ -17,7 +17,7 @@ from longge.config import NodeConfig
 from longge.daemon.aside import BaseListening
 from longge.daemon.keystate import identities
 from longge.daemon.peerqueues import PeerQueues
-from longge.daemon.peers import PREEMPT_MAX
+from longge.daemon.peers import PREEMPT_MAX, GoFirst
 from longge.protocol.peer import PeerSender, PeerTable
 from longge.protocol.uplink import Grant, UplinkPermit, asks_answer, grant_message, release_message
 from longge.protocol.uplink_scheduler import REVOKE_S, UplinkScheduler
@@ -27,7 +27,7 @@ class UplinkSending:
     table: PeerTable[PeerSender]
     queues: PeerQueues
     addressed: PeerSender
-    priority: PeerSender | None  # (EsbSending's: whose frames go first, a grant's)
+    first: GoFirst  # (EsbSending's: whose frames go first)
     listen: BaseListening | None  # (a base's TX radio between its bursts: aside.py)
 
     def uplink_init(self) -> None:
@@ -91,27 +91,37 @@ class UplinkSending:
             self.grants.downlink_busy = self.listen is not None and self.listen.sending(now)
             index = self.grants.due(now, self.addressed.index, soon, self.arriving)
             if index is not None:
-                peer = self.priority = self.table.peers[index]
-                g = self.grants
                 self.before_grant(index, now)
-                deaf = self._deaf(now)
-                g.counters.deaf += deaf  # (of the grants counted: a revoke is not one)
-                peer.uplink(grant_message(g.length, g.hold, g.number, deaf), now)
-                # (a revoke queued behind it would go first, in lane 1, and the grant it
-                # ended come after it: the mobile held a 50-ms grant the base had ended)
-                self.granting = peer.gone_at()
+                self._grant(index, now)
             holder = self.grants.holder
             gone = holder is not None and self.table.peers[holder].taken >= self.granting
             revoked = self.grants.revoke(now) if gone else None
             if revoked is not None:  # (a shorter grant ends a held one)
-                self.priority = self.table.peers[revoked]
+                peer = self.table.peers[revoked]
                 grant = grant_message(REVOKE_S, number=self.grants.number, deaf=self._deaf(now))
-                self.priority.uplink(grant, now)
+                peer.uplink(grant, now)
+                self.goes_first(peer)
+            renewed = self.grants.renew(now) if gone and revoked is None else None
+            if renewed is not None:  # (a held grant's holder holds on)
+                self._grant(renewed, now)
         permit = self.permit
         if permit is not None and not permit.grants and not permit.granted(now):
             self.permit, self.queues.clock = None, float  # (remembered, but no grant came)
             self._remember(False)
         self.release(now)
+
+    def _grant(self, index: int, now: float) -> None:
+        """The scheduler's running grant, to mobile ``index``, first in its lane."""
+        peer = self.table.peers[index]
+        g = self.grants
+        assert g is not None
+        deaf = self._deaf(now)
+        g.counters.deaf += deaf  # (of the grants counted: a revoke is not one)
+        peer.uplink(grant_message(g.length, g.hold, g.number, deaf), now)
+        self.goes_first(peer)
+        # (a revoke queued behind it would go first, in lane 1, and the grant it ended come
+        # after it: the mobile held a 50-ms grant the base had ended)
+        self.granting = peer.gone_at()
 
     def _deaf(self, now: float) -> bool:
         """Does a grant now say that the base's TX radio does not listen (a base's)?"""
@@ -147,6 +157,11 @@ class UplinkSending:
         # the release behind it, or the release alone
         self.release_left = len(peer.urgent) or len(peer.frames)
         return True
+
+    def goes_first(self, peer: PeerSender) -> None:
+        """``peer``'s frames queued last (a grant's) go before the queues' order (ESB's
+        TX process; StreamSending's own)."""
+        self.first.add(peer)
 
     def before_grant(self, index: int, now: float) -> None:
         """A base is about to grant mobile ``index`` the uplink (stream mode: what it may lack
@@ -190,7 +205,7 @@ class UplinkSending:
             elif kind == b"r" and self.grants is not None and len(msg) == 3:
                 self.grants.released(index, now, msg[2])
             elif kind in (b"h", b"k") and self.grants is not None:
-                self.grants.heard(index, sent=kind == b"h")
+                self.grants.heard(index, kind == b"h", now)
             elif kind == b"f" and self.grants is not None:
                 self.grants.frames(index)
 

@@ -57,6 +57,19 @@ DEFER_MAX_S = 0.100
 #: pings every 50 ms waited 18 ms in the median beside two idle mobiles); the others are
 #: asked between its grants, as ever.
 HOLD_S = 0.050
+#: A held grant is renewed (a new grant to its holder, numbered afresh) this long before its
+#: end while no other mobile is due: the holder never reaches the end of its grant, where it
+#: stops loading DRAIN_S before and the next grant comes 3 to 5 ms after (its release's trip
+#: to the base and the grant's back): a ping beside two mobiles loaded on the downlink met
+#: that gap, with an idle mobile's probe in it, one time in seven (5-7 ms more). Long beside
+#: the grant's trip to the mobile (1-2 ms, more on a busy machine).
+RENEW_BEFORE_S = 0.010
+#: A held grant is ended for another mobile's due turn (an idle one asked again) this long
+#: after a packet of the holder's came, with nothing queued for it: its next packet is least
+#: likely then (a ping's request has come), and its answer has gone down meanwhile (ended at
+#: once, the revoke's frames and the next grants went before the answer: 4-7 ms late, one
+#: ping in ten).
+PROBE_AFTER_S = 0.004
 #: A held grant is ended early by a grant this short, when the base sent another mobile a
 #: packet that asks for an answer.
 REVOKE_S = 0.001
@@ -93,6 +106,7 @@ class _Mobile:
     idle: int = 0  # grants in a row it handed back having sent nothing
     retry_at: float = -math.inf  # not granted before this (silent or idle)
     last_sent: float = -math.inf  # when a grant of its in which it sent ended
+    heard_at: float = -math.inf  # when its last packet came (``heard``)
     used: float = 0.0  # how long it held its last grant
     credit: float = 0.0  # what was left of its grants ended early (< OWED_MIN_S each)
 
@@ -104,6 +118,7 @@ class UplinkCounters:
     silent: int = 0  # grants the mobile answered nothing to
     stale_releases: int = 0  # releases of an earlier grant than the running one (late)
     revoked: int = 0  # grants ended early for a poked mobile (held or busy)
+    renewed: int = 0  # held grants renewed before their end (counted in ``grants`` too)
     deaf: int = 0  # grants that said the base's TX radio does not listen (uplink.DEAF_BIT)
 
 
@@ -256,7 +271,16 @@ class UplinkScheduler:
             return None
         if self.hold:
             others = (st for j, st in enumerate(self._state) if j != self.holder)
-            if not any(st.poked and now >= st.retry_at for st in others):
+            poked = any(st.poked and now >= st.retry_at for st in others)
+            # (another is due to be asked, and the holder has just sent: PROBE_AFTER_S)
+            held = self._state[self.holder]
+            probe = (
+                held.sent
+                and now >= held.heard_at + PROBE_AFTER_S
+                and self.holder not in self._queued
+                and self._due_by(now, now)
+            )
+            if not (poked or probe):
                 return None  # (a poked one not yet due: ``poke`` without ``revoke_busy``)
         else:
             at = self._busy_revoke_at()
@@ -276,6 +300,39 @@ class UplinkScheduler:
         self.counters.revoked += 1
         self.until = min(self.until, now + REVOKE_S + RELEASE_WAIT_S)
         return self.holder
+
+    def renew(self, now: float) -> int | None:
+        """The holder of a held grant, RENEW_BEFORE_S before its end, if it still holds
+        (``_holds``) and no other mobile is due by then: grant it again from now (send it at
+        once). The grant is numbered afresh: a release of the old one that crosses it ends
+        nothing (counted stale), and the mobile holds on."""
+        i = self.holder
+        if i is None or not self.hold or self._revoked:
+            return None
+        st = self._state[i]
+        end = self.granted_at + self.length
+        if now < end - RENEW_BEFORE_S or st.released or self._due_by(end, now):
+            return None
+        if st.sent:  # (what its grant's end would have noted: ``_ended``)
+            st.last_sent = now
+        if not self._holds(i, now):
+            return None
+        st.sent = st.alive = False
+        self.granted_at = now
+        self.length = HOLD_S
+        self.until = now + HOLD_S + RELEASE_WAIT_S
+        self.number = (self.number + 1) % 256
+        self.counters.grants += 1
+        self.counters.renewed += 1
+        return i
+
+    def _due_by(self, t: float, now: float) -> bool:
+        """Is a mobile other than the holder due to be granted by ``t`` (poked, or asked
+        again: its retry time; not one that waits for the radio to address it)?"""
+        return any(
+            j != self.holder and st.retry_at <= t and not self._deferred(j, st, now)
+            for j, st in enumerate(self._state)
+        )
 
     def _busy_revoke_at(self) -> float | None:
         """When the running busy grant may be ended for a light mobile poked meanwhile (none
@@ -319,7 +376,7 @@ class UplinkScheduler:
             st.retry_at = now + min(SILENT_MAX_S, SILENT_FIRST_S * 2**st.silent)
             st.silent += 1
 
-    def heard(self, index: int, sent: bool = True) -> None:
+    def heard(self, index: int, sent: bool = True, now: float = -math.inf) -> None:
         """A whole packet of mobile ``index``'s came (not a release): it sent in its grant
         (``sent`` False: a keepalive, or another link-control packet: it lives, but has no
         traffic; counted as sending, two mobiles loaded on the downlink that sent only
@@ -327,6 +384,8 @@ class UplinkScheduler:
         if 0 <= index < self.mobiles:
             st = self._state[index]
             st.sent = st.sent or sent
+            if sent:
+                st.heard_at = now
             if st.silent:  # heard outside its grant: it lives, ask it at its next turn
                 st.silent, st.retry_at = 0, -math.inf
 
@@ -384,6 +443,12 @@ class UplinkScheduler:
             revoke_at = None if self.hold or self._revoked else self._busy_revoke_at()
             if revoke_at is not None:  # (a revoke comes due first)
                 until = min(until, revoke_at)
+            if self.hold and not self._revoked:  # (or its renewal, or a probe after its packet)
+                held = self._state[self.holder]
+                probe_at = held.heard_at + PROBE_AFTER_S if held.sent else math.inf
+                for t in (self.granted_at + self.length - RENEW_BEFORE_S, probe_at):
+                    if now < t:
+                        until = min(until, t)
             return max(0.0, until - now)
         if self._arriving:  # (its frames' news wakes the loop; this, if none comes)
             return 0.001
