@@ -140,3 +140,22 @@ def test_frames_that_go_first_go_only_till_theirs_have_gone_the_newest_first() -
         peer.next_frame()
     answer = len(Fragmenter(32).fragment(bytes(84)))
     assert order == ["a"] + ["c"] * answer and a.frames and not c.frames
+
+
+def test_a_grant_never_overtakes_the_grant_or_revoke_queued_before_it() -> None:
+    """A revoke queued for an idle mobile (lane 0), then a new grant before it had gone: the
+    grant went in lane 1, ahead; the mobile heard the grant, then the revoke, and held
+    nothing while the base waited for the grant's release. Behind a packet on its way, a
+    grant still goes between its frames."""
+    p = sender("a", ("10.0.0.2/32",))
+    p.uplink(b"revoke", 0.0)
+    p.uplink(b"grant", 0.0)
+    assert not p.urgent and len(p.frames) == 2  # (in order, one lane)
+    p.next_frame()
+    p.next_frame()
+    p.load(bytes(1400), 0.0)
+    p.next_frame()
+    p.uplink(b"grant", 0.0)
+    assert len(p.urgent) == 1  # (between the packet's frames)
+    p.uplink(b"revoke", 0.0)
+    assert len(p.urgent) == 2  # (behind it, in its lane)

@@ -251,8 +251,9 @@ def test_a_ping_or_a_tcp_segment_asks_for_an_answer_a_udp_datagram_does_not() ->
 
 
 def test_a_light_mobile_is_asked_more_often_while_the_downlink_is_loaded() -> None:
-    """Three mobiles that sent lately (a packet each, at their first grant: none holds) hand
-    back every grant after 1 ms: mobile 2 is asked again at most ACTIVE_MAX_S later, and at
+    """Three mobiles that sent lately (mobile 2 a packet at its first grant, the others one in
+    each grant: none holds) hand back every grant after 1 ms: mobile 2 is asked again at
+    most ACTIVE_MAX_S later, and at
     most ACTIVE_MAX_BUSY_DOWN_S later while the base's downlink is loaded and has nothing
     queued for it (its packets cannot go on the downlink's channel then, and asking it costs
     the idle uplink nothing)."""
@@ -263,8 +264,8 @@ def test_a_light_mobile_is_asked_more_often_while_the_downlink_is_loaded() -> No
         t, asked, sent = 0.0, [], set()
         while t < 0.5:
             i = s.due(t, 2, list(queued))  # (the radio addresses mobile 2)
-            if i is not None and i not in sent:
-                s.heard(i)
+            if i is not None and (i != 2 or i not in sent):
+                s.heard(i, True, t)
                 sent.add(i)
             asked += [t] if i == 2 else []
             if s.holder is not None and t >= s.granted_at + 0.001:
@@ -273,11 +274,12 @@ def test_a_light_mobile_is_asked_more_often_while_the_downlink_is_loaded() -> No
         return max(b - a for a, b in itertools.pairwise(asked))
 
     quiet, loaded = longest_gap(False), longest_gap(True)
-    assert ACTIVE_MAX_S <= quiet <= ACTIVE_MAX_S + 0.0025
-    assert ACTIVE_MAX_BUSY_DOWN_S <= loaded <= ACTIVE_MAX_BUSY_DOWN_S + 0.0025
+    slack = 0.003  # (the others' grants, 1 ms each, and the step)
+    assert ACTIVE_MAX_S <= quiet <= ACTIVE_MAX_S + slack
+    assert ACTIVE_MAX_BUSY_DOWN_S <= loaded <= ACTIVE_MAX_BUSY_DOWN_S + slack
     # one the downlink has packets queued for is asked as before (every loaded mobile asked
     # twice as often cost five loaded ones 4 % of the downlink)
-    assert ACTIVE_MAX_S <= longest_gap(True, queued=(2,)) <= ACTIVE_MAX_S + 0.0025
+    assert ACTIVE_MAX_S <= longest_gap(True, queued=(2,)) <= ACTIVE_MAX_S + slack
 
 
 def test_an_idle_mobile_the_base_addresses_anyway_is_asked_first() -> None:
@@ -486,6 +488,39 @@ def test_a_held_grant_ends_for_a_due_mobile_only_after_its_holders_packet_and_an
     end = s.granted_at + HOLD_S
     assert s.renew(end - RENEW_BEFORE_S - 0.001) is None  # (not yet)
     assert s.renew(end - RENEW_BEFORE_S) is None  # (mobile 0 is due by the end)
+
+
+def test_mobiles_that_sent_a_moment_ago_and_hand_back_their_grants_do_not_stop_a_hold() -> None:
+    """An iperf3 test's start: its control connection made the loaded mobiles send a few
+    packets, and for a second (ACTIVE_S) the pinging mobile held no grant (its pings waited
+    10-15 ms for its next). Now others that handed back QUIET_AFTER grants in a row having
+    sent nothing, and sent before it, do not keep it from holding; one that sends again
+    does."""
+    s = UplinkScheduler(3, grant_long_s=GRANT_S)
+    t, first_hold, sends = 0.0, None, {0: True, 1: True, 2: True}
+    while t < 0.3:
+        i = s.due(t)
+        if i is not None:
+            if sends[i]:
+                s.heard(i, True, t)
+            if i != 2:
+                sends[i] = False  # (a packet at their first grant, none after)
+            if s.hold and first_hold is None:
+                first_hold = t
+            if not s.hold:
+                s.released(i, t + 0.001)
+        if s.holder == 2 and s.hold and s.renew(t) is not None:
+            s.heard(2, True, t)  # (it keeps sending)
+        t += 0.0005
+    assert first_hold is not None and first_hold < 0.1, first_hold
+    assert s.holder == 2 and s.hold
+    s.heard(0, True, t)  # mobile 0 sends again, after mobile 2's last packet
+    s.released(2, t, s.number)
+    while s.due(t) != 2:
+        if s.holder is not None:
+            s.released(s.holder, t + 0.001)
+        t += 0.0005
+    assert not s.hold  # (till mobile 2 sends again, or mobile 0 for a second no more)
 
 
 def test_a_light_mobile_the_radio_addresses_is_not_granted_twice_in_a_row() -> None:

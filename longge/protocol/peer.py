@@ -163,6 +163,11 @@ class PeerSender:
     index: int = 0  # its place in its table
     last_sent: float = 0.0  # when its last packet (or keepalive) was cut into frames
     taken: int = 0  # frames taken (``next_frame``) so far
+    #: the lane of the last grant or release queued (``uplink``), and ``taken`` once it has
+    #: gone: the next one goes behind it while it waits in lane 0 (a grant in lane 1 overtook
+    #: a revoke still queued: the mobile heard the grant, then the revoke, and held nothing
+    #: while the base waited for the grant's release: 35 ms, one ping from the base in ten)
+    _uplink_mark: tuple[int, int] = (1, 0)
 
     def _cut(self, packet: bytes, lane: int = 0) -> list[bytes]:
         """A packet sealed (on a secured link) and cut into frames."""
@@ -186,11 +191,15 @@ class PeerSender:
 
     def uplink(self, message: bytes, now: float) -> None:
         """A grant or a release (uplink.py), ahead of the rest: between the frames of the
-        packet on its way (lane 1, behind an interactive packet's), or next."""
-        if self.frames:
+        packet on its way (lane 1, behind an interactive packet's), or next; never ahead of
+        the one queued before it."""
+        lane, mark = self._uplink_mark
+        if self.frames and not (lane == 0 and self.taken < mark):
             self.urgent.extend(self._cut(message, lane=1))
+            self._uplink_mark = (1, self.taken + len(self.urgent))
         else:
             self.frames.extend(self._cut(message))
+            self._uplink_mark = (0, self.taken + len(self.urgent) + len(self.frames))
         self.counters.uplink_sent += 1
         self.last_sent = now
 
@@ -222,6 +231,7 @@ class PeerSender:
         self.counters.packets_aborted += bool(self.frames) + bool(self.urgent)
         self.frames.clear()
         self.urgent.clear()
+        self._uplink_mark = (1, 0)
 
     def max_rt(self) -> None:
         """A frame to this peer exhausted its retries (the chip's FIFO is flushed, whichever

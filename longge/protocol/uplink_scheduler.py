@@ -70,6 +70,11 @@ RENEW_BEFORE_S = 0.010
 #: once, the revoke's frames and the next grants went before the answer: 4-7 ms late, one
 #: ping in ten).
 PROBE_AFTER_S = 0.004
+#: Another mobile that sent lately does not keep a mobile from holding once it handed back
+#: this many grants in a row having sent nothing (an iperf3 client's control connection at
+#: the start of a test: for a second, ACTIVE_S, the pinging mobile held no grant and its pings
+#: waited 10-15 ms for its next one).
+QUIET_AFTER = 2
 #: A held grant is ended early by a grant this short, when the base sent another mobile a
 #: packet that asks for an answer.
 REVOKE_S = 0.001
@@ -256,10 +261,20 @@ class UplinkScheduler:
         return not st.busy and st.used <= LIGHT_USE_S
 
     def _holds(self, i: int, now: float) -> bool:
-        """Does mobile ``i`` hold its grant: it alone sent lately, and none is busy?"""
+        """Does mobile ``i`` hold its grant: it alone sends (it sent lately; each other one
+        did not, or it handed back its last QUIET_AFTER grants having sent nothing and its
+        last packet came before ``i``'s), and none is busy?"""
+        st = self._state[i]
+        if st.busy or now - st.last_sent >= ACTIVE_S:
+            return False
         return all(
-            not st.busy and (j == i) == (now - st.last_sent < ACTIVE_S)
-            for j, st in enumerate(self._state)
+            not o.busy
+            and (
+                now - o.last_sent >= ACTIVE_S
+                or (o.idle >= QUIET_AFTER and o.heard_at < st.heard_at)
+            )
+            for j, o in enumerate(self._state)
+            if j != i
         )
 
     def revoke(self, now: float) -> int | None:
