@@ -3,13 +3,15 @@ once, downlink then uplink, per mobile, in sum and as Jain's fairness index. Run
 root:
 
     .venv/bin/python -m tools.multinode_look [--mobiles 3] [--rate 300k] [--seconds 10]
-        [--stagger 0] [--mode esb|stream]
+        [--stagger 0] [--mode esb|stream] [--per 0.05] [--idle-ping]
 
 Brings up ``testbed up --mobiles N`` (ESB or stream mode, 2 Mbit/s, secured), loads every
 mobile at once (``longge.measure.multinode``: stock iperf3, 1400-byte datagrams, ``--rate``
 each, the clients ``--stagger`` s apart), and prints each mobile's received rate, the aggregate
-as a share of one link's model bound, and Jain's index; takes the testbed down. A client that
-fails counts 0 and says why.
+as a share of one link's model bound, Jain's index, and the packets each receiver counted
+missing meanwhile (the link's own loss: on a lossy cell, ``--per``, what ESB's retries did not
+save); takes the testbed down. A client that fails counts 0 and says why (iperf3 3.12 does
+not resend its UDP connect: one lost on a lossy cell fails its client).
 """
 
 from __future__ import annotations
@@ -22,11 +24,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 from longge import testbed
 from longge.air.loss import AirLoss
+from longge.daemon.status import DaemonClient
 from longge.measure.analysis import percentile
 from longge.measure.model import udp_goodput_bps
 from longge.measure.multinode import load_all, ping_rtts
 from longge.protocol.secure import OVERHEAD
 from longge.radio.options import RadioOptions
+from longge.testbed_spec import node_socket
 
 
 def _rtt_line(what: str, rtts: list[float | None]) -> str:
@@ -40,6 +44,18 @@ def _rtt_line(what: str, rtts: list[float | None]) -> str:
         f"{what}: RTT median {statistics.median(got):.2f} ms, p95 {p95:.2f} ms, "
         f"{len(lost)} of {len(rtts)} lost{where}"
     )
+
+
+def missing(direction: str, mobiles: int) -> list[int]:
+    """The packets each mobile's receiver has counted missing so far (its RX process's
+    ``missing``: numbers a later packet skipped): the base's per mobile for the uplink, each
+    mobile's own for the downlink."""
+    names = testbed.mobile_names(mobiles)
+    if direction == "up":
+        peers = DaemonClient(str(node_socket("base"))).status().raw["rx"].get("peers", {})
+        return [int(peers.get(n, {}).get("missing", 0)) for n in names]
+    raw = [DaemonClient(str(node_socket(n))).status().raw["rx"] for n in names]
+    return [int(rx.get("missing", 0)) for rx in raw]
 
 
 def idle_ping(mobiles: int, rate: str, seconds: int) -> None:
@@ -94,7 +110,9 @@ def main() -> int:
             idle_ping(ns.mobiles, ns.rate, ns.seconds)
             return 0
         for direction in ("down", "up"):
+            before = missing(direction, ns.mobiles)
             sh = load_all(direction, ns.mobiles, ns.rate, ns.seconds, ns.stagger)
+            lost = [b - a for a, b in zip(before, missing(direction, ns.mobiles), strict=True)]
             failed = [f"{i + 1}: {e}" for i, e in enumerate(sh.errors) if e]
             steady = sh.steady_total
             print(
@@ -106,7 +124,8 @@ def main() -> int:
                     if steady is not None
                     else ""
                 )
-                + f"receivers' sum {sh.total:.1f} = {sh.total / bound:.3f}"
+                + f"receivers' sum {sh.total:.1f} = {sh.total / bound:.3f}; "
+                + f"packets missing at the receivers (the link's loss) {lost}"
                 + (f"; failed clients: {failed}" if failed else ""),
                 flush=True,
             )
