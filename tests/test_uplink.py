@@ -19,6 +19,7 @@ from longge.protocol.uplink import (
     parse_release,
     release_message,
 )
+from longge.protocol.uplink_hold import HOLD_S, PROBE_AFTER_S, RENEW_BEFORE_S
 from longge.protocol.uplink_scheduler import (
     ACTIVE_MAX_BUSY_DOWN_S,
     ACTIVE_MAX_S,
@@ -26,13 +27,10 @@ from longge.protocol.uplink_scheduler import (
     DEFER_MAX_S,
     GRANT_LONG_S,
     GRANT_S,
-    HOLD_S,
     IDLE_FIRST_S,
     IDLE_MAX_S,
-    PROBE_AFTER_S,
     PROBE_S,
     RELEASE_WAIT_S,
-    RENEW_BEFORE_S,
     REVOKE_AFTER_S,
     REVOKE_S,
     SILENT_FIRST_S,

@@ -9,6 +9,8 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from longge.protocol.uplink import DRAIN_S
+from longge.protocol.uplink_hold import ACTIVE_S, HOLD_S, HeldGrants
+from longge.protocol.uplink_state import MobileState, UplinkCounters
 
 #: A grant's length: long beside the gap between two holders (the release's trip to the base
 #: and the next grant's to its mobile: 2 to 4 ms), short enough that a quiet mobile waits little
@@ -39,7 +41,6 @@ IDLE_MAX_S = 0.100
 #: ... or this, for a mobile that sent in a grant within the last ACTIVE_S (a light flow, a
 #: ping, keeps its answers waiting no longer than this for a grant) ...
 ACTIVE_MAX_S = 0.020
-ACTIVE_S = 1.0
 #: ... or this while the base's downlink is loaded (``downlink_busy``: its TX radio had
 #: something to send for aside.DEAF_AFTER_S; the uplink is idle; the light mobile's packets
 #: cannot go on the downlink's channel), for a mobile it has nothing queued for: an ESB
@@ -52,29 +53,6 @@ ACTIVE_MAX_BUSY_DOWN_S = 0.010
 #: to another, the TX FIFO drained and the address changed twice (a grant to each of three
 #: idle mobiles every 100 ms took 6 % of a loaded downlink).
 DEFER_MAX_S = 0.100
-#: The only mobile that sent lately, while none is busy, holds its grant this long even with
-#: nothing to send: its packets go at once instead of waiting for its next grant (one that
-#: pings every 50 ms waited 18 ms in the median beside two idle mobiles); the others are
-#: asked between its grants, as ever.
-HOLD_S = 0.050
-#: A held grant is renewed (a new grant to its holder, numbered afresh) this long before its
-#: end while no other mobile is due: the holder never reaches the end of its grant, where it
-#: stops loading DRAIN_S before and the next grant comes 3 to 5 ms after (its release's trip
-#: to the base and the grant's back): a ping beside two mobiles loaded on the downlink met
-#: that gap, with an idle mobile's probe in it, one time in seven (5-7 ms more). Long beside
-#: the grant's trip to the mobile (1-2 ms, more on a busy machine).
-RENEW_BEFORE_S = 0.010
-#: A held grant is ended for another mobile's due turn (an idle one asked again) this long
-#: after a packet of the holder's came, with nothing queued for it: its next packet is least
-#: likely then (a ping's request has come), and its answer has gone down meanwhile (ended at
-#: once, the revoke's frames and the next grants went before the answer: 4-7 ms late, one
-#: ping in ten).
-PROBE_AFTER_S = 0.004
-#: Another mobile that sent lately does not keep a mobile from holding once it handed back
-#: this many grants in a row having sent nothing (an iperf3 client's control connection at
-#: the start of a test: for a second, ACTIVE_S, the pinging mobile held no grant and its pings
-#: waited 10-15 ms for its next one).
-QUIET_AFTER = 2
 #: A held grant is ended early by a grant this short, when the base sent another mobile a
 #: packet that asks for an answer.
 REVOKE_S = 0.001
@@ -98,37 +76,7 @@ OWED_MIN_S = 0.010
 
 
 @dataclass
-class _Mobile:
-    sent: bool = False  # a packet of its (not the release) since its grant began
-    alive: bool = False  # a frame of its since its grant began (stream mode: ``frames``)
-    released: bool = False
-    busy: bool = False  # it sent till the end of its last grant
-    poked: bool = False  # the base sent it a packet since its last grant: an answer may wait
-    #: poked by a base that will not hear the answer between its bursts (``poke``): a busy
-    #: grant may be ended for it
-    revoke_for: bool = False
-    silent: int = 0  # grants in a row it answered nothing to
-    idle: int = 0  # grants in a row it handed back having sent nothing
-    retry_at: float = -math.inf  # not granted before this (silent or idle)
-    last_sent: float = -math.inf  # when a grant of its in which it sent ended
-    heard_at: float = -math.inf  # when its last packet came (``heard``)
-    used: float = 0.0  # how long it held its last grant
-    credit: float = 0.0  # what was left of its grants ended early (< OWED_MIN_S each)
-
-
-@dataclass
-class UplinkCounters:
-    grants: int = 0
-    releases: int = 0  # grants the mobile ended (time up, or nothing more to send)
-    silent: int = 0  # grants the mobile answered nothing to
-    stale_releases: int = 0  # releases of an earlier grant than the running one (late)
-    revoked: int = 0  # grants ended early for a poked mobile (held or busy)
-    renewed: int = 0  # held grants renewed before their end (counted in ``grants`` too)
-    deaf: int = 0  # grants that said the base's TX radio does not listen (uplink.DEAF_BIT)
-
-
-@dataclass
-class UplinkScheduler:
+class UplinkScheduler(HeldGrants):
     """The base's: which mobile holds the uplink, and when the next one gets it.
 
     In turn, each for a grant; a mobile that handed its grant back having sent nothing is
@@ -151,7 +99,7 @@ class UplinkScheduler:
     granted_at: float = -math.inf
     until: float = -math.inf  # when the base stops waiting for the holder's release
     counters: UplinkCounters = field(default_factory=UplinkCounters)
-    _state: list[_Mobile] = field(default_factory=list)
+    _state: list[MobileState] = field(default_factory=list)
     _turn: int = -1
     _soon: frozenset[int] = frozenset()
     _queued: frozenset[int] = frozenset()  # (``soon``, the addressed one included)
@@ -170,7 +118,7 @@ class UplinkScheduler:
     number: int = 0  # the running grant's, mod 256 (its release names it)
 
     def __post_init__(self) -> None:
-        self._state = [_Mobile() for _ in range(self.mobiles)]
+        self._state = [MobileState() for _ in range(self.mobiles)]
 
     def due(
         self,
@@ -223,7 +171,6 @@ class UplinkScheduler:
             self._turn = i
         self.holder = i
         st.sent = st.released = st.poked = st.alive = st.revoke_for = False
-        self.granted_at = now
         self.hold = self._holds(i, now)
         self.length = HOLD_S if self.hold else self._length(i, now)
         if i not in poked + rest and not self.hold:
@@ -234,10 +181,16 @@ class UplinkScheduler:
                 st.credit = 0.0
             self._owed = None
         self._revoked = False
+        self._start(now)
+        return i
+
+    def _start(self, now: float) -> None:
+        """The running grant (its length set) starts now: the base waits for its release till
+        RELEASE_WAIT_S after its end; it is numbered and counted."""
+        self.granted_at = now
         self.until = now + self.length + RELEASE_WAIT_S
         self.number = (self.number + 1) % 256
         self.counters.grants += 1
-        return i
 
     def _length(self, i: int, now: float) -> float:
         """GRANT_S, or GRANT_LONG_S while no other mobile has a light flow (it sent lately
@@ -260,23 +213,6 @@ class UplinkScheduler:
         st = self._state[i]
         return not st.busy and st.used <= LIGHT_USE_S
 
-    def _holds(self, i: int, now: float) -> bool:
-        """Does mobile ``i`` hold its grant: it alone sends (it sent lately; each other one
-        did not, or it handed back its last QUIET_AFTER grants having sent nothing and its
-        last packet came before ``i``'s), and none is busy?"""
-        st = self._state[i]
-        if st.busy or now - st.last_sent >= ACTIVE_S:
-            return False
-        return all(
-            not o.busy
-            and (
-                now - o.last_sent >= ACTIVE_S
-                or (o.idle >= QUIET_AFTER and o.heard_at < st.heard_at)
-            )
-            for j, o in enumerate(self._state)
-            if j != i
-        )
-
     def revoke(self, now: float) -> int | None:
         """The holder of a held grant, once another mobile was poked (a ping's answer waits),
         or of any grant, once a light one was, its grant REVOKE_AFTER_S old and none ended so
@@ -287,15 +223,7 @@ class UplinkScheduler:
         if self.hold:
             others = (st for j, st in enumerate(self._state) if j != self.holder)
             poked = any(st.poked and now >= st.retry_at for st in others)
-            # (another is due to be asked, and the holder has just sent: PROBE_AFTER_S)
-            held = self._state[self.holder]
-            probe = (
-                held.sent
-                and now >= held.heard_at + PROBE_AFTER_S
-                and self.holder not in self._queued
-                and self._due_by(now, now)
-            )
-            if not (poked or probe):
+            if not (poked or self._ends_for_turn(now)):
                 return None  # (a poked one not yet due: ``poke`` without ``revoke_busy``)
         else:
             at = self._busy_revoke_at()
@@ -316,39 +244,6 @@ class UplinkScheduler:
         self.until = min(self.until, now + REVOKE_S + RELEASE_WAIT_S)
         return self.holder
 
-    def renew(self, now: float) -> int | None:
-        """The holder of a held grant, RENEW_BEFORE_S before its end, if it still holds
-        (``_holds``) and no other mobile is due by then: grant it again from now (send it at
-        once). The grant is numbered afresh: a release of the old one that crosses it ends
-        nothing (counted stale), and the mobile holds on."""
-        i = self.holder
-        if i is None or not self.hold or self._revoked:
-            return None
-        st = self._state[i]
-        end = self.granted_at + self.length
-        if now < end - RENEW_BEFORE_S or st.released or self._due_by(end, now):
-            return None
-        if st.sent:  # (what its grant's end would have noted: ``_ended``)
-            st.last_sent = now
-        if not self._holds(i, now):
-            return None
-        st.sent = st.alive = False
-        self.granted_at = now
-        self.length = HOLD_S
-        self.until = now + HOLD_S + RELEASE_WAIT_S
-        self.number = (self.number + 1) % 256
-        self.counters.grants += 1
-        self.counters.renewed += 1
-        return i
-
-    def _due_by(self, t: float, now: float) -> bool:
-        """Is a mobile other than the holder due to be granted by ``t`` (poked, or asked
-        again: its retry time; not one that waits for the radio to address it)?"""
-        return any(
-            j != self.holder and st.retry_at <= t and not self._deferred(j, st, now)
-            for j, st in enumerate(self._state)
-        )
-
     def _busy_revoke_at(self) -> float | None:
         """When the running busy grant may be ended for a light mobile poked meanwhile (none
         waits: None): REVOKE_AFTER_S into it, REVOKE_GAP_S after the last such end."""
@@ -357,7 +252,7 @@ class UplinkScheduler:
             return max(self.granted_at + REVOKE_AFTER_S, self._revoked_at + REVOKE_GAP_S)
         return None
 
-    def _deferred(self, i: int, st: _Mobile, now: float) -> bool:
+    def _deferred(self, i: int, st: MobileState, now: float) -> bool:
         return (
             i in self._soon
             and not st.busy
@@ -366,7 +261,7 @@ class UplinkScheduler:
             and now < st.retry_at + DEFER_MAX_S
         )
 
-    def _ended(self, st: _Mobile, now: float) -> None:
+    def _ended(self, st: MobileState, now: float) -> None:
         if not st.released:
             st.busy = st.sent  # (its release was lost: it sent till the end)
             st.used = self.length if st.sent else 0.0
@@ -458,12 +353,7 @@ class UplinkScheduler:
             revoke_at = None if self.hold or self._revoked else self._busy_revoke_at()
             if revoke_at is not None:  # (a revoke comes due first)
                 until = min(until, revoke_at)
-            if self.hold and not self._revoked:  # (or its renewal, or a probe after its packet)
-                held = self._state[self.holder]
-                probe_at = held.heard_at + PROBE_AFTER_S if held.sent else math.inf
-                for t in (self.granted_at + self.length - RENEW_BEFORE_S, probe_at):
-                    if now < t:
-                        until = min(until, t)
+            until = min(until, self._hold_wake(now))  # (a held grant's renewal, or its end)
             return max(0.0, until - now)
         if self._arriving:  # (its frames' news wakes the loop; this, if none comes)
             return 0.001
