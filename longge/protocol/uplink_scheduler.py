@@ -109,6 +109,7 @@ class UplinkScheduler(HeldGrants):
     length: float = GRANT_S
     hold: bool = False
     _revoked: bool = False
+    _past_due: bool = False
     _revoked_at: float = -math.inf  # when a busy grant was last ended early
     #: the mobile whose busy grant was ended early, and what was left of it: it is granted
     #: that next, once the poked one has had its grant (the early ends, phased with a ping
@@ -188,6 +189,7 @@ class UplinkScheduler(HeldGrants):
         """The running grant (its length set) starts now: the base waits for its release till
         RELEASE_WAIT_S after its end; it is numbered and counted."""
         self.granted_at = now
+        self._past_due = False
         self.until = now + self.length + RELEASE_WAIT_S
         self.number = (self.number + 1) % 256
         self.counters.grants += 1
