@@ -665,3 +665,59 @@ def test_a_dead_peer_gets_no_probes_only_backed_off_timeouts() -> None:
     assert run.sender.stats.probes - probes == probed
     later = run.sender.stats.sent + run.sender.stats.retransmitted - sent
     assert later <= 50, f"{later} frames sent to a dead peer in 4.5 s"
+
+
+def test_a_small_packets_lost_last_frame_goes_again_after_two_round_trips() -> None:
+    """A small packet (three frames, nothing behind it) whose last frame is lost: no later
+    frame's ACK shows the hole, so the timer alone waited min_rto + ACK_DELAY (14 ms). The
+    newest frame goes again after 2 x srtt (TAIL_MIN_S at least), once per tail: the packet is
+    delivered within a few milliseconds, and a tail whose ACK is only slow costs one frame."""
+    tx, rx = ArqSender(), ArqReceiver()
+    t = 0.0
+    reset = tx.next_frame(t)
+    assert reset is not None
+    rx.on_frame(reset, t)
+
+    def exchange(packet_frames: int, lose_last: bool, until: float) -> float | None:
+        """Offer a packet's frames, run till ``until``; when its last frame arrived."""
+        nonlocal t
+        for k in range(packet_frames):
+            assert tx.offer(bytes((k + 1,)) * 8)
+        sent = 0
+        done: float | None = None
+        back: list[tuple[float, bytes]] = []
+        while t < until:
+            ack = rx.control(t)
+            if ack is not None:
+                back.append((t + 0.0005, ack))
+            for at, a in [b for b in back if b[0] <= t]:
+                back.remove((at, a))
+                tx.on_control(a, t)
+            frame = tx.next_frame(t)
+            if frame is not None:
+                sent += 1
+                lost = lose_last and sent == packet_frames
+                if not lost and rx.on_frame(frame, t) and frame[1:] == bytes((packet_frames,)) * 8:
+                    done = t if done is None else done
+            t += SLOT
+        return done
+
+    start = t
+    exchange(3, lose_last=False, until=t + 0.05)  # the session's ACK, a first round trip
+    assert tx.idle and tx._srtt is not None
+    srtt = tx._srtt
+    start = t
+    done = exchange(3, lose_last=True, until=t + 0.05)
+    assert done is not None and tx.stats.tail_probes == 1 and tx.stats.timeouts == 0
+    took = done - start
+    assert took < tx.min_rto, f"the lost last frame took {took * 1e3:.1f} ms"
+    assert took >= max(ArqSender.TAIL_MIN_S, 2 * srtt) - SLOT
+    # a bulk packet's tail (more than TAIL_FRAMES sent since idle) is left to the timers
+    exchange(ArqSender.TAIL_FRAMES + 3, lose_last=True, until=t + 0.1)
+    assert tx.stats.tail_probes == 1 and tx.idle
+    # ``tail_after`` (a mobile beside a loaded downlink): the last frame goes again that soon
+    tx.tail_after = 4 * SLOT
+    start = t
+    done = exchange(3, lose_last=True, until=t + 0.05)
+    assert done is not None and tx.stats.tail_probes == 2
+    assert done - start <= 3 * SLOT + tx.tail_after + SLOT

@@ -376,15 +376,17 @@ def test_the_mobiles_take_the_uplink_in_turn(air_path: str, tmp_path: Path) -> N
         assert "uplink granted in turn" in node_text(s.base.status())
 
 
+@pytest.mark.parametrize("mode", ["esb", "stream"])
 def test_a_small_packet_for_one_mobile_goes_between_another_mobiles_frames(
-    air_path: str, tmp_path: Path
+    air_path: str, tmp_path: Path, mode: str
 ) -> None:
     """The base sends mobile 1 a run of 1400-byte packets; small packets for mobile 2 (a
-    ping's, a keystroke's) go before the rest of the packet on its way, not after it
-    (counted: ``cut_in``), each of them, not only the first; everything arrives whole and in
-    order."""
-    cfgs = [mobile_config(tmp_path, air_path, i) for i in range(2)]
-    with star(air_path, tmp_path, cfgs) as s:
+    ping's, a keystroke's) go before the rest of the packet on its way, not after it (ESB),
+    or end the burst to mobile 1 on its way (stream mode: their frames go in the next burst,
+    not after one or two of mobile 1's, 4 ms each), counted ``cut_in``, each of them, not
+    only the first; everything arrives whole and in order."""
+    cfgs = [in_mode(mobile_config(tmp_path, air_path, i), mode) for i in range(2)]
+    with star(air_path, tmp_path, cfgs, in_mode(base_config(tmp_path, air_path), mode)) as s:
         assert s.heard(), s.base.status()["rx"]
         bulk = [packet("10.24.0.1", mobile_ip(0), 1400, 3000 + k) for k in range(12)]
         for p in bulk:

@@ -65,6 +65,9 @@ from longge.protocol.uplink_scheduler import UplinkScheduler
 from longge.tun import Tun, TunError
 
 TO_TX, FOR_SENDER = b"o", b"i"
+#: an ACK sent at once (a hole, a repeat, a mobile's interactive packet) by a base with several
+#: mobiles: it may end a burst to another mobile (stream_tx.py ``_cut``)
+URGENT = b"u"
 #: A base with several mobiles tells its TX process a mobile's frames came (``f``) at most this
 #: often.
 HEARD_EVERY_S = 0.005
@@ -92,12 +95,12 @@ def from_rx(out: StreamSending, pair: socket.socket, now: float) -> None:
         except BlockingIOError:
             return
         kind = msg[:1]
-        if kind not in (TO_TX, FOR_SENDER):
+        if kind not in (TO_TX, FOR_SENDER, URGENT):
             out.uplink_message(msg, now)  # (g, r, h: the shared uplink's)
         elif len(msg) < 3 or msg[1] >= len(out.arqs):
             continue
-        elif kind == TO_TX:
-            out.ack(msg[1], msg[2:], now)
+        elif kind != FOR_SENDER:
+            out.ack(msg[1], msg[2:], now, urgent=kind == URGENT)
         else:
             out.arqs[msg[1]].on_control(msg[2:], now)
 
@@ -309,9 +312,10 @@ def run_rx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
         if pair_ready:
             heard_aside(pair, c, take, now)
         for index, arq in enumerate(arqs):
+            prompt = arq.prompt  # (a hole, a repeat, a ping's packet: it may end a burst)
             ack = arq.control(now)
             if ack is not None:
-                to_tx(TO_TX, index, ack)
+                to_tx(URGENT if prompt and told else TO_TX, index, ack)
         tend(child, table, now)
         if control_ready:
             child.handle_control()

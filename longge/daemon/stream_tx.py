@@ -24,6 +24,11 @@ from longge.radio.interface import LinkRadio
 
 #: Control frames (ACKs, resyncs) from our RX process that wait for the TX radio at most.
 CONTROL_BACKLOG = 16
+#: s: a mobile whose base keeps sending (the grant's deaf bit) sends a small packet's last
+#: frame again this much later (ArqSender.tail_after): the mobiles the base sends to
+#: acknowledge on the uplink's channel outside their grants, and a lost last frame waited
+#: for the tail's probe, 2 x srtt (3-5 ms), in one ping in ten (docs/design.md §4)
+TAIL_BESIDE_LOAD_S = 0.0005
 
 
 A = TypeVar("A", ArqSender, ArqReceiver)
@@ -78,6 +83,7 @@ class StreamSending(UplinkSending):
         self.addressed = table.peers[0]  # whose address the radio has (child.apply_settings)
         self.applied = 0  # child.applied when `addressed` was last known
         self.priority: PeerSender | None = None  # a grant's peer: its burst goes next
+        self.urgent: set[int] = set()  # peers with an ACK of an interactive packet waiting
         #: the downlink's channel as a light mobile's way (aside.py, aside_stream.py): a
         #: base's TX radio listens between its bursts; a mobile sends a small packet there
         self.listen = BaseListening(LISTEN_AFTER_S) if hears_aside(cfg) else None
@@ -92,10 +98,13 @@ class StreamSending(UplinkSending):
     def idle(self) -> bool:
         return all(a.idle for a in self.arqs)
 
-    def ack(self, index: int, frame: bytes, now: float) -> None:
-        """Our receiver's ACK (or RESYNC) for peer ``index``, to go before its data."""
+    def ack(self, index: int, frame: bytes, now: float, urgent: bool = False) -> None:
+        """Our receiver's ACK (or RESYNC) for peer ``index``, to go before its data;
+        ``urgent``: sent at once for an interactive packet (it may end a burst: ``_cut``)."""
         self._came += 1
         self.control[index].append((self._came, frame))
+        if urgent:
+            self.urgent.add(index)
         if self.aside is not None:
             self.aside.acks_came.append(now)
 
@@ -173,6 +182,8 @@ class StreamSending(UplinkSending):
     def _take(self, index: int, now: float) -> bytes | None:
         """Peer ``index``'s next frame: an ACK of ours for it, else its ARQ's."""
         if self.control[index]:
+            if len(self.control[index]) == 1:
+                self.urgent.discard(index)
             return self.control[index].popleft()[1]
         if not self.may_send(now):
             return None
@@ -186,6 +197,28 @@ class StreamSending(UplinkSending):
             # and its pings waited up to 0.5 s.
             self.grants.poke(index, aside=False)  # (its ACKs did not come that way either)
         return frame
+
+    def _light(self) -> list[int]:
+        """Peers whose ARQ has a small packet's frames to send and little else (at most
+        ArqSender.TAIL_FRAMES queued and in flight: a ping's answer, a few TCP ACKs)."""
+        return [
+            p.index
+            for p, arq in zip(self.table, self.arqs, strict=True)
+            if arq.queued and not p.frames and arq.queued + arq.in_flight <= arq.TAIL_FRAMES
+        ]
+
+    def _cut(self) -> bool:
+        """Does the burst in the chip end now, for a grant or a light peer's frames to another
+        peer (they go in the next burst)? A burst of the 4 ms rule is 25 frames at 2 Mbit/s:
+        a ping's answer to another mobile waited up to two of them, a median 3.3 ms more than
+        with the others quiet (docs/design.md §4, "Several mobiles")."""
+        burst = self.burst_peer
+        if burst is None:
+            return False
+        if self.priority is not None and self.priority.index != burst:
+            return True
+        acks = [i for i in self.urgent if self.control[i]]
+        return any(i != burst for i in self._light() + acks)
 
     def _next(self, now: float, empty: bool) -> tuple[int, bytes] | None:
         """The next frame and its peer: the burst's peer's, or, between bursts (the FIFO
@@ -203,6 +236,8 @@ class StreamSending(UplinkSending):
             first.append(min(waiting, key=lambda i: self.control[i][0][0]))
         if self.priority is not None:
             first.append(self.priority.index)
+        if n > 1:
+            first += self._light()
         for index in first + order:
             frame = self._take(index, now)
             if frame is not None:
@@ -233,6 +268,10 @@ class StreamSending(UplinkSending):
             self.in_burst = 0
         if state == FIFO_EMPTY:
             self.burst_peer = None  # (the next burst may go to another peer)
+        cut = state == FIFO_OCCUPIED and self.in_burst < self.burst and len(self.arqs) > 1
+        if cut and self._cut():
+            c.cut_in += 1  # (the FIFO drains; the next burst is theirs)
+            self.in_burst = self.burst
         while self.in_burst < self.burst and state in (FIFO_EMPTY, FIFO_OCCUPIED):
             got = self._next(now, state == FIFO_EMPTY)
             if got is None:
@@ -259,6 +298,9 @@ class StreamSending(UplinkSending):
         """The packets the peers' ARQs have room for, cut into frames (an interactive packet
         first); did any frame go to an ARQ?"""
         offered = False
+        if self.permit is not None:  # (a mobile: its base grants the uplink)
+            deaf = self.permit.base_deaf(now)
+            self.arqs[0].tail_after = TAIL_BESIDE_LOAD_S if deaf else None
         if not self.adapt.may_feed():  # (nothing behind a rate's announcement)
             return offered
         for peer in self.table:

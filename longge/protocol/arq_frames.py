@@ -74,6 +74,7 @@ class ArqStats:
     timeouts: int = 0
     #: frames sent again because their ACK is overdue though the peer answers (``_probe``)
     probes: int = 0
+    tail_probes: int = 0  # a small packet's newest frame sent again soon (``_tail``)
     slowdowns: int = 0  # the receiver said it fell behind (sender), said so (receiver)
     delivered: int = 0
     duplicates: int = 0

@@ -118,6 +118,12 @@ class ArqReceiver:
         if self.epoch is not None:
             self._ack_now = True
 
+    @property
+    def prompt(self) -> bool:
+        """Is the next ACK due at once (a hole, a repeat, ``ack_now``), not by count or
+        delay?"""
+        return self._ack_now
+
     #: Frames acknowledged twice as often after each request to slow down: four windows, so
     #: the sender's window, growing by one a frame acknowledged, is back over ack_every.
     TIGHT_FRAMES = 4 * MAX_WINDOW
