@@ -13,6 +13,8 @@ from test_multinode import DOWN, base_config, in_mode, mobile_config, mobile_ip,
 
 from longge.daemon.aside import BaseListening
 from longge.protocol import Fragmenter
+from longge.protocol.arq_frames import ACK, control_frame
+from longge.protocol.frame import LAST
 from longge.protocol.peer import Networks, PeerSender
 from longge.radio.options import RadioOptions, configure
 from longge.radio.sim import SimRadio
@@ -158,3 +160,17 @@ def test_frames_that_never_end_a_packet_hold_the_bases_downlink_4_ms_at_most(
         time.sleep(0.0003)
     assert listen.counters.frames >= 3, listen.stats()  # (it heard them)
     assert stopped is not None, listen.stats()
+
+
+def test_a_stream_mode_base_holds_only_for_a_packets_rest() -> None:
+    """Stream mode's frames carry the ARQ's byte in front: a packet's last-frame bit is in the
+    byte after it, and an ARQ ACK is no packet's part. The base read the ARQ byte as the
+    frame's header, and held its downlink for HOLD_S after a packet's last frame or an ACK
+    whose sequence number had that bit clear (a ping's answer waited 1.3 ms, one in two)."""
+    esb, stream = BaseListening(), BaseListening(arq_byte=True)
+    assert esb._more(bytes((0,)) + b"x") and not esb._more(bytes((LAST,)) + b"x")
+    for seq in (0x00, LAST, 0x3F):
+        assert stream._more(bytes((seq, 0)) + b"x")
+        assert not stream._more(bytes((seq, LAST)) + b"x")
+    assert not stream._more(control_frame(bytes((ACK, 5, 0))))
+    assert not stream._more(b"")

@@ -35,6 +35,7 @@ from longge.config import NodeConfig
 from longge.daemon.adapt_tx import Adaptation
 from longge.daemon.child import FIFO_FULL, RxFifo, hears_aside, take_edges, waitable
 from longge.daemon.peerqueues import PeerQueues
+from longge.protocol.arq_frames import CONTROL
 from longge.protocol.frame import LAST
 from longge.protocol.peer import PeerSender
 from longge.radio.interface import LinkRadio
@@ -120,8 +121,11 @@ def ard_step(cfg: NodeConfig) -> int:
 class BaseListening:
     """A base's TX radio, between its bursts: listening on the downlink's channel."""
 
-    def __init__(self, after_s: float = LISTEN_AFTER_S) -> None:
+    def __init__(self, after_s: float = LISTEN_AFTER_S, arq_byte: bool = False) -> None:
         self.after_s = after_s  # (LISTEN_AFTER_S; stream mode's: aside_stream.py)
+        #: stream mode's frames: the ARQ's byte in front of the LongGe frame, or an ARQ
+        #: control frame (an ACK: no packet's part)
+        self.arq_byte = arq_byte
         self.listening = False
         self.idle_since: float | None = None
         self.hold_until = 0.0  # (a packet heard in part: HOLD_S)
@@ -181,13 +185,21 @@ class BaseListening:
     def _walk(self, radio: LinkRadio, pair: socket.socket | None, first: int, now: float) -> None:
         for pipe, frame in self.fifo.frames(radio, first):
             self.counters.frames += 1
-            self._hold(not (frame[:1] and frame[0] & LAST), now)
+            self._hold(self._more(frame), now)
             try:
                 sent = pair is not None and pair.send(b"x" + bytes((pipe,)) + frame) > 0
             except OSError:  # (BlockingIOError: the pair is full)
                 sent = False
             if not sent:
                 self.counters.pair_full += 1
+
+    def _more(self, frame: bytes) -> bool:
+        """Is ``frame`` a part of a packet, not its last?"""
+        if self.arq_byte:
+            if not frame or frame[0] & CONTROL:
+                return False
+            frame = frame[1:]
+        return bool(frame[:1]) and not frame[0] & LAST
 
     def _hold(self, more: bool, now: float) -> None:
         """A frame heard: hold for the packet's next (``more``), within the bounds."""

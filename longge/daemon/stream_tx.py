@@ -86,7 +86,7 @@ class StreamSending(UplinkSending):
         self.urgent: set[int] = set()  # peers with an ACK of an interactive packet waiting
         #: the downlink's channel as a light mobile's way (aside.py, aside_stream.py): a
         #: base's TX radio listens between its bursts; a mobile sends a small packet there
-        self.listen = BaseListening(LISTEN_AFTER_S) if hears_aside(cfg) else None
+        self.listen = BaseListening(LISTEN_AFTER_S, arq_byte=True) if hears_aside(cfg) else None
         self.aside: StreamAside | None = stream_part(cfg)
         self.uplink_init()
 
