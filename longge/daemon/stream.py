@@ -27,7 +27,6 @@ reassembler and the TUN; the peer's ACKs to the TX process; our ACKs out through
 
 from __future__ import annotations
 
-import math
 import socket
 import time
 from multiprocessing.connection import Connection
@@ -62,7 +61,6 @@ from longge.daemon.radio_tx import link_control
 from longge.daemon.stream_tx import StreamSending, arq_timeout, peer_arqs
 from longge.protocol import rate as rt
 from longge.protocol.arq_frames import CONTROL, RESET, ArqStats
-from longge.protocol.uplink import FREE_AFTER_S
 from longge.protocol.uplink_scheduler import UplinkScheduler
 from longge.tun import Tun, TunError
 
@@ -240,14 +238,12 @@ def run_rx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
     # packet behind a lost frame completes only after its retransmission, and a mobile whose
     # frames came is not silent: uplink_scheduler.py)
     told = [-1.0] * len(table) if len(table) > 1 else []
-    granted_at = -math.inf  # a mobile's: when its base's last grant came
     aside = hears_aside(cfg)  # (frames our TX radio heard: ``x`` on the pair)
     pair_ready = aside
 
     def take(pipe: int, frame: bytes, now: float) -> None:
         """One frame, the pipe it came on (our radio's, or one our TX radio heard on the
         downlink's channel between its bursts: ``x`` on the pair, aside_stream.py)."""
-        nonlocal granted_at
         c.frames_in += 1
         peer = table.by_pipe(pipe)
         if peer is None:
@@ -265,8 +261,6 @@ def run_rx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
             heard = peer.heard
             packet = peer.receive(inner, now)
             if peer.heard != heard:  # a whole packet (a keepalive, link control)
-                if peer.grant_heard is not None:
-                    granted_at = now
                 if peer.grant_heard is not None or peer.release_heard is not None:
                     # our base grants us the uplink: our ACK goes in it, before the
                     # grant reaches the TX process (an ACK later meets the next
@@ -281,14 +275,11 @@ def run_rx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
                 if peer.rate_heard is not None:  # (its sender waits for it to pass;
                     arq.ack_now()  # the ACK goes once the radio switched, below)
             if packet is not None:
-                shared = now - granted_at < FREE_AFTER_S  # (our base grants the uplink)
-                if (told or shared) and len(packet) <= PREEMPT_MAX:
+                if told and len(packet) <= PREEMPT_MAX:
                     # a mobile's interactive packet (a ping's): acknowledged at once,
                     # so that the mobile, idle then, releases its grant soon (slower,
                     # it held it more than LIGHT_USE_S and waited its turn behind
-                    # the busy ones); the base's to a mobile beside others: its sender's
-                    # round trip is short, so a lost last frame is probed soon (a reply
-                    # that waited for our 4-ms ACK delay was probed 10-15 ms late)
+                    # the busy ones)
                     arq.ack_now()
                 deliver(tun, packet, c)
                 answer_news(pair, peer, packet, c, now)
