@@ -7,12 +7,13 @@ back and spun, and starved the other radio processes on its core; measured on th
 
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 
-from test_multinode import in_mode, mobile_config
+from test_multinode import base_config, in_mode, mobile_config, mobile_ip, packet
 
 from longge.daemon.peers import TxCounters, make_queues, senders
-from longge.daemon.stream_tx import StreamSending
+from longge.daemon.stream_tx import ANSWER_LISTEN_S, StreamSending
 from longge.protocol.arq_frames import ACK, control_frame
 
 
@@ -31,3 +32,51 @@ def test_a_frame_due_while_the_chip_is_busy_waits_for_the_chips_news(tmp_path: P
     assert out.timeout(late) > 0.1
     out.chip_busy = False
     assert out.timeout(late) == 0.0
+
+
+def icmp(dst: str, kind: int, tag: int) -> bytes:
+    """An 84-byte ICMP packet (``kind`` 8: an echo request) from the base to ``dst``."""
+    s, d = (bytes(int(x) for x in a.split(".")) for a in ("10.24.0.1", dst))
+    head = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 84, tag, 0, 64, 1, 0, s, d)
+    return head + bytes((kind,)) + bytes(63)
+
+
+def test_a_base_that_sent_a_ping_listens_for_its_answer_before_it_sends_its_acks(
+    tmp_path: Path,
+) -> None:
+    """A base that listens between its bursts sent a light mobile a ping: for
+    ANSWER_LISTEN_S it keeps listening, its ACKs to the other mobiles waiting (the answer
+    comes on the downlink's channel, and met the base's ACKs to the busy mobiles one time in
+    eight), till the answer's last frame is heard; never while it has packets to send, nor
+    for a packet that asks for no answer."""
+    cfg = in_mode(base_config(tmp_path, str(tmp_path / "air.sock"), 3), "stream")
+    table = senders(cfg)
+    queues = make_queues(cfg, table)
+    out = StreamSending(cfg, table, queues, TxCounters())
+    assert out.listen is not None
+    out.listen.listening = True
+    for arq in out.arqs:  # (every session up)
+        arq.next_frame(0.0)
+        arq.on_control(control_frame(bytes((ACK, arq.epoch, 0))), 0.0)
+    t = 1.0
+    out.ack(0, control_frame(bytes((ACK, 7, 0))), t)  # an ACK for busy mobile 1 waits
+    queues.push(2, icmp(mobile_ip(2), 0, 1), t)  # a ping's reply: asks for nothing
+    out.load(t)
+    while out.arqs[2].next_frame(t) is not None:
+        pass
+    assert not out.awaits_answer(t)
+    queues.push(2, icmp(mobile_ip(2), 8, 2), t)  # a ping to mobile 3
+    out.load(t)
+    assert not out.awaits_answer(t)  # (its frames to go first)
+    while out.arqs[2].next_frame(t) is not None:  # (they went)
+        pass
+    assert out.awaits_answer(t) and out.awaits_answer(t + ANSWER_LISTEN_S * 0.9)
+    assert not out.awaits_answer(t + ANSWER_LISTEN_S)
+    out.listen.last_end = t + 0.001  # (the answer's last frame heard)
+    assert not out.awaits_answer(t + 0.0015)
+    queues.push(2, icmp(mobile_ip(2), 8, 3), t + 0.2)
+    queues.push(0, packet("10.24.0.1", mobile_ip(0), 1400, 4), t + 0.2)  # (more to send)
+    out.load(t + 0.2)
+    while out.arqs[2].next_frame(t + 0.2) is not None:  # (the ping's went, mobile 1's wait)
+        pass
+    assert not out.awaits_answer(t + 0.2)

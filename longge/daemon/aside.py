@@ -129,6 +129,7 @@ class BaseListening:
         self.listening = False
         self.idle_since: float | None = None
         self.hold_until = 0.0  # (a packet heard in part: HOLD_S)
+        self.last_end = -1.0  # (when a packet's last frame was last heard)
         self.hold_since: float | None = None  # (holding in a row since)
         self.no_hold_until = 0.0  # (held HOLD_MAX_S in a row: HOLD_GAP_S)
         self.work_since: float | None = None  # (something to send in every turn since)
@@ -185,7 +186,10 @@ class BaseListening:
     def _walk(self, radio: LinkRadio, pair: socket.socket | None, first: int, now: float) -> None:
         for pipe, frame in self.fifo.frames(radio, first):
             self.counters.frames += 1
-            self._hold(self._more(frame), now)
+            more = self._more(frame)
+            self._hold(more, now)
+            if not more:
+                self.last_end = now
             try:
                 sent = pair is not None and pair.send(b"x" + bytes((pipe,)) + frame) > 0
             except OSError:  # (BlockingIOError: the pair is full)

@@ -171,7 +171,8 @@ def run_tx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
             if out.listen is not None:  # (a base with several mobiles: between its bursts)
                 # (more to send: it would be deaf between its bursts anyway, and each turn to
                 # listening and back cost the loaded downlink)
-                work = out.chip_busy or out.acks_waiting() or out.more_to_send()
+                acks = out.acks_waiting() and not out.awaits_answer(now)
+                work = out.chip_busy or acks or out.more_to_send()
                 out.listen.step(radio, pair, work, out.addressed, time.monotonic())
         if look(child.conn_fd):
             child.handle_control()
