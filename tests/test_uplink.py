@@ -564,7 +564,7 @@ def test_busy_mobiles_get_longer_grants_while_no_other_has_a_light_flow() -> Non
     """Each handover between busy mobiles leaves the uplink idle 2-4 ms: three busy mobiles
     with 30-ms grants carried 0.89 of what one does. With no light flow (a mobile that sent
     lately without being busy) and none poked, grants are GRANT_LONG_S; with one, GRANT_S
-    (its packets wait for one busy grant)."""
+    (its packets wait for one busy grant); not for one that went silent."""
     s = UplinkScheduler(3)
     t = 0.0
     lengths = []
@@ -590,6 +590,18 @@ def test_busy_mobiles_get_longer_grants_while_no_other_has_a_light_flow() -> Non
     s.released(2, t)  # it answered: a light flow now
     i = s.due(t)
     assert i in (0, 1) and s.length == GRANT_S
+    # mobile 2's daemon dies: a grant it answers nothing to makes it silent, and a silent
+    # mobile is no light flow (the two busy ones had 30-ms grants while it was dead)
+    while i != 2:
+        s.heard(i)
+        t += s.length
+        s.released(i, t)
+        s.poke(2)
+        i = s.due(t)
+        assert i is not None
+    t = s.until  # (no release, nothing heard)
+    i = s.due(t)
+    assert i in (0, 1) and s.length == GRANT_LONG_S, s.length
 
 
 def test_a_mobile_that_answered_nothing_is_asked_with_a_short_grant() -> None:

@@ -198,11 +198,13 @@ class UplinkScheduler(HeldGrants):
         """GRANT_S, or GRANT_LONG_S while no other mobile has a light flow (it sent lately
         without being busy) or is poked: fewer handovers between busy ones; PROBE_S to a
         mobile that answered nothing last time (its daemon killed: each of its grants held
-        the uplink idle 65 ms)."""
+        the uplink idle 65 ms). A silent mobile is no light flow (a busy one whose daemon was
+        killed looked like one: the others had 30-ms grants while it was dead)."""
         if self._state[i].silent:
             return PROBE_S
         light = any(
-            j != i and (st.poked or (self._light(j) and now - st.last_sent < ACTIVE_S))
+            j != i
+            and (st.poked or (self._light(j) and not st.silent and now - st.last_sent < ACTIVE_S))
             for j, st in enumerate(self._state)
         )
         return self.grant_s if light else max(self.grant_s, self.grant_long_s)
