@@ -14,7 +14,8 @@ for with RESYNC, and the sender starts a new session. Frames are delivered in or
 most once per session; the LongGe reassembler above still checks every packet's CRC-32, so a
 frame damaged past the radio's CRC never yields a wrong packet. See docs/design.md §4.
 
-This module holds the sending half; the receiving half is ``arq_receiver.py``.
+This module holds the sending half (what it sends again before its timer, the probes, is
+``arq_again.py``); the receiving half is ``arq_receiver.py``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import secrets
 from collections import deque
 from dataclasses import dataclass, field
 
+from longge.protocol.arq_again import InFlight, SendingAgain
 from longge.protocol.arq_frames import (
     ACK,
     ACK_DELAY,
@@ -41,18 +43,7 @@ from longge.protocol.arq_frames import (
 
 
 @dataclass
-class _InFlight:
-    frame: bytes
-    sent_at: float
-    order: int  # transmission order of its latest sending
-    sends: int = 1
-    #: selectively acknowledged: the receiver holds it, but has not delivered it yet (it
-    #: waits for a hole), so a receiver that restarts loses it: kept until cum passes it
-    sacked: bool = False
-
-
-@dataclass
-class ArqSender:
+class ArqSender(SendingAgain):
     """The sending half: LongGe frames in, radio frames out, ACKs from the peer in."""
 
     window: int = 48
@@ -63,13 +54,18 @@ class ArqSender:
     max_rto: float = 0.5
     epoch: int = field(default_factory=lambda: 1 + secrets.randbelow(255))
     stats: ArqStats = field(default_factory=ArqStats)
+    #: s: the tail's probe waits this long instead of ``2 x srtt``, while set (a mobile whose
+    #: base says it keeps sending: the others' ACKs cross the uplink's channel at any time,
+    #: and a copy this much later rarely meets the one that spoilt the first:
+    #: daemon/stream_tx.py)
+    tail_after: float | None = None
 
     def __post_init__(self) -> None:
         if not 1 <= self.window <= MAX_WINDOW:
             raise ValueError(f"window = {self.window}: 1..{MAX_WINDOW}")
         self.established = False
         self._queue: deque[bytes] = deque()
-        self._flight: dict[int, _InFlight] = {}  # absolute sequence -> frame
+        self._flight: dict[int, InFlight] = {}  # absolute sequence -> frame
         self._base = 0  # oldest unacknowledged (absolute)
         self._next = 0  # next new sequence (absolute)
         self._order = 0
@@ -155,109 +151,19 @@ class ArqSender:
             seq = self._next
             self._next += 1
             self._since_idle = self._since_idle + 1 if self._flight else 1
-            self._flight[seq] = _InFlight(frame, now, self._order)
+            self._flight[seq] = InFlight(frame, now, self._order)
             self._sendings.append((self._order, seq))
             self._order += 1
             self.stats.sent += 1
             return bytes((seq % SEQ_MOD,)) + frame
         return self._probe(now)
 
-    def _send_again(self, seq: int, f: _InFlight, now: float) -> bytes:
+    def _send_again(self, seq: int, f: InFlight, now: float) -> bytes:
         f.sent_at, f.order, f.sends = now, self._order, f.sends + 1
         self._sendings.append((self._order, seq))
         self._order += 1
         self.stats.retransmitted += 1
         return bytes((seq % SEQ_MOD,)) + f.frame
-
-    #: s: frames are probed for this long after the last ACK with news (a peer that answers;
-    #: a dead one gets the timeouts' backed-off single frames only)
-    PROBE_WHILE_S = 0.5
-
-    def _oldest_sending(self) -> _InFlight | None:
-        """The unacknowledged frame sent longest ago (stale entries dropped)."""
-        while self._sendings:
-            order, seq = self._sendings[0]
-            f = self._flight.get(seq)
-            if f is not None and f.order == order and not f.sacked:
-                return f
-            self._sendings.popleft()
-        return None
-
-    def _probe_at(self) -> float | None:
-        """When the oldest frame in flight is overdue and may be probed, if ever."""
-        f = self._oldest_sending()
-        if f is None:
-            return None
-        at = f.sent_at + self._rto + ACK_DELAY  # (not backed off: the peer answers)
-        return at if at <= self._news_at + self.PROBE_WHILE_S else None
-
-    #: A small packet sent from idle (at most this many frames sent since nothing was in
-    #: flight, nothing queued) has no frame behind its last whose ACK would show it lost: the
-    #: newest goes again after ``2 x srtt`` (at least TAIL_MIN_S) instead of the timer's wait
-    #: (RFC 8985's tail loss probe). A ping's request that lost its last frame on a shared
-    #: channel waited 14 ms. A bulk flow's tail is left to the timers: its receiver holds its
-    #: ACK up to ACK_DELAY, and probes there would be sent in vain.
-    TAIL_FRAMES = 9
-    TAIL_MIN_S = 0.002
-    #: s: the tail's probe waits this long instead, while set (a mobile whose base says it
-    #: keeps sending: the others' ACKs cross the uplink's channel at any time, and a copy
-    #: this much later rarely meets the one that spoilt the first: daemon/stream_tx.py)
-    tail_after: float | None = None
-
-    def _tail(self) -> tuple[float, int] | None:
-        """(when, seq) of the tail's probe, if one is due some time: once per tail."""
-        if self._queue or self._srtt is None or not self._flight:
-            return None
-        if self._since_idle > self.TAIL_FRAMES:
-            return None
-        order, seq = max((f.order, s) for s, f in self._flight.items())
-        if order <= self._tail_probed or self._flight[seq].sacked:
-            return None
-        wait = max(self.TAIL_MIN_S, 2 * self._srtt) if self.tail_after is None else self.tail_after
-        return self._flight[seq].sent_at + wait, seq
-
-    def _probe(self, now: float) -> bytes | None:
-        """Nothing new may go (the window is full, or nothing is queued): send again the frame
-        sent longest ago, if its ACK is overdue (the timer's wait) while the peer answers.
-        Under heavy loss the timer alone leaves the air idle: a hole is found only when a
-        frame sent after the lost one is acknowledged, and a retransmission lost again, or a
-        lost ACK, waits for the timer, one frame at a time (at 50 % frame loss both ways,
-        LongGe's ARQ carried half of what the channel let through; docs/design.md §4). A
-        small packet's tail goes again sooner (``_tail``)."""
-        tail = self._tail()
-        if tail is not None and now >= tail[0]:
-            self.stats.tail_probes += 1
-            self._tail_probed = self._order
-            return self._send_again(tail[1], self._flight[tail[1]], now)
-        at = self._probe_at()
-        if at is None or now < at:
-            return None
-        _, seq = self._sendings.popleft()  # (the live front _probe_at looked at)
-        self.stats.probes += 1
-        return self._send_again(seq, self._flight[seq], now)
-
-    def resend_unacked(self, now: float) -> int:
-        """Send every frame in flight for at least ``min_rto`` that the receiver has not said
-        it holds again, next, oldest first (no timeout counted): before a frame the receiver
-        must have at once, when its ACKs may have been lost (a mobile's, outside its grant:
-        docs/design.md §4, "Several mobiles"). Younger frames' ACKs may be on their way (a
-        mobile loaded on the downlink has a window of them: sent again before each of its
-        grants, they cost a loaded downlink a tenth). How many."""
-        again = [
-            s
-            for s, f in sorted(self._flight.items())
-            if not f.sacked and s not in self._retransmit and now - f.sent_at >= self.min_rto
-        ]
-        self._retransmit.extend(again)
-        return len(again)
-
-    def not_sent(self, count: int) -> None:
-        """The last ``count`` frames handed out never went on air (the chip gave up on them:
-        a frame sent asking for the chip's ACK, daemon/aside_stream.py): they go again first,
-        no loss counted."""
-        recent = {s for _, s in list(self._sendings)[-count:]} if count > 0 else set()
-        again = sorted(s for s in recent if s in self._flight and s not in self._retransmit)
-        self._retransmit.extendleft(reversed(again))
 
     def next_deadline(self) -> float | None:
         """When next_frame has something to do without news from the peer (a timer)."""
@@ -267,9 +173,9 @@ class ArqSender:
             return None
         oldest = self._flight.get(self._base)
         at = [] if oldest is None else [oldest.sent_at + self._timeout]
-        probe, tail = self._probe_at(), self._tail()
-        more = [] if probe is None else [probe]
-        return min([*at, *more, *([] if tail is None else [tail[0]])], default=None)
+        tail = self._tail()
+        at += [t for t in (self._probe_at(), None if tail is None else tail[0]) if t is not None]
+        return min(at, default=None)
 
     def on_control(self, msg: bytes, now: float) -> None:
         """A control frame from the peer's receiver (ACK or RESYNC)."""
