@@ -24,6 +24,7 @@ from longge.protocol.uplink_scheduler import (
     ACTIVE_MAX_BUSY_DOWN_S,
     ACTIVE_MAX_S,
     ANSWER_ASIDE_S,
+    ARRIVING_MAX_S,
     DEFER_MAX_S,
     GRANT_LONG_S,
     GRANT_S,
@@ -774,9 +775,30 @@ def test_a_poked_mobile_is_granted_once_its_packet_has_gone() -> None:
     mobile, granted with nothing to answer yet, handed it back at once, and its echo waited for
     a busy grant to end (37 to 66 ms, a ping in twelve)."""
     s = UplinkScheduler(3)
-    s.poke(2)
+    s.poke(2, 0.0)
     assert s.due(0.0, arriving=[2]) is None and s.wait_s(0.0) > 0
     assert s.due(0.001) == 2
+
+
+def test_a_poked_mobiles_packet_that_never_goes_holds_the_others_a_bounded_time() -> None:
+    """A ping to a mobile whose daemon was killed never went: nobody was granted till the
+    mobile was back (0.8 s of the others' uplink, a run in three)."""
+    s = UplinkScheduler(3)
+    for i in (0, 1):  # (two busy mobiles)
+        assert s.due(0.0) == i
+        s.heard(i)
+        s.released(i, s.granted_at + s.length)
+    s.poke(2, 0.1)
+    t = 0.1
+    while s.due(t, arriving=[2]) is None and t < 1.0:
+        assert 0 < s.wait_s(t) <= 0.001
+        t += s.wait_s(t)
+    assert s.holder == 2 and t <= 0.1 + ARRIVING_MAX_S + 1e-9
+    s.poke(2, t + 0.01)  # (another ping, while it holds the grant)
+    t = s.until  # (it answered nothing: silent, the ping forgotten)
+    assert s.due(t, arriving=[2]) in (0, 1)
+    s.poke(2, t)
+    assert not s._state[2].poked  # (a silent mobile's packet is not waited for)
 
 
 def test_a_mobile_asked_for_an_answer_keeps_an_idle_grant_till_it_is_queued() -> None:

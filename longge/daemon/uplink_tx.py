@@ -87,7 +87,12 @@ class UplinkSending:
             q = self.queues
             soon = [i for i, f in enumerate(q.queues) if len(f) and q.backoff_until[i] <= now]
             peers = self.table.peers
-            self.arriving = {i: n for i, n in self.arriving.items() if peers[i].taken < n}
+            # (a packet to a mobile that stopped answering is not waited for: its daemon
+            # killed, it would stop every grant till it was back; the scheduler bounds the
+            # wait too)
+            self.arriving = {
+                i: n for i, n in self.arriving.items() if peers[i].taken < n and not q.failures[i]
+            }
             self.grants.downlink_busy = self.listen is not None and self.listen.sending(now)
             index = self.grants.due(now, self.addressed.index, soon, self.arriving)
             if index is not None:

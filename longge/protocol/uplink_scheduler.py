@@ -70,6 +70,10 @@ REVOKE_GAP_S = 0.025
 #: downlink's channel meanwhile (daemon/aside.py), and a grant at once, sent as the mobile
 #: began its answer there, met it (the answer went again in the grant: 1.5 ms later).
 ANSWER_ASIDE_S = 0.004
+#: Nobody is granted while a poked mobile's packet is on its way (``due``'s ``arriving``), for
+#: at most this long after the poke: a packet to a mobile whose daemon was killed never goes,
+#: and the others' uplink stopped till it was back (0.8 s, a run in three).
+ARRIVING_MAX_S = 0.015
 #: What was left of a busy grant so ended is granted to it next, once the poked one has had
 #: its grant, if it is this long (less is not worth a handover).
 OWED_MIN_S = 0.010
@@ -135,7 +139,8 @@ class UplinkScheduler(HeldGrants):
         due. ``soon``: mobiles the downlink has packets queued for; one of them that is idle
         (not busy, not poked) waits for the radio to address it, up to DEFER_MAX_S.
         ``arriving``: poked mobiles whose packet is still on its way: nobody is granted till
-        it has gone (the mobile would find nothing to answer yet)."""
+        it has gone (the mobile would find nothing to answer yet), or ARRIVING_MAX_S has
+        passed since the poke."""
         self._queued = frozenset(soon)
         self._soon = frozenset(i for i in soon if i != prefer)
         self._arriving = frozenset(arriving)
@@ -148,7 +153,7 @@ class UplinkScheduler(HeldGrants):
         order = [(self._turn + step) % self.mobiles for step in range(1, self.mobiles + 1)]
         idle = [i for i in order if not self._state[i].busy]
         poked = [i for i in idle if self._state[i].poked]
-        if any(i in self._arriving for i in poked):
+        if self._awaited(now):
             return None  # (its packet goes within a few frames' time)
         if prefer in poked:
             poked = [prefer, *(i for i in poked if i != prefer)]
@@ -256,6 +261,17 @@ class UplinkScheduler(HeldGrants):
             return max(self.granted_at + REVOKE_AFTER_S, self._revoked_at + REVOKE_GAP_S)
         return None
 
+    def _awaited(self, now: float) -> float | None:
+        """Till when a poked mobile's packet on its way (``arriving``) is waited for (None:
+        none is)."""
+        ends = [
+            st.poked_at + ARRIVING_MAX_S
+            for i, st in enumerate(self._state)
+            if i in self._arriving and st.poked and not st.busy
+        ]
+        end = max(ends, default=-math.inf)
+        return end if now < end else None
+
     def _deferred(self, i: int, st: MobileState, now: float) -> bool:
         return (
             i in self._soon
@@ -285,7 +301,8 @@ class UplinkScheduler(HeldGrants):
             longest = active if now - st.last_sent < ACTIVE_S else IDLE_MAX_S
             st.retry_at = now + min(longest, IDLE_FIRST_S * 2**st.idle)
             st.idle += 1
-        else:
+        else:  # (a poke meanwhile is forgotten, as one after: ``poke``)
+            st.poked = st.revoke_for = False
             self.counters.silent += 1
             st.retry_at = now + min(SILENT_MAX_S, SILENT_FIRST_S * 2**st.silent)
             st.silent += 1
@@ -345,6 +362,7 @@ class UplinkScheduler(HeldGrants):
         st = self._state[index]
         if not st.silent:
             st.poked = True
+            st.poked_at = now
             st.idle = 0
             later = aside and not self.revoke_busy
             st.retry_at = now + ANSWER_ASIDE_S if later else -math.inf
@@ -359,8 +377,9 @@ class UplinkScheduler(HeldGrants):
                 until = min(until, revoke_at)
             until = min(until, self._hold_wake(now))  # (a held grant's renewal, or its end)
             return max(0.0, until - now)
-        if self._arriving:  # (its frames' news wakes the loop; this, if none comes)
-            return 0.001
+        awaited = self._awaited(now)
+        if awaited is not None:  # (its frames' news wakes the loop; this, if none comes)
+            return min(0.001, awaited - now)
         at = (
             st.retry_at + DEFER_MAX_S if self._deferred(i, st, now) else st.retry_at
             for i, st in enumerate(self._state)

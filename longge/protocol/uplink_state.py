@@ -15,6 +15,7 @@ class MobileState:
     released: bool = False
     busy: bool = False  # it sent till the end of its last grant
     poked: bool = False  # the base sent it a packet since its last grant: an answer may wait
+    poked_at: float = -math.inf  # when it was last poked
     #: poked by a base that will not hear the answer between its bursts (``poke``): a busy
     #: grant may be ended for it
     revoke_for: bool = False
