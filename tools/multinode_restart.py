@@ -7,9 +7,12 @@ hand, as root:
 1. *A mobile's daemon killed during a saturated run*: every mobile loaded with more than its
    share (stock iperf3, 1400-byte UDP, ``multinode.load_all``), the last mobile's daemon killed
    (SIGKILL to its process group) ``--kill-at`` s in; the testbed's keeper starts it again.
-   The others' service: their receivers' TUN counters every 50 ms (downlink: the other
-   mobiles'; uplink: the base's) over 0.2-s windows; how long they spent below half their
-   rate before the kill, and when the killed mobile answered a ping again.
+   The others' service: what they received every 50 ms (downlink: the other mobiles' TUN
+   counters; uplink: the base's iptables counters of the other mobiles' source addresses, in
+   a chain of the tool's own, removed after) over 0.2-s windows; how long they spent below
+   half their rate before the kill, the service they lost (``shortfall_s``; beside it, the
+   same over as long before the kill: what chance alone costs), and when the killed mobile
+   answered a ping again.
 2. *The base's daemon killed*, the link idle: how long until each mobile answers the base's
    ping again (no manual step: the keeper starts the daemon again).
 """
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import signal
 import statistics
@@ -28,12 +32,51 @@ import time
 
 from longge import testbed
 from longge.measure.model import udp_goodput_bps
-from longge.measure.multinode import DATAGRAM, load_all, rx_bytes
+from longge.measure.multinode import DATAGRAM, TUN, load_all, rx_bytes
 from longge.measure.multinode_experiment import OVERSHARE
 from longge.protocol.secure import OVERHEAD
 from longge.radio.options import RadioOptions
 
 WINDOW_S = 0.2
+#: the tool's own iptables chain in lg-base (mangle table, PREROUTING): a rule per source
+COUNT_CHAIN = "lg-restart-count"
+
+
+def _base_iptables(*args: str) -> str:
+    return subprocess.run(
+        ["ip", "netns", "exec", "lg-base", "iptables", "-t", "mangle", *args],
+        capture_output=True,
+        text=True,
+        timeout=10,
+        check=True,
+    ).stdout
+
+
+def count_sources(addresses: list[str]) -> None:
+    """A counting rule (no target) per source address for what comes in on the base's TUN."""
+    _base_iptables("-N", COUNT_CHAIN)
+    _base_iptables("-I", "PREROUTING", "-i", TUN, "-j", COUNT_CHAIN)
+    for address in addresses:
+        _base_iptables("-A", COUNT_CHAIN, "-s", address)
+
+
+def uncount_sources() -> None:
+    for args in (
+        ("-D", "PREROUTING", "-i", TUN, "-j", COUNT_CHAIN),
+        ("-F", COUNT_CHAIN),
+        ("-X", COUNT_CHAIN),
+    ):
+        subprocess.run(
+            ["ip", "netns", "exec", "lg-base", "iptables", "-t", "mangle", *args],
+            capture_output=True,
+            timeout=10,
+        )
+
+
+def source_bytes() -> int:
+    """The bytes counted by COUNT_CHAIN's rules, in all."""
+    out = _base_iptables("-L", COUNT_CHAIN, "-v", "-x", "-n")
+    return sum(int(line.split()[1]) for line in out.splitlines()[2:] if line.split())
 
 
 def kill(name: str) -> float:
@@ -83,13 +126,18 @@ def mobile_killed(
     rate = f"{round(OVERSHARE * bound / mobiles / 1000)}k"
     names = testbed.mobile_names(mobiles)
     victim = names[-1]
-    watched = ["lg-base"] if direction == "up" else [f"lg-{n}" for n in names[:-1]]
+    watched = [f"lg-{n}" for n in names[:-1]]
+    if direction == "up":
+        count_sources([testbed.mobile_ip(i) for i in range(mobiles - 1)])
     samples: list[tuple[float, int]] = []
     stop = threading.Event()
 
+    def received() -> int:
+        return source_bytes() if direction == "up" else sum(rx_bytes(ns) for ns in watched)
+
     def sample() -> None:
         while not stop.is_set():
-            samples.append((time.monotonic(), sum(rx_bytes(ns) for ns in watched)))
+            samples.append((time.monotonic(), received()))
             time.sleep(0.05)
 
     load = threading.Thread(target=load_all, args=(direction, mobiles, rate, seconds))
@@ -103,6 +151,8 @@ def mobile_killed(
     load.join()
     stop.set()
     sampler.join()
+    if direction == "up":
+        uncount_sources()
     # the others' received rate over each WINDOW_S ending at a sample (kbit/s of IP bytes;
     # 50 ms holds one or two 1400-byte packets: a window of it reads low by chance)
     rates: list[tuple[float, float]] = []
@@ -116,6 +166,8 @@ def mobile_killed(
         return
     base = statistics.median(before)
     low = [t for t, r in after if r < 0.5 * base]
+    span = (back if back is not None else 2.0) + 1.0
+    lost, floor = shortfall_s(rates, base, 0.0, span), shortfall_s(rates, base, -span, 0.0)
     gap = len(low) * 0.05  # (a window ends every 50 ms)
     print(
         f"mobile killed ({victim}, {direction}, {mobiles} mobiles): the others received "
@@ -128,12 +180,30 @@ def mobile_killed(
         flush=True,
     )
     print(
+        f"  service the others lost from the kill till {span:.1f} s after: {lost:.2f} s "
+        f"(in as long before the kill, by chance: {floor:.2f} s)",
+        flush=True,
+    )
+    print(
         f"  {victim} answered again {back:.2f} s after the kill"
         if back is not None
         else f"  {victim} did not answer within 30 s",
         f"(t0 {killed - t0:.1f} s into the run)",
         flush=True,
     )
+
+
+def shortfall_s(rates: list[tuple[float, float]], base: float, start: float, end: float) -> float:
+    """Seconds of service lost between ``start`` and ``end`` (from the kill): over the
+    WINDOW_S windows that do not overlap, each one's shortfall below ``base`` (a window
+    above it makes up for none below: the others take the killed one's share meanwhile),
+    as a part of the window's time."""
+    lost, last = 0.0, -math.inf
+    for t, r in rates:
+        if start + WINDOW_S <= t <= end and t - last >= WINDOW_S - 1e-6:
+            lost += max(0.0, 1.0 - r / base) * WINDOW_S
+            last = t
+    return lost
 
 
 def base_killed(mobiles: int) -> None:
