@@ -112,6 +112,12 @@ def test_a_mobile_that_gets_less_shows_in_its_share_and_jains_index(
     s = run(tmp_path, [0, 1, 2])
     assert s["mobile_shares"][2] < 0.2 < s["mobile_shares"][0]
     assert s["mobiles_jain"] < 0.9
+    # each mobile's loss in each row: the one that gets less loses more of what it offers
+    over = [p for p in s["points"] if p["saturated"]]
+    assert over and all(p["mobiles_loss"][2] > p["mobiles_loss"][0] for p in over)
+    quiet = min(s["points"], key=lambda p: p["offered_bps"])
+    assert quiet["mobiles_loss"] == pytest.approx([0, 0, 0], abs=0.01)
+    assert "loss 0.0 / 0.0 / 0.0 %" in summary_text(s)
 
 
 def test_two_of_three_mobiles(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

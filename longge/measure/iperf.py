@@ -41,6 +41,9 @@ class TrialResult:
     jitter_ms: float = 0.0
     retransmits: int = 0
     stream_received_bps: list[float] = field(default_factory=list)
+    #: per stream (a mobile's client, combined: mobiles_ttest): datagrams sent and lost (UDP)
+    stream_packets: list[int] = field(default_factory=list)
+    stream_lost_packets: list[int] = field(default_factory=list)
     interval_received_bps: list[float] = field(default_factory=list)
     error: str | None = None
     cpu_steal: float = 0.0  # share of CPU time the hypervisor took meanwhile (measure.cpu)
@@ -99,6 +102,8 @@ def _direction(spec: TrialSpec, raw: dict[str, Any], suffix: str, forward: bool)
             u = st.get("udp", {})
             lost = u.get("lost_percent", 0.0) or 0.0
             res.stream_received_bps.append(u.get("bits_per_second", 0.0) * (1 - lost / 100))
+            res.stream_packets.append(int(u.get("packets", 0) or 0))
+            res.stream_lost_packets.append(max(0, int(u.get("lost_packets", 0) or 0)))
     else:
         res.retransmits = int(end.get(f"sum_sent{suffix}", {}).get("retransmits", 0) or 0)
         for st in streams:

@@ -2,8 +2,9 @@
 shared equally by the chosen mobiles of the testbed, each with its own iperf3 client in its
 namespace and its own server in lg-base (a port each: one iperf3 server serves one test at a
 time), all started together. The search, the loss floor and the capacity verdict are tTest's,
-on the aggregate; each load's row also says each mobile's rate (``mobiles_bps``) and Jain's
-index over them, and the summary each mobile's share of the saturated loads.
+on the aggregate; each load's row also says each mobile's rate (``mobiles_bps``), its loss
+(``mobiles_loss``: its client's datagrams lost) and Jain's index over the rates, and the
+summary each mobile's share of the saturated loads.
 
 The aggregate is what the receivers' TUN counters saw in the trial's middle (``multinode``:
 the iperf3 receivers' windows differ, and their rates' sum read a three-mobile uplink as up to
@@ -88,10 +89,20 @@ class MobilesTTest(TTest):
         return run_split(spec, self.mobiles, self.names)
 
     def point_extra(self, ok: list[TrialResult]) -> dict[str, Any]:
-        rates = [t.stream_received_bps for t in ok if len(t.stream_received_bps) == len(self.names)]
+        k = len(self.names)
+        rates = [t.stream_received_bps for t in ok if len(t.stream_received_bps) == k]
         if not rates:
             return {"mobiles_bps": None}
-        return {"mobiles_bps": [sum(col) / len(col) for col in zip(*rates, strict=True)]}
+        whole = [t for t in ok if len(t.stream_packets) == len(t.stream_lost_packets) == k]
+        sent = [sum(t.stream_packets[i] for t in whole) for i in range(k)]
+        lost = [sum(t.stream_lost_packets[i] for t in whole) for i in range(k)]
+        return {
+            "mobiles_bps": [sum(col) / len(col) for col in zip(*rates, strict=True)],
+            # (each mobile's datagrams lost: the link's and its queue's drops, as ``loss``)
+            "mobiles_loss": [x / n if n else None for x, n in zip(lost, sent, strict=True)]
+            if whole
+            else None,
+        }
 
     def summary(self) -> dict[str, Any]:
         out = super().summary()
@@ -236,6 +247,8 @@ def combine(
         jitter_ms=max((r.jitter_ms for r in results), default=0.0),
         retransmits=sum(r.retransmits for r in results),
         stream_received_bps=[r.received_bps for r in results],
+        stream_packets=[r.packets for r in results],
+        stream_lost_packets=[r.lost_packets for r in results],
         error="; ".join(failed) or None,
     )
     return out

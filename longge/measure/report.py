@@ -52,10 +52,18 @@ def _mobiles_lines(t: dict[str, Any]) -> list[str]:
         each = p.get("mobiles_bps")
         if each:
             jain = p.get("jain_index")
+            loss = p.get("mobiles_loss")
             lines.append(
                 f"  {_k(p['offered_bps']):>14}  per mobile "
                 + " / ".join(f"{x / 1e3:.1f}" for x in each)
                 + " kbit/s"
+                + (
+                    ""
+                    if not loss
+                    else ", loss "
+                    + " / ".join("-" if x is None else f"{100 * x:.1f}" for x in loss)
+                    + " %"
+                )
                 + ("" if jain is None else f", Jain {jain:.3f}")
             )
     shares = t.get("mobile_shares")
