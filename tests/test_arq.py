@@ -22,6 +22,7 @@ from longge.protocol.arq_frames import (
     MAX_WINDOW,
     RESET,
     RESYNC,
+    SEQ_MOD,
     control_body,
     control_frame,
 )
@@ -721,3 +722,41 @@ def test_a_small_packets_lost_last_frame_goes_again_after_two_round_trips() -> N
     done = exchange(3, lose_last=True, until=t + 0.05)
     assert done is not None and tx.stats.tail_probes == 2
     assert done - start <= 3 * SLOT + tx.tail_after + SLOT
+
+
+@pytest.mark.parametrize("before", [1, 40, 100])
+def test_a_restarted_sender_whose_epoch_matches_the_receivers_session_begins_anew_at_once(
+    before: int,
+) -> None:
+    """A sender restarted (its daemon killed) draws its epoch at random: 1 in 255 it is the
+    epoch the receiver's session still has, the RESET is taken for that session's, and the
+    receiver goes on expecting the number that session reached. Past half the sequence space
+    from 0 (``before`` 100) every frame was refused till 13 timeouts began a new session (a
+    mobile unreachable 7 s after its base's restart). The answer to the RESET says so: a new
+    epoch at once, nothing lost."""
+    old, receiver = ArqSender(), ArqReceiver(ack_delay=0.0)
+    t = 0.0
+
+    def exchange(sender: ArqSender, until: float) -> list[bytes]:
+        nonlocal t
+        got: list[bytes] = []
+        while t < until:
+            frame = sender.next_frame(t)
+            if frame is not None:
+                got += receiver.on_frame(frame, t)
+            ack = receiver.control(t)
+            if ack is not None:
+                sender.on_control(ack, t)
+            t += 0.0005
+        return got
+
+    for i in range(before):
+        old.offer(b"old %d" % i)
+    assert len(exchange(old, 1.0)) == before
+    new = ArqSender(epoch=old.epoch)  # (restarted, the same epoch drawn)
+    for i in range(5):
+        new.offer(b"new %d" % i)
+    got = exchange(new, t + 0.2)
+    assert got == [b"new %d" % i for i in range(5)]
+    assert new.stats.timeouts == 0
+    assert new.stats.epoch_clashes == (0 if before % SEQ_MOD == 0 else 1)

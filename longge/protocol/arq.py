@@ -194,6 +194,15 @@ class ArqSender(SendingAgain):
         if msg[1] != self.epoch:
             self.stats.stale_acks += 1
             return
+        if not self.established and msg[2] != self._base % SEQ_MOD:
+            # The answer to our RESET expects a number of an earlier session of this epoch:
+            # the receiver kept a session whose epoch ours, drawn at random, matched (1 in 255
+            # after a restart); frames past half the sequence space from there were refused
+            # till 13 timeouts began a new session (a mobile unreachable 7 s after its base's
+            # restart). A new epoch at once.
+            self.stats.epoch_clashes += 1
+            self._restart()
+            return
         if not self.established:
             self.established = True
             self._rto = max(self.min_rto, self._rto)

@@ -71,6 +71,9 @@ class ArqStats:
     stale_acks: int = 0  # from an old session, or outside what is in flight
     phantoms: int = 0  # ACKs ahead of what was sent: the receiver took a damaged frame
     resets: int = 0
+    #: RESETs answered in an earlier session of the same epoch (the receiver kept it): a new
+    #: epoch at once
+    epoch_clashes: int = 0
     timeouts: int = 0
     #: frames sent again because their ACK is overdue though the peer answers (``_probe``)
     probes: int = 0
