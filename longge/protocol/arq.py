@@ -198,7 +198,7 @@ class ArqSender(SendingAgain):
             # The answer to our RESET expects a number of an earlier session of this epoch:
             # the receiver kept a session whose epoch ours, drawn at random, matched (1 in 255
             # after a restart); frames past half the sequence space from there were refused
-            # till 13 timeouts began a new session (a mobile unreachable 7 s after its base's
+            # till 13 timeouts began a new session (a mobile unreachable 8.4 s after its base's
             # restart). A new epoch at once.
             self.stats.epoch_clashes += 1
             self._restart()
