@@ -33,11 +33,14 @@ import time
 from pathlib import Path
 
 from longge import testbed
+from longge.daemon.control import ControlError
+from longge.daemon.status import DaemonClient
 from longge.measure.model import udp_goodput_bps
 from longge.measure.multinode import DATAGRAM, TUN, load_all, rx_bytes
 from longge.measure.multinode_experiment import OVERSHARE
 from longge.protocol.secure import OVERHEAD
 from longge.radio.options import RadioOptions
+from longge.testbed_spec import node_socket
 
 WINDOW_S = 0.2
 #: A mobile not back this long after the base's kill: what the nodes say is kept (slow_said)
@@ -46,13 +49,13 @@ SLOW_S = 3.0
 COUNT_CHAIN = "lg-restart-count"
 
 
-def _base_iptables(*args: str) -> str:
+def _base_iptables(*args: str, check: bool = True) -> str:
     return subprocess.run(
         ["ip", "netns", "exec", "lg-base", "iptables", "-t", "mangle", *args],
         capture_output=True,
         text=True,
         timeout=10,
-        check=True,
+        check=check,
     ).stdout
 
 
@@ -70,11 +73,7 @@ def uncount_sources() -> None:
         ("-F", COUNT_CHAIN),
         ("-X", COUNT_CHAIN),
     ):
-        subprocess.run(
-            ["ip", "netns", "exec", "lg-base", "iptables", "-t", "mangle", *args],
-            capture_output=True,
-            timeout=10,
-        )
+        _base_iptables(*args, check=False)
 
 
 def source_bytes() -> int:
@@ -217,21 +216,10 @@ def slow_said(since: float, name: str) -> None:
     where = Path(tempfile.mkstemp(prefix="multinode-restart-", suffix=".json")[1])
     said = {"seconds": time.monotonic() - since, "restarts": state.get("restarts")}
     for node in ("base", name):
-        out = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "longge",
-                "status",
-                "--json",
-                "--control",
-                str(testbed.STATE_DIR / f"{node}.sock"),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        ).stdout
-        said[node] = json.loads(out) if out.strip().startswith("{") else out
+        try:
+            said[node] = DaemonClient(str(node_socket(node))).status().raw
+        except ControlError as exc:  # (not running, or not answering)
+            said[node] = str(exc)
     keeper = testbed.STATE_DIR / "keeper.log"
     said["keeper"] = keeper.read_text()[-4000:] if keeper.exists() else None
     where.write_text(json.dumps(said, indent=1))
