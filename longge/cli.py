@@ -197,6 +197,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ard-list", help="ARD values, µs, comma separated (default 250,500,1000,2500)")
     p.add_argument("--arc-list", help="ARC values, comma separated (default 0,1,2,3,5,10,15)")
     p.add_argument(
+        "-t",
+        "--time",
+        type=int,
+        help="seconds of each trial and of each point's RTT probes, 1..3600 (default 5; "
+        "--quick: 3)",
+    )
+    p.add_argument(
         "--pdr-loss",
         type=float,
         help="a setting losing more than this share of its datagrams at every load is not "
@@ -325,6 +332,19 @@ def build_parser() -> argparse.ArgumentParser:
         "adaptive-stream, all, list",
     )
     p.add_argument("--quick", action="store_true", help="fewer points, shorter trials")
+    p.add_argument(
+        "--values",
+        help="one experiment: only these values of what it varies, with commas (tcp-vs-udp: "
+        "udp,tcp; loss: 0,0.1; multinode: numbers of mobiles; adaptive: settings, e.g. "
+        "adapt,2M/15); default: its plan's",
+    )
+    p.add_argument(
+        "-t",
+        "--time",
+        type=int,
+        help="seconds of each trial (multinode: of each direction; adaptive: of each phase), "
+        "2..3600; default: its plan's",
+    )
     p.add_argument("--out", help="results folder (default results/<time>-experiment)")
     p.add_argument("--host", help="real link: the base station (servers running there)")
     p.add_argument(

@@ -65,8 +65,10 @@ __all__ = [
     "TestbedError",
     "TestbedSpec",
     "build_preload",
+    "clear_for",
     "down",
     "key_path",
+    "leftover",
     "mobile_ip",
     "mobile_names",
     "node_socket",
@@ -130,8 +132,13 @@ def _start(
     return pid
 
 
-def up(spec: TestbedSpec, say: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
-    """Build the testbed ``spec`` describes (taking down any earlier one first)."""
+def up(
+    spec: TestbedSpec, say: Callable[[str], None] = lambda s: None, owner: str | None = None
+) -> dict[str, Any]:
+    """Build the testbed ``spec`` describes (taking down any earlier one first). ``owner``:
+    the command of a run that brings it up for itself and takes it down after (recorded with
+    this process, so that a run that finds it after this one was killed knows: ``leftover``);
+    None: the user's, kept until ``testbed down``."""
     if os.geteuid() != 0:
         raise TestbedError("the testbed needs root (network namespaces, TUN devices)")
     down()
@@ -144,6 +151,8 @@ def up(spec: TestbedSpec, say: Callable[[str], None] = lambda s: None) -> dict[s
         "restarts": {},
         "started": time.time(),
     }
+    if owner is not None:
+        state["owner"] = {"command": owner, "pid": os.getpid(), "since": _started_at(os.getpid())}
     names = spec.mobile_names
     keys: list[bytes | None] = [None] * len(names)
     if spec.secured:  # a fresh key for each testbed, and fresh nonce/replay state with it
@@ -283,6 +292,45 @@ def up(spec: TestbedSpec, say: Callable[[str], None] = lambda s: None) -> dict[s
         down()
         raise
     return status()
+
+
+def _started_at(pid: int) -> int | None:
+    """The process's start time (clock ticks since boot: /proc/PID/stat's 22nd field), which
+    tells it from a later process that got its pid again; None when it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[-1].split()[19])
+
+
+def leftover() -> str | None:
+    """A testbed that a run brought up for itself and that run is gone (killed: kill -9, a
+    lost terminal), said in words; None when there is none (no testbed, the user's own, or its
+    run still going)."""
+    try:
+        owner = json.loads(paths()["state"].read_text()).get("owner")
+        pid, command, since = int(owner["pid"]), str(owner["command"]), owner.get("since")
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return None
+    if running(pid) and _started_at(pid) == since:
+        return None
+    return f"left by a {command} run (pid {pid}) that ended without taking it down"
+
+
+def clear_for(command: str, say: Callable[[str], None]) -> None:
+    """Before ``command`` brings up testbeds of its own: one left by a killed run is said and
+    taken down; one the user brought up (or a run still going) is left as it is and refused,
+    naming how to go on."""
+    left = leftover()
+    if left is not None:
+        say(f"found a testbed {left}: taking it down")
+        down()
+    elif _our_namespaces() or paths()["state"].exists():
+        raise TestbedError(
+            f"{command} brings up testbeds of its own, and a testbed is up (./run.sh testbed "
+            "status says whose): ./run.sh testbed down first, then run again"
+        )
 
 
 def _keeping(pid: int) -> bool:
@@ -436,4 +484,5 @@ def status() -> dict[str, Any]:
     out["up"] = all(out["namespaces"].values()) and all(
         n.get("link") == "up" for n in out["nodes"].values()
     )
+    out["leftover"] = leftover()
     return out

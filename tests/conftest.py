@@ -48,6 +48,7 @@ def required(reason: str | None, what: str) -> pytest.MarkDecorator:
 SYSTEM_MODULES = frozenset(
     {
         "test_air_keep_awake",  # (the kernel's CPU latency limit: another air holds it)
+        "test_commands_run",
         "test_daemon_tun",
         "test_doctor",  # (it reports a running daemon: the testbed's)
         "test_exposure",

@@ -90,7 +90,7 @@ def test_summary_verdict_and_plot_from_the_saved_rows(
     ups: list[tuple[str, int]] = []
     monkeypatch.setattr(mx, "trial", trial)
     monkeypatch.setattr(
-        mx.testbed, "up", lambda spec: ups.append((spec.options.mode, spec.mobiles))
+        mx.testbed, "up", lambda spec, **_: ups.append((spec.options.mode, spec.mobiles))
     )
     monkeypatch.setattr(mx.testbed, "down", lambda: None)
     out = ResultsDir(tmp_path / "run")

@@ -46,9 +46,8 @@ def test_what_was_measured_is_kept_whatever_stops_the_job(
         return jobs[0]
 
     target = Target("192.0.2.1")  # a real link's target: no daemons, no air
-    results, summary = runner._measure(
-        "x", target, False, False, str(tmp_path / "out"), said.append, start
-    )
+    results = ResultsDir(tmp_path / "out")
+    summary = runner._measure(target, results, said.append, start)
     assert summary["points"] == ([0, 1, 2] if stop is None else [0, 1])
     assert summary["context"]["target"] == {"host": "192.0.2.1", "netns": None}
     assert json.loads((results.path / "context.json").read_text())["target"]["host"]
@@ -100,14 +99,5 @@ def test_a_folder_the_job_refuses_keeps_its_context(tmp_path: Path) -> None:
         raise AssertionError("started on a refused folder")
 
     with pytest.raises(ConfigError, match="rate '2M' there, '1M' here"):
-        runner._measure(
-            "tune",
-            Target("192.0.2.1"),
-            False,
-            False,
-            str(out.path),
-            lambda s: None,
-            start,
-            check=check,
-        )
+        runner._measure(Target("192.0.2.1"), out, lambda s: None, start, check=check)
     assert json.loads((out.path / "context.json").read_text()) == {"mine": True}

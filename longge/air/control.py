@@ -107,6 +107,8 @@ def apply(
     if interferer is not None and interferer.lower() != "none":
         wifi = parse_interferer(interferer)  # ConfigError naming --interferer
     check_path_loss(changes.get("path_loss"))
+    if changes:
+        _overlay({}, changes)  # (a bad value refused by name before the air is asked)
     stats = wire.query(path)
     own = {(link["tx"], link["rx"]): link for link in stats.get("links") or []}
     if changes:

@@ -19,6 +19,15 @@ def _interrupt(*_: object) -> None:
     raise KeyboardInterrupt
 
 
+def exit_status(summary: dict[str, Any]) -> int:
+    """What a script is told of a measurement: 0 measured, 1 failed (its error in the
+    summary), 130 interrupted (Ctrl-C, SIGTERM), as a shell says of a command ended so; what
+    was measured is kept either way."""
+    if summary.get("interrupted"):
+        return 130
+    return 1 if summary.get("error") else 0
+
+
 def cmd_servers(ns: argparse.Namespace) -> int:
     from longge.measure.servers import run_servers
 
@@ -153,7 +162,7 @@ def _sweep(ns: argparse.Namespace, kind: str) -> int:
     )
     print(summary_text(summary))
     print(f"{kind}: results, CSV and plots in {path}/")
-    return 1 if summary.get("error") else 0
+    return exit_status(summary)
 
 
 def cmd_ttest(ns: argparse.Namespace) -> int:
@@ -178,6 +187,10 @@ def cmd_tune(ns: argparse.Namespace) -> int:
         plan = replace(plan, ard_us=_int_list("--ard-list", ns.ard_list))
     if ns.arc_list is not None:
         plan = replace(plan, arc=_int_list("--arc-list", ns.arc_list))
+    if ns.time is not None:
+        if not 1 <= ns.time <= 3600:
+            raise ConfigError("--time", ns.time, "1..3600 s")
+        plan = replace(plan, trial_s=ns.time, probe_s=ns.time)
     plan = replace(plan, vs_stream=ns.vs_stream)
     if ns.pdr_loss is not None:
         plan = replace(plan, pdr_loss=ns.pdr_loss)
@@ -206,7 +219,7 @@ def cmd_tune(ns: argparse.Namespace) -> int:
     )
     print(report.tune_text(summary))
     print(f"tune: results, grid.csv, heatmaps in {path}/")
-    return 1 if summary.get("error") else 0  # (as tTest and lTest: interrupted or failed)
+    return exit_status(summary)
 
 
 def _own_testbeds() -> list[Any]:
@@ -223,6 +236,7 @@ def _own_testbeds() -> list[Any]:
 
 def cmd_experiment(ns: argparse.Namespace) -> int:
     from longge.air.loss import loss_from_args
+    from longge.measure import experiments as experiments_mod
     from longge.measure import runner
     from longge.measure.experiments import EXPERIMENTS
     from longge.radio.options import options_from_args
@@ -250,8 +264,16 @@ def cmd_experiment(ns: argparse.Namespace) -> int:
         known = ", ".join([*EXPERIMENTS, *(m.NAME for m in own_all)])
         print(f"experiment: unknown {ns.name!r}; one of {known}, all, list", file=sys.stderr)
         return 2
-    for name in names:
-        EXPERIMENTS[name].validate()
+    narrowing = ns.values is not None or ns.time is not None
+    if narrowing and ns.name == "all":
+        raise ConfigError(
+            "--values" if ns.values is not None else "--time",
+            ns.values if ns.values is not None else ns.time,
+            "one experiment's plan, not all's (run each by its name)",
+        )
+    if ns.time is not None and not 2 <= ns.time <= 3600:
+        raise ConfigError("--time", ns.time, "2..3600 s")
+    experiments = [experiments_mod.narrowed(EXPERIMENTS[n], ns.values, ns.time) for n in names]
     if options_from_args(ns).mode != "esb":
         raise ConfigError(
             "mode",
@@ -263,7 +285,7 @@ def cmd_experiment(ns: argparse.Namespace) -> int:
     if not names:
         return _own(ns, None, own)
     path, summary = runner.run_experiments(
-        names,
+        experiments,
         ns.quick,
         options_from_args(ns),
         ns.out,
@@ -279,7 +301,11 @@ def cmd_experiment(ns: argparse.Namespace) -> int:
     for name, text in summary["verdicts"].items():
         print(f"  {name:11s} {text}")
     print(f"experiment: {summary['seconds']:.0f} s; CSV, JSON and plots in {path}/")
-    return _own(ns, path, own) if own else 0
+    if exit_status(summary):
+        return exit_status(summary)
+    failed = any(str(v).startswith("failed") for v in summary["verdicts"].values())
+    code = _own(ns, path, own) if own else 0
+    return 1 if failed else code
 
 
 def _own(ns: argparse.Namespace, path: Path | None, own: list[Any]) -> int:
@@ -288,7 +314,7 @@ def _own(ns: argparse.Namespace, path: Path | None, own: list[Any]) -> int:
     import time
 
     from longge.air.loss import AirLoss, loss_from_args
-    from longge.measure.results import ResultsDir, default_dir, system_context
+    from longge.measure.results import ResultsDir, default_dir, read_summary, system_context
     from longge.radio.options import RadioOptions, options_from_args
 
     names = ", ".join(m.NAME for m in own)
@@ -304,17 +330,55 @@ def _own(ns: argparse.Namespace, path: Path | None, own: list[Any]) -> int:
             f"the defaults (no link options, fair queue, no loss): {names} choose(s) the "
             "settings of the testbeds they bring up",
         )
+    from longge import testbed
+
+    if ns.values is not None:  # (refused by name before anything else)
+        for m in own:
+            m.check_values(ns.values)
+    testbed.clear_for(f"experiment {names}", lambda s: print(f"experiment: {s}", flush=True))
     results = ResultsDir(path or ns.out or default_dir("experiment"))
     if path is None:
         results.write_json("context.json", {"system": system_context()})
-    say = lambda s: print(f"experiment: {s}", flush=True)  # noqa: E731
-    for m in own:
-        t0 = time.time()
-        summary = m.run(ns.quick, results, say, progress("experiment"))
-        print(f"  {m.NAME:11s} {summary['verdict']}")
-        print(f"experiment: {m.NAME}: {time.time() - t0:.0f} s")
+    # the folder's summary.json, as the battery's (with all: the battery's, its verdicts added)
+    battery = read_summary(results.path) if path is not None else {}
+    summary: dict[str, Any] = {
+        "kind": "experiments",
+        "verdicts": dict(battery.get("verdicts") or {}),
+        "interrupted": False,
+    }
+
+    def say(text: str) -> None:
+        print(f"experiment: {text}", flush=True)
+
+    t_all = time.time()
+    try:
+        for m in own:
+            t0 = time.time()
+            try:
+                got = m.run(
+                    ns.quick,
+                    results,
+                    say,
+                    progress("experiment"),
+                    values=ns.values,
+                    seconds=ns.time,
+                )
+                summary["verdicts"][m.NAME] = got["verdict"]
+            except (ConfigError, KeyboardInterrupt):
+                raise
+            except Exception as exc:  # (as the battery: one that fails does not cost the rest)
+                summary["verdicts"][m.NAME] = f"failed: {type(exc).__name__}: {exc}"
+            print(f"  {m.NAME:11s} {summary['verdicts'][m.NAME]}")
+            print(f"experiment: {m.NAME}: {time.time() - t0:.0f} s")
+    except KeyboardInterrupt:
+        summary["interrupted"] = True
+        say("interrupted: keeping what was measured")
+    finally:
+        summary["seconds"] = round(time.time() - t_all + float(battery.get("seconds") or 0), 1)
+        results.write_summary({**battery, **summary})
     print(f"experiment: CSV, JSON and plots in {results.path}/")
-    return 0
+    failed = any(str(v).startswith("failed") for v in summary["verdicts"].values())
+    return exit_status(summary) or (1 if failed else 0)
 
 
 def cmd_plot(ns: argparse.Namespace) -> int:

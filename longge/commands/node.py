@@ -389,6 +389,11 @@ def cmd_testbed(ns: argparse.Namespace) -> int:
         f"  {mobiles}, base {base} (lg-base), "
         f"internet host {inet} (lg-inet, via the base station's NAT)"
     )
+    owner = (st.get("state") or {}).get("owner")
+    if st.get("leftover"):
+        print(f"  {st['leftover']}: the next tTest, lTest, tune or experiment takes it down")
+    elif owner:
+        print(f"  brought up by a {owner.get('command')} run (pid {owner.get('pid')}), for itself")
     restarts = (st.get("state") or {}).get("restarts") or {}
     if restarts:  # (the keeper's: keeper.py)
         said = ", ".join(f"{name} {n}x" for name, n in sorted(restarts.items()))

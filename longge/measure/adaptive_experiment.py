@@ -46,7 +46,7 @@ from typing import Any
 from longge import testbed
 from longge.air import control
 from longge.daemon.status import DaemonClient
-from longge.errors import LongGeError
+from longge.errors import ConfigError, LongGeError
 from longge.measure.experiment_report import save_figure
 from longge.measure.experiments import write_rows
 from longge.measure.results import ResultsDir
@@ -190,8 +190,8 @@ def run_setting(
 ) -> dict[str, Any]:
     """The schedule once, on a testbed of its own: per phase its row; the rate over time and
     the decisions (with adaptation)."""
-    testbed.down()
-    testbed.up(testbed.TestbedSpec(options(setting, mode)))
+    # (up takes down the testbed of the setting before; run() refused a user's)
+    testbed.up(testbed.TestbedSpec(options(setting, mode)), owner=f"experiment {NAME}")
     air = str(testbed.paths()["air"])
     bounds = []
     load_args = (str(offer_bps), str(phase_s * len(PHASES) + 1), testbed.BASE_IP)
@@ -283,19 +283,36 @@ def phase_figures(
     }
 
 
+def check_values(values: str, mode: str = "esb") -> tuple[str, ...]:
+    """experiment adaptive --values: some of its settings (in stream mode, its rates)."""
+    known = SETTINGS if mode == "esb" else STREAM_SETTINGS
+    settings = tuple(dict.fromkeys(t.strip() for t in values.split(",")))
+    if not set(settings) <= set(known):
+        name = NAME if mode == "esb" else f"{NAME}-{mode}"
+        raise ConfigError("--values", values, f"settings of {name}: {', '.join(known)}")
+    return settings
+
+
 def run(
     quick: bool,
     out: ResultsDir,
     say: Callable[[str], None],
     progress: Callable[[str, float], None],
     mode: str = "esb",
+    values: str | None = None,
+    seconds: int | None = None,
 ) -> dict[str, Any]:
     """Every setting through the schedule; the summary, CSV and plot in ``out``. In stream
-    mode: experiment ``adaptive-stream`` (its settings and load)."""
+    mode: experiment ``adaptive-stream`` (its settings and load). ``values``: only these
+    settings (experiment --values, text with commas); ``seconds``: each phase's (--time)."""
     name = NAME if mode == "esb" else f"{NAME}-{mode}"
-    settings = (QUICK_SETTINGS if quick else SETTINGS) if mode == "esb" else STREAM_SETTINGS
+    settings: tuple[str, ...] = (
+        (QUICK_SETTINGS if quick else SETTINGS) if mode == "esb" else STREAM_SETTINGS
+    )
+    if values is not None:
+        settings = check_values(values, mode)
     offer_bps = OFFER_BPS if mode == "esb" else STREAM_OFFER_BPS
-    phase_s = QUICK_PHASE_S if quick else PHASE_S
+    phase_s = float(seconds) if seconds else QUICK_PHASE_S if quick else PHASE_S
     rows: list[dict[str, Any]] = []
     series = []
     for k, setting in enumerate(settings):

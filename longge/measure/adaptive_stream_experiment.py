@@ -26,8 +26,14 @@ def run(
     out: ResultsDir,
     say: Callable[[str], None],
     progress: Callable[[str, float], None],
+    values: str | None = None,
+    seconds: int | None = None,
 ) -> dict[str, Any]:
-    return ax.run(quick, out, say, progress, mode="stream")
+    return ax.run(quick, out, say, progress, "stream", values, seconds)
+
+
+def check_values(values: str) -> tuple[str, ...]:
+    return ax.check_values(values, "stream")
 
 
 def verdict(summary: dict[str, Any]) -> str:

@@ -446,6 +446,28 @@ class Runner:
         return summary
 
 
+def narrowed(exp: Experiment, values: str | None, seconds: int | None) -> Experiment:
+    """``exp`` with only ``values`` (experiment --values: text with commas, each read as the
+    definition's own values are) and trials of ``seconds`` (--time), in both its plans."""
+    changes: dict[str, Any] = {}
+    if values is not None:
+        like = type(exp.values[0])
+        try:
+            picked = tuple(dict.fromkeys(like(t.strip()) for t in values.split(",")))
+            for v in picked:
+                _check(exp.vary, v)
+        except (ValueError, ConfigError):
+            raise ConfigError(
+                "--values", values, f"{exp.vary} values of {exp.name}, e.g. {exp.values}"
+            ) from None
+        changes["values"] = changes["quick_values"] = picked
+    if seconds is not None:
+        changes["trial_s"] = changes["quick_trial_s"] = seconds
+    out = replace(exp, **changes)
+    out.validate()
+    return out
+
+
 def write_rows(path: Path, rows: Sequence[dict[str, Any]]) -> None:
     keys: list[str] = []
     for r in rows:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from longge import testbed
+from longge.errors import ConfigError
 from longge.measure import analysis
 from longge.measure.experiment_report import save_figure
 from longge.measure.experiments import write_rows
@@ -29,6 +30,7 @@ from longge.measure.multinode import DATAGRAM, load_all, ping_rtts
 from longge.measure.results import ResultsDir
 from longge.protocol.secure import OVERHEAD
 from longge.radio.options import RadioOptions
+from longge.testbed_spec import MAX_TESTBED_MOBILES
 
 NAME = "multinode"
 QUESTION = (
@@ -85,23 +87,41 @@ def _ping_later(address: str, count: int) -> list[float | None]:
     return ping_rtts("lg-base", address, count, PING_EVERY_S)
 
 
+def check_values(values: str) -> tuple[int, ...]:
+    """experiment multinode --values: numbers of mobiles, 1..MAX_TESTBED_MOBILES."""
+    try:
+        ns = tuple(dict.fromkeys(int(t) for t in values.split(",")))
+    except ValueError:
+        ns = ()
+    if not ns or not all(1 <= n <= MAX_TESTBED_MOBILES for n in ns):
+        raise ConfigError(
+            "--values", values, f"numbers of mobiles 1..{MAX_TESTBED_MOBILES}, e.g. 1,3"
+        )
+    return ns
+
+
 def run(
     quick: bool,
     out: ResultsDir,
     say: Callable[[str], None],
     progress: Callable[[str, float], None],
+    values: str | None = None,
+    seconds: int | None = None,
 ) -> dict[str, Any]:
     """Every N of the experiment, each on its own testbed; the summary, CSV and plot in
-    ``out``."""
-    ns = QUICK_MOBILES if quick else MOBILES
-    seconds = 6 if quick else 10
+    ``out``. ``values``: only these N (experiment --values, text with commas); ``seconds``:
+    each direction's trial (--time)."""
+    ns: tuple[int, ...] = QUICK_MOBILES if quick else MOBILES
+    if values is not None:
+        ns = check_values(values)
+    seconds = seconds or (6 if quick else 10)
     bounds = {mode: bound_bps(mode) for mode in MODES}
     rows: list[dict[str, Any]] = []
-    testbed.down()
     steps = [(mode, n) for mode in MODES for n in ns]
     for k, (mode, n) in enumerate(steps):
         say(f"{NAME}: {mode}, {n} mobile(s): bringing up the testbed")
-        testbed.up(testbed.TestbedSpec(options=RadioOptions(mode=mode), mobiles=n))
+        spec = testbed.TestbedSpec(options=RadioOptions(mode=mode), mobiles=n)
+        testbed.up(spec, owner=f"experiment {NAME}")
         try:
             for j, direction in enumerate(("down", "up")):
                 what = f"{NAME}: {mode}, {n} mobile(s), {direction}"

@@ -8,15 +8,17 @@ user without radios sees first.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
 from longge import testbed
 from longge.air.loss import NO_LOSS, AirLoss
+from longge.daemon.control import ControlError
 from longge.daemon.status import DaemonClient, NodeStatus
 from longge.errors import ConfigError
 from longge.measure import plots
@@ -32,11 +34,30 @@ LOCAL_CONTROL = "/run/longge/longge0.sock"
 Say = Callable[[str], None]
 
 
-def _take_down(started: bool, keep_testbed: bool, say: Say) -> None:
-    """Take down a testbed this run brought up itself, unless asked to keep it."""
-    if started and not keep_testbed:
-        say("taking the testbed down")
-        testbed.down()
+@contextlib.contextmanager
+def link_for(
+    kind: str,
+    host: str | None,
+    ports: tuple[int, int],
+    opts: RadioOptions,
+    keep_testbed: bool,
+    say: Say,
+    queue: str = "fair",
+    loss: AirLoss = NO_LOSS,
+    mobiles: int | None = None,
+) -> Iterator[tuple[Target, bool]]:
+    """The link a ``kind`` run measures (resolve_target), and whatever happens in the run (an
+    error anywhere, Ctrl-C, SIGTERM) a testbed it brought up taken down after it, unless asked
+    to keep it; one it found running is left as it was."""
+    target, started = resolve_target(
+        host, *ports, opts, say, queue, loss, mobiles, owner=None if keep_testbed else kind
+    )
+    try:
+        yield target, started
+    finally:
+        if started and not keep_testbed:
+            say("taking the testbed down")
+            testbed.down()
 
 
 def resolve_target(
@@ -48,15 +69,22 @@ def resolve_target(
     queue: str = "fair",
     loss: AirLoss = NO_LOSS,
     mobiles: int | None = None,
+    owner: str | None = None,
 ) -> tuple[Target, bool]:
     """The target, and whether we brought the testbed up ourselves (with ``mobiles`` mobiles,
-    if given; a running testbed is taken as it is)."""
+    if given; a running testbed is taken as it is; one left by a run that was killed is said,
+    taken down and brought up anew). ``owner``: the run's command, recorded in a testbed it
+    brings up to take down after (None: kept, --keep-testbed)."""
     if host is not None:
         check_host(host)
         controls = (LOCAL_CONTROL,) if os.path.exists(LOCAL_CONTROL) else ()
         local = (lambda: DaemonClient(LOCAL_CONTROL).status()) if controls else None
         check_asked(opts, loss, queue, local, None)
         return Target(host, iperf_port, rtt_port, None, controls), False
+    left = testbed.leftover()
+    if left is not None:
+        say(f"found a testbed {left}: taking it down, this run brings up its own")
+        testbed.down()
     p = testbed.paths()
     if p["state"].exists() and testbed.status().get("up"):
         mobile = str(testbed.node_socket(testbed.recorded_mobiles()[0]))
@@ -70,7 +98,7 @@ def resolve_target(
         return Target(st.node.peer, iperf_port, rtt_port, None, (LOCAL_CONTROL,)), False
     say("no radio configured: bringing up the emulated testbed (./run.sh testbed up)")
     spec = testbed.TestbedSpec(opts, loss, queue, mobiles=mobiles or 1)
-    testbed.up(spec, say=lambda s: say(f"testbed: {s}"))
+    testbed.up(spec, say=lambda s: say(f"testbed: {s}"), owner=owner)
     return testbed_target(), True
 
 
@@ -188,45 +216,39 @@ class Job(Protocol):
 
 
 def _measure(
-    kind: str,
     target: Target,
-    started: bool,
-    keep_testbed: bool,
-    out: str | None,
+    results: ResultsDir,
     say: Say,
     start: Callable[[ResultsDir, dict[str, Any]], Job],
     length: int = 1400,
     both_ways: bool = False,
     check: Callable[[ResultsDir, dict[str, Any]], None] | None = None,
-) -> tuple[ResultsDir, dict[str, Any]]:
-    """The skeleton every measurement runs in: a results folder with its context, the job,
-    and whatever happens (Ctrl-C, an error) the part measured kept and a testbed this run
-    brought up taken down. The caller writes the summary and draws the plots."""
+) -> dict[str, Any]:
+    """The skeleton every measurement runs in (inside ``link_for``; ``results`` made before
+    it, so that a folder that cannot be one is refused before a testbed comes up): the
+    context, the job, and whatever stops the job (Ctrl-C, an error) the part measured kept.
+    The caller writes the summary and draws the plots."""
+    say(f"results in {results.path}")
+    context = make_context(target, length, both_ways)
+    if check is not None:  # (before context.json: a folder refused keeps its own)
+        check(results, context)
+    results.write_json("context.json", context)
+    t0 = time.time()
+    job = start(results, context)
+    summary: dict[str, Any]
     try:
-        results = ResultsDir(out or default_dir(kind))
-        say(f"results in {results.path}")
-        context = make_context(target, length, both_ways)
-        if check is not None:  # (before context.json: a folder refused keeps its own)
-            check(results, context)
-        results.write_json("context.json", context)
-        t0 = time.time()
-        job = start(results, context)
-        summary: dict[str, Any]
-        try:
-            summary = job.run()
-        except KeyboardInterrupt:
-            summary = job.partial()
-            summary["interrupted"] = True
-            say("interrupted: keeping what was measured")
-        except Exception as exc:
-            summary = job.partial()
-            summary["error"] = f"{type(exc).__name__}: {exc}"
-            say(f"error: {summary['error']} (keeping what was measured)")
-    finally:
-        _take_down(started, keep_testbed, say)
+        summary = job.run()
+    except KeyboardInterrupt:
+        summary = job.partial()
+        summary["interrupted"] = True
+        say("interrupted: keeping what was measured")
+    except Exception as exc:
+        summary = job.partial()
+        summary["error"] = f"{type(exc).__name__}: {exc}"
+        say(f"error: {summary['error']} (keeping what was measured)")
     summary["context"] = context
     summary["seconds"] = round(time.time() - t0, 1)
-    return results, summary
+    return summary
 
 
 def run(
@@ -249,33 +271,26 @@ def run(
 
     if mobiles is not None and host is not None:
         raise ConfigError("--mobiles", mobiles, "the testbed's mobiles: not with --host")
-    target, started = resolve_target(
-        host,
-        iperf_port,
-        rtt_port,
-        opts,
-        say,
-        queue,
-        loss,
-        None if mobiles is None else wanted(mobiles),
-    )
-    chosen = None if mobiles is None else choose(mobiles, len(testbed.recorded_mobiles()))
+    need = None if mobiles is None else wanted(mobiles)
+    results = ResultsDir(out or default_dir(kind))
+    with link_for(
+        kind, host, (iperf_port, rtt_port), opts, keep_testbed, say, queue, loss, need
+    ) as (target, _):
+        chosen = None if mobiles is None else choose(mobiles, len(testbed.recorded_mobiles()))
 
-    def start(results: ResultsDir, context: dict[str, Any]) -> Job:
-        frames = frames_of(context)
-        if isinstance(plan, TTestPlan) and chosen is not None:
-            return MobilesTTest(target, plan, results, progress, frames=frames, mobiles=chosen)
-        if isinstance(plan, TTestPlan):
-            return TTest(target, plan, results, progress, frames=frames)
-        if chosen is not None:
-            return MobilesLTest(target, plan, results, progress, frames=frames, mobiles=chosen)
-        return LTest(target, plan, results, progress, frames=frames)
+        def start(results: ResultsDir, context: dict[str, Any]) -> Job:
+            frames = frames_of(context)
+            if isinstance(plan, TTestPlan) and chosen is not None:
+                return MobilesTTest(target, plan, results, progress, frames=frames, mobiles=chosen)
+            if isinstance(plan, TTestPlan):
+                return TTest(target, plan, results, progress, frames=frames)
+            if chosen is not None:
+                return MobilesLTest(target, plan, results, progress, frames=frames, mobiles=chosen)
+            return LTest(target, plan, results, progress, frames=frames)
 
-    length = plan.length or 1400
-    both = plan.direction == "both"
-    results, summary = _measure(
-        kind, target, started, keep_testbed, out, say, start, length, both_ways=both
-    )
+        length = plan.length or 1400
+        both = plan.direction == "both"
+        summary = _measure(target, results, say, start, length, both_ways=both)
     results.write_summary(summary)
     plots.plot_runs([results.path])
     return results.path, summary
@@ -298,7 +313,6 @@ def run_tune(
     link (``host`` = the base station's address; ``controls`` = the daemons' control sockets,
     both nodes: a setting applied to one radio only would break the link)."""
     from longge.chip.datasheet import per_attempt_failure
-    from longge.config import NodeConfig
 
     if opts.adapt:
         raise ConfigError(
@@ -311,40 +325,58 @@ def run_tune(
     from longge.measure.tune import Tune, check_resume
     from longge.measure.tune_plots import plot_tune, plot_tune_curves
 
-    target, started = resolve_target(host, *ports, opts, say, queue, loss)
-    if controls:
-        target = replace(target, controls=tuple(dict.fromkeys((*target.controls, *controls))))
-    if host and len(target.controls) < 2:
+    if (
+        host
+        and len(set(controls) | ({LOCAL_CONTROL} if os.path.exists(LOCAL_CONTROL) else set())) < 2
+    ):
         raise ConfigError(
             "--control",
-            list(target.controls),
+            list(controls),
             "tune on a real link changes ARD/ARC on both radios: give the base station's "
             "control socket too, e.g. forwarded over ssh: ssh -N -L /tmp/base.sock:"
             f"{LOCAL_CONTROL} pi@base & then --control /tmp/base.sock",
         )
-    # (the testbed's nodes run at the default power)
-    per, ack_per, burst = link_error_rates(opts, loss.as_dict(), NodeConfig().pa_level)
-    q_hint = per_attempt_failure(per, ack_per)
+    results = ResultsDir(out or default_dir("tune"))
+    with link_for("tune", host, ports, opts, keep_testbed, say, queue, loss) as (target, _):
+        if controls:
+            target = replace(target, controls=tuple(dict.fromkeys((*target.controls, *controls))))
+        per, ack_per, burst = link_error_rates(opts, *link_air(target))
+        q_hint = per_attempt_failure(per, ack_per)
 
-    def start(results: ResultsDir, context: dict[str, Any]) -> Job:
-        say(f"(an interrupted tune resumes with --out {results.path})")
-        # (None: the mobile daemon did not say; the model then counts no security bytes)
-        overhead = context.get("security_overhead")
-        air = (per, ack_per, burst)
-        return Tune(target, opts, plan, results, q_hint, progress, overhead, air)
+        def start(results: ResultsDir, context: dict[str, Any]) -> Job:
+            say(f"(an interrupted tune resumes with --out {results.path})")
+            # (None: the mobile daemon did not say; the model then counts no security bytes)
+            overhead = context.get("security_overhead")
+            air = (per, ack_per, burst)
+            return Tune(target, opts, plan, results, q_hint, progress, overhead, air)
 
-    def check(results: ResultsDir, context: dict[str, Any]) -> None:
-        check_resume(results, opts, q_hint, context.get("security_overhead"))
+        def check(results: ResultsDir, context: dict[str, Any]) -> None:
+            check_resume(results, opts, q_hint, context.get("security_overhead"))
 
-    results, summary = _measure("tune", target, started, keep_testbed, out, say, start, check=check)
+        summary = _measure(target, results, say, start, check=check)
     results.write_summary(summary)
     plot_tune(summary, results.path)
     plot_tune_curves(summary, opts, results.path)
     return results.path, summary
 
 
+def link_air(target: Target) -> tuple[dict[str, Any], str | int]:
+    """What the model needs of the link's channel: the emulated air's losses (the testbed's,
+    as it was brought up; none known on a real link: a loss-free channel) and the radios'
+    power level (as the mobile's daemon says; the default where it says nothing)."""
+    from longge.config import NodeConfig
+
+    loss = ((testbed.recorded_spec() or {}).get("loss") or {}) if target.air else {}
+    level: Any = None
+    if target.controls:
+        with contextlib.suppress(ControlError):
+            level = DaemonClient(target.controls[0]).status().radio.get("pa_level")
+    default = NodeConfig.__dataclass_fields__["pa_level"].default
+    return loss, level if isinstance(level, (str, int)) else str(default)
+
+
 def run_experiments(
-    names: list[str],
+    experiments: list[Any],
     quick: bool,
     opts: RadioOptions,
     out: str | None,
@@ -356,20 +388,22 @@ def run_experiments(
     queue: str = "fair",
     loss: AirLoss = NO_LOSS,
 ) -> tuple[Path, dict[str, Any]]:
-    """Run experiments (by name) on the testbed, or on a real link with ``host`` (its servers
-    on ``ports``: iperf3, RTT echo)."""
+    """Run ``experiments`` (measure.experiments' definitions) on the testbed, or on a real link
+    with ``host`` (its servers on ``ports``: iperf3, RTT echo)."""
     from longge.measure.experiments import Link, Runner
 
-    target, started = resolve_target(host, *ports, opts, say, queue, loss)
+    results = ResultsDir(out or default_dir("experiment"))
+    with link_for("experiment", host, ports, opts, keep_testbed, say, queue, loss) as (target, _):
 
-    def start(results: ResultsDir, context: dict[str, Any]) -> Job:
-        link = Link(target, target.air)
-        if target.netns is None:
-            link.sender_ns = link.receiver_ns = ""
-        overhead = context.get("security_overhead", 0)
-        return _Battery(names, Runner(link, opts, quick, progress, overhead), results, say)
+        def start(results: ResultsDir, context: dict[str, Any]) -> Job:
+            link = Link(target, target.air)
+            if target.netns is None:
+                link.sender_ns = link.receiver_ns = ""
+            overhead = context.get("security_overhead", 0)
+            runner = Runner(link, opts, quick, progress, overhead)
+            return _Battery(experiments, runner, results, say)
 
-    results, summary = _measure("experiment", target, started, keep_testbed, out, say, start)
+        summary = _measure(target, results, say, start)
     results.write_summary(summary)
     return results.path, summary
 
@@ -377,10 +411,8 @@ def run_experiments(
 class _Battery:
     """The experiments one after the other; one that fails does not cost the others."""
 
-    def __init__(self, names: list[str], runner: Any, results: ResultsDir, say: Say) -> None:
-        from longge.measure.experiments import EXPERIMENTS
-
-        self.experiments = [EXPERIMENTS[n] for n in names]
+    def __init__(self, experiments: list[Any], runner: Any, results: ResultsDir, say: Say) -> None:
+        self.experiments = experiments
         self.runner = runner
         self.results = results
         self.say = say
