@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import os
 import sys
 
 from longge import __version__
@@ -329,7 +330,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "name",
         help="tcp-vs-udp, loss, window, parallel, multiplex, cc, mode, multinode, adaptive, "
-        "adaptive-stream, all, list",
+        "adaptive-stream, hostile, all, list",
     )
     p.add_argument("--quick", action="store_true", help="fewer points, shorter trials")
     p.add_argument(
@@ -382,3 +383,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # (the reader went: `status | head`): quiet, as other tools are
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0

@@ -315,7 +315,7 @@ def leftover() -> str | None:
         return None
     if running(pid) and _started_at(pid) == since:
         return None
-    return f"left by a {command} run (pid {pid}) that ended without taking it down"
+    return f"left by {command} (pid {pid}), which ended without taking it down"
 
 
 def clear_for(command: str, say: Callable[[str], None]) -> None:

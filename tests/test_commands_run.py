@@ -121,11 +121,11 @@ def test_tune_from_nothing_finds_a_killed_runs_testbed(tmp_path: Path) -> None:
         killed.kill()
         killed.wait(timeout=30)
     said = cli("testbed", "status")
-    assert "left by a tune run" in said.stdout, said.stdout
+    assert "left by tune (pid" in said.stdout, said.stdout
     out = tmp_path / "tune"
     lossy = ("--ard-list", "500", "--arc-list", "3", "-t", "1", "--per", "0.1")
     text = ok(cli("tune", *lossy, "--out", str(out)))
-    assert "found a testbed left by a tune run" in text
+    assert "found a testbed left by tune (pid" in text
     summary = has(out, "context.json", "summary.json", "grid.csv", "tune_link.json")
     assert not summary.get("error") and not summary.get("interrupted")
     rows = summary["grid"]
@@ -190,6 +190,26 @@ def test_experiment_adaptive_stream(tmp_path: Path) -> None:
     has(out, "summary.json", "adaptive-stream.json", "adaptive-stream.csv", "adaptive-stream.png")
     rows = json.loads((out / "adaptive-stream.json").read_text())["rows"]
     assert [r["phase"] for r in rows][:2] == ["clean", "per10"] and len(rows) >= 6
+    assert_nothing_left()
+
+
+def test_experiment_hostile(tmp_path: Path) -> None:
+    """A stranger's radio beside the link: one attack (stream mode's forged RESET twenty a
+    second), its phases and what got through. Its figures are the experiment's verdict, not
+    this test's."""
+    testbed.down()
+    out = tmp_path / "out"
+    ok(cli("experiment", "hostile", "--values", "reset20", "-t", "2", "--out", str(out)))
+    has(out, "summary.json", "hostile.json", "hostile.csv", "hostile.png")
+    rows = json.loads((out / "hostile.json").read_text())["rows"]
+    assert [(r["mode"], r["phase"]) for r in rows] == [
+        ("stream", "none"),
+        ("stream", "reset20"),
+        ("stream", "none"),
+    ]
+    attack = rows[1]
+    assert attack["attack_frames"] >= 20 and attack["ratio"] == attack["ratio"]
+    assert attack["replayed_delivered"] == attack["damaged_delivered"] == 0
     assert_nothing_left()
 
 

@@ -228,10 +228,16 @@ def _own_testbeds() -> list[Any]:
     from longge.measure import (
         adaptive_experiment,
         adaptive_stream_experiment,
+        hostile_experiment,
         multinode_experiment,
     )
 
-    return [multinode_experiment, adaptive_experiment, adaptive_stream_experiment]
+    return [
+        multinode_experiment,
+        adaptive_experiment,
+        adaptive_stream_experiment,
+        hostile_experiment,
+    ]
 
 
 def cmd_experiment(ns: argparse.Namespace) -> int:

@@ -6,6 +6,7 @@ Goodput is what the *receiver* got: ``end.sum_received`` (never the client's sen
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -134,6 +135,17 @@ def run_trial(
     return raw
 
 
+def _end(proc: subprocess.Popen[bytes], out: str) -> None:
+    """The trial's process group killed and its file removed, whichever of them is gone
+    already (a Ctrl-C as the trial ends: once a ProcessLookupError took the interrupt's
+    place, and the run ended as failed, not interrupted)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(out)
+
+
 def _run_once(spec: TrialSpec, netns: str | None, grace_s: float) -> dict[str, Any]:
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as tmp:
         out = tmp.name
@@ -146,14 +158,10 @@ def _run_once(spec: TrialSpec, netns: str | None, grace_s: float) -> dict[str, A
     try:
         _, err = proc.communicate(timeout=spec.duration + grace_s)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        os.unlink(out)
+        _end(proc, out)
         return {"error": f"trial did not finish within {spec.duration + grace_s:.0f} s (killed)"}
     except BaseException:
-        os.killpg(proc.pid, signal.SIGKILL)  # Ctrl-C: libiperf would not stop by itself
-        proc.wait()
-        os.unlink(out)
+        _end(proc, out)  # Ctrl-C: libiperf would not stop by itself
         raise
     try:
         with open(out) as f:

@@ -245,10 +245,16 @@ def rejudge_experiments(folder: Path, draw: bool = True) -> list[tuple[str, str,
     from longge.measure import (
         adaptive_experiment,
         adaptive_stream_experiment,
+        hostile_experiment,
         multinode_experiment,
     )
 
-    own_all = (multinode_experiment, adaptive_experiment, adaptive_stream_experiment)
+    own_all = (
+        multinode_experiment,
+        adaptive_experiment,
+        adaptive_stream_experiment,
+        hostile_experiment,
+    )
     for own in own_all:  # (testbeds of their own)
         p = folder / f"{own.NAME}.json"
         if p.exists():

@@ -1,0 +1,318 @@
+"""Experiment ``hostile``: what a stranger's radio beside the link costs it (issue 67). The
+attacker (``hostile_radio.py``) hears everything on the air and has no key; the promise is
+that it costs the link no more than the air it takes, and that nothing it sends reaches the
+far side.
+
+Per link mode a testbed of its own (``testbed up --mode M``: 2 Mbit/s, secured). The mobile
+sends numbered 1400-byte UDP datagrams to the base at 1.1 times the mode's bound (the link
+saturated: what an attack costs shows whole), a receiver in ``lg-base`` counts what arrives
+each 0.25 s: the bytes of the genuine datagrams, datagrams that came again (replays) and
+datagrams not as sent (damaged, forged). Phases of ``--time`` seconds (10; ``--quick``: 5):
+none, then each attack followed by none again; an attack's goodput is judged against the
+mean of the none phases around it (the same run's). Before ``replay`` the mobile's daemon is
+restarted (after the packets were recorded), so that what is replayed is of an old epoch.
+
+Verdict per attack: kept when its goodput is at least ``TARGET`` of the none phases' and
+nothing came that should not have; summary.json (``hostile.json``), CSV, plot.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from longge import testbed
+from longge.daemon.status import DaemonClient
+from longge.errors import ConfigError, LongGeError
+from longge.measure.experiment_report import save_figure
+from longge.measure.experiments import write_rows
+from longge.measure.hostile_radio import ATTACKS, Attacker, attacks_for
+from longge.measure.model import udp_goodput_bps
+from longge.measure.results import ResultsDir
+from longge.protocol.secure import OVERHEAD
+from longge.radio.options import RadioOptions
+from longge.testbed_spec import node_socket
+
+NAME = "hostile"
+QUESTION = (
+    "What does a stranger's radio beside the link (no key; hears everything) cost it, and "
+    "does anything it sends reach the far side?"
+)
+MODES = ("esb", "stream")
+PHASE_S, QUICK_PHASE_S = 10, 5
+#: The load, a share of the mode's bound (1400-byte UDP, secured).
+OFFER_SHARE = 1.1
+#: An attack keeps the link when its goodput is at least this share of the none phases'.
+TARGET = 0.90
+PORT = 9000
+SLICE_S = 0.25
+#: The first part of a phase is not counted (the attack's start, the queues' new level).
+SKIP_S = 1.0
+DATAGRAM = 1400
+
+#: The mobile's sender (argv: bit/s, seconds, host, port): numbered datagrams.
+SENDER = """
+import socket, struct, sys, time
+rate, seconds, host, port = float(sys.argv[1]), float(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+pattern = bytes(range(256)) * 7
+gap, n = 1400 * 8 / rate, 0
+t = time.monotonic()
+end = t + seconds
+while t < end:
+    body = pattern[n % 256 : n % 256 + 1392]
+    try:
+        s.sendto(struct.pack(">Q", n) + body, (host, port))
+    except OSError:
+        pass
+    n += 1
+    t += gap
+    d = t - time.monotonic()
+    if d > 0:
+        time.sleep(d)
+"""
+#: The base's receiver (argv: host, port, seconds): one JSON line per slice with the bytes
+#: of genuine datagrams, and the datagrams that came again or not as sent.
+RECEIVER = """
+import json, signal, socket, struct, sys, time
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind((sys.argv[1], int(sys.argv[2])))
+s.settimeout(0.05)
+pattern = bytes(range(256)) * 7
+seen, end = set(), time.monotonic() + float(sys.argv[3])
+good = again = bad = 0
+next_t = time.monotonic() + 0.25
+while time.monotonic() < end:
+    try:
+        data = s.recv(4096)
+    except socket.timeout:
+        data = None
+    if data is not None:
+        n = struct.unpack(">Q", data[:8])[0] if len(data) == 1400 else -1
+        if n < 0 or data[8:] != pattern[n % 256 : n % 256 + 1392]:
+            bad += 1
+        elif n in seen:
+            again += 1
+        else:
+            seen.add(n)
+            good += len(data)
+    now = time.monotonic()
+    if now >= next_t:
+        print(json.dumps([now, good, again, bad]), flush=True)
+        good = again = bad = 0
+        next_t += 0.25
+"""
+
+
+def bound_bps(mode: str) -> float:
+    return udp_goodput_bps(RadioOptions(mode=mode), DATAGRAM, OVERHEAD)
+
+
+def check_values(values: str) -> tuple[str, ...]:
+    """experiment hostile --values: some of its attacks."""
+    chosen = tuple(dict.fromkeys(t.strip() for t in values.split(",")))
+    if not chosen or not set(chosen) <= set(ATTACKS):
+        raise ConfigError("--values", values, f"attacks of {NAME}: {', '.join(ATTACKS)}")
+    return chosen
+
+
+def _restart_mobile() -> None:
+    """SIGTERM to the mobile's daemon (the keeper starts it again: a new sender epoch); back
+    when its link is up."""
+    state = json.loads(testbed.paths()["state"].read_text())
+    old = int(state["pids"]["mobile"])
+    os.kill(old, signal.SIGTERM)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        time.sleep(0.2)
+        try:
+            st = DaemonClient(str(node_socket("mobile")), timeout=1).status()
+        except (OSError, LongGeError):
+            continue
+        pid = json.loads(testbed.paths()["state"].read_text())["pids"]["mobile"]
+        if pid != old and st.link == "up":
+            return
+    raise LongGeError("the mobile's daemon did not come back within 20 s of its restart")
+
+
+def run_mode(mode: str, attacks: list[str], phase_s: float) -> list[dict[str, Any]]:
+    """One mode's phases on a testbed of its own: a row per phase."""
+    opts = RadioOptions(mode=mode)
+    testbed.up(testbed.TestbedSpec(options=opts), owner=f"experiment {NAME}")
+    # replay first: its packets recorded in the warm-up, then the mobile restarted (a new
+    # epoch), and the none phase before it after the restart too
+    attacks = sorted(attacks, key=lambda a: a != "replay")
+    plan = ["none"] + [p for a in attacks for p in (a, "none")]
+    total = len(plan) * phase_s + 30 * ("replay" in attacks) + 10
+    base = ("ip", "netns", "exec", "lg-base", sys.executable, "-c", RECEIVER)
+    mobile = ("ip", "netns", "exec", "lg-mobile", sys.executable, "-c", SENDER)
+    receiver = sender = None
+    eve = Attacker(str(testbed.paths()["air"]), opts)
+    bounds: list[tuple[str, float, float, dict[str, int]]] = []
+    try:
+        receiver = subprocess.Popen(
+            [*base, testbed.BASE_IP, str(PORT), str(total)], stdout=subprocess.PIPE, text=True
+        )
+        time.sleep(1.0)  # (listening)
+        rate = OFFER_SHARE * bound_bps(mode)
+        sender = subprocess.Popen(
+            [*mobile, str(rate), str(total), testbed.BASE_IP, str(PORT)],
+            stdout=subprocess.DEVNULL,
+        )
+        eve.start()
+        time.sleep(2.0)  # (the queues full, the first ACKs heard)
+        if "replay" in attacks:
+            if not eve.keep():
+                raise LongGeError("the attacker heard no whole packet to replay")
+            _restart_mobile()  # the packets kept are of an old epoch now
+            time.sleep(2.0)
+        for phase in plan:
+            if eve.error is not None:
+                raise LongGeError(f"the attacker's radios: {eve.error}")
+            before = dict(eve.sent)
+            eve.attack = None if phase == "none" else phase
+            t0 = time.monotonic()
+            time.sleep(phase_s)
+            eve.attack = None
+            sent = {k: v - before.get(k, 0) for k, v in eve.sent.items()}
+            bounds.append((phase, t0, time.monotonic(), sent))
+    finally:
+        try:
+            eve.stop()
+            for p in (sender, receiver):
+                if p is not None and p.poll() is None:
+                    p.terminate()
+            out = receiver.communicate(timeout=30)[0] if receiver is not None else ""
+        finally:
+            testbed.down()
+    slices = [json.loads(line) for line in out.splitlines() if line.startswith("[")]
+    return _rows(mode, bounds, slices)
+
+
+def _rows(
+    mode: str,
+    bounds: list[tuple[str, float, float, dict[str, int]]],
+    slices: list[list[float]],
+) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    for phase, t0, t1, sent in bounds:
+        inside = [s for s in slices if t0 + SKIP_S < s[0] <= t1]
+        span = max(1e-9, (t1 - t0 - SKIP_S))
+        rows.append(
+            {
+                "mode": mode,
+                "phase": phase,
+                "goodput_bps": 8 * sum(s[1] for s in inside) / span if inside else math.nan,
+                "replayed_delivered": int(sum(s[2] for s in slices if t0 < s[0] <= t1)),
+                "damaged_delivered": int(sum(s[3] for s in slices if t0 < s[0] <= t1)),
+                "attack_frames": int(sum(sent.values())),
+                "seconds": round(t1 - t0, 2),
+            }
+        )
+    for i, r in enumerate(rows):  # each attack against the none phases around it
+        if r["phase"] == "none":
+            r["ratio"] = math.nan
+            continue
+        around = [
+            rows[j]["goodput_bps"]
+            for j in (i - 1, i + 1)
+            if 0 <= j < len(rows) and rows[j]["phase"] == "none" and rows[j]["goodput_bps"] > 0
+        ]
+        ref = sum(around) / len(around) if around else math.nan
+        r["none_bps"] = ref
+        r["ratio"] = r["goodput_bps"] / ref if ref and ref == ref else math.nan
+        r["kept"] = bool(
+            r["ratio"] >= TARGET and not r["replayed_delivered"] and not r["damaged_delivered"]
+        )
+    return rows
+
+
+def run(
+    quick: bool,
+    out: ResultsDir,
+    say: Callable[[str], None],
+    progress: Callable[[str, float], None],
+    values: str | None = None,
+    seconds: int | None = None,
+) -> dict[str, Any]:
+    """Each mode's attacks on a testbed of its own; the summary, CSV and plot in ``out``."""
+    chosen = check_values(values) if values is not None else tuple(ATTACKS)
+    phase_s = float(seconds or (QUICK_PHASE_S if quick else PHASE_S))
+    rows: list[dict[str, Any]] = []
+    for k, mode in enumerate(MODES):
+        attacks = [a for a in attacks_for(mode) if a in chosen]
+        if not attacks:
+            continue
+        progress(f"{NAME}: {mode}", k / len(MODES))
+        say(f"{NAME}: {mode}: {', '.join(attacks)}, {phase_s:g} s each, none between")
+        rows += run_mode(mode, attacks, phase_s)
+    progress(f"{NAME}: done", 1.0)
+    summary: dict[str, Any] = {
+        "kind": "experiment",
+        "experiment": {"name": NAME, "question": QUESTION, "attacks": list(chosen)},
+        "quick": quick,
+        "phase_s": phase_s,
+        "target": TARGET,
+        "offered_share": OFFER_SHARE,
+        "bound_bps": {"udp_1400": bound_bps("esb"), "udp_1400_stream": bound_bps("stream")},
+        "rows": rows,
+    }
+    summary["verdict"] = verdict(summary)
+    write_rows(out.path / f"{NAME}.csv", rows)
+    out.write_summary(summary, f"{NAME}.json")
+    plot(summary, out.path)
+    return summary
+
+
+def verdict(summary: dict[str, Any]) -> str:
+    """Per mode: each attack's share of the none phases' goodput, and what got through."""
+    parts = []
+    for mode in MODES:
+        rows = [r for r in summary["rows"] if r["mode"] == mode and r["phase"] != "none"]
+        if not rows:
+            continue
+        hurt = [r for r in rows if not r.get("kept")]
+        said = ", ".join(
+            f"{r['phase']} {r['ratio']:.2f}"
+            + (f" ({r['replayed_delivered']} replayed" if r["replayed_delivered"] else "")
+            + (f" ({r['damaged_delivered']} damaged" if r["damaged_delivered"] else "")
+            + (")" if r["replayed_delivered"] or r["damaged_delivered"] else "")
+            for r in rows
+        )
+        head = "every attack kept" if not hurt else f"{len(hurt)} of {len(rows)} hurt"
+        parts.append(f"{mode}: {head} (>= {summary['target']:.2f} and nothing through): {said}")
+    return "; ".join(parts) or "no attack measured"
+
+
+def plot(summary: dict[str, Any], out: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(11, 4.4))
+    names = list(dict.fromkeys(r["phase"] for r in summary["rows"] if r["phase"] != "none"))
+    width = 0.4
+    for k, mode in enumerate(MODES):
+        got = {r["phase"]: r["ratio"] for r in summary["rows"] if r["mode"] == mode}
+        xs = [i + (k - 0.5) * width for i, n in enumerate(names) if n in got]
+        ys = [got[n] for n in names if n in got]
+        ax.bar(xs, ys, width, label=mode)
+    ax.axhline(summary.get("target", TARGET), color="k", ls="--", lw=1, label="target")
+    ax.set_xticks(range(len(names)), names)
+    ax.set(ylabel="goodput / the none phases' around it", ylim=(0, 1.15))
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend(fontsize=8)
+    fig.suptitle(textwrap.fill(summary.get("verdict", QUESTION), 150), fontsize=9)
+    fig.tight_layout()
+    return save_figure(fig, out, NAME)
