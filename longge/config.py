@@ -19,7 +19,7 @@ from longge.protocol.fragmenter import MIN_PAYLOAD, check_mtu
 from longge.protocol.peer import MAX_PEERS
 from longge.protocol.secure import KEY_LEN
 from longge.radio.options import UPLINK_CHANNEL, RadioOptions, downlink_channel
-from longge.tun import check_ifname
+from longge.tun import check_ifname, link_local
 
 IPInterface = ipaddress.IPv4Interface | ipaddress.IPv6Interface
 
@@ -73,7 +73,7 @@ class PeerConfig:
             raise ConfigError("peer.name", self.name, "1..32 letters, digits, - or _")
         allowed = self.allowed_ips
         if allowed == ():  # (unset: by role)
-            own_sources = (f"{peer}/{peer.max_prefixlen}", LINK_LOCAL_V6)
+            own_sources = (f"{peer}/{peer.max_prefixlen}", f"{link_local(peer)}/128")
             allowed = own_sources if role == "base" else _ANY_SOURCE
         if not isinstance(allowed, tuple):
             raise ConfigError("peer.allowed_ips", allowed, 'a list like ["10.24.0.2/32"]')
@@ -282,6 +282,7 @@ class NodeConfig:
         )
         if len(self.peers) > 1:
             _check_pipes(self.peers)
+            _check_keys(self.peers)
         for name in ("tx_ce_pin", "rx_ce_pin"):
             _in_range(f"rf24.{name}", getattr(self, name), 0, 27)
         for name in ("tx_csn_pin", "rx_csn_pin"):
@@ -379,6 +380,30 @@ def _check_mobiles(peers: tuple[PeerConfig, ...]) -> None:
             raise ConfigError(f"peer.{key}", shown, "a different one for each mobile")
 
 
+def _check_keys(peers: tuple[PeerConfig, ...]) -> None:
+    """A base's mobiles each with a key of their own: the direction keys derive from the key
+    and the two link addresses, which anyone can see, so a mobile that holds another's key can
+    read that mobile's packets and send as it. Refused, naming both, with the fix (the key
+    material itself is never shown)."""
+    seen: dict[bytes, str] = {}
+    for p in peers:
+        for k in (p.key, p.previous_key):
+            if k is None:
+                continue
+            other = seen.get(k)
+            if other is not None and other != p.name:
+                raise ConfigError(
+                    "peer.key",
+                    f"{other} and {p.name}: the same key",
+                    "a key of its own for each mobile: a mobile that holds another's key reads "
+                    "that mobile's packets and can send as it (the keys each direction uses "
+                    "derive from the key and the link addresses, which are no secret). Make one "
+                    f"per mobile (./run.sh keygen --out /etc/longge/key-{p.name}), set it as "
+                    f"key_file of [[peer]] {p.name} here and of the mobile's own config",
+                )
+            seen[k] = p.name
+
+
 def _check_pipes(peers: tuple[PeerConfig, ...]) -> None:
     """Pipes 2..5 of the chip keep only their first byte (the least significant, sent last);
     the rest is pipe 1's (datasheet §7.6): each mobile's ``rx_address`` differs from the
@@ -398,9 +423,7 @@ def _check_pipes(peers: tuple[PeerConfig, ...]) -> None:
 _PEER_NAME = re.compile(r"[A-Za-z0-9_-]{1,32}")
 #: A mobile's base may hand it packets from anywhere (the internet through its NAT).
 _ANY_SOURCE = ("0.0.0.0/0", "::/0")
-#: IPv6 link-local sources: on a point-to-point link only the peer can send them (its kernel
-#: does, e.g. router solicitations), and no router forwards them.
-LINK_LOCAL_V6 = "fe80::/10"
+
 
 #: A Linux interface name (IFNAMSIZ - 1 characters, no "/", ":" or white space), or "".
 _IFNAME = re.compile(r"[^/:\s]{0,15}")

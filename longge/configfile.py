@@ -339,14 +339,22 @@ def _check_secrets(path: Path, security: object, section: str) -> None:
         name = security.get(key)
         if isinstance(name, str):
             try:
-                mode = os.stat(name).st_mode & 0o777
+                st = os.stat(name)
             except OSError:
                 continue  # (reading it names what is wrong)
+            mode = st.st_mode & 0o777
             if mode & 0o077:
                 raise ConfigError(
                     f"{section}.{key}",
                     name,
                     f"a file only its owner can read: it is {mode:03o} (chmod 600 {name})",
+                )
+            if st.st_uid not in (0, os.geteuid()):
+                raise ConfigError(
+                    f"{section}.{key}",
+                    name,
+                    f"a file of root's (or of the user the daemon runs as): it is uid "
+                    f"{st.st_uid}'s, who could put another key there (chown root {name})",
                 )
     for key in ("key", "previous_key"):
         if key in security:

@@ -87,10 +87,13 @@ def _chain(chain: str, hook: str, rules: list[list[str]], undo: list[Undo]) -> N
         _iptables("-I", hook, "1", "-j", chain)
 
 
-def forward_rules(tun: str, uplink: str | None) -> list[list[str]]:
+def forward_rules(tun: str, uplink: str | None, router: bool = True) -> list[list[str]]:
     """The base forwards the link's traffic to the uplink and what comes back on those
     connections; nothing else to or from the link (hosts upstream do not reach the link's
-    subnet, link clients reach no other interface: management, VPN, another LAN)."""
+    subnet, link clients reach no other interface: management, VPN, another LAN). Forwarding
+    is one switch for every interface (net.ipv4.ip_forward): on a machine that was no
+    ``router`` before the daemon, what does not touch the link is dropped too, so that its
+    other interfaces forward as they did before (nothing), not because LongGe runs."""
     rules: list[list[str]] = []
     if uplink:
         back = ["-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED"]
@@ -98,7 +101,8 @@ def forward_rules(tun: str, uplink: str | None) -> list[list[str]]:
             ["-i", tun, "-o", uplink, "-j", "ACCEPT"],
             ["-i", uplink, "-o", tun, *back, "-j", "ACCEPT"],
         ]
-    return [*rules, ["-i", tun, "-j", "DROP"], ["-o", tun, "-j", "DROP"]]
+    rules += [["-i", tun, "-j", "DROP"], ["-o", tun, "-j", "DROP"]]
+    return rules if router else [*rules, ["-j", "DROP"]]
 
 
 def _nat_rule(cfg: NodeConfig, uplink: str) -> list[str]:
@@ -117,7 +121,7 @@ def setup_base(cfg: NodeConfig) -> list[Undo]:
         was = f.read().strip()
     try:
         # the rules first: forwarding is never on without them
-        _chain(chain, "FORWARD", forward_rules(cfg.tun, uplink), undo)
+        _chain(chain, "FORWARD", forward_rules(cfg.tun, uplink, router=was == "1"), undo)
         _chain(input_chain(cfg.tun), "INPUT", input_rules(cfg.tun, cfg.address), undo)
         with open(IP_FORWARD, "w") as f:
             f.write("1\n")
@@ -152,6 +156,7 @@ def setup_base(cfg: NodeConfig) -> list[Undo]:
             + (" (NAT)" if nat else "")
             + f" and replies back; everything else to or from {cfg.tun}, and to "
             f"{ipaddress.ip_interface(cfg.address).ip} from elsewhere, dropped"
+            + ("" if was == "1" else "; no forwarding between other interfaces (none before)")
             if uplink
             else f"nothing forwarded: no uplink (base.uplink unset, no default route); "
             f"everything to or from {cfg.tun} dropped"

@@ -8,10 +8,12 @@ Both offer the same narrow interface (``name``, ``mtu``, ``read``, ``write``, ``
 from __future__ import annotations
 
 import fcntl
+import ipaddress
 import os
 import socket
 import struct
 import subprocess
+from pathlib import Path
 from typing import Protocol
 
 from longge.errors import ConfigError, LongGeError
@@ -130,8 +132,26 @@ def ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return proc
 
 
+def link_local(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> ipaddress.IPv6Address:
+    """A node's IPv6 link-local address on the link, from its link address (10.24.0.2 ->
+    fe80::a18:2; an IPv6 one: its last 64 bits): the daemon gives its TUN this one and no
+    other (configure_link), so that a base knows each mobile's and routes and checks it per peer
+    (with one fe80::/10 for every mobile, the base's packet to mobile 2's link-local address
+    went to mobile 1, the first of the tie)."""
+    bits = int(address) & ((1 << (32 if address.version == 4 else 64)) - 1)
+    return ipaddress.IPv6Address((0xFE80 << 112) | bits)
+
+
 def configure_link(name: str, address: str, mtu: int, txqueuelen: int) -> None:
-    """Address, MTU and a short kernel queue (our own queue holds the deliberate budget)."""
+    """Address, MTU and a short kernel queue (our own queue holds the deliberate budget); the
+    IPv6 link-local address derived from the link address (config.link_local) and no other:
+    the kernel's own would be random, and a base could not tell its mobiles' apart."""
     ip("link", "set", "dev", name, "mtu", str(mtu), "txqueuelen", str(txqueuelen))
     ip("addr", "replace", address, "dev", name)
+    conf = Path(f"/proc/sys/net/ipv6/conf/{name}")
+    gen_mode, off = conf / "addr_gen_mode", conf / "disable_ipv6"
+    if gen_mode.exists() and off.read_text().strip() == "0":  # (IPv6 off: nothing to do)
+        gen_mode.write_text("1\n")
+        own = link_local(ipaddress.ip_interface(address).ip)
+        ip("-6", "addr", "replace", f"{own}/64", "dev", name, "nodad")
     ip("link", "set", "dev", name, "up")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -465,6 +466,19 @@ def test_a_peer_key_file_others_can_read_is_refused_by_its_peer_key(tmp_path: Pa
         configfile.load(path)
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown needs root (CI runs as root)")
+def test_a_key_file_of_another_user_is_refused(tmp_path: Path) -> None:
+    """Issue 67: mode 600 but another user's: that user could put a key of theirs there."""
+    key = tmp_path / "key"
+    key.write_text(KEY)
+    key.chmod(0o600)
+    os.chown(key, 65534, 65534)
+    path = tmp_path / "c.toml"
+    path.write_text(f'[[peer]]\nkey_file = "{key}"\n')
+    with pytest.raises(ConfigError, match=r"peer\.key_file .*uid 65534.*chown root"):
+        configfile.load(path)
+
+
 def test_a_base_takes_its_mobile_s_address_and_link_local_sources_by_default() -> None:
     """A mobile's kernel sends IPv6 from its link-local address (router solicitations): only
     the mobile can send those over the link, so a base takes them; no other source."""
@@ -474,4 +488,4 @@ def test_a_base_takes_its_mobile_s_address_and_link_local_sources_by_default() -
         peers=(config.PeerConfig(address="10.24.0.2"),),
         insecure=True,
     )
-    assert base.peers[0].allowed_ips == ("10.24.0.2/32", "fe80::/10")
+    assert base.peers[0].allowed_ips == ("10.24.0.2/32", "fe80::a18:2/128")

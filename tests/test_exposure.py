@@ -234,6 +234,13 @@ def test_the_base_forwards_the_link_to_its_uplink_and_nothing_else(tmp_path: Pat
         seen["chains"] = subprocess.run(
             ["iptables", "-S"], capture_output=True, text=True
         ).stdout.splitlines()
+        # a machine that was a router before the daemon: its other interfaces keep forwarding
+        Path("/proc/sys/net/ipv4/ip_forward").write_text("1\n")
+        undo = setup_base(cfg)
+        seen["router_chain"] = _iptables_s("LONGGE-lgfwd0")
+        for u in reversed(undo):
+            u()
+        seen["router_after"] = Path("/proc/sys/net/ipv4/ip_forward").read_text().strip()
         return seen
 
     seen = in_own_namespace(base)
@@ -244,7 +251,11 @@ def test_the_base_forwards_the_link_to_its_uplink_and_nothing_else(tmp_path: Pat
         "-A LONGGE-lgfwd0 -i eth9 -o lgfwd0 -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT",
         "-A LONGGE-lgfwd0 -i lgfwd0 -j DROP",
         "-A LONGGE-lgfwd0 -o lgfwd0 -j DROP",
+        # (issue 67: the namespace forwarded nothing before: its other interfaces neither now)
+        "-A LONGGE-lgfwd0 -j DROP",
     ]
+    assert seen["router_chain"][1:] == seen["chain"][1:-1]  # (a router before: no last DROP)
+    assert seen["router_after"] == "1"
     assert seen["input"][1:2] == ["-A INPUT -j LONGGE-IN-lgfwd0"], seen["input"]
     assert seen["input"][-3:] == [
         "-A LONGGE-IN-lgfwd0 -i lgfwd0 -j RETURN",
@@ -273,7 +284,11 @@ def test_a_base_without_an_uplink_forwards_nothing(tmp_path: Path) -> None:
         return rules
 
     rules = in_own_namespace(base)
-    assert rules[1:] == ["-A LONGGE-lgfwd0 -i lgfwd0 -j DROP", "-A LONGGE-lgfwd0 -o lgfwd0 -j DROP"]
+    assert rules[1:] == [
+        "-A LONGGE-lgfwd0 -i lgfwd0 -j DROP",
+        "-A LONGGE-lgfwd0 -o lgfwd0 -j DROP",
+        "-A LONGGE-lgfwd0 -j DROP",
+    ]
 
 
 # -- the measurement servers ----------------------------------------------------------------------

@@ -304,6 +304,8 @@ def test_a_mobile_with_another_mobiles_key_gets_nothing_through(
         ({"peers": "duplicate-name"}, "peer.name"),
         ({"peers": "bad-pipe"}, "peer.rx_address"),
         ({"peers": "six"}, "peer"),
+        ({"peers": "one-key"}, "peer.key"),
+        ({"peers": "old-key"}, "peer.key"),
     ],
 )
 def test_a_base_with_several_mobiles_is_checked_by_name(
@@ -319,9 +321,19 @@ def test_a_base_with_several_mobiles_is_checked_by_name(
         change = {"peers": tuple(peers)}
     elif change.get("peers") == "six":
         change = {"peers": tuple(peers) + tuple(peers)}
+    elif change.get("peers") == "one-key":  # (issue 67: sharing isolates nothing)
+        peers[2] = replace(peers[2], key=peers[0].key)
+        change = {"peers": tuple(peers)}
+    elif change.get("peers") == "old-key":  # (a key being rotated out is a key too)
+        peers[1] = replace(peers[1], previous_key=peers[0].key)
+        change = {"peers": tuple(peers)}
     with pytest.raises(ConfigError) as err:
         replace(cfg, **change)  # type: ignore[arg-type]
     assert err.value.key == key_named, str(err.value)
+    if change != {} and key_named == "peer.key":  # both named, the fix said, the key not
+        text = str(err.value)
+        assert "mobile1 and mobile" in text and "keygen --out" in text
+        assert peers[0].key is not None and peers[0].key.hex() not in text
 
 
 def test_a_mobile_has_one_peer(tmp_path: Path) -> None:

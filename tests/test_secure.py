@@ -202,6 +202,41 @@ def test_keys_and_state_dirs_are_checked(tmp_path: Path) -> None:
         EpochStore(tmp_path / "garbled").next()
 
 
+def test_a_state_dir_others_can_write_or_do_not_own_is_refused(tmp_path: Path) -> None:
+    """Issue 67: whoever can write in it can roll the nonce epochs back."""
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o700)
+    shared.chmod(0o777)
+    with pytest.raises(ConfigError, match=r"security\.state_dir.*chmod 700"):
+        check_state_dir(shared)
+    link = tmp_path / "link"
+    own = tmp_path / "own"
+    own.mkdir(mode=0o700)
+    link.symlink_to(own)
+    with pytest.raises(ConfigError, match=r"security\.state_dir.*not a link"):
+        check_state_dir(link)
+    check_state_dir(own)  # (its owner's, 700: fine)
+    if os.geteuid() == 0:
+        os.chown(own, 65534, 65534)
+        with pytest.raises(ConfigError, match=r"security\.state_dir.*chown root"):
+            check_state_dir(own)
+
+
+def test_a_link_planted_at_a_state_files_temporary_name_is_not_written_through(
+    tmp_path: Path,
+) -> None:
+    """Issue 67: the epoch's file is written beside itself and renamed; a symlink planted at
+    that fixed name once had the daemon (root) write through it."""
+    victim = tmp_path / "victim"
+    victim.write_text("untouched\n")
+    store = EpochStore(tmp_path / "epoch")
+    (tmp_path / "epoch.tmp").symlink_to(victim)
+    first = store.next()
+    assert victim.read_text() == "untouched\n"
+    assert (tmp_path / "epoch").read_text().strip() == str(first)
+    assert not (tmp_path / "epoch.tmp").exists()
+
+
 @pytest.mark.parametrize("text", ["", "\n", "-3\n", str(1 << 32) + "\n", "\xff\xfe"])
 def test_an_epoch_or_mark_file_that_is_not_one_never_starts_over(tmp_path: Path, text: str) -> None:
     """An empty epoch file once read as 0: the next epoch was 1 again, the same nonces under

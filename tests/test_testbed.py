@@ -125,9 +125,10 @@ def test_nothing_beyond_the_link_reaches_in(bed: None) -> None:
     fwd = in_ns("lg-base", "iptables", "-S", "FORWARD").stdout.splitlines()
     assert fwd[1] == "-A FORWARD -j LONGGE-longge0", fwd
     chain = in_ns("lg-base", "iptables", "-S", "LONGGE-longge0").stdout.splitlines()
-    assert chain[-2:] == [
+    assert chain[-3:] == [
         "-A LONGGE-longge0 -i longge0 -j DROP",
         "-A LONGGE-longge0 -o longge0 -j DROP",
+        "-A LONGGE-longge0 -j DROP",  # (lg-base forwarded nothing before the daemon)
     ]
     st = json.loads(cli("testbed", "status", "--json").stdout)
     assert st["nodes"]["base"]["forwarding"]["uplink"] == "up0"
@@ -141,6 +142,39 @@ def test_nothing_beyond_the_link_reaches_in(bed: None) -> None:
     finally:
         in_ns("lg-inet", "ip", "route", "del", "10.24.0.0/24")
     assert (testbed.paths()["air"].stat().st_mode & 0o777) == 0o660
+
+
+def test_the_bases_other_interfaces_forward_as_before_the_daemon(bed: None) -> None:
+    """Issue 67: a base whose forwarding was off before the daemon forwards only for the
+    link. A third interface in lg-base (a LAN, lg-lan behind it): nothing between it and the
+    uplink, either way (before: the daemon's ip_forward = 1 forwarded it); the link still
+    reaches the internet host."""
+    subprocess.run(["ip", "netns", "del", "lg-lan"], capture_output=True)  # (a run killed)
+    peer, via = ("name", "eth0", "netns", "lg-lan"), ("via", testbed.UPLINK_IP)
+    try:
+        for cmd in (
+            ["ip", "netns", "add", "lg-lan"],
+            ["ip", "link", "add", "lan0", "netns", "lg-base", "type", "veth", "peer", *peer],
+            ["ip", "netns", "exec", "lg-base", "ip", "addr", "add", "10.77.0.1/24", "dev", "lan0"],
+            ["ip", "netns", "exec", "lg-base", "ip", "link", "set", "lan0", "up"],
+            ["ip", "netns", "exec", "lg-lan", "ip", "addr", "add", "10.77.0.2/24", "dev", "eth0"],
+            ["ip", "netns", "exec", "lg-lan", "ip", "link", "set", "eth0", "up"],
+            ["ip", "netns", "exec", "lg-lan", "ip", "route", "add", "default", "via", "10.77.0.1"],
+            ["ip", "netns", "exec", "lg-inet", "ip", "route", "add", "10.77.0.0/24", *via],
+        ):
+            done = subprocess.run(cmd, capture_output=True, text=True)
+            assert done.returncode == 0, (cmd, done.stderr)
+        near = in_ns("lg-lan", "ping", "-c", "1", "-W", "2", "10.77.0.1")
+        assert near.returncode == 0, near.stdout  # (the LAN itself works)
+        for ns, to in (("lg-lan", testbed.INET_IP), ("lg-inet", "10.77.0.2")):
+            r = in_ns(ns, "ping", "-c", "2", "-i", "0.2", "-W", "1", to)
+            assert r.returncode != 0 and " 0 received" in r.stdout, (ns, to, r.stdout)
+        r = in_ns("lg-mobile", "ping", "-c", "2", "-i", "0.2", "-W", "2", testbed.INET_IP)
+        assert r.returncode == 0, r.stdout
+    finally:
+        in_ns("lg-inet", "ip", "route", "del", "10.77.0.0/24")
+        in_ns("lg-base", "ip", "link", "del", "lan0")
+        subprocess.run(["ip", "netns", "del", "lg-lan"], capture_output=True)
 
 
 def test_tcp_with_stock_iperf3_both_ways(bed: None) -> None:

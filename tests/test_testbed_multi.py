@@ -6,6 +6,7 @@ base grants the uplink), and ``down`` leaves nothing behind."""
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import json
 import os
 import shutil
@@ -79,6 +80,23 @@ def test_every_mobile_reaches_the_base_and_through_it(star: None) -> None:
             assert r.returncode == 0, (ns, dst, r.stdout + r.stderr)
         r = in_ns("lg-base", "ping", "-c", "3", "-i", "0.3", "-W", "5", testbed.mobile_ip(i))
         assert r.returncode == 0, (i, r.stdout + r.stderr)
+
+
+def test_a_mobiles_link_local_address_reaches_that_mobile_only(star: None) -> None:
+    """Issue 67: each node's TUN has the link-local address its link address gives
+    (fe80::a18:3 for 10.24.0.3) and no other; the base's packet to mobile 2's reaches mobile 2
+    (with fe80::/10 for every mobile, mobile 1 got it, sealed under its key)."""
+    from longge.tun import link_local
+
+    for i, name in enumerate(testbed.mobile_names(N)):
+        own = str(link_local(ipaddress.ip_address(testbed.mobile_ip(i))))
+        shown = in_ns(f"lg-{name}", "ip", "-6", "-o", "addr", "show", "dev", "longge0").stdout
+        assert shown.count("fe80::") == 1 and f"{own}/64" in shown, shown
+        r = in_ns("lg-base", "ping", "-6", "-c", "2", "-i", "0.2", "-W", "2", f"{own}%longge0")
+        assert r.returncode == 0 and "2 received" in r.stdout, (name, r.stdout)
+    base = str(link_local(ipaddress.ip_address(testbed.BASE_IP)))
+    r = in_ns("lg-mobile2", "ping", "-6", "-c", "2", "-i", "0.2", "-W", "2", f"{base}%longge0")
+    assert r.returncode == 0 and "2 received" in r.stdout, r.stdout
 
 
 def test_the_base_reports_each_mobile(star: None) -> None:

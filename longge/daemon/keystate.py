@@ -14,8 +14,10 @@ A mark is ``SEQ SALT``: the 64-bit (epoch << 32 | counter) and that epoch's salt
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import os
+import stat
 import sys
 import tempfile
 import time
@@ -44,7 +46,12 @@ def _write_atomic(path: Path, text: str, sync: bool) -> None:
     across a power cut (the epoch, the floor). Without it (the mark, once a second: an fsync on
     a Pi's SD card can hold the RX process for tens of ms) a power cut may leave it empty."""
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as f:
+    # a new file, never one that is there (a symlink planted at the fixed name would have the
+    # daemon, root, write through it): one left by a crash is removed first
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(tmp)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as f:
         f.write(text)
         if sync:
             f.flush()
@@ -176,6 +183,21 @@ def check_state_dir(path: str | Path) -> None:
     d = Path(path)
     try:
         d.mkdir(parents=True, exist_ok=True, mode=0o700)
+        st = d.lstat()
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid not in (0, os.geteuid()):
+            raise ConfigError(
+                "security.state_dir",
+                str(d),
+                f"a directory of root's (or of the user the daemon runs as), not a link: "
+                f"whoever owns it can roll the nonce epochs back (chown root {d})",
+            )
+        if st.st_mode & 0o022:
+            raise ConfigError(
+                "security.state_dir",
+                str(d),
+                f"a directory others cannot write in: it is {st.st_mode & 0o777:03o} "
+                f"(chmod 700 {d})",
+            )
         # a probe of its own: the testbed's two daemons share one directory, and with one
         # name for both, one unlinked the other's probe (a start that failed 1 in ~20)
         with tempfile.NamedTemporaryFile(dir=d, prefix=".longge-write-test-"):

@@ -8,6 +8,7 @@ and a mobile whose base never granted, run none of this. ``EsbSending`` (radio_t
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import struct
 from dataclasses import asdict
@@ -75,8 +76,8 @@ class UplinkSending:
         if marker is None or marker.exists() == granted:
             return
         with contextlib.suppress(OSError):
-            if granted:
-                marker.touch(0o600)
+            if granted:  # (O_NOFOLLOW: not through a link planted at its fixed name)
+                os.close(os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600))
             else:
                 marker.unlink()
 

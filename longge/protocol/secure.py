@@ -12,8 +12,9 @@ Keys
     One 256-bit pre-shared key per pair of nodes (``./run.sh keygen``). Each direction seals
     with its own key, derived with HKDF-SHA256 from the key and the two nodes' identities (their
     link addresses: info ``longge/2 10.24.0.2->10.24.0.1``), not their roles: a packet sent one
-    way is never accepted the other way (reflection), and two mobiles that share a key with one
-    base still seal under different keys.
+    way is never accepted the other way (reflection). The addresses are no secret: two mobiles
+    that shared one key could each derive the other's direction keys (read its packets, send as
+    it), so a base refuses two peers with one key (config.py).
 Nonces
     nonce = epoch || counter || salt, the 12 bytes in front of the ciphertext. The counter counts
     packets within an epoch; the epoch is read from a state file, incremented and written
