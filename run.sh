@@ -32,10 +32,11 @@ pick_python() {
 }
 
 # Debian packages: what every node needs (the link, its measurements), and what only the
-# emulator needs (the modem firmware's AVR and host builds, simavr, the rf24 chips' preload).
+# emulator needs (the modem firmware's AVR and host builds, simavr, the rf24 chips' preload;
+# systemd for systemd-analyze, which scores the units' exposure in the suite).
 # Installed only when root and missing; a Pi running its daemon never gets the second set.
 debian_packages=(iproute2 iptables iperf3 libiperf0 irtt iputils-ping curl procps kmod tmux)
-emulator_packages=(make gcc libc6-dev gcc-avr avr-libc binutils-avr simavr libsimavr-dev)
+emulator_packages=(make gcc libc6-dev gcc-avr avr-libc binutils-avr simavr libsimavr-dev systemd)
 
 install_debian_packages() {
     local missing=() pkg
