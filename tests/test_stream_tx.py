@@ -14,7 +14,15 @@ from test_multinode import base_config, in_mode, mobile_config, mobile_ip, packe
 
 from longge.daemon.peers import TxCounters, make_queues, senders
 from longge.daemon.stream_tx import ANSWER_LISTEN_S, StreamSending
-from longge.protocol.arq_frames import ACK, control_frame
+from longge.protocol.arq import ArqSender
+from longge.protocol.arq_frames import ACK, Crc8Seal, KeyedSeal, control_frame
+
+
+def peer_of(arq: ArqSender) -> KeyedSeal | Crc8Seal:
+    """The seal of the peer's receiver, as far as its ACKs to ``arq`` go (a secured link: its
+    key; the tests' configs are secured)."""
+    seal = arq.seal
+    return KeyedSeal(seal.keys_in[0], (), epoch=1) if isinstance(seal, KeyedSeal) else Crc8Seal()
 
 
 def test_a_frame_due_while_the_chip_is_busy_waits_for_the_chips_news(tmp_path: Path) -> None:
@@ -23,7 +31,8 @@ def test_a_frame_due_while_the_chip_is_busy_waits_for_the_chips_news(tmp_path: P
     out = StreamSending(cfg, table, make_queues(cfg, table), TxCounters())
     arq = out.arqs[0]
     assert arq.next_frame(0.0) is not None  # RESET
-    arq.on_control(control_frame(bytes((ACK, arq.epoch, 0))), 0.0)
+    arq.on_control(peer_of(arq).seal(bytes((ACK, arq.epoch, 0))), 0.0)
+    assert arq.established
     arq.offer(b"x" * 8)
     assert arq.next_frame(0.0) is not None
     late = 1.0  # its ACK long overdue: the frame goes again at once if it can
@@ -57,7 +66,8 @@ def test_a_base_that_sent_a_ping_listens_for_its_answer_before_it_sends_its_acks
     out.listen.listening = True
     for arq in out.arqs:  # (every session up)
         arq.next_frame(0.0)
-        arq.on_control(control_frame(bytes((ACK, arq.epoch, 0))), 0.0)
+        arq.on_control(peer_of(arq).seal(bytes((ACK, arq.epoch, 0))), 0.0)
+        assert arq.established
     t = 1.0
     out.ack(0, control_frame(bytes((ACK, 7, 0))), t)  # an ACK for busy mobile 1 waits
     queues.push(2, icmp(mobile_ip(2), 0, 1), t)  # a ping's reply: asks for nothing

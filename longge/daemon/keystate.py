@@ -25,6 +25,7 @@ from pathlib import Path
 
 from longge.config import NodeConfig, PeerConfig
 from longge.errors import ConfigError
+from longge.protocol.arq_frames import ControlSeal, Crc8Seal, KeyedSeal, control_key
 from longge.protocol.secure import (
     COUNTER_SPACE,
     MARK_SPACE,
@@ -232,6 +233,25 @@ def make_sealer(cfg: NodeConfig, peer: PeerConfig) -> Sealer | None:
         return None
     own, them = identities(cfg, peer)
     return Sealer(direction_key(peer.key, own, them), EpochStore(node_epoch_file(cfg, peer)).next)
+
+
+def control_seal(cfg: NodeConfig, peer: PeerConfig, side: str) -> ControlSeal:
+    """How the stream ARQ's control frames to and from ``peer`` are sealed and opened in this
+    process: ``side`` "tx" (the sender: its RESETs out, the peer's ACKs and RESYNCs in) or
+    "rx" (the receiver: its ACKs and RESYNCs out, the peer's RESETs in). Secured: keyed and
+    fresh, with a control epoch of this side's recorded before first use (arq_frames.py); an
+    open link: the CRC-8."""
+    if peer.key is None:
+        return Crc8Seal()
+    own, them = identities(cfg, peer)
+    out = control_key(direction_key(peer.key, own, them))
+    ins = tuple(
+        control_key(direction_key(k, them, own))
+        for k in (peer.key, peer.previous_key)
+        if k is not None
+    )
+    epoch = EpochStore(Path(cfg.state_dir) / f"{cfg.tun}.{own}-{them}.arq-{side}-epoch").next()
+    return KeyedSeal(out, ins, epoch)
 
 
 def make_opener(cfg: NodeConfig, peer: PeerConfig) -> Opener | None:

@@ -12,7 +12,7 @@ from typing import Any
 from longge.config import NodeConfig
 from longge.daemon.child import Child
 from longge.daemon.fairqueue import FairQueue
-from longge.daemon.keystate import make_opener, make_sealer
+from longge.daemon.keystate import control_seal, make_opener, make_sealer
 from longge.daemon.peerqueues import PeerQueues
 from longge.protocol import Fragmenter, Reassembler, secure
 from longge.protocol.arq import ArqSender
@@ -55,7 +55,9 @@ def senders(cfg: NodeConfig) -> PeerTable[PeerSender]:
                 networks=Networks(p.allowed_ips),
                 fragmenter=Fragmenter(payload, cfg.mtu + overhead),
                 sealer=sealer,
-                arq=ArqSender(backlog=SENDER_BACKLOG) if stream else None,
+                arq=ArqSender(backlog=SENDER_BACKLOG, seal=control_seal(cfg, p, "tx"))
+                if stream
+                else None,
             )
         )
     return PeerTable(out)
@@ -104,7 +106,7 @@ def receivers(cfg: NodeConfig) -> PeerTable[PeerReceiver]:
                 networks=Networks(p.allowed_ips),
                 reassembler=reassembler,
                 opener=opener,
-                arq=ArqReceiver() if stream else None,
+                arq=ArqReceiver(seal=control_seal(cfg, p, "rx")) if stream else None,
             )
         )
     return PeerTable(out)

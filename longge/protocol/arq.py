@@ -37,8 +37,8 @@ from longge.protocol.arq_frames import (
     RESYNC,
     SEQ_MOD,
     ArqStats,
-    control_body,
-    control_frame,
+    ControlSeal,
+    Crc8Seal,
 )
 
 
@@ -54,6 +54,8 @@ class ArqSender(SendingAgain):
     max_rto: float = 0.5
     epoch: int = field(default_factory=lambda: 1 + secrets.randbelow(255))
     stats: ArqStats = field(default_factory=ArqStats)
+    #: how its RESETs are sealed and the peer's ACKs and RESYNCs opened (arq_frames.py)
+    seal: ControlSeal = field(default_factory=Crc8Seal)
     #: s: the tail's probe waits this long instead of ``2 x srtt``, while set (a mobile whose
     #: base says it keeps sending: the others' ACKs cross the uplink's channel at any time,
     #: and a copy this much later rarely meets the one that spoilt the first:
@@ -137,7 +139,7 @@ class ArqSender(SendingAgain):
             if self._reset_sent_at is None or now - self._reset_sent_at >= self._rto:
                 self._reset_sent_at = now
                 self.stats.resets += 1
-                return control_frame(bytes((RESET, self.epoch)))
+                return self.seal.seal(bytes((RESET, self.epoch)))
             return None
         self._check_timeout(now)
         while self._retransmit:
@@ -179,9 +181,11 @@ class ArqSender(SendingAgain):
 
     def on_control(self, msg: bytes, now: float) -> None:
         """A control frame from the peer's receiver (ACK or RESYNC)."""
-        body = control_body(msg) if msg and msg[0] & CONTROL else None
-        if body is None:
+        if not msg or not msg[0] & CONTROL:
             self.stats.malformed += 1
+            return
+        body = self.seal.open(msg, self.stats)  # (it counts what it refuses)
+        if body is None:
             return
         msg = body
         if msg == bytes((RESYNC,)):

@@ -17,8 +17,8 @@ from longge.protocol.arq_frames import (
     RESYNC,
     SEQ_MOD,
     ArqStats,
-    control_body,
-    control_frame,
+    ControlSeal,
+    Crc8Seal,
 )
 
 
@@ -34,6 +34,8 @@ class ArqReceiver:
     ack_every: int = 16  # frames
     ack_delay: float = ACK_DELAY  # s: an ACK is never held back longer than this
     stats: ArqStats = field(default_factory=ArqStats)
+    #: how the peer's RESETs are opened and its ACKs and RESYNCs sealed (arq_frames.py)
+    seal: ControlSeal = field(default_factory=Crc8Seal)
 
     def __post_init__(self) -> None:
         if not 1 <= self.window <= MAX_WINDOW:
@@ -57,8 +59,10 @@ class ArqReceiver:
             self.stats.malformed += 1
             return []
         if frame[0] & CONTROL:
-            body = control_body(frame)
-            if body is not None and len(body) == 2 and body[0] == RESET:
+            body = self.seal.open(frame, self.stats)  # (it counts what it refuses)
+            if body is None:
+                return []
+            if len(body) == 2 and body[0] == RESET:
                 if body[1] != self.epoch:
                     self.epoch, self._expected = body[1], 0
                     self._buffer.clear()
@@ -141,7 +145,7 @@ class ArqReceiver:
             if self._resync_at is None or now - self._resync_at >= self.ack_delay:
                 self._resync_at = now
                 self.stats.resyncs += 1
-                return control_frame(bytes((RESYNC,)))
+                return self.seal.seal(bytes((RESYNC,)))
             return None
         every, delay = self._spacing
         due = self._ack_now or self._unacked >= every
@@ -184,4 +188,4 @@ class ArqReceiver:
         self._unacked = 0
         self._first_unacked_at = None
         self.stats.acks_out += 1
-        return control_frame(bytes((kind, self.epoch, self._expected % SEQ_MOD)) + bytes(bits))
+        return self.seal.seal(bytes((kind, self.epoch, self._expected % SEQ_MOD)) + bytes(bits))
