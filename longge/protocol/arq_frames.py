@@ -77,8 +77,6 @@ class Crc8Seal:
     """Control frames on an open link (no key): a CRC-8 against damage, nothing against a
     stranger."""
 
-    overhead = 1
-
     def seal(self, body: bytes) -> bytes:
         return control_frame(body)
 
@@ -107,13 +105,14 @@ class KeyedSeal:
     key_out: bytes
     keys_in: tuple[bytes, ...]
     epoch: int
-    overhead = NONCE_LEN + TAG_LEN
     _counter: int = field(default=0, init=False)
     _last: int = field(default=-1, init=False)  # the last (epoch, counter) accepted
 
     def seal(self, body: bytes) -> bytes:
+        # (past 2**32 frames to_bytes raises: the process ends and, started again, records a
+        # new epoch; a counter that wrapped would be refused by the peer from then on)
         self._counter += 1
-        nonce = self.epoch.to_bytes(4, "big") + (self._counter & 0xFFFFFFFF).to_bytes(4, "big")
+        nonce = self.epoch.to_bytes(4, "big") + self._counter.to_bytes(4, "big")
         return body + nonce + self._tag(self.key_out, body + nonce)
 
     def open(self, frame: bytes, stats: ArqStats) -> bytes | None:
