@@ -67,6 +67,7 @@ __all__ = [
     "build_preload",
     "clear_for",
     "down",
+    "down_if_left",
     "key_path",
     "leftover",
     "mobile_ip",
@@ -318,15 +319,20 @@ def leftover() -> str | None:
     return f"left by {command} (pid {pid}), which ended without taking it down"
 
 
-def clear_for(command: str, say: Callable[[str], None]) -> None:
-    """Before ``command`` brings up testbeds of its own: one left by a killed run is said and
-    taken down; one the user brought up (or a run still going) is left as it is and refused,
-    naming how to go on."""
+def down_if_left(say: Callable[[str], None]) -> bool:
+    """A testbed left by a killed run (``leftover``) said and taken down; was there one?"""
     left = leftover()
     if left is not None:
         say(f"found a testbed {left}: taking it down")
         down()
-    elif _our_namespaces() or paths()["state"].exists():
+    return left is not None
+
+
+def clear_for(command: str, say: Callable[[str], None]) -> None:
+    """Before ``command`` brings up testbeds of its own: one left by a killed run is said and
+    taken down; one the user brought up (or a run still going) is left as it is and refused,
+    naming how to go on."""
+    if not down_if_left(say) and (_our_namespaces() or paths()["state"].exists()):
         raise TestbedError(
             f"{command} brings up testbeds of its own, and a testbed is up (./run.sh testbed "
             "status says whose): ./run.sh testbed down first, then run again"

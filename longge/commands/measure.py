@@ -21,11 +21,13 @@ def _interrupt(*_: object) -> None:
 
 def exit_status(summary: dict[str, Any]) -> int:
     """What a script is told of a measurement: 0 measured, 1 failed (its error in the
-    summary), 130 interrupted (Ctrl-C, SIGTERM), as a shell says of a command ended so; what
-    was measured is kept either way."""
+    summary, or an experiment of it that failed), 130 interrupted (Ctrl-C, SIGTERM), as a
+    shell says of a command ended so; what was measured is kept either way."""
+    from longge.measure.experiments import any_failed
+
     if summary.get("interrupted"):
         return 130
-    return 1 if summary.get("error") else 0
+    return 1 if summary.get("error") or any_failed(summary.get("verdicts") or {}) else 0
 
 
 def cmd_servers(ns: argparse.Namespace) -> int:
@@ -222,32 +224,13 @@ def cmd_tune(ns: argparse.Namespace) -> int:
     return exit_status(summary)
 
 
-def _own_testbeds() -> list[Any]:
-    """The experiments that bring up testbeds of their own (several mobiles; a schedule run
-    with each setting): run after the battery's, in its folder, with ``all``."""
-    from longge.measure import (
-        adaptive_experiment,
-        adaptive_stream_experiment,
-        hostile_experiment,
-        multinode_experiment,
-    )
-
-    return [
-        multinode_experiment,
-        adaptive_experiment,
-        adaptive_stream_experiment,
-        hostile_experiment,
-    ]
-
-
 def cmd_experiment(ns: argparse.Namespace) -> int:
     from longge.air.loss import loss_from_args
-    from longge.measure import experiments as experiments_mod
-    from longge.measure import runner
-    from longge.measure.experiments import EXPERIMENTS
+    from longge.measure import own_testbeds, runner
+    from longge.measure.experiments import EXPERIMENTS, narrowed
     from longge.radio.options import options_from_args
 
-    own_all = _own_testbeds()
+    own_all = own_testbeds.modules()
     if ns.name == "list":
         for e in EXPERIMENTS.values():
             print(f"  {e.name:11s} {e.question}")
@@ -279,7 +262,7 @@ def cmd_experiment(ns: argparse.Namespace) -> int:
         )
     if ns.time is not None and not 2 <= ns.time <= 3600:
         raise ConfigError("--time", ns.time, "2..3600 s")
-    experiments = [experiments_mod.narrowed(EXPERIMENTS[n], ns.values, ns.time) for n in names]
+    experiments = [narrowed(EXPERIMENTS[n], ns.values, ns.time) for n in names]
     if options_from_args(ns).mode != "esb":
         raise ConfigError(
             "mode",
@@ -307,11 +290,10 @@ def cmd_experiment(ns: argparse.Namespace) -> int:
     for name, text in summary["verdicts"].items():
         print(f"  {name:11s} {text}")
     print(f"experiment: {summary['seconds']:.0f} s; CSV, JSON and plots in {path}/")
-    if exit_status(summary):
-        return exit_status(summary)
-    failed = any(str(v).startswith("failed") for v in summary["verdicts"].values())
+    if summary.get("interrupted") or summary.get("error"):
+        return exit_status(summary)  # (the own-testbed ones not begun)
     code = _own(ns, path, own) if own else 0
-    return 1 if failed else code
+    return exit_status(summary) or code
 
 
 def _own(ns: argparse.Namespace, path: Path | None, own: list[Any]) -> int:
@@ -320,6 +302,7 @@ def _own(ns: argparse.Namespace, path: Path | None, own: list[Any]) -> int:
     import time
 
     from longge.air.loss import AirLoss, loss_from_args
+    from longge.measure.experiments import failed_verdict
     from longge.measure.results import ResultsDir, default_dir, read_summary, system_context
     from longge.radio.options import RadioOptions, options_from_args
 
@@ -373,7 +356,7 @@ def _own(ns: argparse.Namespace, path: Path | None, own: list[Any]) -> int:
             except (ConfigError, KeyboardInterrupt):
                 raise
             except Exception as exc:  # (as the battery: one that fails does not cost the rest)
-                summary["verdicts"][m.NAME] = f"failed: {type(exc).__name__}: {exc}"
+                summary["verdicts"][m.NAME] = failed_verdict(exc)
             print(f"  {m.NAME:11s} {summary['verdicts'][m.NAME]}")
             print(f"experiment: {m.NAME}: {time.time() - t0:.0f} s")
     except KeyboardInterrupt:
@@ -383,8 +366,7 @@ def _own(ns: argparse.Namespace, path: Path | None, own: list[Any]) -> int:
         summary["seconds"] = round(time.time() - t_all + float(battery.get("seconds") or 0), 1)
         results.write_summary({**battery, **summary})
     print(f"experiment: CSV, JSON and plots in {results.path}/")
-    failed = any(str(v).startswith("failed") for v in summary["verdicts"].values())
-    return exit_status(summary) or (1 if failed else 0)
+    return exit_status(summary)
 
 
 def cmd_plot(ns: argparse.Namespace) -> int:

@@ -393,7 +393,7 @@ def cmd_testbed(ns: argparse.Namespace) -> int:
     if st.get("leftover"):
         print(f"  {st['leftover']}: the next tTest, lTest, tune or experiment takes it down")
     elif owner:
-        print(f"  brought up by a {owner.get('command')} run (pid {owner.get('pid')}), for itself")
+        print(f"  brought up by {owner.get('command')} (pid {owner.get('pid')}), for itself")
     restarts = (st.get("state") or {}).get("restarts") or {}
     if restarts:  # (the keeper's: keeper.py)
         said = ", ".join(f"{name} {n}x" for name, n in sorted(restarts.items()))

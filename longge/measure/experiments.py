@@ -446,6 +446,16 @@ class Runner:
         return summary
 
 
+def failed_verdict(exc: BaseException) -> str:
+    """An experiment's verdict when it could not be run to the end (it does not cost the
+    others of the run)."""
+    return f"failed: {type(exc).__name__}: {exc}"
+
+
+def any_failed(verdicts: dict[str, Any]) -> bool:
+    return any(str(v).startswith("failed: ") for v in verdicts.values())
+
+
 def narrowed(exp: Experiment, values: str | None, seconds: int | None) -> Experiment:
     """``exp`` with only ``values`` (experiment --values: text with commas, each read as the
     definition's own values are) and trials of ``seconds`` (--time), in both its plans."""

@@ -242,20 +242,9 @@ def rejudge_experiments(folder: Path, draw: bool = True) -> list[tuple[str, str,
         if not data.get("rows"):
             continue
         out.append((name, verdict(exp, data), plot(exp, data, folder) if draw else []))
-    from longge.measure import (
-        adaptive_experiment,
-        adaptive_stream_experiment,
-        hostile_experiment,
-        multinode_experiment,
-    )
+    from longge.measure import own_testbeds
 
-    own_all = (
-        multinode_experiment,
-        adaptive_experiment,
-        adaptive_stream_experiment,
-        hostile_experiment,
-    )
-    for own in own_all:  # (testbeds of their own)
+    for own in own_testbeds.modules():  # (testbeds of their own)
         p = folder / f"{own.NAME}.json"
         if p.exists():
             data = json.loads(p.read_text())

@@ -77,14 +77,11 @@ def resolve_target(
     brings up to take down after (None: kept, --keep-testbed)."""
     if host is not None:
         check_host(host)
-        controls = (LOCAL_CONTROL,) if os.path.exists(LOCAL_CONTROL) else ()
+        controls = _local_controls()
         local = (lambda: DaemonClient(LOCAL_CONTROL).status()) if controls else None
         check_asked(opts, loss, queue, local, None)
         return Target(host, iperf_port, rtt_port, None, controls), False
-    left = testbed.leftover()
-    if left is not None:
-        say(f"found a testbed {left}: taking it down, this run brings up its own")
-        testbed.down()
+    testbed.down_if_left(say)  # (then this run brings up its own)
     p = testbed.paths()
     if p["state"].exists() and testbed.status().get("up"):
         mobile = str(testbed.node_socket(testbed.recorded_mobiles()[0]))
@@ -100,6 +97,11 @@ def resolve_target(
     spec = testbed.TestbedSpec(opts, loss, queue, mobiles=mobiles or 1)
     testbed.up(spec, say=lambda s: say(f"testbed: {s}"), owner=owner)
     return testbed_target(), True
+
+
+def _local_controls() -> tuple[str, ...]:
+    """A node's daemon here, with --host (its control socket), or none."""
+    return (LOCAL_CONTROL,) if os.path.exists(LOCAL_CONTROL) else ()
 
 
 #: The radio options' flags, and the key of the running mobile node's settings each must match.
@@ -325,13 +327,11 @@ def run_tune(
     from longge.measure.tune import Tune, check_resume
     from longge.measure.tune_plots import plot_tune, plot_tune_curves
 
-    if (
-        host
-        and len(set(controls) | ({LOCAL_CONTROL} if os.path.exists(LOCAL_CONTROL) else set())) < 2
-    ):
+    given = tuple(dict.fromkeys((*_local_controls(), *controls)))
+    if host and len(given) < 2:  # (before a results folder is made)
         raise ConfigError(
             "--control",
-            list(controls),
+            list(given),
             "tune on a real link changes ARD/ARC on both radios: give the base station's "
             "control socket too, e.g. forwarded over ssh: ssh -N -L /tmp/base.sock:"
             f"{LOCAL_CONTROL} pi@base & then --control /tmp/base.sock",
@@ -371,8 +371,7 @@ def link_air(target: Target) -> tuple[dict[str, Any], str | int]:
     if target.controls:
         with contextlib.suppress(ControlError):
             level = DaemonClient(target.controls[0]).status().radio.get("pa_level")
-    default = NodeConfig.__dataclass_fields__["pa_level"].default
-    return loss, level if isinstance(level, (str, int)) else str(default)
+    return loss, level if isinstance(level, (str, int)) else NodeConfig.pa_level
 
 
 def run_experiments(
@@ -419,12 +418,14 @@ class _Battery:
         self.done: dict[str, dict[str, Any]] = {}
 
     def run(self) -> dict[str, Any]:
+        from longge.measure.experiments import failed_verdict
+
         for exp in self.experiments:
             self.say(f"{exp.name}: {exp.question}")
             try:
                 self.done[exp.name] = self.runner.run(exp, self.results)
             except Exception as exc:
-                self.done[exp.name] = {"verdict": f"failed: {type(exc).__name__}: {exc}"}
+                self.done[exp.name] = {"verdict": failed_verdict(exc)}
             self.say(f"{exp.name}: {self.done[exp.name]['verdict']}")
         return {**self.partial(), "interrupted": False}
 
