@@ -16,8 +16,9 @@ from longge.chip import AIR_SOCKET
 from longge.chip.datasheet import CHANNEL_MAX, CHANNEL_MIN, ISM_MAX_CHANNEL
 from longge.errors import ConfigError
 from longge.protocol.fragmenter import MIN_PAYLOAD, check_mtu
+from longge.protocol.frame import HEADER_LEN, NUMBER_LEN
 from longge.protocol.peer import MAX_PEERS
-from longge.protocol.secure import KEY_LEN
+from longge.protocol.secure import FIRST_HEAD, KEY_LEN
 from longge.radio.options import UPLINK_CHANNEL, RadioOptions, downlink_channel
 from longge.tun import check_ifname, link_local
 
@@ -283,6 +284,13 @@ class NodeConfig:
         if len(self.peers) > 1:
             _check_pipes(self.peers)
             _check_keys(self.peers)
+        least = HEADER_LEN + NUMBER_LEN + FIRST_HEAD  # a packet's first frame proves itself
+        if self.radio.payload < least and not self.insecure:
+            raise ConfigError(
+                "radio.payload",
+                self.radio.payload,
+                f"{least}..32 bytes on a secured link (a packet's first frame holds its proof)",
+            )
         for name in ("tx_ce_pin", "rx_ce_pin"):
             _in_range(f"rf24.{name}", getattr(self, name), 0, 27)
         for name in ("tx_csn_pin", "rx_csn_pin"):

@@ -111,7 +111,7 @@ def test_a_strangers_frames_do_not_bring_a_dead_link_up(
         end = time.monotonic() + 3.0
         sent = 0
         while time.monotonic() < end:
-            frames = fragmenter.fragment(forger.seal(ip_packet(100, sent)))
+            frames = fragmenter.fragment(forger.seal(ip_packet(100, sent), fragmenter.number_for()))
             frames += [rng.randbytes(rng.randint(1, 32)) for _ in range(2)]
             for f in frames:
                 mouth.write(bytes((sent % 128,)) + f if arq else f)

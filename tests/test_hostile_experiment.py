@@ -55,22 +55,26 @@ def test_whole_packets_heard_are_replayed_behind_the_next_sequence_numbers() -> 
     assert f.replay([]) == []
 
 
-def test_the_arq_attacks_are_for_stream_mode_only() -> None:
+def test_the_arq_attacks_are_for_stream_mode_only_and_jam_for_esb() -> None:
     assert "reset1" not in attacks_for("esb") and "first" in attacks_for("esb")
     assert {"reset1", "ack20", "replay", "random"} <= set(attacks_for("stream"))
+    assert "jam" in attacks_for("esb") and "jam" not in attacks_for("stream")
 
 
 def test_each_attack_is_judged_against_the_none_phases_around_it(tmp_path: Path) -> None:
+    counts = {"gave_up": 0, "refused_first": 0}
     bounds = [
-        ("none", 0.0, 10.0, {}),
-        ("reset1", 10.0, 20.0, {"reset1": 10}),
-        ("none", 20.0, 30.0, {}),
-        ("replay", 30.0, 40.0, {"replay": 30}),
-        ("none", 40.0, 50.0, {}),
+        ("none", 0.0, 10.0, {}, counts),
+        ("reset1", 10.0, 20.0, {"reset1": 10}, counts),
+        ("none", 20.0, 30.0, {}, counts),
+        ("replay", 30.0, 40.0, {"replay": 30}, counts),
+        ("none", 40.0, 50.0, {}, counts),
+        ("jam", 50.0, 60.0, {"jam": 40}, {"gave_up": 40, "refused_first": 0}),
+        ("none", 60.0, 70.0, {}, counts),
     ]
-    goodput = {0: 1000.0, 1: 500.0, 2: 1200.0, 3: 1100.0, 4: 1000.0}
+    goodput = {0: 1000.0, 1: 500.0, 2: 1200.0, 3: 1100.0, 4: 1000.0, 5: 10.0, 6: 1000.0}
     slices = []
-    for k, (_, t0, _, _) in enumerate(bounds):
+    for k, (_, t0, _, _, _) in enumerate(bounds):
         for i in range(1, 41):
             got = goodput[k] * hx.SLICE_S / 8
             slices.append([t0 + i * hx.SLICE_S, got, 1 if (k == 3 and i == 20) else 0, 0])
@@ -80,8 +84,11 @@ def test_each_attack_is_judged_against_the_none_phases_around_it(tmp_path: Path)
     assert math.isclose(reset["ratio"], 500 / 1100, rel_tol=0.02) and not reset["kept"]
     assert replay["ratio"] > 0.9 and replay["replayed_delivered"] == 1 and not replay["kept"]
     assert math.isnan(rows[0]["ratio"])
+    jam = rows[5]  # out of scope: measured, not judged
+    assert jam["ratio"] < 0.1 and jam["kept"] is None and jam["gave_up"] == 40
     summary = {"rows": rows, "target": hx.TARGET}
     text = hx.verdict(summary)
     assert text.startswith("stream: 2 of 2 hurt") and "(1 replayed)" in text
+    assert "jam 0.01 (out of scope, not judged)" in text
     made = hx.plot({**summary, "verdict": text}, ResultsDir(tmp_path).path)
     assert all(p.stat().st_size > 500 for p in made)

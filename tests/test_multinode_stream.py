@@ -39,3 +39,47 @@ def test_a_base_in_stream_mode_serves_each_mobile_its_own_packets_both_ways(
             assert m.status()["tx"]["uplink"]["granted"] == 1
         assert base["tx"]["no_route"] == 0
         assert [p["link"] for p in base["peers"]] == ["up"] * N
+
+
+def test_a_strangers_frames_on_an_absent_mobiles_pipe_do_not_keep_it_alive(
+    air_path: str, tmp_path: Path
+) -> None:
+    """A base of two mobiles in stream mode, neither there, and a stranger's radio sending
+    data frames (a plausible ARQ byte, other bytes behind) on mobile 2's pipe for 3 s. They
+    are frames, no authentic packet: every grant either mobile got ends silent, backed off
+    as for one that is gone (they kept mobile 2 "alive": asked again as an idle one, issue 67
+    item 3), and the link stays down."""
+    import random
+    import time
+
+    from test_multinode import UP, base_listens
+
+    from longge.daemon.supervisor import Supervisor
+    from longge.radio.options import configure
+    from longge.radio.sim import SimRadio
+    from longge.tun import MemoryTun
+
+    cfg = streamed(base_config(tmp_path, air_path, mobiles=2))
+    base = Supervisor(cfg, MemoryTun("b0"), network=False)
+    base.start()
+    mouth = SimRadio(air=air_path, name="stranger")
+    try:
+        assert mouth.begin()
+        configure(mouth, cfg.radio, channel=UP)
+        mouth.stop_listening(base_listens(1))
+        rng, seq, sent = random.Random(9), 0, 0
+        end = time.monotonic() + 3.0
+        while time.monotonic() < end:
+            for _ in range(4):
+                mouth.write(bytes((seq % 128,)) + rng.randbytes(31))
+                seq, sent = seq + 1, sent + 1
+            base.step(0.01)
+        st = base.status()
+        uplink = st["tx"]["uplink"]
+        assert sent > 500 and st["rx"]["frames_in"] > 100, (sent, st["rx"])
+        assert uplink["grants"] >= 3, uplink
+        assert uplink["silent"] >= uplink["grants"] - 1, uplink  # (one may be running)
+        assert st["link"] == "down"
+    finally:
+        mouth.close()
+        base.shutdown()

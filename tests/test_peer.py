@@ -30,8 +30,7 @@ def sender(name: str, nets: tuple[str, ...]) -> PeerSender:
 
 def receiver(nets: tuple[str, ...], opener: secure.Opener | None = None) -> PeerReceiver:
     size = 1500 + (secure.OVERHEAD if opener else 0)
-    auth = opener.open if opener else None
-    return PeerReceiver("p", b"addrp", Networks(nets), Reassembler(size, authenticate=auth), opener)
+    return PeerReceiver("p", b"addrp", Networks(nets), Reassembler(size, secured=opener), opener)
 
 
 def test_networks_find_the_longest_prefix_of_a_source_or_destination() -> None:
@@ -82,15 +81,19 @@ def test_link_control_seals_past_a_refused_epoch_and_sends_a_floor_message() -> 
     peer = sender("m", ("0.0.0.0/0",))
     peer.sealer = secure.Sealer(key, lambda at_least: max(next(epochs), at_least))
     peer.fragmenter = Fragmenter(32, 1500 + secure.OVERHEAD)
-    peer.link_control(skip_past=7, floor=None)
+    own = secure.Floor(7, peer.sealer.epoch, peer.sealer.salt)
+    peer.link_control(skip_past=own._replace(refused=own.refused + 1), floor=None)
+    assert peer.sealer.epoch == 1 and not peer.counters.epoch_skips  # (not ours: a replay)
+    peer.link_control(skip_past=own, floor=None)
     assert peer.sealer.epoch > 7 and peer.counters.epoch_skips == 1 and not peer.frames
-    peer.link_control(skip_past=None, floor=3)
+    told = secure.Floor(3, 2, b"salt")
+    peer.link_control(skip_past=None, floor=told)
     assert peer.counters.floors_sent == 1 and peer.frames
     opener = secure.Opener([key], None, lambda mark, sync: True, clock=lambda: 0.0)
     rx = receiver(("0.0.0.0/0",), opener)
     for f in peer.frames:
         assert rx.receive(f, 1.0) is None  # a link-control packet: never to the TUN
-    assert rx.take_floor() == 3 and rx.take_floor() is None
+    assert rx.take_floor() == told and rx.take_floor() is None
     assert rx.last_heard == 1.0
 
 

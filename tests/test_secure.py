@@ -19,10 +19,12 @@ from longge.errors import ConfigError
 from longge.protocol import DropReason, Fragmenter, Reassembler
 from longge.protocol.secure import (
     COUNTER_SPACE,
-    HEADER_LEN,
+    FIRST_HEAD,
     OVERHEAD,
     SALT_LEN,
+    STAMP_LEN,
     WINDOW,
+    Floor,
     Mark,
     Opener,
     Sealer,
@@ -65,12 +67,12 @@ def pair(tmp_path: Path | None = None) -> tuple[Sealer, Opener]:
     return Sealer(UP, epochs), Opener([UP])
 
 
-def test_round_trip_costs_28_bytes_per_packet() -> None:
+def test_round_trip_costs_32_bytes_per_packet() -> None:
     s, o = pair()
     for size in (0, 1, 100, 1500):
         packet = os.urandom(size)
-        sealed = s.seal(packet)
-        assert len(sealed) == size + OVERHEAD == size + 28
+        sealed = s.seal(packet, 0)
+        assert len(sealed) == size + OVERHEAD == size + 32
         # encrypted, not just signed (a packet of a few bytes may turn up by chance: a 1-byte
         # packet is somewhere in its 29 sealed bytes 1 time in 9)
         assert size < 16 or packet not in sealed
@@ -80,7 +82,7 @@ def test_round_trip_costs_28_bytes_per_packet() -> None:
 
 def test_every_single_bit_flip_is_refused() -> None:
     s, o = pair()
-    sealed = s.seal(b"a packet worth protecting")
+    sealed = s.seal(b"a packet worth protecting", 0)
     for bit in range(len(sealed) * 8):
         bad = bytearray(sealed)
         bad[bit // 8] ^= 1 << (bit % 8)
@@ -93,15 +95,15 @@ def test_wrong_key_other_direction_and_short_input_are_refused() -> None:
     _, o = pair()
     other = Sealer(direction_key(bytes.fromhex(generate_key()), MOBILE, BASE), counter_epochs())
     reflected = Sealer(DOWN, counter_epochs())
-    assert o.open(other.seal(b"x")) is None
-    assert o.open(reflected.seal(b"x")) is None  # base->mobile traffic sent back to the base
+    assert o.open(other.seal(b"x", 0)) is None
+    assert o.open(reflected.seal(b"x", 0)) is None  # base->mobile traffic sent back to the base
     assert o.open(b"short") is None
     assert o.drops == {SecureDrop.AUTH: 2, SecureDrop.SHORT: 1}
 
 
 def test_replays_are_refused_and_late_packets_accepted_once() -> None:
     s, o = pair()
-    sealed = [s.seal(bytes([i])) for i in range(WINDOW + 10)]
+    sealed = [s.seal(bytes([i]), 0) for i in range(WINDOW + 10)]
     assert o.open(sealed[5]) == bytes([5])
     assert o.open(sealed[5]) is None  # replay
     assert o.open(sealed[3]) == bytes([3])  # late but within the window, unseen
@@ -118,9 +120,9 @@ def test_a_restarted_sender_never_reuses_a_nonce(tmp_path: Path) -> None:
     for _ in range(3):  # three "boots" of the sender, same key, same state file
         s = Sealer(UP, EpochStore(tmp_path / "epoch").next)
         for i in range(5):
-            sealed = s.seal(b"p")
-            assert sealed[:HEADER_LEN] not in seen
-            seen.add(sealed[:HEADER_LEN])
+            sealed = s.seal(b"p", 0)
+            assert sealed[STAMP_LEN:FIRST_HEAD] not in seen
+            seen.add(sealed[STAMP_LEN:FIRST_HEAD])
             assert opener.open(sealed) == b"p", i
     assert (tmp_path / "epoch").read_text().strip() == "3"
 
@@ -130,22 +132,52 @@ def test_counter_wrap_moves_to_a_new_epoch() -> None:
     s = Sealer(UP, epochs)
     s._counter = COUNTER_SPACE - 1  # 4e9 packets take too long
     o = Opener([UP])
-    a, b = s.seal(b"last of epoch 1"), s.seal(b"first of epoch 2")
-    assert int.from_bytes(a[:4], "big") == 1 and int.from_bytes(b[:4], "big") == 2
-    assert int.from_bytes(b[4:8], "big") == 0
+    a, b = s.seal(b"last of epoch 1", 0), s.seal(b"first of epoch 2", 0)
+    assert int.from_bytes(a[4:8], "big") == 1 and int.from_bytes(b[4:8], "big") == 2
+    assert int.from_bytes(b[8:12], "big") == 0
     assert o.open(a) and o.open(b) and o.open(a) is None
 
 
 def test_a_restarted_receiver_still_refuses_what_it_accepted(tmp_path: Path) -> None:
     s = Sealer(UP, counter_epochs())
-    sealed = [s.seal(bytes([i])) for i in range(10)]
+    sealed = [s.seal(bytes([i]), 0) for i in range(10)]
     first = kept_opener(tmp_path / "mark")
     for p in sealed[:6]:
         assert first.open(p) is not None
     first.flush()
     again = kept_opener(tmp_path / "mark")
     assert all(again.open(p) is None for p in sealed[:6])
-    assert [again.open(p) for p in sealed[6:]] == [bytes([i]) for i in range(6, 10)]
+    # its epoch is closed (secure.py, "A restarted receiver"): what comes next of it is stale,
+    # the sender told to move on, and taken again under its next epoch
+    assert [again.open(p) for p in sealed[6:]] == [None] * 4
+    assert again.drops[SecureDrop.STALE] == 4
+    assert s.skip_past(again.stale_floor) and s.epoch == 2
+    assert again.open(s.seal(b"next", 0)) == b"next"
+    assert all(again.open(p) is None for p in sealed)
+
+
+def test_a_replayed_old_packet_moves_no_sender_and_a_killed_receiver_takes_no_replay(
+    tmp_path: Path,
+) -> None:
+    """Issue 67, items 5 and 6: a stranger replays a packet of the sender's previous epoch.
+    It is stale, and the floor the receiver sends back names the epoch and salt it refused:
+    the genuine sender, sealing under another, does not move (it moved to a new epoch, an
+    fsync, at every replay). And a receiver killed (no flush) between two writes of its mark
+    refuses, once started again, every packet it had accepted, though the mark on disk lags."""
+    s = Sealer(UP, counter_epochs())
+    o = kept_opener(tmp_path / "mark", clock=lambda: 0.0)  # (its once-a-second writes: none)
+    old = s.seal(b"epoch 1", 0)
+    assert o.open(old) == b"epoch 1"
+    assert s.skip_past(Floor(1, 1, s.salt)) and s.epoch == 2  # (the sender restarted)
+    assert o.open(s.seal(b"epoch 2", 0)) == b"epoch 2"
+    assert o.open(old) is None and o.drops[SecureDrop.STALE] == 1
+    floor = o.stale_floor
+    assert floor.refused == 1 and not s.skip_past(floor) and s.epoch == 2
+    # killed: the mark written once (at the new epoch, synced), what came after not recorded
+    sealed = [s.seal(bytes([i]), 0) for i in range(20)]
+    assert all(o.open(p) is not None for p in sealed)
+    again = kept_opener(tmp_path / "mark")
+    assert all(again.open(p) is None for p in sealed)
 
 
 def test_the_replay_mark_is_written_at_most_once_a_second_as_the_daemon_runs_it(
@@ -161,7 +193,7 @@ def test_the_replay_mark_is_written_at_most_once_a_second_as_the_daemon_runs_it(
     o = kept_opener(mark, clock=lambda: now[0])
     writes = []
     for i in range(50):
-        assert o.open(s.seal(bytes([i]))) is not None
+        assert o.open(s.seal(bytes([i]), 0)) is not None
         if mark.exists():
             writes.append(mark_seq(mark))
         now[0] += SAVE_EVERY_S / 10  # 10 packets a second
@@ -180,8 +212,8 @@ def test_key_rotation_accepts_the_previous_key_too() -> None:
     new_psk = bytes.fromhex(generate_key())
     new = direction_key(new_psk, MOBILE, BASE)
     o = Opener([new, UP])
-    assert o.open(Sealer(UP, counter_epochs()).seal(b"old"))
-    assert o.open(Sealer(new, counter_epochs(10)).seal(b"new"))
+    assert o.open(Sealer(UP, counter_epochs()).seal(b"old", 0))
+    assert o.open(Sealer(new, counter_epochs(10)).seal(b"new", 0))
 
 
 def test_keys_and_state_dirs_are_checked(tmp_path: Path) -> None:
@@ -282,7 +314,7 @@ def secured_link() -> tuple[Fragmenter, Sealer, Reassembler, Opener]:
     return (
         Fragmenter(32, 1500 + OVERHEAD),
         sealer,
-        Reassembler(1500 + OVERHEAD, authenticate=opener.open),
+        Reassembler(1500 + OVERHEAD, secured=opener),
         opener,
     )
 
@@ -296,13 +328,101 @@ def test_forged_packets_with_good_crc_do_not_disturb_the_real_ones() -> None:
         for frame in forger.fragment(os.urandom(60)):  # plain packet, no tag
             now += 0.001
             assert rx.receive(frame, now) is None
-        for frame in frag.fragment(sealer.seal(bytes([i]) * 50)):
+        for frame in frag.fragment(sealer.seal(bytes([i]) * 50, frag.number_for())):
             now += 0.001
             out = rx.receive(frame, now)
             if out is not None:
                 got.append(out)
     assert got == [bytes([i]) * 50 for i in range(20)]
-    assert rx.drops[DropReason.REJECTED] == 20 and opener.drops[SecureDrop.AUTH] == 20
+    # refused at their first frame already (no stamp): never a packet in progress
+    assert rx.drops[DropReason.REFUSED_FIRST] == 20 and opener.drops[SecureDrop.FORGED_FIRST] == 20
+    assert rx.drops[DropReason.REJECTED] == 0
+
+
+def sealed_frames(frag: Fragmenter, sealer: Sealer, packet: bytes) -> list[bytes]:
+    return frag.fragment(sealer.seal(packet, frag.number_for()))
+
+
+def test_a_forged_first_frame_after_each_genuine_one_costs_nothing() -> None:
+    """What ``experiment hostile``'s ``first`` sends (it cost every ESB packet: 0.00 of the
+    goodput): after each genuine first frame, one with the same header and number and other
+    bytes behind; and, once the packet is under way, the genuine first frame again (a replay
+    of a real one, stamp and all). Every genuine packet is delivered; none is interrupted."""
+    frag, sealer, rx, opener = secured_link()
+    rng = random.Random(7)
+    got, now = [], 0.0
+    for i in range(30):
+        frames = sealed_frames(frag, sealer, bytes([i]) * 400)
+        forged = frames[0][:3] + rng.randbytes(len(frames[0]) - 3)
+        for k, frame in enumerate(frames):
+            now += 0.001
+            out = rx.receive(frame, now)
+            if k == 0:
+                assert rx.receive(forged, now) is None
+            if k == 5:
+                assert rx.receive(frames[0], now) is None
+            if out is not None:
+                got.append(out)
+    assert got == [bytes([i]) * 400 for i in range(30)]
+    assert rx.drops[DropReason.INTERRUPTED] == 0 and rx.drops[DropReason.REFUSED_FIRST] == 60
+    assert opener.drops[SecureDrop.FORGED_FIRST] == 30
+
+
+def test_an_older_packets_first_frame_does_not_take_a_newer_ones_place() -> None:
+    """A genuine first frame recorded 8 packets earlier (same place in the reassembler, its
+    packet never completed there) comes while the newer packet is under way: refused, the
+    newer one delivered. Its stamp is bound to its number: moved to another place, refused."""
+    frag, sealer, rx, opener = secured_link()
+    old = sealed_frames(frag, sealer, b"o" * 200)
+    for k in range(7):
+        sealed_frames(frag, sealer, bytes([k]) * 10)  # sent, not heard here
+    new = sealed_frames(frag, sealer, b"n" * 200)
+    assert old[0][0] == new[0][0]  # the same header: number mod 8, index 0
+    assert rx.receive(new[0], 0.0) is None
+    assert rx.receive(old[0], 0.0) is None  # no fresher than the packet in its place
+    moved = bytes([old[0][0] ^ 0x08]) + old[0][1:2] + bytes([old[0][2] ^ 0x01]) + old[0][3:]
+    assert rx.receive(moved, 0.0) is None  # another number: the stamp fails
+    out = [rx.receive(f, 0.0) for f in new[1:]]
+    assert out[-1] == b"n" * 200
+    assert rx.drops[DropReason.REFUSED_FIRST] == 2 and rx.drops[DropReason.INTERRUPTED] == 0
+    assert opener.drops[SecureDrop.FORGED_FIRST] == 1
+
+
+def test_a_restarted_sender_still_takes_the_place_of_its_unfinished_packet() -> None:
+    """A sender that restarts mid-packet (a new epoch: fresher) ends the packet in progress
+    in that place and its new packet is delivered, as on an open link."""
+    frag, sealer, rx, _ = secured_link()
+    epochs = counter_epochs(5)
+    before = sealed_frames(frag, sealer, b"b" * 200)
+    restarted = Sealer(UP, epochs)
+    again = Fragmenter(32, 1500 + OVERHEAD, first_number=frag.number_for() - 2)
+    after = again.fragment(restarted.seal(b"a" * 200, again.number_for()))
+    assert after[0][0] == before[0][0]
+    for f in before[:4]:
+        assert rx.receive(f, 0.0) is None
+    out = [rx.receive(f, 0.0) for f in after]
+    assert out[-1] == b"a" * 200 and rx.drops[DropReason.INTERRUPTED] == 1
+
+
+def test_a_secured_link_refuses_frames_too_short_for_a_first_frames_proof() -> None:
+    """A first frame holds number, stamp and nonce (18 bytes): a secured ESB link's frames
+    are at least 19 bytes, said by key (an open link is not concerned; stream mode's are 32)."""
+    from longge.config import NodeConfig, PeerConfig
+    from longge.radio.options import RadioOptions
+
+    def config(payload: int, key: bytes | None) -> NodeConfig:
+        peer = PeerConfig(address="10.24.0.2", key=key)
+        radio = RadioOptions(payload=payload)
+        return NodeConfig(
+            role="base", address="10.24.0.1/24", radio=radio, peers=(peer,), insecure=key is None
+        )
+
+    key = bytes.fromhex(generate_key())
+    with pytest.raises(ConfigError) as err:
+        config(18, key)
+    assert err.value.key == "radio.payload" and "19..32" in str(err.value)
+    assert config(19, key).radio.payload == 19
+    assert config(8, None).radio.payload == 8
 
 
 @settings(
@@ -322,7 +442,7 @@ def test_fuzz_frames_never_deliver_anything_but_genuine_packets_once(
     rng = random.Random(seed)
     frag, sealer, rx, _ = secured_link()
     genuine = [rng.randbytes(rng.randrange(0, 200)) for _ in range(8)]
-    genuine_frames = [frag.fragment(sealer.seal(p)) for p in genuine]
+    genuine_frames = [frag.fragment(sealer.seal(p, frag.number_for())) for p in genuine]
     forger = Fragmenter(32, 1500 + OVERHEAD)
     now = 0.0
     delivered = []
@@ -357,7 +477,7 @@ def test_no_nonce_repeats_across_restarts_a_restored_state_dir_or_a_clone(tmp_pa
         return Sealer(UP, EpochStore(epoch).next)
 
     def run(s: Sealer) -> None:
-        nonces.extend(s.seal(b"p")[:HEADER_LEN] for _ in range(20))
+        nonces.extend(s.seal(b"p", 0)[STAMP_LEN:FIRST_HEAD] for _ in range(20))
 
     run(boot())
     image = epoch.read_text()  # the card's image, taken here
@@ -387,7 +507,7 @@ def test_two_mobiles_sharing_a_key_seal_under_different_keys() -> None:
     assert len(keys) == 4
     from_other = Sealer(direction_key(PSK, other_mobile, BASE), counter_epochs())
     opener = Opener([UP])
-    assert opener.open(from_other.seal(b"x")) is None
+    assert opener.open(from_other.seal(b"x", 0)) is None
     assert opener.drops == {SecureDrop.AUTH: 1}
     with pytest.raises(ValueError):
         direction_key(PSK, MOBILE, MOBILE)
@@ -400,20 +520,20 @@ def test_a_restored_sender_is_refused_until_it_seals_past_the_floor_it_is_told()
     epochs = counter_epochs()
     first = Sealer(UP, epochs)
     o = Opener([UP])
-    old = [first.seal(bytes([i])) for i in range(5)]
+    old = [first.seal(bytes([i]), 0) for i in range(5)]
     assert all(o.open(p) is not None for p in old)
     restored = Sealer(UP, counter_epochs())  # its state rolled back: epoch 1 again
     assert restored.epoch == first.epoch == 1
-    assert o.open(restored.seal(b"again")) is None
-    assert o.drops[SecureDrop.STALE] == 1 and o.stale_floor == 1
-    forged = bytearray(restored.seal(b"forged"))
+    assert o.open(restored.seal(b"again", 0)) is None
+    assert o.drops[SecureDrop.STALE] == 1 and o.stale_floor == Floor(1, 1, restored.salt)
+    forged = bytearray(restored.seal(b"forged", 0))
     forged[-1] ^= 1
     assert o.open(bytes(forged)) is None and o.drops[SecureDrop.AUTH] == 1
     assert restored.skip_past(o.stale_floor) and restored.epoch == 2
-    assert not restored.skip_past(1)  # (an old floor message moves nothing)
-    assert o.open(restored.seal(b"back")) == b"back"
+    assert not restored.skip_past(Floor(1, 1, restored.salt))  # (an old floor moves nothing)
+    assert o.open(restored.seal(b"back", 0)) == b"back"
     assert all(o.open(p) is None for p in old)
-    assert o.open(first.seal(b"the first incarnation, now behind")) is None
+    assert o.open(first.seal(b"the first incarnation, now behind", 0)) is None
 
 
 def test_a_power_cut_that_empties_the_mark_falls_back_to_the_synced_floor(tmp_path: Path) -> None:
@@ -427,7 +547,7 @@ def test_a_power_cut_that_empties_the_mark_falls_back_to_the_synced_floor(tmp_pa
     sent = []
     o = kept_opener(tmp_path / "mark", clock=lambda: now[0])
     for i in range(40):
-        sent.append(s.seal(bytes([i])))
+        sent.append(s.seal(bytes([i]), 0))
         assert o.open(sent[-1]) is not None
         now[0] += FLOOR_EVERY_S / 10
     floor = MarkStore(tmp_path / "mark").load()
@@ -463,17 +583,17 @@ def test_sealed_packets_that_never_came_are_counted_missing_late_ones_are_not() 
     """A sealed link: the sealing numbers a later packet skipped, less those that came late
     within the window; a new epoch (a sender that started again) counts nothing."""
     s, o = pair()
-    sealed = [s.seal(bytes([i]) * 10) for i in range(10)]
+    sealed = [s.seal(bytes([i]) * 10, 0) for i in range(10)]
     for i in (0, 1, 4, 5, 9):
         assert o.open(sealed[i]) is not None
     assert o.missing == 2 + 3  # 2, 3 and 6, 7, 8
     assert o.open(sealed[3]) is not None and o.missing == 4  # (late, in the window)
     before = s.epoch
-    assert s.skip_past(before) and s.epoch > before  # a new epoch: its numbers start at 0
-    assert o.open(s.seal(b"x")) is not None and o.missing == 4
-    fresh = [s.seal(bytes([i])) for i in range(3)]  # its numbers 1, 2, 3
+    assert s.skip_past(Floor(before, before, s.salt)) and s.epoch > before  # numbers from 0
+    assert o.open(s.seal(b"x", 0)) is not None and o.missing == 4
+    fresh = [s.seal(bytes([i]), 0) for i in range(3)]  # its numbers 1, 2, 3
     assert o.open(fresh[2]) is not None and o.missing == 6
     assert o.open(fresh[0]) is not None and o.missing == 5  # (late, in the window)
-    s.skip_past(s.epoch)
-    s.seal(b"lost")  # the new epoch's first (number 0), lost on the way
-    assert o.open(s.seal(b"y")) is not None and o.missing == 6
+    s.skip_past(Floor(s.epoch, s.epoch, s.salt))
+    s.seal(b"lost", 0)  # the new epoch's first (number 0), lost on the way
+    assert o.open(s.seal(b"y", 0)) is not None and o.missing == 6

@@ -4,11 +4,12 @@ The supervisor and each radio process are joined by a ``multiprocessing`` pipe:
 
     supervisor -> radio process   ("set", {radio option: value, ...})   reconfigure live
                                   ("stop", None)                        leave the loop
-                                  ("tell_floor", (i, epoch))  TX: send peer i a floor message
-                                  ("skip_past", (i, epoch))   TX: peer i refuses our epochs
+                                  ("tell_floor", (i, floor))  TX: send peer i a floor message
+                                  ("skip_past", (i, floor))   TX: peer i refuses our epochs
     radio process -> supervisor   ("stats", {...})                      every STATS_EVERY_S
-                                  ("stale", (i, epoch))   RX: peer i's sender is stale
-                                  ("floor", (i, epoch))   RX: peer i says we are
+                                  ("stale", (i, floor))   RX: peer i's sender is stale
+                                  ("floor", (i, floor))   RX: peer i says we are
+(floor: secure.Floor, the epoch to seal past and the epoch and salt of the packet refused)
 (the last four: a sender restarted with an older state directory comes back: secure.py)
 """
 
@@ -27,6 +28,7 @@ from typing import Any
 from longge import realtime
 from longge.config import NodeConfig, with_live_options
 from longge.errors import ConfigError, HardwareError
+from longge.protocol.secure import Floor
 from longge.radio.factory import open_radio
 from longge.radio.interface import LinkRadio
 from longge.radio.options import configure
@@ -222,8 +224,8 @@ class Child:
         self.applied = 0
         #: set by the supervisor (TX), by peer index: a floor message to send, an epoch to
         #: seal past
-        self.floor_to_send: dict[int, int] = {}
-        self.skip_past: dict[int, int] = {}
+        self.floor_to_send: dict[int, Floor] = {}
+        self.skip_past: dict[int, Floor] = {}
 
     def ensure_radio(self, now: float) -> LinkRadio | None:
         if (
@@ -290,11 +292,11 @@ class Child:
             elif cmd == "set":
                 self.reconfigure(arg)
             elif cmd == "tell_floor":
-                index, epoch = arg
-                self.floor_to_send[int(index)] = int(epoch)
+                index, floor = arg
+                self.floor_to_send[int(index)] = Floor(*floor)
             elif cmd == "skip_past":
-                index, epoch = arg
-                self.skip_past[int(index)] = max(int(epoch), self.skip_past.get(int(index), 0))
+                index, floor = arg
+                self.skip_past[int(index)] = Floor(*floor)
 
     def wait(
         self,
@@ -319,10 +321,10 @@ class Child:
             timeout = min(timeout, POLL_S)
         return select.select(fds, [], [], timeout)[0]
 
-    def tell(self, kind: str, index: int, epoch: int) -> None:
+    def tell(self, kind: str, index: int, floor: Floor) -> None:
         """An event of peer ``index``'s for the supervisor (the list above)."""
         with contextlib.suppress(OSError):
-            self.conn.send((kind, (index, epoch)))
+            self.conn.send((kind, (index, floor)))
 
     def reconfigure(self, options: dict[str, Any]) -> None:
         try:

@@ -96,9 +96,7 @@ def receivers(cfg: NodeConfig) -> PeerTable[PeerReceiver]:
                 cfg.mtu, timeout=timeout, late_guard=MAX_WINDOW if stream else 0
             )
         else:  # (the opener checks order and duplicates)
-            reassembler = Reassembler(
-                cfg.mtu + secure.OVERHEAD, timeout=timeout, authenticate=opener.open
-            )
+            reassembler = Reassembler(cfg.mtu + secure.OVERHEAD, timeout=timeout, secured=opener)
         out.append(
             PeerReceiver(
                 name=p.name,

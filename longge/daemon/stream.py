@@ -71,6 +71,12 @@ URGENT = b"u"
 #: A base with several mobiles tells its TX process a mobile's frames came (``f``) at most this
 #: often.
 HEARD_EVERY_S = 0.005
+#: ... and only while a whole authentic packet of the mobile's came within this long: a data
+#: frame's sequence byte is anyone's, and frames on an absent mobile's pipe kept it "alive"
+#: (full grants instead of backed-off probes: uplink_scheduler.py). A live mobile whose packet
+#: waits behind a lost frame has sent one within its last grants; a stranger can so keep a
+#: mobile that left alive for this long at most.
+FRAMES_COUNT_S = 1.0
 #: After the RX radio switched on an announcement (adapt), its ACK is sent again this often
 #: until the sender's frames come at the new rate (or rate.STREAM_TRIAL_S): the sender
 #: switches once it has it, and until then sends nothing the receiver can hear
@@ -256,8 +262,10 @@ def run_rx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
             return
         i, arq = peer.index, arqs[peer.index]
         if told and frame and not frame[0] & CONTROL and now - told[i] >= HEARD_EVERY_S:
-            told[i] = now
-            to_tx(b"f", i, b"")
+            lately = peer.last_heard is not None and now - peer.last_heard < FRAMES_COUNT_S
+            if lately:  # (a whole authentic packet lately: FRAMES_COUNT_S)
+                told[i] = now
+                to_tx(b"f", i, b"")
         for inner in arq.on_frame(frame, now):
             heard = peer.heard
             packet = peer.receive(inner, now)

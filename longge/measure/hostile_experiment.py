@@ -13,7 +13,8 @@ mean of the none phases around it (the same run's). Before ``replay`` the mobile
 restarted (after the packets were recorded), so that what is replayed is of an old epoch.
 
 Verdict per attack: kept when its goodput is at least ``TARGET`` of the none phases' and
-nothing came that should not have; summary.json (``hostile.json``), CSV, plot.
+nothing came that should not have; ``jam`` (a reactive jammer, out of scope) is measured and
+not judged (``kept``: null). summary.json (``hostile.json``), CSV, plot.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from longge.daemon.status import DaemonClient
 from longge.errors import ConfigError, LongGeError
 from longge.measure.experiment_report import save_figure
 from longge.measure.experiments import write_rows
-from longge.measure.hostile_radio import ATTACKS, Attacker, attacks_for
+from longge.measure.hostile_radio import ATTACKS, OUT_OF_SCOPE, Attacker, attacks_for
 from longge.measure.model import udp_goodput_bps
 from longge.measure.results import ResultsDir
 from longge.protocol.secure import OVERHEAD
@@ -145,6 +146,20 @@ def _restart_mobile() -> None:
     raise LongGeError("the mobile's daemon did not come back within 20 s of its restart")
 
 
+def _counts() -> dict[str, int]:
+    """What the link's ends counted so far: packets the mobile's sender gave up at its retry
+    limit, first frames the base's reassembler refused (0 where a daemon does not answer)."""
+    out = {"gave_up": 0, "refused_first": 0}
+    try:
+        mobile = DaemonClient(str(node_socket("mobile")), timeout=2).status().raw
+        base = DaemonClient(str(node_socket("base")), timeout=2).status().raw
+    except (OSError, LongGeError):
+        return out
+    out["gave_up"] = int(mobile.get("tx", {}).get("max_rt", 0))
+    out["refused_first"] = int(base.get("rx", {}).get("drops", {}).get("refused_first", 0))
+    return out
+
+
 def run_mode(mode: str, attacks: list[str], phase_s: float) -> list[dict[str, Any]]:
     """One mode's phases on a testbed of its own: a row per phase."""
     opts = RadioOptions(mode=mode)
@@ -158,7 +173,7 @@ def run_mode(mode: str, attacks: list[str], phase_s: float) -> list[dict[str, An
     mobile = ("ip", "netns", "exec", "lg-mobile", sys.executable, "-c", SENDER)
     receiver = sender = None
     eve = Attacker(str(testbed.paths()["air"]), opts)
-    bounds: list[tuple[str, float, float, dict[str, int]]] = []
+    bounds: list[tuple[str, float, float, dict[str, int], dict[str, int]]] = []
     try:
         receiver = subprocess.Popen(
             [*base, testbed.BASE_IP, str(PORT), str(total)], stdout=subprocess.PIPE, text=True
@@ -179,13 +194,15 @@ def run_mode(mode: str, attacks: list[str], phase_s: float) -> list[dict[str, An
         for phase in plan:
             if eve.error is not None:
                 raise LongGeError(f"the attacker's radios: {eve.error}")
-            before = dict(eve.sent)
+            before, counted = dict(eve.sent), _counts()
             eve.attack = None if phase == "none" else phase
             t0 = time.monotonic()
             time.sleep(phase_s)
             eve.attack = None
+            t1 = time.monotonic()
             sent = {k: v - before.get(k, 0) for k, v in eve.sent.items()}
-            bounds.append((phase, t0, time.monotonic(), sent))
+            counts = {k: max(0, v - counted[k]) for k, v in _counts().items()}
+            bounds.append((phase, t0, t1, sent, counts))
     finally:
         try:
             eve.stop()
@@ -201,11 +218,11 @@ def run_mode(mode: str, attacks: list[str], phase_s: float) -> list[dict[str, An
 
 def _rows(
     mode: str,
-    bounds: list[tuple[str, float, float, dict[str, int]]],
+    bounds: list[tuple[str, float, float, dict[str, int], dict[str, int]]],
     slices: list[list[float]],
 ) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
-    for phase, t0, t1, sent in bounds:
+    for phase, t0, t1, sent, counts in bounds:
         inside = [s for s in slices if t0 + SKIP_S < s[0] <= t1]
         span = max(1e-9, (t1 - t0 - SKIP_S))
         rows.append(
@@ -216,6 +233,7 @@ def _rows(
                 "replayed_delivered": int(sum(s[2] for s in slices if t0 < s[0] <= t1)),
                 "damaged_delivered": int(sum(s[3] for s in slices if t0 < s[0] <= t1)),
                 "attack_frames": int(sum(sent.values())),
+                **counts,
                 "seconds": round(t1 - t0, 2),
             }
         )
@@ -231,8 +249,9 @@ def _rows(
         ref = sum(around) / len(around) if around else math.nan
         r["none_bps"] = ref
         r["ratio"] = r["goodput_bps"] / ref if ref and ref == ref else math.nan
-        r["kept"] = bool(
-            r["ratio"] >= TARGET and not r["replayed_delivered"] and not r["damaged_delivered"]
+        nothing_through = not r["replayed_delivered"] and not r["damaged_delivered"]
+        r["kept"] = (
+            None if r["phase"] in OUT_OF_SCOPE else bool(r["ratio"] >= TARGET and nothing_through)
         )
     return rows
 
@@ -281,15 +300,17 @@ def verdict(summary: dict[str, Any]) -> str:
         rows = [r for r in summary["rows"] if r["mode"] == mode and r["phase"] != "none"]
         if not rows:
             continue
-        hurt = [r for r in rows if not r.get("kept")]
+        hurt = [r for r in rows if r.get("kept") is False]
         said = ", ".join(
             f"{r['phase']} {r['ratio']:.2f}"
             + (f" ({r['replayed_delivered']} replayed" if r["replayed_delivered"] else "")
             + (f" ({r['damaged_delivered']} damaged" if r["damaged_delivered"] else "")
             + (")" if r["replayed_delivered"] or r["damaged_delivered"] else "")
+            + (" (out of scope, not judged)" if r["phase"] in OUT_OF_SCOPE else "")
             for r in rows
         )
-        head = "every attack kept" if not hurt else f"{len(hurt)} of {len(rows)} hurt"
+        judged = sum(r["phase"] not in OUT_OF_SCOPE for r in rows)
+        head = "every attack kept" if not hurt else f"{len(hurt)} of {judged} hurt"
         parts.append(f"{mode}: {head} (>= {summary['target']:.2f} and nothing through): {said}")
     return "; ".join(parts) or "no attack measured"
 

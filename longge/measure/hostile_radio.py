@@ -10,10 +10,17 @@ uplink (mobile -> base) and the downlink (base -> mobile), it makes the frames o
 - ``ack``: a stream-mode ACK to the mobile's sender in the epoch heard, acknowledging 32
   frames ahead of the last ACK heard with every bit of the bitmap set and the BEHIND bit;
 - ``first``: after each genuine first frame of a packet, a copy of its header and number with
-  other bytes behind (in stream mode behind the next ARQ sequence number);
+  other bytes behind (in stream mode behind the next ARQ sequence number), one try;
 - ``replay``: a whole packet heard earlier, sent again (in stream mode behind the sequence
   numbers that follow the last one heard);
-- ``random``: frames of random bytes and lengths, on both channels.
+- ``random``: frames of random bytes and lengths, on both channels;
+- ``jam`` (ESB): ``first``'s frames, tried again until acknowledged in step with the link's
+  own retries (the same ARD). A frame sent while a packet is on its way meets one of its
+  frames (ESB sends them back to back), and each try meets the genuine frame's retry again,
+  so the link's sender gives the packet up at its retry limit: a reactive jammer, whatever
+  the frame says (random bytes cost the same), out of scope, reported and not judged
+  (``OUT_OF_SCOPE``). Until 2026-12-07 ``first`` was sent so, and its 0.00 was this, not the
+  reassembly. The ``replay`` mouth tries again one ARD step later than the link's radios.
 
 ``Attacker`` runs them from two emulated radios that listen without acknowledging (an ear on
 each channel) and two that send (a mouth on each), as an attacker would with four more
@@ -135,13 +142,19 @@ ATTACKS: dict[str, tuple[str, float | None]] = {
     "first": ("first", None),
     "replay": ("replay", 1.0),
     "random": ("random", float(RANDOM_FPS)),
+    "jam": ("jam", None),
 }
 #: The attacks on the stream ARQ's control frames exist in stream mode only.
 STREAM_ONLY = frozenset({"reset1", "reset20", "resync1", "resync20", "ack1", "ack20"})
+#: Retries in step with the link's exist in ESB mode only (stream mode's chip does not retry).
+ESB_ONLY = frozenset({"jam"})
+#: Measured and reported, not judged: what no protocol on these radios can prevent.
+OUT_OF_SCOPE = frozenset({"jam"})
 
 
 def attacks_for(mode: str) -> list[str]:
-    return [a for a in ATTACKS if mode == "stream" or a not in STREAM_ONLY]
+    skip = ESB_ONLY if mode == "stream" else STREAM_ONLY
+    return [a for a in ATTACKS if a not in skip]
 
 
 class Attacker(threading.Thread):
@@ -174,12 +187,17 @@ class Attacker(threading.Thread):
         self._halt.set()
         self.join(timeout=5)
 
-    def _radio(self, name: str, channel: int, retries: int = 0) -> SimRadio:
+    def _radio(self, name: str, channel: int, retries: int = 0, in_step: bool = False) -> SimRadio:
         r = SimRadio(air=self.air, name=name)
         if not r.begin():
             raise OSError(f"the attacker's radio {name} found no air at {self.air}")
         configure(r, self.opts, channel=channel)
-        r.set_retries(0, retries)
+        # a mouth that tries again does so one step (250 µs) later than the link's radios: in
+        # step with them, each of its frames meets the same genuine frame at every try, and one
+        # frame per packet stops an ESB link at ARC 2 by collisions alone (a reactive jammer:
+        # out of scope, measured apart as ``jam``)
+        later = 0 if in_step else 1
+        r.set_retries(min(15, self.opts.ard_step + later) if retries else 0, retries)
         return r
 
     def run(self) -> None:
@@ -218,24 +236,28 @@ class Attacker(threading.Thread):
                                 self.forger.heard_down(frame)
                                 continue
                             after = self.forger.heard_up(frame)
-                        if after and self.attack == "first":
+                        if after and self.attack in ("first", "jam"):
                             self._answers.put(after)
         finally:
             for r in ears.values():
                 r.close()
 
     def _speak(self) -> None:
-        """The mouths: ESB's try again until acknowledged (a frame met by the link's own is
-        lost, as theirs are), except the noise (``random``: one try, the air it takes)."""
+        """The mouths: ``replay``'s and the stream-mode control frames try again until
+        acknowledged (a frame met by the link's own is lost, as theirs are), one ARD step later
+        than the link's; ``jam``'s in step with the link's; the noise (``random``) and
+        ``first``: one try, the air it takes."""
         up, down = self.opts.channel, downlink_channel(self.opts.channel)
         mouths = {
             "up": self._radio("eve-up-mouth", up, retries=15),
+            "up-in-step": self._radio("eve-up-jam", up, retries=15, in_step=True),
             "down": self._radio("eve-down-mouth", down, retries=15),
             "up-noise": self._radio("eve-up-noise", up),
             "down-noise": self._radio("eve-down-noise", down),
         }
         mouths["up"].stop_listening(self.up_address)
         mouths["up-noise"].stop_listening(self.up_address)
+        mouths["up-in-step"].stop_listening(self.up_address)
         mouths["down"].stop_listening(self.down_address)
         mouths["down-noise"].stop_listening(self.down_address)
         f = self.forger
@@ -249,8 +271,9 @@ class Attacker(threading.Thread):
                         answer = self._answers.get(timeout=0.01)
                     except queue.Empty:
                         continue
-                    if kind == "first":
-                        self._send(mouths["up"], answer, attack)
+                    self._send(
+                        mouths["up-noise" if kind == "first" else "up-in-step"], answer, attack
+                    )
                     continue
                 now = time.monotonic()
                 if now < due:

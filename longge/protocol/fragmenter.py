@@ -61,6 +61,11 @@ class Fragmenter:
         """Lane 0's next number."""
         return self._numbers[0]
 
+    def number_for(self, lane: int = 0) -> int:
+        """The number the next packet of ``lane`` will have (a sealed packet's first frame
+        proves it: secure.py, "First frames")."""
+        return self._numbers[lane]
+
     def fragment(self, packet: bytes, lane: int = 0) -> list[bytes]:
         """Frames for one packet, in the order they must be sent."""
         if not packet:

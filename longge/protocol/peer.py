@@ -172,7 +172,7 @@ class PeerSender:
     def _cut(self, packet: bytes, lane: int = 0) -> list[bytes]:
         """A packet sealed (on a secured link) and cut into frames."""
         if self.sealer is not None:
-            packet = self.sealer.seal(packet)
+            packet = self.sealer.seal(packet, self.fragmenter.number_for(lane))
         return self.fragmenter.fragment(packet, lane)
 
     def load(self, packet: bytes, now: float, flow: bytes = b"") -> None:
@@ -247,7 +247,7 @@ class PeerSender:
             return self.fragmenter.keepalive()  # (an open link: no empty packet to cut)
         return self._cut(b"")
 
-    def link_control(self, skip_past: int | None, floor: int | None) -> None:
+    def link_control(self, skip_past: secure.Floor | None, floor: secure.Floor | None) -> None:
         """Between two packets, what the peer's receiver told us through our RX process: it
         refuses our epochs up to ``skip_past`` (seal past them), or its sender is stale (a
         floor message for it, queued as the next packet)."""
@@ -302,7 +302,7 @@ class PeerReceiver:
     index: int = 0  # its place in its table: its frames come on pipe index + 1
     last_heard: float | None = None
     heard: int = 0  # whole, checked packets (keepalives and link control too)
-    floor_heard: int | None = None
+    floor_heard: secure.Floor | None = None
     #: the uplink (uplink.py): a grant's length the peer (our base) sent us; the peer (a
     #: mobile) handed its grant back. For our TX process; taken with ``take_uplink``.
     grant_heard: uplink.Grant | None = None
@@ -326,10 +326,10 @@ class PeerReceiver:
         if not packet:
             return None
         if packet[:1] == b"\x00":  # a link-control packet (never an IP packet: version 0)
-            epoch = secure.parse_floor_message(packet)
+            floor = secure.parse_floor_message(packet)
             grant = uplink.parse_grant(packet)
-            if epoch is not None and self.opener is not None:
-                self.floor_heard = epoch
+            if floor is not None and self.opener is not None:
+                self.floor_heard = floor
             elif grant is not None:
                 self.grant_heard = grant
                 self.grants_heard += 1
@@ -345,7 +345,7 @@ class PeerReceiver:
             return None
         return packet
 
-    def tick(self, now: float) -> int | None:
+    def tick(self, now: float) -> secure.Floor | None:
         """Each loop turn: a half-built packet that waited too long is dropped; the opener's
         mark is kept; the epoch floor to tell the peer's sender, if it is stale (at most once
         every STALE_NOTICE_S while its stale packets keep coming)."""
@@ -366,7 +366,7 @@ class PeerReceiver:
         self.grant_heard, self.release_heard = None, None
         return out
 
-    def take_floor(self) -> int | None:
+    def take_floor(self) -> secure.Floor | None:
         floor, self.floor_heard = self.floor_heard, None
         return floor
 

@@ -19,6 +19,13 @@ injected frames, a sender restarting mid-packet), a packet is delivered only if
 Memory is bounded by 8 packets of ``mtu`` bytes. A packet in progress is dropped when a new
 packet starts with its number mod 8 (INTERRUPTED: normally 8 packets later), or when it gets
 no frame for ``timeout`` seconds (TIMEOUT, on the next call that passes the time in).
+
+On a secured link a new first frame takes that place only if it proves itself: its stamp
+checks under the link's key and its packet is fresher than the one in progress there
+(``secure.py``, "First frames"); otherwise it is dropped on its own (REFUSED_FIRST) and the
+packet in progress goes on. A stranger's first frame, forged or a genuine one replayed, so
+costs no genuine packet. On an open link anyone can send whole packets, and a new first frame
+ends the packet in progress as a restarted sender's does.
 """
 
 from __future__ import annotations
@@ -26,9 +33,9 @@ from __future__ import annotations
 import enum
 import zlib
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import islice
+from typing import Protocol
 
 from longge.protocol.fragmenter import DEFAULT_MTU, LANES, check_mtu
 from longge.protocol.frame import (
@@ -62,6 +69,9 @@ class DropReason(enum.StrEnum):
     # frames discarded on their own
     EMPTY_FRAME = "empty_frame"  # zero-length frame
     BAD_FIRST = "bad_first"  # first frame too short, or its number disagrees with its header
+    # secured: a first frame that does not prove itself, or no fresher than the packet in
+    # progress in its place (the module's drawing)
+    REFUSED_FIRST = "refused_first"
     ORPHAN = "orphan"  # a frame that continues no packet in progress (lost or foreign)
     DUPLICATE_FRAME = "duplicate_frame"  # exact repeat of the previous frame (harmless)
     # packets dropped (in progress or complete)
@@ -75,19 +85,34 @@ class DropReason(enum.StrEnum):
 
 @dataclass
 class _Partial:
-    """One packet being rebuilt."""
+    """One packet being rebuilt; ``fresh``: how fresh its first frame said it is (secured)."""
 
     buf: bytearray
     next_index: int
     last_frame: bytes
     last_time: float
+    fresh: int = -1
+
+
+class Authenticator(Protocol):
+    """A secured link's judge (``secure.Opener``)."""
+
+    def first(self, number: int, head: bytes) -> int | None:
+        """A first frame of packet ``number`` holding ``head`` of the packet: how fresh (a
+        larger number: a later packet), or None to refuse it."""
+        ...
+
+    def open(self, data: bytes) -> bytes | None:
+        """A whole packet, opened, or None to refuse it."""
+        ...
 
 
 class Reassembler:
-    """``authenticate`` (optional, e.g. ``secure.Opener.open``) sees every packet whose CRC
-    matched and returns it opened, or ``None`` to refuse it. With it, order and duplicates are
-    its business (an authenticated sequence number beats the 16-bit one, which anyone can
-    forge), so the number check and its resync are skipped.
+    """``secured`` (optional: ``secure.Opener``) judges each first frame before it may take a
+    packet's place (the module's drawing) and sees every packet whose CRC matched, returning
+    it opened, or ``None`` to refuse it. With it, order and duplicates are its business (an
+    authenticated sequence number beats the 16-bit one, which anyone can forge), so the number
+    check and its resync are skipped.
 
     ``late_guard`` (stream mode: the ARQ's largest window): when a packet's number jumps ahead
     by at most this much, the numbers it skipped are remembered, and a packet that comes with
@@ -101,13 +126,13 @@ class Reassembler:
         self,
         mtu: int = DEFAULT_MTU,
         timeout: float = 1.0,
-        authenticate: Callable[[bytes], bytes | None] | None = None,
+        secured: Authenticator | None = None,
         late_guard: int = 0,
     ) -> None:
         check_mtu(mtu)
         self.mtu = mtu
         self.late_guard = min(late_guard, RECENT)
-        self.authenticate = authenticate
+        self.secured = secured
         self.timeout = timeout
         self.drops: Counter[DropReason] = Counter()
         self.delivered = 0
@@ -163,9 +188,17 @@ class Reassembler:
             if len(data) < NUMBER_LEN or data[1] % SEQ_MOD != header.seq or header.index != 0:
                 self.drops[DropReason.BAD_FIRST] += 1
                 return None
+            fresh = -1
+            if self.secured is not None:
+                number = int.from_bytes(data[:NUMBER_LEN], "big")
+                judged = self.secured.first(number, data[NUMBER_LEN:])
+                if judged is None or (part is not None and judged <= part.fresh):
+                    self.drops[DropReason.REFUSED_FIRST] += 1
+                    return None
+                fresh = judged
             if part is not None:
                 self._abandon(header.seq, DropReason.INTERRUPTED)
-            part = self._partial[header.seq] = _Partial(bytearray(), 0, b"", now)
+            part = self._partial[header.seq] = _Partial(bytearray(), 0, b"", now, fresh)
         elif part is None or header.index != part.next_index:
             if part is not None and frame == part.last_frame:
                 self.drops[DropReason.DUPLICATE_FRAME] += 1
@@ -205,8 +238,8 @@ class Reassembler:
             return None
         number = int.from_bytes(body[:NUMBER_LEN], "big")
         packet = body[NUMBER_LEN:]
-        if self.authenticate is not None:
-            opened = self.authenticate(packet)
+        if self.secured is not None:
+            opened = self.secured.open(packet)
             if opened is None:
                 self.drops[DropReason.REJECTED] += 1
                 return None
