@@ -97,6 +97,27 @@ def test_link_control_seals_past_a_refused_epoch_and_sends_a_floor_message() -> 
     assert rx.last_heard == 1.0
 
 
+def test_a_floor_goes_between_the_frames_of_a_packet_on_its_way() -> None:
+    """A loaded sender always has a packet on its way (stream mode: the ARQ takes its frames
+    as they go): the floor message waited for none and was never sent; a restarted receiver
+    (its epoch closed: secure.py) never heard its peer again. It goes on lane 1 now."""
+    key = bytes(range(32))
+    peer = sender("m", ("0.0.0.0/0",))
+    peer.sealer = secure.Sealer(key, lambda at_least: max(1, at_least))
+    peer.fragmenter = Fragmenter(32, 1500 + secure.OVERHEAD)
+    peer.load(b"\x45" + bytes(1399), 0.0)
+    bulk = len(peer.frames)
+    peer.next_frame()
+    told = secure.Floor(3, 2, b"salt")
+    peer.link_control(skip_past=None, floor=told)
+    assert peer.urgent and len(peer.frames) == bulk - 1
+    opener = secure.Opener([key], None, lambda mark, sync: True, clock=lambda: 0.0)
+    rx = receiver(("0.0.0.0/0",), opener)
+    while peer.frames:
+        rx.receive(peer.next_frame(), 1.0)
+    assert rx.take_floor() == told
+
+
 def test_a_receiver_moves_only_on_whole_packets_from_sources_its_peer_may_use() -> None:
     rx = receiver(("10.24.0.2/32",))
     cut = Fragmenter(32)

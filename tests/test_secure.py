@@ -147,13 +147,15 @@ def test_a_restarted_receiver_still_refuses_what_it_accepted(tmp_path: Path) -> 
     first.flush()
     again = kept_opener(tmp_path / "mark")
     assert all(again.open(p) is None for p in sealed[:6])
-    # its epoch is closed (secure.py, "A restarted receiver"): what comes next of it is stale,
-    # the sender told to move on, and taken again under its next epoch
-    assert [again.open(p) for p in sealed[6:]] == [None] * 4
-    assert again.drops[SecureDrop.STALE] == 4
-    assert s.skip_past(again.stale_floor) and s.epoch == 2
-    assert again.open(s.seal(b"next", 0)) == b"next"
-    assert all(again.open(p) is None for p in sealed)
+    # a clean stop recorded all it accepted (whole): the same epoch goes on
+    assert [again.open(p) for p in sealed[6:8]] == [bytes([6]), bytes([7])]
+    # killed now (no flush): the next start takes the epoch as closed (secure.py, "A restarted
+    # receiver"): what comes of it is stale, the sender told to move on, taken under its next
+    third = kept_opener(tmp_path / "mark")
+    assert [third.open(p) for p in sealed] == [None] * 10
+    assert third.drops[SecureDrop.STALE] == 2  # (8, 9: never accepted, yet of a closed epoch)
+    assert s.skip_past(third.stale_floor) and s.epoch == 2
+    assert third.open(s.seal(b"next", 0)) == b"next"
 
 
 def test_a_replayed_old_packet_moves_no_sender_and_a_killed_receiver_takes_no_replay(

@@ -100,13 +100,15 @@ def read_epoch(path: Path) -> int:
 
 def _parse_mark(path: Path, text: str) -> Mark:
     try:
-        seq_text, salt_text = text.split()
+        seq_text, salt_text, *rest = text.split()
         seq, salt = int(seq_text), bytes.fromhex(salt_text)
-        if not 0 <= seq < MARK_SPACE or len(salt) != SALT_LEN:
+        if not 0 <= seq < MARK_SPACE or len(salt) != SALT_LEN or rest not in ([], ["whole"]):
             raise ValueError
     except ValueError as exc:
-        raise _refuse(path, text, "a replay mark (a 64-bit number and 8 hex digits)") from exc
-    return Mark(seq, salt)
+        raise _refuse(
+            path, text, 'a replay mark (a 64-bit number, 8 hex digits, maybe "whole")'
+        ) from exc
+    return Mark(seq, salt, whole=rest == ["whole"])
 
 
 def read_mark(path: Path) -> Mark | None:
@@ -121,7 +123,7 @@ def read_mark(path: Path) -> Mark | None:
         if not text and p == path:
             continue  # (the unsynced one, emptied by a power cut)
         found.append(_parse_mark(p, text))
-    return max(found, key=lambda m: m.seq, default=None)
+    return max(found, key=lambda m: (m.seq, not m.whole), default=None)
 
 
 class MarkStore:
@@ -135,7 +137,7 @@ class MarkStore:
         return read_mark(self.path)
 
     def save(self, mark: Mark, sync: bool) -> bool:
-        text = f"{mark.seq} {mark.salt.hex()}\n"
+        text = f"{mark.seq} {mark.salt.hex()}{' whole' if mark.whole else ''}\n"
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             _write_atomic(self.path, text, sync=False)

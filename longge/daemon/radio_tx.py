@@ -53,19 +53,18 @@ MAX_RT_STORM = 64
 
 
 def link_control(child: Child, table: PeerTable[PeerSender]) -> None:
-    """What the RX process passed on through the supervisor (child.py), for a peer between
-    two packets: it refuses our epochs, or its sender is stale."""
+    """What the RX process passed on through the supervisor (child.py), for a peer: it
+    refuses our epochs, or its sender is stale (``PeerSender.link_control``)."""
     if not child.skip_past and not child.floor_to_send:
         return
     for peer in table:
-        if not peer.frames:
-            i = peer.index
-            try:
-                peer.link_control(child.skip_past.pop(i, None), child.floor_to_send.pop(i, None))
-            except SecurityError as exc:  # a new epoch that cannot be recorded: seal nothing
-                print(f"longge-tx: {exc}; starting again", file=sys.stderr, flush=True)
-                child.running = False  # (the supervisor starts it again: senders_once_recorded)
-                return
+        i = peer.index
+        try:
+            peer.link_control(child.skip_past.pop(i, None), child.floor_to_send.pop(i, None))
+        except SecurityError as exc:  # a new epoch that cannot be recorded: seal nothing
+            print(f"longge-tx: {exc}; starting again", file=sys.stderr, flush=True)
+            child.running = False  # (the supervisor starts it again: senders_once_recorded)
+            return
 
 
 class EsbSending(UplinkSending):

@@ -248,15 +248,22 @@ class PeerSender:
         return self._cut(b"")
 
     def link_control(self, skip_past: secure.Floor | None, floor: secure.Floor | None) -> None:
-        """Between two packets, what the peer's receiver told us through our RX process: it
-        refuses our epochs up to ``skip_past`` (seal past them), or its sender is stale (a
-        floor message for it, queued as the next packet)."""
+        """What the peer's receiver told us through our RX process: it refuses our epochs up
+        to ``skip_past`` (seal past them from the next packet cut), or its sender is stale (a
+        floor message for it: between the frames of the packet on its way, lane 1, as a grant
+        goes, or next). A loaded stream-mode sender always has a packet on its way: a floor
+        that waited for none was never sent, and a restarted receiver never heard its peer
+        again."""
         if self.sealer is None:
             return
         if skip_past is not None and self.sealer.skip_past(skip_past):
             self.counters.epoch_skips += 1
         if floor is not None:
-            self.frames.extend(self._cut(secure.floor_message(floor)))
+            message = secure.floor_message(floor)
+            if self.frames:
+                self.urgent.extend(self._cut(message, lane=1))
+            else:
+                self.frames.extend(self._cut(message))
             self.counters.floors_sent += 1
 
     def feed_arq(self) -> bool:

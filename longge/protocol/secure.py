@@ -46,7 +46,11 @@ A restarted receiver
     replayed once. So a receiver that starts from a recorded mark takes that epoch as closed,
     as a sender's epoch is never used again once it restarts: its packets are stale, the sender
     is told the floor and moves to a new epoch (one round trip), and nothing sealed under the
-    old one is accepted again, however late the mark was written.
+    old one is accepted again, however late the mark was written. Unless the mark is whole: a
+    clean stop records it synced with all it accepted (``flush``: ``Mark.whole``), and the
+    receiver goes on in that epoch, after recording at once (synced) that its mark is no longer
+    whole, so that an unclean end after this start closes the epoch again. A clean restart so
+    costs the peer's sender nothing; a kill -9 or a power cut costs it a new epoch.
 
 First frames
     A packet's frames come one by one, and the AEAD can judge it only once all are in; but a
@@ -193,6 +197,8 @@ class Mark:
 
     seq: int = 0
     salt: bytes = bytes(SALT_LEN)
+    #: recorded on a clean stop: nothing accepted is missing from it (``Opener.flush``)
+    whole: bool = False
 
 
 class Sealer:
@@ -284,7 +290,9 @@ class Opener:
         # Everything at or below a stored mark counts as seen, and its epoch is closed (the
         # module's "A restarted receiver").
         self._bitmap = (1 << WINDOW) - 1 if self._highest else 0
-        self._closed = bool(self._highest)
+        self._closed = bool(self._highest) and not start.whole
+        if start.whole and save is not None:  # (an unclean end after this start: closed)
+            save(Mark(self._highest, self._salt), True)
         self._stale_seen = Floor(0, 0, bytes(SALT_LEN))  # (epoch, salt of the last stale one)
         self._saved = self._synced = self._highest
         self._saved_at = self._synced_at = self._now()
@@ -399,10 +407,11 @@ class Opener:
             self._synced, self._synced_at = self._highest, now
 
     def flush(self) -> None:
-        """Record the mark now, synced (on a clean stop)."""
-        if self._save is None or self._highest == self._synced:
+        """Record the mark now, synced and whole (on a clean stop: the module's "A restarted
+        receiver")."""
+        if self._save is None or not self._highest:
             return
-        if self._save(self.mark, True):
+        if self._save(Mark(self._highest, self._salt, whole=True), True):
             self._saved = self._synced = self._highest
 
     def tick(self) -> None:
