@@ -354,6 +354,15 @@ def _stop_keeper() -> None:
     _end(pids)
 
 
+def take_away(name: str) -> None:
+    """Node ``name`` gone for good, as a mobile that left (experiment hostile's ``absent``):
+    the keeper stopped (it would start it again) and the processes in its namespace ended; the
+    rest runs on, and ``down`` takes it all down as ever."""
+    _stop_keeper()
+    out = _run("ip", "netns", "pids", f"lg-{name}", check=False).stdout
+    _end({int(x) for x in out.split()})
+
+
 def _running_with(marker: bytes) -> set[int]:
     """The processes (other than this one) whose command line holds ``marker``."""
     pids: set[int] = set()

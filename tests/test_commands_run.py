@@ -194,22 +194,26 @@ def test_experiment_adaptive_stream(tmp_path: Path) -> None:
 
 
 def test_experiment_hostile(tmp_path: Path) -> None:
-    """A stranger's radio beside the link: one attack (stream mode's forged RESET twenty a
-    second), its phases and what got through. Its figures are the experiment's verdict, not
-    this test's."""
+    """A stranger's radio beside the link: two attacks (stream mode's forged RESET twenty a
+    second; frames on a gone mobile's pipe in a cell of three), their phases and what got
+    through. Their figures are the experiment's verdict, not this test's."""
     testbed.down()
     out = tmp_path / "out"
-    ok(cli("experiment", "hostile", "--values", "reset20", "-t", "2", "--out", str(out)))
+    ok(cli("experiment", "hostile", "--values", "reset20,absent", "-t", "2", "--out", str(out)))
     has(out, "summary.json", "hostile.json", "hostile.csv", "hostile.png")
     rows = json.loads((out / "hostile.json").read_text())["rows"]
     assert [(r["mode"], r["phase"]) for r in rows] == [
         ("stream", "none"),
         ("stream", "reset20"),
         ("stream", "none"),
+        ("cell", "none"),
+        ("cell", "absent"),
+        ("cell", "none"),
     ]
-    attack = rows[1]
-    assert attack["attack_frames"] >= 20 and attack["ratio"] == attack["ratio"]
-    assert attack["replayed_delivered"] == attack["damaged_delivered"] == 0
+    for attack in (rows[1], rows[4]):
+        assert attack["attack_frames"] >= 20 and attack["ratio"] == attack["ratio"]
+        assert attack["replayed_delivered"] == attack["damaged_delivered"] == 0
+    assert rows[3]["goodput_bps"] > 0  # (the cell's two mobiles carried something)
     assert_nothing_left()
 
 

@@ -59,6 +59,16 @@ def test_the_arq_attacks_are_for_stream_mode_only_and_jam_for_esb() -> None:
     assert "reset1" not in attacks_for("esb") and "first" in attacks_for("esb")
     assert {"reset1", "ack20", "replay", "random"} <= set(attacks_for("stream"))
     assert "jam" in attacks_for("esb") and "jam" not in attacks_for("stream")
+    # frames on a gone mobile's pipe: in the stream cell of three only
+    assert attacks_for("cell") == ["absent"]
+    assert "absent" not in attacks_for("esb") + attacks_for("stream")
+
+
+def test_the_absent_attack_sends_data_frames_with_plausible_sequence_numbers() -> None:
+    f = Forger(stream=True)
+    f.heard_up(bytes((41,)) + bytes(31))
+    frames = [f.data_frame() for _ in range(3)]
+    assert [fr[0] for fr in frames] == [42, 43, 44] and all(len(fr) == 32 for fr in frames)
 
 
 def test_each_attack_is_judged_against_the_none_phases_around_it(tmp_path: Path) -> None:

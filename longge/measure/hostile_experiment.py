@@ -7,10 +7,12 @@ Per link mode a testbed of its own (``testbed up --mode M``: 2 Mbit/s, secured).
 sends numbered 1400-byte UDP datagrams to the base at 1.1 times the mode's bound (the link
 saturated: what an attack costs shows whole), a receiver in ``lg-base`` counts what arrives
 each 0.25 s: the bytes of the genuine datagrams, datagrams that came again (replays) and
-datagrams not as sent (damaged, forged). Phases of ``--time`` seconds (10; ``--quick``: 5):
-none, then each attack followed by none again; an attack's goodput is judged against the
-mean of the none phases around it (the same run's). Before ``replay`` the mobile's daemon is
-restarted (after the packets were recorded), so that what is replayed is of an old epoch.
+datagrams not as sent (damaged, forged). Then ``cell``: a stream-mode base of three mobiles
+whose third is gone (its daemon ended), the other two sending half that each, for
+``absent``. Phases of ``--time`` seconds (10; ``--quick``: 5): none, then each attack followed
+by none again; an attack's goodput is judged against the mean of the none phases around it
+(the same run's). Before ``replay`` the mobile's daemon is restarted (after the packets were
+recorded), so that what is replayed is of an old epoch.
 
 Verdict per attack: kept when its goodput is at least ``TARGET`` of the none phases' and
 nothing came that should not have; ``jam`` (a reactive jammer, out of scope) is measured and
@@ -48,7 +50,10 @@ QUESTION = (
     "What does a stranger's radio beside the link (no key; hears everything) cost it, and "
     "does anything it sends reach the far side?"
 )
-MODES = ("esb", "stream")
+#: The testbeds, in turn: a link of each mode, and a stream-mode cell of three mobiles, the
+#: third gone (``CELL_MOBILES``).
+MODES = ("esb", "stream", "cell")
+CELL_MOBILES = 3
 PHASE_S, QUICK_PHASE_S = 10, 5
 #: The load, a share of the mode's bound (1400-byte UDP, secured).
 OFFER_SHARE = 1.1
@@ -82,7 +87,8 @@ while t < end:
         time.sleep(d)
 """
 #: The base's receiver (argv: host, port, seconds): one JSON line per slice with the bytes
-#: of genuine datagrams, and the datagrams that came again or not as sent.
+#: of genuine datagrams, and the datagrams that came again (from the same sender) or not as
+#: sent.
 RECEIVER = """
 import json, signal, socket, struct, sys, time
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
@@ -95,17 +101,17 @@ good = again = bad = 0
 next_t = time.monotonic() + 0.25
 while time.monotonic() < end:
     try:
-        data = s.recv(4096)
+        data, peer = s.recvfrom(4096)
     except socket.timeout:
         data = None
     if data is not None:
         n = struct.unpack(">Q", data[:8])[0] if len(data) == 1400 else -1
         if n < 0 or data[8:] != pattern[n % 256 : n % 256 + 1392]:
             bad += 1
-        elif n in seen:
+        elif (peer, n) in seen:
             again += 1
         else:
-            seen.add(n)
+            seen.add((peer, n))
             good += len(data)
     now = time.monotonic()
     if now >= next_t:
@@ -116,7 +122,11 @@ while time.monotonic() < end:
 
 
 def bound_bps(mode: str) -> float:
-    return udp_goodput_bps(RadioOptions(mode=mode), DATAGRAM, OVERHEAD)
+    return udp_goodput_bps(RadioOptions(mode=_link_mode(mode)), DATAGRAM, OVERHEAD)
+
+
+def _link_mode(mode: str) -> str:
+    return "stream" if mode == "cell" else mode
 
 
 def check_values(values: str) -> tuple[str, ...]:
@@ -146,44 +156,52 @@ def _restart_mobile() -> None:
     raise LongGeError("the mobile's daemon did not come back within 20 s of its restart")
 
 
-def _counts() -> dict[str, int]:
-    """What the link's ends counted so far: packets the mobile's sender gave up at its retry
-    limit, first frames the base's reassembler refused (0 where a daemon does not answer)."""
+def _counts(mobiles: list[str]) -> dict[str, int]:
+    """What the link's ends counted so far: packets the mobiles' senders gave up at their
+    retry limit, first frames the base's reassembler refused (0 where a daemon does not
+    answer)."""
     out = {"gave_up": 0, "refused_first": 0}
     try:
-        mobile = DaemonClient(str(node_socket("mobile")), timeout=2).status().raw
+        for name in mobiles:
+            mobile = DaemonClient(str(node_socket(name)), timeout=2).status().raw
+            out["gave_up"] += int(mobile.get("tx", {}).get("max_rt", 0))
         base = DaemonClient(str(node_socket("base")), timeout=2).status().raw
     except (OSError, LongGeError):
         return out
-    out["gave_up"] = int(mobile.get("tx", {}).get("max_rt", 0))
     out["refused_first"] = int(base.get("rx", {}).get("drops", {}).get("refused_first", 0))
     return out
 
 
 def run_mode(mode: str, attacks: list[str], phase_s: float) -> list[dict[str, Any]]:
     """One mode's phases on a testbed of its own: a row per phase."""
-    opts = RadioOptions(mode=mode)
-    testbed.up(testbed.TestbedSpec(options=opts), owner=f"experiment {NAME}")
+    opts = RadioOptions(mode=_link_mode(mode))
+    cell = mode == "cell"
+    spec = testbed.TestbedSpec(options=opts, mobiles=CELL_MOBILES if cell else 1)
+    testbed.up(spec, owner=f"experiment {NAME}")
+    # the cell's last mobile is gone; the others share the load
+    names = spec.mobile_names[:-1] if cell else spec.mobile_names
     # replay first: its packets recorded in the warm-up, then the mobile restarted (a new
     # epoch), and the none phase before it after the restart too
     attacks = sorted(attacks, key=lambda a: a != "replay")
     plan = ["none"] + [p for a in attacks for p in (a, "none")]
     total = len(plan) * phase_s + 30 * ("replay" in attacks) + 10
     base = ("ip", "netns", "exec", "lg-base", sys.executable, "-c", RECEIVER)
-    mobile = ("ip", "netns", "exec", "lg-mobile", sys.executable, "-c", SENDER)
-    receiver = sender = None
-    eve = Attacker(str(testbed.paths()["air"]), opts)
+    receiver = None
+    senders: list[subprocess.Popen[bytes]] = []
+    eve = Attacker(str(testbed.paths()["air"]), opts, mobile=CELL_MOBILES - 1 if cell else 0)
     bounds: list[tuple[str, float, float, dict[str, int], dict[str, int]]] = []
     try:
+        if cell:
+            testbed.take_away(spec.mobile_names[-1])
         receiver = subprocess.Popen(
             [*base, testbed.BASE_IP, str(PORT), str(total)], stdout=subprocess.PIPE, text=True
         )
         time.sleep(1.0)  # (listening)
-        rate = OFFER_SHARE * bound_bps(mode)
-        sender = subprocess.Popen(
-            [*mobile, str(rate), str(total), testbed.BASE_IP, str(PORT)],
-            stdout=subprocess.DEVNULL,
-        )
+        rate = OFFER_SHARE * bound_bps(mode) / len(names)
+        for name in names:
+            mobile = ("ip", "netns", "exec", f"lg-{name}", sys.executable, "-c", SENDER)
+            args = [str(rate), str(total), testbed.BASE_IP, str(PORT)]
+            senders.append(subprocess.Popen([*mobile, *args], stdout=subprocess.DEVNULL))
         eve.start()
         time.sleep(2.0)  # (the queues full, the first ACKs heard)
         if "replay" in attacks:
@@ -194,20 +212,23 @@ def run_mode(mode: str, attacks: list[str], phase_s: float) -> list[dict[str, An
         for phase in plan:
             if eve.error is not None:
                 raise LongGeError(f"the attacker's radios: {eve.error}")
-            before, counted = dict(eve.sent), _counts()
+            before, counted = dict(eve.sent), _counts(names)
             eve.attack = None if phase == "none" else phase
             t0 = time.monotonic()
             time.sleep(phase_s)
             eve.attack = None
             t1 = time.monotonic()
             sent = {k: v - before.get(k, 0) for k, v in eve.sent.items()}
-            counts = {k: max(0, v - counted[k]) for k, v in _counts().items()}
+            counts = {k: max(0, v - counted[k]) for k, v in _counts(names).items()}
             bounds.append((phase, t0, t1, sent, counts))
     finally:
         try:
             eve.stop()
-            for p in (sender, receiver):
-                if p is not None and p.poll() is None:
+            procs: list[subprocess.Popen[Any]] = [*senders]
+            if receiver is not None:
+                procs.append(receiver)
+            for p in procs:
+                if p.poll() is None:
                     p.terminate()
             out = receiver.communicate(timeout=30)[0] if receiver is not None else ""
         finally:
@@ -323,10 +344,10 @@ def plot(summary: dict[str, Any], out: Path) -> list[Path]:
 
     fig, ax = plt.subplots(figsize=(11, 4.4))
     names = list(dict.fromkeys(r["phase"] for r in summary["rows"] if r["phase"] != "none"))
-    width = 0.4
+    width = 0.8 / len(MODES)
     for k, mode in enumerate(MODES):
         got = {r["phase"]: r["ratio"] for r in summary["rows"] if r["mode"] == mode}
-        xs = [i + (k - 0.5) * width for i, n in enumerate(names) if n in got]
+        xs = [i + (k - (len(MODES) - 1) / 2) * width for i, n in enumerate(names) if n in got]
         ys = [got[n] for n in names if n in got]
         ax.bar(xs, ys, width, label=mode)
     ax.axhline(summary.get("target", TARGET), color="k", ls="--", lw=1, label="target")

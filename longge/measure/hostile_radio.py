@@ -14,6 +14,8 @@ uplink (mobile -> base) and the downlink (base -> mobile), it makes the frames o
 - ``replay``: a whole packet heard earlier, sent again (in stream mode behind the sequence
   numbers that follow the last one heard);
 - ``random``: frames of random bytes and lengths, on both channels;
+- ``absent`` (a stream-mode cell of three mobiles, the third gone): data frames (a plausible
+  ARQ byte, random bytes behind) on the gone mobile's uplink pipe, as if it still sent;
 - ``jam`` (ESB): ``first``'s frames, tried again until acknowledged in step with the link's
   own retries (the same ARD). A frame sent while a packet is on its way meets one of its
   frames (ESB sends them back to back), and each try meets the genuine frame's retry again,
@@ -128,6 +130,11 @@ class Forger:
     def random_frame(self) -> bytes:
         return self.rng.randbytes(self.rng.randint(1, 32))
 
+    def data_frame(self) -> bytes:
+        """A stream-mode data frame of nobody's: the next ARQ sequence number, random bytes."""
+        self.up_seq = (self.up_seq + 1) % 128
+        return bytes((self.up_seq,)) + self.rng.randbytes(31)
+
 
 #: The attacks: what each sends, and how often (a second; None: after each genuine first
 #: frame). ``replay``'s packet is recorded before the experiment restarts the mobile's daemon,
@@ -143,18 +150,25 @@ ATTACKS: dict[str, tuple[str, float | None]] = {
     "replay": ("replay", 1.0),
     "random": ("random", float(RANDOM_FPS)),
     "jam": ("jam", None),
+    "absent": ("absent", float(RANDOM_FPS)),
 }
 #: The attacks on the stream ARQ's control frames exist in stream mode only.
 STREAM_ONLY = frozenset({"reset1", "reset20", "resync1", "resync20", "ack1", "ack20"})
 #: Retries in step with the link's exist in ESB mode only (stream mode's chip does not retry).
 ESB_ONLY = frozenset({"jam"})
+#: Measured in a stream-mode cell of three mobiles, one gone (the uplink's grants): not on a
+#: link of one mobile.
+CELL_ONLY = frozenset({"absent"})
 #: Measured and reported, not judged: what no protocol on these radios can prevent.
 OUT_OF_SCOPE = frozenset({"jam"})
 
 
 def attacks_for(mode: str) -> list[str]:
+    """The attacks run on ``mode``'s testbed (``cell``: the stream-mode cell's)."""
+    if mode == "cell":
+        return sorted(CELL_ONLY)
     skip = ESB_ONLY if mode == "stream" else STREAM_ONLY
-    return [a for a in ATTACKS if a not in skip]
+    return [a for a in ATTACKS if a not in skip | CELL_ONLY]
 
 
 class Attacker(threading.Thread):
@@ -289,6 +303,8 @@ class Attacker(threading.Thread):
                         what = [("down", [f.ack()])]
                     elif kind == "replay":
                         what = [("up", f.replay(self.recorded))]
+                    elif kind == "absent":
+                        what = [("up-noise", [f.data_frame()])]
                     else:  # random, on both channels
                         what = [
                             ("down-noise", [f.random_frame()]),
