@@ -1,8 +1,8 @@
 """The systemd units we ship: their exposure as systemd itself scores it
 (``systemd-analyze security --offline=true``), and the hardening keeps what the daemon needs.
 
-Not shown here (no systemd as PID 1 on this machine or CI's): the daemon running under these
-restrictions; what each one allows is named beside it in the unit."""
+The daemon at work under these restrictions, as near as a machine without systemd as PID 1
+allows: ``test_units_run.py``; what each one allows is named beside it in the unit."""
 
 from __future__ import annotations
 
