@@ -37,14 +37,20 @@ pytestmark = required(None if os.geteuid() == 0 else "needs root", "the testbed"
 CAP_BITS = {"net_admin": 12, "net_raw": 13, "sys_nice": 23}
 
 #: Read-only system, its writable paths, a private /tmp; then the capabilities, and the daemon.
+#: (A checkout under /tmp, a fresh clone's, is put back into the private /tmp through /mnt of
+#: this namespace: the unit runs the daemon from /opt/longge, which no /tmp hides.)
 CONFINE = """
 set -e
+root=$1
+shift
 for p in "$@"; do
     [ "$p" = -- ] && break
     mkdir -p "$p" && mount --bind "$p" "$p"
 done
+mount --bind "$root" /mnt
 mount -o remount,bind,ro /
 mount -t tmpfs tmpfs /tmp
+case "$root" in /tmp/*) mkdir -p "$root" && mount --bind /mnt "$root" ;; esac
 while [ "$1" != -- ]; do shift; done
 shift
 caps=$1
@@ -84,6 +90,7 @@ def confined(args: list[str], drop: str = "") -> list[str]:
         "-c",
         CONFINE,
         "confine",
+        str(ROOT),
         *writable,
         "--",
         ",".join(f"+{c}" for c in caps),
