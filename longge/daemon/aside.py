@@ -34,6 +34,7 @@ from longge.chip.datasheet import MIN_ARD_US_FOR_EMPTY_ACK
 from longge.config import NodeConfig
 from longge.daemon.adapt_tx import Adaptation
 from longge.daemon.child import FIFO_FULL, RxFifo, hears_aside, take_edges, waitable
+from longge.daemon.messages import HeardAside, encode
 from longge.daemon.peerqueues import PeerQueues
 from longge.protocol.arq_frames import CONTROL
 from longge.protocol.frame import LAST
@@ -191,7 +192,7 @@ class BaseListening:
             if not more:
                 self.last_end = now
             try:
-                sent = pair is not None and pair.send(b"x" + bytes((pipe,)) + frame) > 0
+                sent = pair is not None and pair.send(encode(HeardAside(pipe, frame))) > 0
             except OSError:  # (BlockingIOError: the pair is full)
                 sent = False
             if not sent:

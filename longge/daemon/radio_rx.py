@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import signal
 import socket
-import struct
 import time
 from collections.abc import Callable
 from functools import partial
@@ -33,6 +32,17 @@ from typing import Any
 from longge.config import NodeConfig
 from longge.daemon.adapt_rx import RateListening
 from longge.daemon.child import Child, RxFifo, hears_aside, take_edges
+from longge.daemon.messages import (
+    MAX_LEN,
+    AnswerAsked,
+    GrantHeard,
+    Heard,
+    HeardAside,
+    Message,
+    Released,
+    decode,
+    encode,
+)
 from longge.daemon.peers import RxCounters, deliver, receivers, table_stats
 from longge.protocol.peer import PeerReceiver, PeerTable
 from longge.protocol.uplink import asks_answer
@@ -65,21 +75,21 @@ def uplink_news(
     grant, release = peer.take_uplink()
     if pair is None:
         return
-    i = bytes((peer.index,))
+    msg: Message
     if grant is not None:  # (with when it came: the TX process may read it later)
-        msg = b"g" + i + grant.wire() + struct.pack("!d", now)
+        msg = GrantHeard(peer.index, grant, now)
     elif release is not None:
-        msg = b"r" + i + bytes((release,))
-    elif len(table) > 1:  # (a keepalive, or another link-control packet: it lives, "k")
-        msg = (b"h" if sent else b"k") + i
+        msg = Released(peer.index, release)
+    elif len(table) > 1:  # (a keepalive, or another link-control packet: it lives)
+        msg = Heard(peer.index, sent)
     else:
         return
     to_tx(pair, msg, c)
 
 
-def to_tx(pair: socket.socket, msg: bytes, c: RxCounters) -> None:
+def to_tx(pair: socket.socket, msg: Message, c: RxCounters) -> None:
     try:
-        pair.send(msg)
+        pair.send(encode(msg))
     except OSError:  # (BlockingIOError: the pair is full)
         c.pair_full += 1  # the TX process is behind (or gone): a grant ends by its time anyway
 
@@ -91,7 +101,7 @@ def answer_news(
     an answer (a ping, a TCP segment): its TX process keeps a grant that finds it idle a
     while for the answer (uplink.ANSWER_S)."""
     if pair is not None and peer.grants_heard and asks_answer(packet):
-        to_tx(pair, b"a" + bytes((peer.index,)) + struct.pack("!d", now), c)
+        to_tx(pair, AnswerAsked(peer.index, now), c)
 
 
 def take(
@@ -123,16 +133,16 @@ def heard_aside(
     pair: socket.socket, c: RxCounters, take: Callable[[int, bytes, float], None], now: float
 ) -> None:
     """1. (a base with several mobiles) the frames our TX radio heard on the downlink's
-    channel between its bursts (``x`` + pipe + frame: aside.py), taken as our radio's
-    (``take``: pipe, frame, now)."""
+    channel between its bursts (``HeardAside``: aside.py), taken as our radio's (``take``:
+    pipe, frame, now)."""
     while True:
         try:
-            msg = pair.recv(64)
+            msg = decode(pair.recv(MAX_LEN + 1))
         except OSError:  # (BlockingIOError: nothing more)
             return
-        if msg[:1] == b"x" and 3 <= len(msg) <= 34:
+        if isinstance(msg, HeardAside):
             c.frames_aside += 1
-            take(msg[1], msg[2:], now)
+            take(msg.pipe, msg.frame, now)
 
 
 def rx_stats(c: RxCounters, table: PeerTable[PeerReceiver], now: float) -> dict[str, Any]:

@@ -3,15 +3,12 @@
 The chips send without acknowledgements; LongGe's ARQ (``protocol/arq.py``) acknowledges over
 the reverse channel. Each node's RX process owns the receiving half (the peer's data in,
 ACKs out) and its TX process the sending half (our data out, the peer's ACKs in), so the RX
-process hands the TX process two kinds of message over a socket pair the supervisor made:
-
-    ``o`` + peer + control frame    send this ACK/RESYNC to the peer, ahead of our data
-    ``i`` + peer + control frame    the peer's ACK/RESYNC, for our sender to it
-
-(peer: one byte, the peer's index in the node's table), and what it heard of the shared
-uplink (``g``, ``r``, ``h``: radio_rx.py, "uplink"; ``f`` + peer: a base heard a mobile's
-frames); a base's TX process hands its RX process what its TX radio heard between its bursts
-(``x`` + pipe + frame: a light mobile's frames on the downlink's channel, aside.py).
+process hands the TX process two kinds of message over a socket pair the supervisor made
+(messages.py): ``AckToSend`` (an ACK/RESYNC of ours to send to the peer, ahead of our data)
+and ``PeerAck`` (the peer's ACK/RESYNC, for our sender to it), and what it heard of the shared
+uplink (radio_rx.py, "uplink"; ``FramesCame``: a base heard a mobile's frames); a base's TX
+process hands its RX process what its TX radio heard between its bursts (``HeardAside``: a
+light mobile's frames on the downlink's channel, aside.py).
 
 TX loop: read the TUN into the fair queue; a base with several mobiles grants the uplink, a
 mobile in its grant releases it (uplink_tx.py); control frames first, then whatever the ARQs
@@ -44,6 +41,15 @@ from longge.daemon.child import (
     take_edges,
     waitable,
 )
+from longge.daemon.messages import (
+    MAX_LEN,
+    AckToSend,
+    FramesCame,
+    Message,
+    PeerAck,
+    decode,
+    encode,
+)
 from longge.daemon.peers import (
     PREEMPT_MAX,
     RxCounters,
@@ -64,10 +70,6 @@ from longge.protocol.arq_frames import CONTROL, RESET, ArqStats
 from longge.protocol.uplink_scheduler import UplinkScheduler
 from longge.tun import Tun, TunError
 
-TO_TX, FOR_SENDER = b"o", b"i"
-#: an ACK sent at once (a hole, a repeat, a mobile's interactive packet) by a base with several
-#: mobiles: it may end a burst to another mobile (stream_tx.py ``_cut``)
-URGENT = b"u"
 #: A base with several mobiles tells its TX process a mobile's frames came (``f``) at most this
 #: often.
 HEARD_EVERY_S = 0.005
@@ -97,18 +99,20 @@ def from_rx(out: StreamSending, pair: socket.socket, now: float) -> None:
     the shared uplink's news."""
     while True:
         try:
-            msg = pair.recv(64)
+            msg = decode(pair.recv(MAX_LEN + 1))
         except BlockingIOError:
             return
-        kind = msg[:1]
-        if kind not in (TO_TX, FOR_SENDER, URGENT):
-            out.uplink_message(msg, now)  # (g, r, h: the shared uplink's)
-        elif len(msg) < 3 or msg[1] >= len(out.arqs):
-            continue
-        elif kind != FOR_SENDER:
-            out.ack(msg[1], msg[2:], now, urgent=kind == URGENT)
-        else:
-            out.arqs[msg[1]].on_control(msg[2:], now)
+        match msg:
+            case None:
+                continue
+            case AckToSend(peer, frame, urgent) if peer < len(out.arqs):
+                out.ack(peer, frame, now, urgent=urgent)
+            case PeerAck(peer, frame) if peer < len(out.arqs):
+                out.arqs[peer].on_control(frame, now)
+            case AckToSend() | PeerAck():
+                continue
+            case _:
+                out.uplink_message(msg, now)  # (the shared uplink's)
 
 
 def run_tx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> None:
@@ -231,9 +235,9 @@ def run_rx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
     c = RxCounters()
     control_ready = True  # the supervisor's pipe: looked at when select() found it readable
 
-    def to_tx(kind: bytes, index: int, frame: bytes) -> None:
+    def to_tx(msg: Message) -> None:
         try:
-            pair.send(kind + bytes((index,)) + frame)
+            pair.send(encode(msg))
         except BlockingIOError:
             c.pair_full += 1  # the TX process is behind: an ACK is repeated anyway
 
@@ -258,14 +262,14 @@ def run_rx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
             return
         if frame and frame[0] & CONTROL and frame[0] != RESET:
             c.acks_in += 1
-            to_tx(FOR_SENDER, peer.index, frame)
+            to_tx(PeerAck(peer.index, frame))
             return
         i, arq = peer.index, arqs[peer.index]
         if told and frame and not frame[0] & CONTROL and now - told[i] >= HEARD_EVERY_S:
             lately = peer.last_heard is not None and now - peer.last_heard < FRAMES_COUNT_S
             if lately:  # (a whole authentic packet lately: FRAMES_COUNT_S)
                 told[i] = now
-                to_tx(b"f", i, b"")
+                to_tx(FramesCame(i))
         for inner in arq.on_frame(frame, now):
             heard = peer.heard
             packet = peer.receive(inner, now)
@@ -279,7 +283,7 @@ def run_rx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
                     arq.ack_now()
                     ack = arq.control(now)
                     if ack is not None:
-                        to_tx(TO_TX, i, ack)
+                        to_tx(AckToSend(i, ack))
                 uplink_news(pair, table, peer, c, now, packet is not None)
                 if peer.rate_heard is not None:  # (its sender waits for it to pass;
                     arq.ack_now()  # the ACK goes once the radio switched, below)
@@ -324,7 +328,9 @@ def run_rx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
             prompt = arq.prompt  # (a hole, a repeat, a ping's packet: it may end a burst)
             ack = arq.control(now)
             if ack is not None:
-                to_tx(URGENT if prompt and told else TO_TX, index, ack)
+                # (urgent: a hole, a repeat, a mobile's interactive packet: it may end a burst
+                # to another mobile, stream_tx.py ``_cut``)
+                to_tx(AckToSend(index, ack, urgent=bool(prompt and told)))
         tend(child, table, now)
         if control_ready:
             child.handle_control()

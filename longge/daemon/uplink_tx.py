@@ -10,17 +10,27 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
-import struct
 from dataclasses import asdict
 from pathlib import Path
 
 from longge.config import NodeConfig
 from longge.daemon.aside import BaseListening
 from longge.daemon.keystate import identities
+from longge.daemon.messages import (
+    MAX_LEN,
+    AnswerAsked,
+    FramesCame,
+    GrantHeard,
+    Heard,
+    HeardAside,
+    Message,
+    Released,
+    decode,
+)
 from longge.daemon.peerqueues import PeerQueues
 from longge.daemon.peers import PREEMPT_MAX, GoFirst
 from longge.protocol.peer import PeerSender, PeerTable
-from longge.protocol.uplink import Grant, UplinkPermit, asks_answer, grant_message, release_message
+from longge.protocol.uplink import UplinkPermit, asks_answer, grant_message, release_message
 from longge.protocol.uplink_scheduler import REVOKE_S, UplinkScheduler
 
 
@@ -186,34 +196,35 @@ class UplinkSending:
             return
         while True:
             try:
-                msg = pair.recv(16)
+                msg = decode(pair.recv(MAX_LEN + 1))
             except OSError:  # (BlockingIOError: nothing more)
                 return
-            self.uplink_message(msg, now)
+            if msg is not None:
+                self.uplink_message(msg, now)
 
-    def uplink_message(self, msg: bytes, now: float) -> None:
-        """One message of the RX process's about the uplink (``g``, ``a``, ``r``, ``h``, ``k``,
-        ``f``: radio_rx.py); anything else is ignored."""
-        if len(msg) >= 2 and msg[1] < len(self.table):
-            kind, index = msg[:1], msg[1]
-            if kind == b"g" and self.mobile and len(msg) == 13:
+    def uplink_message(self, msg: Message, now: float) -> None:
+        """One message of the RX process's about the uplink (messages.py: a grant heard, an
+        answer asked, a release, a mobile heard, its frames came); anything else is ignored."""
+        if isinstance(msg, HeardAside) or not 0 <= msg.peer < len(self.table):
+            return
+        grants, permit = self.grants, self.permit
+        match msg:
+            case GrantHeard(_, grant, heard_at) if self.mobile:
                 permit = self._permit()
                 if not permit.grants:
                     self._remember(True)
                 # counted from when the RX process heard it (a grant read late is shorter)
-                heard = min(now, struct.unpack("!d", msg[5:13])[0])
-                grant = Grant.from_wire(msg[2:5])
-                if grant is not None:
-                    permit.grant(grant.seconds, heard, grant.hold, grant.number, grant.deaf)
-            elif kind == b"a" and self.permit is not None and len(msg) == 10:
+                heard = min(now, heard_at)
+                permit.grant(grant.seconds, heard, grant.hold, grant.number, grant.deaf)
+            case AnswerAsked(_, at) if permit is not None:
                 # (when the RX process delivered it: the answer may have been queued since)
-                self.permit.asked = max(self.permit.asked, struct.unpack("!d", msg[2:10])[0])
-            elif kind == b"r" and self.grants is not None and len(msg) == 3:
-                self.grants.released(index, now, msg[2])
-            elif kind in (b"h", b"k") and self.grants is not None:
-                self.grants.heard(index, kind == b"h", now)
-            elif kind == b"f" and self.grants is not None:
-                self.grants.frames(index)
+                permit.asked = max(permit.asked, at)
+            case Released(index, number) if grants is not None:
+                grants.released(index, now, number)
+            case Heard(index, sent) if grants is not None:
+                grants.heard(index, sent, now)
+            case FramesCame(index) if grants is not None:
+                grants.frames(index)
 
     def uplink_stats(self, now: float) -> dict[str, int]:
         """The shared uplink's counters: a base's grants, a mobile's (empty: neither)."""

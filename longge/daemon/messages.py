@@ -1,0 +1,135 @@
+"""What a node's two radio processes tell each other over their pair (a SOCK_SEQPACKET
+socketpair the supervisor makes: one message per datagram), typed: each kind a class, one
+``encode`` and one ``decode`` here, and no length or tag checked anywhere else.
+
+RX process -> TX process:
+
+    AckToSend    o|u  peer  frame   stream mode: our receiver's ACK (or RESYNC) to send;
+                                    ``urgent`` (u): it may end a burst to another mobile
+    PeerAck      i    peer  frame   stream mode: the peer's ACK (or RESYNC) for our sender
+    GrantHeard   g    peer  grant (3) heard-at (8)   our base granted us the uplink
+    AnswerAsked  a    peer  at (8)  a packet that asks for an answer was delivered
+    Released     r    peer  number  a mobile handed its grant ``number`` back
+    Heard        h|k  peer          a whole packet of a mobile's came (k: no IP packet)
+    FramesCame   f    peer          a mobile's frames came (stream mode, between its packets)
+
+TX process -> RX process:
+
+    HeardAside   x    pipe  frame   a frame our TX radio heard between its bursts (aside.py)
+
+``peer``: the peer's index in the table; times are ``time.monotonic()`` of the sender's
+(a double). A datagram that is none of these decodes to None: the reader counts and drops it.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from longge.protocol.uplink import Grant
+
+#: A message is at most a tag, an index and a 32-byte radio frame (the pair's datagrams are
+#: read with this buffer).
+MAX_LEN = 34
+_TIME = struct.Struct("!d")
+
+
+@dataclass(frozen=True, slots=True)
+class AckToSend:
+    peer: int
+    frame: bytes
+    urgent: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PeerAck:
+    peer: int
+    frame: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class GrantHeard:
+    peer: int
+    grant: Grant
+    heard_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerAsked:
+    peer: int
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Released:
+    peer: int
+    number: int
+
+
+@dataclass(frozen=True, slots=True)
+class Heard:
+    peer: int
+    sent: bool  # an IP packet (h), or a keepalive or another link-control packet (k)
+
+
+@dataclass(frozen=True, slots=True)
+class FramesCame:
+    peer: int
+
+
+@dataclass(frozen=True, slots=True)
+class HeardAside:
+    pipe: int
+    frame: bytes
+
+
+Message = (
+    AckToSend | PeerAck | GrantHeard | AnswerAsked | Released | Heard | FramesCame | HeardAside
+)
+
+
+def encode(msg: Message) -> bytes:
+    """The datagram for ``msg``."""
+    match msg:
+        case AckToSend(peer, frame, urgent):
+            return (b"u" if urgent else b"o") + bytes((peer,)) + frame
+        case PeerAck(peer, frame):
+            return b"i" + bytes((peer,)) + frame
+        case GrantHeard(peer, grant, heard_at):
+            return b"g" + bytes((peer,)) + grant.wire() + _TIME.pack(heard_at)
+        case AnswerAsked(peer, at):
+            return b"a" + bytes((peer,)) + _TIME.pack(at)
+        case Released(peer, number):
+            return b"r" + bytes((peer, number))
+        case Heard(peer, sent):
+            return (b"h" if sent else b"k") + bytes((peer,))
+        case FramesCame(peer):
+            return b"f" + bytes((peer,))
+        case HeardAside(pipe, frame):
+            return b"x" + bytes((pipe,)) + frame
+    raise TypeError(f"not a pair message: {msg!r}")
+
+
+def decode(data: bytes) -> Message | None:
+    """The message in a datagram, or None if it is none (the reader counts it)."""
+    if len(data) < 2 or len(data) > MAX_LEN:
+        return None
+    tag, index, rest = data[0], data[1], data[2:]
+    if tag in b"oui":
+        if not rest:
+            return None
+        return PeerAck(index, rest) if tag == ord("i") else AckToSend(index, rest, tag == ord("u"))
+    if tag == ord("g") and len(rest) == 3 + _TIME.size:
+        grant = Grant.from_wire(rest[:3])
+        return None if grant is None else GrantHeard(index, grant, _TIME.unpack(rest[3:])[0])
+    if tag == ord("a") and len(rest) == _TIME.size:
+        return AnswerAsked(index, _TIME.unpack(rest)[0])
+    if tag == ord("r") and len(rest) == 1:
+        return Released(index, rest[0])
+    if tag in b"hk" and not rest:
+        return Heard(index, tag == ord("h"))
+    if tag == ord("f") and not rest:
+        return FramesCame(index)
+    if tag == ord("x") and rest:
+        return HeardAside(index, rest)
+    return None
