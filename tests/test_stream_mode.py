@@ -3,6 +3,7 @@ off, LongGe's ARQ acknowledging over the reverse channel (docs/design.md §4).""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -140,3 +141,24 @@ def test_a_wrong_mode_is_refused_by_name_and_the_link_goes_on(link: Link) -> Non
         assert isinstance(reply, dict) and reply["key"] == "mode", reply
     assert link.mobile.status()["mode_changes"] == 0
     assert link.send(link.mtun, [ip_packet(300, 7)], to=link.btun) == [ip_packet(300, 7)]
+
+
+def test_a_mobile_that_only_sends_still_hears_its_base(link: Link) -> None:
+    """The mobile sends for 4 s and the base nothing but its ACKs: the base's keepalives go
+    every ``keepalive_s`` all the same (each ACK it sent counted as something sent, so none
+    went), and the mobile's link stays up on them (an ACK is no packet its receiver can take
+    as a sign of life: the link showed "down" in 41 of 60 looks at saturation, its base last
+    heard up to 8.6 s before)."""
+    ages, crossed = [], 0
+    link.btun.peer.setblocking(False)
+    for k in range(40):
+        for i in range(3):
+            link.mtun.peer.send(ip_packet(1000, 3 * k + i))
+        link.pump(0.1)
+        with contextlib.suppress(BlockingIOError):
+            while link.btun.peer.recv(65536):
+                crossed += 1
+        if k >= 15:  # (from 1.5 s on: the first keepalive due)
+            ages.append(link.mobile.status()["peer_last_heard_s"])
+    assert crossed > 60, f"the mobile's packets did not cross: {crossed}"
+    assert all(a is not None and a < 2.5 for a in ages), ages

@@ -317,7 +317,8 @@ class StreamSending(UplinkSending):
             c.frames_sent += 1
             if frame[0] & CONTROL and frame[0] != RESET:
                 c.control_sent += 1
-            self.last_sent = now
+            else:  # (our ACKs are no packet the peer can take as a sign of life: keepalives)
+                self.last_sent = now
             state = radio.is_fifo(True)
         self.chip_busy = state != FIFO_EMPTY
 
