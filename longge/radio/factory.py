@@ -2,16 +2,49 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from longge.errors import ConfigError
 from longge.radio.interface import LinkRadio
 
-if TYPE_CHECKING:
-    from longge.config import NodeConfig
+
+class RadioPlace(Protocol):
+    """Where a node's radios are and how they are reached: what ``open_radio`` reads of a
+    node's config (``config.NodeConfig`` has it; the config layer sits above this one)."""
+
+    @property
+    def role(self) -> str: ...
+    @property
+    def backend(self) -> str: ...
+    @property
+    def air(self) -> str: ...
+    @property
+    def air_name(self) -> str: ...
+    @property
+    def driver(self) -> str: ...
+    @property
+    def spi_speed(self) -> int: ...
+    @property
+    def tx_ce_pin(self) -> int: ...
+    @property
+    def tx_csn_pin(self) -> int: ...
+    @property
+    def tx_irq_pin(self) -> int: ...
+    @property
+    def rx_ce_pin(self) -> int: ...
+    @property
+    def rx_csn_pin(self) -> int: ...
+    @property
+    def rx_irq_pin(self) -> int: ...
+    @property
+    def tx_port(self) -> str: ...
+    @property
+    def rx_port(self) -> str: ...
+    @property
+    def baud(self) -> int: ...
 
 
-def open_radio(cfg: NodeConfig, which: str) -> LinkRadio:
+def open_radio(cfg: RadioPlace, which: str) -> LinkRadio:
     """An un-begun radio of the configured backend for direction ``which`` ("tx" or "rx")."""
     name = f"{cfg.air_name or cfg.role}-{which}"
     if cfg.backend == "sim":
