@@ -359,8 +359,7 @@ def take_away(name: str) -> None:
     the keeper stopped (it would start it again) and the processes in its namespace ended; the
     rest runs on, and ``down`` takes it all down as ever."""
     _stop_keeper()
-    out = _run("ip", "netns", "pids", f"lg-{name}", check=False).stdout
-    _end({int(x) for x in out.split()})
+    _end(_pids_in(f"lg-{name}"))
 
 
 def _running_with(marker: bytes) -> set[int]:
@@ -430,12 +429,16 @@ def _wait_for(ok: Callable[[], bool], what: str, log: Path, pid: int | None = No
     )
 
 
+def _pids_in(ns: str) -> set[int]:
+    """The processes in namespace ``ns`` (none if it is gone)."""
+    return {int(x) for x in _run("ip", "netns", "pids", ns, check=False).stdout.split()}
+
+
 def _testbed_pids() -> set[int]:
     """Every process of ours: in the namespaces, or using STATE_DIR (the air, ip netns exec)."""
     pids: set[int] = set()
     for ns in _our_namespaces():
-        out = _run("ip", "netns", "pids", ns, check=False).stdout
-        pids |= {int(x) for x in out.split()}
+        pids |= _pids_in(ns)
     pids |= _running_with(str(STATE_DIR).encode())
     pids.discard(os.getpid())
     return pids

@@ -40,10 +40,10 @@ def test_each_unit_is_exposed_no_more_than_5(unit: str) -> None:
     assert exposure(unit) <= 5.0
 
 
-def _settings(unit: str) -> dict[str, list[str]]:
+def unit_settings(unit: str) -> dict[str, list[str]]:
     got: dict[str, list[str]] = {}
     for line in (ROOT / unit).read_text().splitlines():
-        if "=" in line and not line.startswith("#"):
+        if "=" in line and not line.lstrip().startswith("#"):
             key, value = line.split("=", 1)
             got.setdefault(key.strip(), []).append(value.strip())
     return got
@@ -55,7 +55,7 @@ def test_the_hardening_keeps_what_the_daemon_needs(unit: str) -> None:
     ProtectKernelTunables), real-time priority (CAP_SYS_NICE, no RestrictRealtime), the
     radios' devices and the TUN's, its state and control directories, ctypes' callbacks (no
     MemoryDenyWriteExecute), its own subprocesses (ip, iptables: netlink)."""
-    s = _settings(unit)
+    s = unit_settings(unit)
     caps = set(s["CapabilityBoundingSet"][0].split())
     assert {"CAP_NET_ADMIN", "CAP_SYS_NICE"} <= caps
     for absent in ("ProtectKernelTunables", "RestrictRealtime", "MemoryDenyWriteExecute", "User"):

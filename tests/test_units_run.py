@@ -25,13 +25,14 @@ from pathlib import Path
 
 import pytest
 from conftest import required
+from test_units import unit_settings
 
 from longge import testbed
 from longge.daemon.status import DaemonClient
 from longge.testbed_spec import BASE_IP, INET_IP, node_socket
 
 ROOT = Path(__file__).resolve().parents[1]
-UNIT = ROOT / "basestation" / "longge.service"
+UNIT = "basestation/longge.service"
 pytestmark = required(None if os.geteuid() == 0 else "needs root", "the testbed")
 #: The kernel's capability numbers (linux/capability.h) of those the unit keeps.
 CAP_BITS = {"net_admin": 12, "net_raw": 13, "sys_nice": 23}
@@ -59,18 +60,9 @@ exec setpriv --bounding-set "-all,$caps" --inh-caps -all --no-new-privs -- "$@"
 """
 
 
-def unit_settings() -> dict[str, list[str]]:
-    got: dict[str, list[str]] = {}
-    for line in UNIT.read_text().splitlines():
-        if "=" in line and not line.lstrip().startswith("#"):
-            key, value = line.split("=", 1)
-            got.setdefault(key.strip(), []).append(value.strip())
-    return got
-
-
 def confined(args: list[str], drop: str = "") -> list[str]:
     """``args`` (``ip netns exec NS CMD...``) under the unit's restrictions, less ``drop``."""
-    s = unit_settings()
+    s = unit_settings(UNIT)
     assert s["NoNewPrivileges"] == ["yes"] and s["ProtectSystem"] == ["strict"]
     assert s["PrivateTmp"] == ["yes"]
     caps = [c.removeprefix("CAP_").lower() for c in s["CapabilityBoundingSet"][0].split()]

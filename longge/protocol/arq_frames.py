@@ -33,9 +33,10 @@ replayed RESET, RESYNC or ACK acts on nothing and is counted (``control_forged``
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 from dataclasses import dataclass, field
+
+from longge.protocol.secure import keyed_hash
 
 HEADER_LEN = 1  # the ARQ byte in front of every frame
 SEQ_MOD = 128
@@ -93,7 +94,7 @@ NONCE_LEN = 8  # epoch (4) || counter (4)
 
 def control_key(direction_key: bytes) -> bytes:
     """The key that authenticates a direction's control frames, apart from its packet key."""
-    return hashlib.blake2s(b"longge/arq-control", key=direction_key).digest()
+    return keyed_hash(direction_key, b"longge/arq-control")
 
 
 @dataclass
@@ -113,14 +114,14 @@ class KeyedSeal:
         # new epoch; a counter that wrapped would be refused by the peer from then on)
         self._counter += 1
         nonce = self.epoch.to_bytes(4, "big") + self._counter.to_bytes(4, "big")
-        return body + nonce + self._tag(self.key_out, body + nonce)
+        return body + nonce + keyed_hash(self.key_out, body + nonce, TAG_LEN)
 
     def open(self, frame: bytes, stats: ArqStats) -> bytes | None:
         if len(frame) < 1 + NONCE_LEN + TAG_LEN:
             stats.control_forged += 1
             return None
         signed, tag = frame[:-TAG_LEN], frame[-TAG_LEN:]
-        if not any(hmac.compare_digest(self._tag(k, signed), tag) for k in self.keys_in):
+        if not any(hmac.compare_digest(keyed_hash(k, signed, TAG_LEN), tag) for k in self.keys_in):
             stats.control_forged += 1
             return None
         fresh = int.from_bytes(signed[-NONCE_LEN:], "big")
@@ -129,10 +130,6 @@ class KeyedSeal:
             return None
         self._last = fresh
         return signed[:-NONCE_LEN]
-
-    @staticmethod
-    def _tag(key: bytes, data: bytes) -> bytes:
-        return hashlib.blake2s(data, key=key, digest_size=TAG_LEN).digest()
 
 
 ControlSeal = Crc8Seal | KeyedSeal

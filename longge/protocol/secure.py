@@ -154,15 +154,21 @@ def direction_key(psk: bytes, sender: str, receiver: str) -> bytes:
     return HKDF(algorithm=hashes.SHA256(), length=KEY_LEN, salt=None, info=info).derive(psk)
 
 
+def keyed_hash(key: bytes, data: bytes, size: int = KEY_LEN) -> bytes:
+    """BLAKE2s of ``data`` under ``key``, ``size`` bytes: a key of its own for one purpose
+    (``data``: the purpose's name, full size), or a short tag (a first frame's stamp, a stream
+    ARQ control frame's: arq_frames.py)."""
+    return hashlib.blake2s(data, key=key, digest_size=size).digest()
+
+
 def stamp_key(key: bytes) -> bytes:
     """The key of a direction's first-frame stamps, apart from its packet key."""
-    return hashlib.blake2s(b"longge/first-frame", key=key).digest()
+    return keyed_hash(key, b"longge/first-frame")
 
 
 def stamp(key: bytes, number: int, nonce: bytes) -> bytes:
     """A first frame's proof: BLAKE2s-32 of the packet's number (2 bytes) and nonce."""
-    data = number.to_bytes(2, "big") + nonce
-    return hashlib.blake2s(data, key=key, digest_size=STAMP_LEN).digest()
+    return keyed_hash(key, number.to_bytes(2, "big") + nonce, STAMP_LEN)
 
 
 class Floor(NamedTuple):
