@@ -236,15 +236,15 @@ def _radio(which: str, ce: int, csn: int, irq: int, cfg: config.NodeConfig | Non
     try:
         radio.begin()
         if cfg is not None:
-            from longge.daemon.child import apply_settings, verify_settings
+            from longge.daemon.radio_owner import RadioOwner
 
-            apply_settings(radio, cfg, which)  # the RX radio listens: it draws current now
+            RadioOwner().set_up(radio, cfg, which)  # the RX radio listens: it draws current now
             if which == "tx":
                 # a frame to nobody (MAX_RT expected): sending draws the most current, and a
                 # radio on a weak supply restarts with its power-on settings right then
                 radio.take_edges()  # (any edge from before the frame)
                 radio.write(b"longge doctor")
-                verify_settings(radio, cfg, which)
+                radio.verify(cfg.radio, cfg.tx_channel, cfg.pa_value)  # (did they stick?)
                 edges = radio.take_edges()  # the edges since
                 if irq >= 0 and not edges:
                     return Check(

@@ -18,6 +18,7 @@ from longge.air.loss import frame_error, margin_db
 from longge.chip.datasheet import bits_on_air
 from longge.daemon.adapt_stream import KEEP_LOST_S, StreamAdaptation
 from longge.daemon.peers import SENDER_BACKLOG, STREAM_REASSEMBLY_S
+from longge.daemon.radio_owner import ChipSettings, RadioOwner
 from longge.daemon.stream_power import SILENT_S
 from longge.protocol import Fragmenter, Reassembler
 from longge.protocol import power as pw
@@ -55,8 +56,12 @@ class Link:
         nets = Networks(("0.0.0.0/0",))
         opts = RadioOptions(mode="stream", adapt=True, rate=self.start)
         cfg = SimpleNamespace(radio=opts, pa_value=self.ceiling)
-        self.child: Any = SimpleNamespace(cfg=cfg, applied=0)
+        # (the chip the owner writes: only its rate and PA level are read here)
         self.radio: Any = SimpleNamespace(data_rate=-1, pa_level=-1)
+        settings = ChipSettings.configured(opts, 76, self.ceiling, b"addrb")
+        self.child: Any = SimpleNamespace(
+            cfg=cfg, applied=0, owner=RadioOwner(self.radio, settings)
+        )
         self.peer = PeerSender("base", b"addrb", nets, Fragmenter(31), None)
         self.peer.arq = ArqSender(backlog=SENDER_BACKLOG)
         self.adapt = StreamAdaptation()
@@ -82,7 +87,7 @@ class Link:
             now = self.now = self.now + TICK_S
             while self.acks and self.acks[0][0] <= now:
                 arq.on_control(self.acks.pop(0)[1], now)
-            adapt.step(self.child, self.radio, [peer], now)
+            adapt.step(self.child, self.child.owner, [peer], now)
             if not peer.frames and adapt.may_load() and adapt.may_feed():
                 peer.load(ip_packet(1000, self.next_tag % 60000), now)
                 self.next_tag += 1

@@ -12,6 +12,7 @@ import pytest
 from test_multinode import DOWN, base_config, in_mode, mobile_config, mobile_ip, packet, star
 
 from longge.daemon.aside import BaseListening
+from longge.daemon.radio_owner import ChipSettings, RadioOwner
 from longge.protocol import Fragmenter
 from longge.protocol.arq_frames import ACK, control_frame
 from longge.protocol.frame import LAST
@@ -135,7 +136,8 @@ def test_frames_that_never_end_a_packet_hold_the_bases_downlink_4_ms_at_most(
     base.open_rx_pipe(1, ADDRESS)
     forger.stop_listening(ADDRESS)
     peer = PeerSender("m", b"LGb2m", Networks(()), Fragmenter(32, 1500), None)
-    listen = BaseListening()
+    owner = RadioOwner(base, ChipSettings.configured(opts, DOWN, base.pa_level, b"LGb2m"))
+    listen = BaseListening(owner)
     deadline = time.monotonic() + 5
     while not listen.listening and time.monotonic() < deadline:
         listen.step(base, None, False, peer, time.monotonic())
@@ -167,7 +169,7 @@ def test_a_stream_mode_base_holds_only_for_a_packets_rest() -> None:
     byte after it, and an ARQ ACK is no packet's part. The base read the ARQ byte as the
     frame's header, and held its downlink for HOLD_S after a packet's last frame or an ACK
     whose sequence number had that bit clear (a ping's answer waited 1.3 ms, one in two)."""
-    esb, stream = BaseListening(), BaseListening(arq_byte=True)
+    esb, stream = BaseListening(RadioOwner()), BaseListening(RadioOwner(), arq_byte=True)
     assert esb._more(bytes((0,)) + b"x") and not esb._more(bytes((LAST,)) + b"x")
     for seq in (0x00, LAST, 0x3F):
         assert stream._more(bytes((seq, 0)) + b"x")

@@ -13,6 +13,7 @@ from pathlib import Path
 from test_multinode import base_config, in_mode, mobile_config, mobile_ip, packet
 
 from longge.daemon.peers import TxCounters, make_queues, senders
+from longge.daemon.radio_owner import RadioOwner
 from longge.daemon.stream_tx import ANSWER_LISTEN_S, StreamSending
 from longge.protocol.arq import ArqSender
 from longge.protocol.arq_frames import ACK, Crc8Seal, KeyedSeal, control_frame
@@ -28,7 +29,7 @@ def peer_of(arq: ArqSender) -> KeyedSeal | Crc8Seal:
 def test_a_frame_due_while_the_chip_is_busy_waits_for_the_chips_news(tmp_path: Path) -> None:
     cfg = in_mode(mobile_config(tmp_path, str(tmp_path / "air.sock"), 0), "stream")
     table = senders(cfg)
-    out = StreamSending(cfg, table, make_queues(cfg, table), TxCounters())
+    out = StreamSending(cfg, table, make_queues(cfg, table), TxCounters(), RadioOwner())
     arq = out.arqs[0]
     assert arq.next_frame(0.0) is not None  # RESET
     arq.on_control(peer_of(arq).seal(bytes((ACK, arq.epoch, 0))), 0.0)
@@ -61,7 +62,7 @@ def test_a_base_that_sent_a_ping_listens_for_its_answer_before_it_sends_its_acks
     cfg = in_mode(base_config(tmp_path, str(tmp_path / "air.sock"), 3), "stream")
     table = senders(cfg)
     queues = make_queues(cfg, table)
-    out = StreamSending(cfg, table, queues, TxCounters())
+    out = StreamSending(cfg, table, queues, TxCounters(), RadioOwner())
     assert out.listen is not None
     out.listen.listening = True
     for arq in out.arqs:  # (every session up)

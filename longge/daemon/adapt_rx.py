@@ -8,10 +8,9 @@ radio's settings are (brought up, ``radio set``)."""
 from __future__ import annotations
 
 from longge.daemon.child import Child
+from longge.daemon.radio_owner import Rate
 from longge.protocol.peer import PeerReceiver, PeerTable
 from longge.protocol.rate_follower import RateFollower
-from longge.radio.constants import RATE_BY_NAME
-from longge.radio.interface import LinkRadio
 
 
 class RateListening:
@@ -20,9 +19,7 @@ class RateListening:
         self._key: tuple[bool, str] | None = None
         self._applied = -1
 
-    def step(
-        self, child: Child, radio: LinkRadio, table: PeerTable[PeerReceiver], now: float
-    ) -> bool:
+    def step(self, child: Child, table: PeerTable[PeerReceiver], now: float) -> bool:
         """Once per loop turn with a radio, after its frames were read; did the radio switch
         on an announcement?"""
         opts = child.cfg.radio
@@ -33,7 +30,7 @@ class RateListening:
         key = (adapts and len(table) == 1 and not cell, opts.rate)
         if key != self._key:
             if self.follower is not None and self.follower.rate != opts.rate:
-                radio.data_rate = int(RATE_BY_NAME[opts.rate])  # (the configured again)
+                child.owner.apply(Rate(opts.rate))  # (the configured again)
             self._key = key
             stream = opts.mode == "stream"
             self.follower = RateFollower(opts.rate, now, stream) if key[0] else None
@@ -48,7 +45,7 @@ class RateListening:
         announced = heard is not None and follower.announced(heard, now)
         switch = follower.tick(peer.last_heard, now) or announced or switch
         if switch:
-            radio.data_rate = int(RATE_BY_NAME[follower.rate])
+            child.owner.apply(Rate(follower.rate))
         return announced
 
     def wait_s(self, now: float, longest: float) -> float:

@@ -19,13 +19,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from longge.daemon.child import Child
+from longge.daemon.radio_owner import Power, RadioOwner, Rate
 from longge.daemon.stream_power import SILENT_S, StreamPower
 from longge.protocol import adapt as a
 from longge.protocol import rate as rt
 from longge.protocol.arq import ArqSender
 from longge.protocol.peer import PeerSender
-from longge.radio.constants import RATE_BY_NAME
-from longge.radio.interface import LinkRadio
 
 #: The ARQ begins a new session only after this long without progress (ArqSender's
 #: ``restart_after_s``): both ends fall back within 2 x FALLBACK_S of losing each other.
@@ -142,7 +141,7 @@ class StreamAdaptation:
     def step(
         self,
         child: Child,
-        radio: LinkRadio,
+        owner: RadioOwner,
         peers: Sequence[PeerSender],
         now: float,
         cell: bool = False,
@@ -156,8 +155,7 @@ class StreamAdaptation:
         assert arq is not None
         if key != self._key:  # turned on or off, or another rate configured: start over
             if self._in_force:  # (it adapted: the configured rate and power again)
-                radio.data_rate = int(RATE_BY_NAME[opts.rate])
-                radio.pa_level = child.cfg.pa_value
+                owner.apply(Rate(opts.rate), Power(child.cfg.pa_value))
             self._key = key
             self.rates = rt.RateChooser(opts.rate, now, rt.stream_goodput) if key[0] else None
             on = key[0]  # (the configured power is the ceiling)
@@ -175,7 +173,7 @@ class StreamAdaptation:
             return
         if child.applied != self._applied:  # the config's settings were just applied
             self._applied = child.applied
-            self._set_rate(child, radio, self._in_force or rates.rate)
+            self._set_rate(child, owner, self._in_force or rates.rate)
         acked = arq.stats.acked - self._acked
         lost = arq.stats.lost - self._lost
         self._acked, self._lost = arq.stats.acked, arq.stats.lost
@@ -185,13 +183,13 @@ class StreamAdaptation:
             rate, at = self._back
             if now >= at:
                 self._back = None
-                self._switch_alone(child, radio, arq, rate, now)
+                self._switch_alone(child, owner, arq, rate, now)
             return
         ann, robust = self._announced, rt.RateMove(rt.ROBUST_RATE)
         settled = self._in_force == rt.ROBUST_RATE and (ann is None or ann.move == robust)
         moved = rates.after_silence(self._last_ack, now, settled, FALLBACK_WAIT_S)
         if moved is not None:  # (nothing acknowledged: 250 kbit/s; there, now and then, ours)
-            self._fall_back(child, radio, arq, peer, now, moved)
+            self._fall_back(child, owner, arq, peer, now, moved)
             return
         keeping = self._keeping
         if keeping is not None and arq.passed >= keeping.mark:
@@ -200,10 +198,10 @@ class StreamAdaptation:
             self._keeping = None
             rates.trial_failed(keeping.back, "the receiver had left the trial for its keep", now)
             self.decisions.note(now, "keep lost")
-            self._switch_alone(child, radio, arq, keeping.back, now)
+            self._switch_alone(child, owner, arq, keeping.back, now)
             return
         if self._announced is not None:
-            self._announcing(child, radio, arq, peer, now)
+            self._announcing(child, owner, arq, peer, now)
             if self._announced is not None and not self._announced.move.keep:
                 return
         trial = self._trial
@@ -232,7 +230,7 @@ class StreamAdaptation:
                 self._unsure_mark = None
                 windows.restart_window(now, a.WINDOW_ATTEMPTS, a.WINDOW_S)
         q = windows.count(acked + lost, lost, 0, now)
-        if self._power(radio, arq, peer, q is not None, now):
+        if self._power(owner, arq, peer, q is not None, now):
             return
         # At the robust rate with frames on their way and nothing acknowledged for
         # FALLBACK_S (Wi-Fi destroys 250 kbit/s's long frames): a window that failed all
@@ -255,10 +253,10 @@ class StreamAdaptation:
         if move.keep:
             windows.restart_window(now, a.WINDOW_ATTEMPTS, a.WINDOW_S)  # (judged as any)
         self._announced = _Announced(move, trial.back if trial is not None else self._in_force)
-        self._announcing(child, radio, arq, peer, now)
+        self._announcing(child, owner, arq, peer, now)
 
     def _power(
-        self, radio: LinkRadio, arq: ArqSender, peer: PeerSender, ended: bool, now: float
+        self, owner: RadioOwner, arq: ArqSender, peer: PeerSender, ended: bool, now: float
     ) -> bool:
         """The power's turn (stream_power.py), between the rate's moves: True if the window
         that ``ended`` was the power's (the rate does not judge it). A level that went up
@@ -276,12 +274,12 @@ class StreamAdaptation:
         busy = self._busy_since
         quiet = busy is not None and now - max(busy, self._last_ack) >= SILENT_S
         handled = False
-        if quiet and power.silent(radio, now):
+        if quiet and power.silent(owner, now):
             up = handled = True  # (this turn's window, if one ended, was the level's)
         elif ended:
-            handled, up = power.window(radio, windows, now)
+            handled, up = power.window(owner, windows, now)
         else:
-            up = power.turn(radio, arq, windows, lambda n: self._fill(arq, peer, n, now), now)
+            up = power.turn(owner, arq, windows, lambda n: self._fill(arq, peer, n, now), now)
         if up:
             self._unsure_mark = arq.offered
         return handled
@@ -289,7 +287,7 @@ class StreamAdaptation:
     def _fall_back(
         self,
         child: Child,
-        radio: LinkRadio,
+        owner: RadioOwner,
         arq: ArqSender,
         peer: PeerSender,
         now: float,
@@ -303,14 +301,14 @@ class StreamAdaptation:
         assert rates is not None
         ann = self._announced
         self._trial = self._announced = self._keeping = None
-        self._switch_alone(child, radio, arq, rates.rate, now)
+        self._switch_alone(child, owner, arq, rates.rate, now)
         self.decisions.note(now, f"{moved} {rates.rate}")
         if ann is not None and ann.mark is not None and arq.passed < ann.mark:
             self._announced = _Announced(rt.RateMove(rates.rate), rates.rate)
-            self._announcing(child, radio, arq, peer, now)
+            self._announcing(child, owner, arq, peer, now)
 
     def _announcing(
-        self, child: Child, radio: LinkRadio, arq: ArqSender, peer: PeerSender, now: float
+        self, child: Child, owner: RadioOwner, arq: ArqSender, peer: PeerSender, now: float
     ) -> None:
         ann = self._announced
         rates = self.rates
@@ -329,7 +327,7 @@ class StreamAdaptation:
             return  # (the ARQ carries it; nothing acknowledged for FALLBACK_S: fallback)
         self._announced = None
         if ann.move.rate != self._in_force:
-            self._switch(child, radio, ann.move.rate, now)
+            self._switch(child, owner, ann.move.rate, now)
         if ann.move.trial:
             self._trial = _Trial(ann.back, now + rt.PROBE_MAX_S)
             assert self.windows is not None  # judged quickly: a rate that fails costs little
@@ -354,31 +352,31 @@ class StreamAdaptation:
         self._trial = None
         self._back = (trial.back, now + rt.STREAM_TRIAL_S[self._in_force] + rt.GUARD_S)
 
-    def _switch(self, child: Child, radio: LinkRadio, rate: str, now: float) -> None:
+    def _switch(self, child: Child, owner: RadioOwner, rate: str, now: float) -> None:
         """To ``rate`` (its fates are counted from the next turn on)."""
         self.decisions.note(now, f"rate {rate}")
-        self._set_rate(child, radio, rate)
+        self._set_rate(child, owner, rate)
         if self.power is not None:  # (a rate is judged at the ceiling)
-            self.power.to_ceiling(radio, f"rate {rate}", now)
+            self.power.to_ceiling(owner, f"rate {rate}", now)
         self._last_ack = now
         self._fresh = True
         assert self.windows is not None
         self.windows.restart_window(now, a.WINDOW_ATTEMPTS, a.WINDOW_S)
 
     def _switch_alone(
-        self, child: Child, radio: LinkRadio, arq: ArqSender, rate: str, now: float
+        self, child: Child, owner: RadioOwner, arq: ArqSender, rate: str, now: float
     ) -> None:
         """To ``rate`` without the receiver's word (back from a trial, a keep lost, a
         fallback): what was offered before finds its fate at the other rate, and is not
         counted (``_unsure_mark``)."""
-        self._switch(child, radio, rate, now)
+        self._switch(child, owner, rate, now)
         self._unsure_mark = arq.offered
 
-    def _set_rate(self, child: Child, radio: LinkRadio, rate: str) -> None:
+    def _set_rate(self, child: Child, owner: RadioOwner, rate: str) -> None:
         self._in_force = rate
-        radio.data_rate = int(RATE_BY_NAME[rate])
+        owner.apply(Rate(rate))
         if self.power is not None:
-            self.power.apply(radio)
+            self.power.apply(owner)
         self.burst = replace(child.cfg.radio, rate=rate).timing().stream_burst_frames
 
     def stats(self, now: float) -> dict[str, object] | None:

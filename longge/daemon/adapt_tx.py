@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from longge.chip.datasheet import ARC_MAX
 from longge.daemon.child import Child
 from longge.daemon.peers import TxCounters
+from longge.daemon.radio_owner import Power, RadioOwner, Rate, Retries
 from longge.protocol import adapt as a
 from longge.protocol import power as pw
 from longge.protocol import rate as rt
 from longge.protocol.peer import PeerSender, PeerTable
-from longge.radio.constants import RATE_BY_NAME
 from longge.radio.interface import LinkRadio
 from longge.radio.options import ARD_STEP_US
 
@@ -44,7 +44,8 @@ class _Trial:
 class Adaptation:
     """Present while the node's config says ``adapt`` and the link is ESB."""
 
-    def __init__(self) -> None:
+    def __init__(self, owner: RadioOwner) -> None:
+        self.owner = owner  # (the radio's settings: rate, power, retries)
         self.adapter: a.RetryAdapter | None = None
         self.rates: rt.RateChooser | None = None
         self.power: pw.PowerChooser | None = None  # (with the rate: one peer)
@@ -143,7 +144,7 @@ class Adaptation:
         if child.applied != self._applied:  # the config's settings were just applied
             self._applied = child.applied
             self._loaded, self._retrans = c.frames_sent, radio.retransmissions
-            self._apply(radio, child)
+            self._apply(child)
             return
         loaded = c.frames_sent - self._loaded
         retrans = radio.retransmissions - self._retrans
@@ -152,7 +153,7 @@ class Adaptation:
         if max_rt and self.rates is not None and not self.probing():
             self._dead = now  # (a data frame's: the packet was given up; the rest waits)
             if self.power is not None:
-                self._set_power(radio, self.power.max_rt(now), now)
+                self._set_power(self.power.max_rt(now), now)
         # (gone once the FIFO drained, or once it took a FIFO's depth of frames behind them:
         # under load it never drains, and a data frame's MAX_RT read as a probe's gave up
         # nothing: the packet went on with a frame missing)
@@ -160,11 +161,11 @@ class Adaptation:
         if self._probes_out and (behind or radio.is_fifo(True, True)):
             self._probes_out = False
         if self._all_retries and self.may_load() and radio.is_fifo(True, True):
-            self.apply_retries(radio)  # (the data's count again)
+            self.apply_retries()  # (the data's count again)
         if adapter.observe(loaded, retrans, max_rt, now) is not None:
             self.decisions.note(now, f"ARC {adapter.choice.arc}")
             if not self._all_retries:  # (else once our link-control frames have gone)
-                self.apply_retries(radio)
+                self.apply_retries()
         if self.rates is not None:
             self._rate_step(radio, c, table.peers[0], max_rt, now)
 
@@ -179,7 +180,7 @@ class Adaptation:
             rate, at = self._back
             if now >= at and radio.is_fifo(True, True):
                 self._back = None
-                self._switch(radio, rate, now, unsure=True)
+                self._switch(rate, now, unsure=True)
             return
         if self._announced is not None:
             self._announcing(radio, c, peer, max_rt, now)
@@ -195,7 +196,7 @@ class Adaptation:
         moved = rates.after_silence(self._last_ack, now, rates.rate == rt.ROBUST_RATE)
         if moved is not None:
             self._trial = None
-            self._switch(radio, rates.rate, now, unsure=True)
+            self._switch(rates.rate, now, unsure=True)
             self.decisions.note(now, f"{moved} {rates.rate}")
             return
         if self._dead is not None:  # a probe now and then, until one is acknowledged
@@ -240,11 +241,11 @@ class Adaptation:
         probed_by = power.probe_deadline()
         if probed_by is not None:
             if now > probed_by:  # not judged in time: it failed
-                self._set_power(radio, power.window(0, 0, 0, now), now)
+                self._set_power(power.window(0, 0, 0, now), now)
             else:
                 self._probe(radio, c, peer, rates.rate)
         elif power.may_step(now) and radio.is_fifo(True, True):
-            self._set_power(radio, power.step_down(now), now)
+            self._set_power(power.step_down(now), now)
             adapter.restart_window(now, rt.PROBE_ATTEMPTS, rt.PROBE_MAX_S)
             self._probe(radio, c, peer, rates.rate)
 
@@ -257,17 +258,17 @@ class Adaptation:
         assert adapter is not None
         stage = power.stage
         level = power.window(*adapter.last_window, now)
-        self._set_power(radio, level, now)
+        self._set_power(level, now)
         if stage == "probe" and power.stage == "judge":  # (the data's windows again)
             adapter.restart_window(now, a.WINDOW_ATTEMPTS, a.WINDOW_S)
         if stage != power.stage and not self._all_retries:
-            self.apply_retries(radio)  # (ARC 15 while a step's data is judged)
+            self.apply_retries()  # (ARC 15 while a step's data is judged)
         return stage is not None or level is not None
 
-    def _set_power(self, radio: LinkRadio, level: int | None, now: float) -> None:
+    def _set_power(self, level: int | None, now: float) -> None:
         if level is None or self.power is None:
             return
-        radio.pa_level = level
+        self.owner.apply(Power(level))
         trial = " (trial)" if self.power.stage else ""
         self.decisions.note(now, f"power {pw.dbm(level)} dBm{trial}")
 
@@ -312,7 +313,7 @@ class Adaptation:
             self.adapter.window_attempts = a.WINDOW_ATTEMPTS
             self.adapter.window_s = a.WINDOW_S
             return
-        self._switch(radio, ann.move.rate, now)
+        self._switch(ann.move.rate, now)
         if ann.move.trial:
             self._trial = _Trial(ann.back, ann.loaded_at, now + rt.PROBE_MAX_S)
             assert self.adapter is not None  # judged quickly: a rate that fails costs little
@@ -338,7 +339,7 @@ class Adaptation:
         of the data before it, on a busy machine, refused one for 4 attempts); its frames."""
         assert self.adapter is not None
         if self.adapter.choice.arc < ARC_MAX and not self._all_retries:
-            self._set_retries(radio, ARC_MAX)
+            self.owner.apply(self._retries(ARC_MAX))
             self._all_retries = True
         frames = peer.control_frames(message)
         for frame in frames:
@@ -351,41 +352,46 @@ class Adaptation:
         self._trial = None
         self._back = (trial.back, trial.announced_at + rt.TRIAL_S + rt.GUARD_S)
 
-    def _switch(self, radio: LinkRadio, rate: str, now: float, unsure: bool = False) -> None:
+    def _switch(self, rate: str, now: float, unsure: bool = False) -> None:
         """To ``rate``; ``unsure``: without the receiver's word (back from a trial, fallen
         back), so a probe goes first and the data only once one was acknowledged (the
         receiver may still be at the other rate for a moment: a data frame would meet MAX_RT
         and its packet be lost)."""
         self.decisions.note(now, f"rate {rate}")
         self._dead = now if unsure else None
-        radio.data_rate = int(RATE_BY_NAME[rate])
+        self.owner.apply(Rate(rate))
         self.adapter = a.RetryAdapter(rate, now)
         self._windows = 0
         self._last_ack = now
         if self.power is not None:  # (a rate is judged at the ceiling)
-            self._set_power(radio, self.power.to_ceiling(f"rate {rate}", now), now)
-        self.apply_retries(radio)
+            self._set_power(self.power.to_ceiling(f"rate {rate}", now), now)
+        self.apply_retries()
 
-    def _apply(self, radio: LinkRadio, child: Child) -> None:
+    def _apply(self, child: Child) -> None:
         """After the config's settings, or a start over: the rate, power and retries in
         force again (the configured rate and power where they are not adapted: a mobile that
         learnt that its base serves several may have fallen back before)."""
         adapter = self.adapter  # (its rate: the one in force, not one being announced)
         rate = adapter.rate if adapter is not None and self.rates else child.cfg.radio.rate
-        radio.data_rate = int(RATE_BY_NAME[rate])
-        radio.pa_level = child.cfg.pa_value if self.power is None else self.power.level
-        self.apply_retries(radio)
+        level = child.cfg.pa_value if self.power is None else self.power.level
+        self.owner.apply(Rate(rate), Power(level))
+        self.apply_retries()
 
-    def apply_retries(self, radio: LinkRadio) -> None:
+    def retries(self) -> Retries:
+        """The retries for the data: the chosen ARD and count (ARC 15 while a power step's
+        data is judged)."""
         assert self.adapter is not None
-        self._all_retries = False
         judged = self.power is not None and self.power.stage == "judge"
-        self._set_retries(radio, ARC_MAX if judged else self.adapter.choice.arc)
+        return self._retries(ARC_MAX if judged else self.adapter.choice.arc)
 
-    def _set_retries(self, radio: LinkRadio, arc: int) -> None:
+    def apply_retries(self) -> None:
+        self._all_retries = False
+        self.owner.apply(self.retries())
+
+    def _retries(self, arc: int) -> Retries:
         """The chosen ARD with ``arc`` (the data's count, or ARC 15 for ours)."""
         assert self.adapter is not None
-        radio.set_retries(self.adapter.choice.ard_us // ARD_STEP_US - 1, arc)
+        return Retries(self.adapter.choice.ard_us // ARD_STEP_US - 1, arc)
 
     def stats(self, now: float) -> dict[str, object] | None:
         if self.adapter is None:

@@ -33,9 +33,17 @@ from dataclasses import asdict, dataclass
 from longge.chip.datasheet import MIN_ARD_US_FOR_EMPTY_ACK
 from longge.config import NodeConfig
 from longge.daemon.adapt_tx import Adaptation
-from longge.daemon.child import FIFO_FULL, RxFifo, hears_aside, take_edges, waitable
+from longge.daemon.child import FIFO_FULL, RxFifo, take_edges, waitable
 from longge.daemon.messages import HeardAside, encode
 from longge.daemon.peerqueues import PeerQueues
+from longge.daemon.radio_owner import (
+    Channel,
+    Listen,
+    RadioOwner,
+    Retries,
+    Transmit,
+    hears_aside,
+)
 from longge.protocol.arq_frames import CONTROL
 from longge.protocol.frame import LAST
 from longge.protocol.peer import PeerSender
@@ -96,21 +104,22 @@ class AsideCounters:
     aside_refused: int = 0
 
 
-def parts(cfg: NodeConfig, adapt: Adaptation) -> tuple[BaseListening | None, MobileAside | None]:
+def parts(
+    cfg: NodeConfig, adapt: Adaptation, owner: RadioOwner
+) -> tuple[BaseListening | None, MobileAside | None]:
     """What this node's TX process runs of this: a base's listening, a mobile's sending (or
     neither)."""
     if hears_aside(cfg):
-        return BaseListening(), None
+        return BaseListening(owner), None
     if cfg.role != "mobile" or cfg.radio.mode != "esb":
         return None, None
 
-    def retries(radio: LinkRadio) -> None:  # (the adapted ones, or the config's)
+    def retries() -> Retries:  # (the adapted ones, or the config's)
         if adapt.adapter is not None:
-            adapt.apply_retries(radio)
-        else:
-            radio.set_retries(cfg.radio.ard_step, cfg.radio.arc)
+            return adapt.retries()
+        return Retries(cfg.radio.ard_step, cfg.radio.arc)
 
-    return None, MobileAside(cfg.tx_channel, cfg.rx_channel, retries, ard_step(cfg))
+    return None, MobileAside(owner, cfg.tx_channel, cfg.rx_channel, retries, ard_step(cfg))
 
 
 def ard_step(cfg: NodeConfig) -> int:
@@ -122,7 +131,10 @@ def ard_step(cfg: NodeConfig) -> int:
 class BaseListening:
     """A base's TX radio, between its bursts: listening on the downlink's channel."""
 
-    def __init__(self, after_s: float = LISTEN_AFTER_S, arq_byte: bool = False) -> None:
+    def __init__(
+        self, owner: RadioOwner, after_s: float = LISTEN_AFTER_S, arq_byte: bool = False
+    ) -> None:
+        self.owner = owner
         self.after_s = after_s  # (LISTEN_AFTER_S; stream mode's: aside_stream.py)
         #: stream mode's frames: the ARQ's byte in front of the LongGe frame, or an ARQ
         #: control frame (an ACK: no packet's part)
@@ -154,14 +166,14 @@ class BaseListening:
             if self.work_since is None:
                 self.work_since = now
             if self.listening and now >= self.hold_until:
-                radio.stop_listening(addressed.radio_address)
+                self.owner.apply(Transmit(addressed.radio_address))
                 self.listening = False
         elif self.idle_since is None:
             self.idle_since, self.work_since = now, None
         elif not self.listening and now - self.idle_since >= self.after_s:
             self.unable = waitable(radio) is None  # (else asked every 0.2 ms: not for this)
             if not self.unable and radio.is_fifo(True, True):
-                radio.start_listening()
+                self.owner.apply(Listen())
                 self.listening = True
                 self.counters.listens += 1
         self.hand_on(radio, pair, now)
@@ -272,13 +284,15 @@ class MobileAside:
 
     def __init__(
         self,
+        owner: RadioOwner,
         own_channel: int,
         aside_channel: int,
-        retries: Callable[[LinkRadio], None],
+        retries: Callable[[], Retries],
         ard: int = 0,
     ) -> None:
+        self.owner = owner
         self.own, self.other = own_channel, aside_channel
-        self.retries = retries  # (sets the retries in force again)
+        self.retries = retries  # (the retries in force on the uplink's channel)
         self.ard = ard  # (ard_step)
         self.on = False  # the TX radio is on the downlink's channel
         #: the frames of the packet on its way here, taken so far, and how many of them are
@@ -338,10 +352,9 @@ class MobileAside:
                     return 0
                 peer.load(packet, now, queues.last_key(peer.index))
                 self.counters.aside_packets += 1
-            radio.channel = self.other
             # one attempt a frame: the base may be sending, and retries that met its frames
             # again and again ended them in MAX_RT (a reply lost)
-            radio.set_retries(self.ard, 0)
+            self.owner.apply(Channel(self.other), Retries(self.ard, 0))
             self.on, self.again = True, False
         loaded = 0
         while peer.frames and self.pace.tokens >= 1 and radio.is_fifo(True) != FIFO_FULL:
@@ -375,8 +388,7 @@ class MobileAside:
             return True
         if waiting and self.packet and self.pace.tokens >= 1 and now >= self.pace.retry_at:
             return False  # (its next frames go here)
-        radio.channel = self.own
-        self.retries(radio)
+        self.owner.apply(Channel(self.own), self.retries())
         self.on = False
         return True
 

@@ -5,7 +5,7 @@ channel"; the ESB way and the base's listening are ``aside.py``).
 The same way as ESB's, with one difference: stream mode's chips send without the chip's
 acknowledgements, and a frame sent there must be known heard (the base's TX radio listens
 only between its bursts). So, there only, the chip's ACK is asked for: the base's TX radio
-acknowledges on the mobiles' pipes (``child.apply_settings``), and the mobile's TX radio asks
+acknowledges on the mobiles' pipes (``RadioOwner.set_up``), and the mobile's TX radio asks
 for one (EN_AA on pipe 0, ASIDE_ARC retries) while it sends there, and sets stream mode's
 settings again after. The frames are the ARQ's (sequenced, sealed): one the base did not
 acknowledge goes again from the ARQ, there or in the mobile's next grant, and the base's ARQ
@@ -21,6 +21,7 @@ from longge.config import NodeConfig
 from longge.daemon.aside import ASIDE_MAX, AsideCounters, Pacing, ard_step
 from longge.daemon.child import FIFO_FULL
 from longge.daemon.peerqueues import PeerQueues
+from longge.daemon.radio_owner import AutoAck, Channel, RadioOwner, Retries
 from longge.protocol.arq import ArqSender
 from longge.protocol.peer import PeerSender
 from longge.radio.interface import LinkRadio
@@ -49,11 +50,11 @@ RETRY_S = 0.0005
 ACKS_REFUSED = 3
 
 
-def stream_part(cfg: NodeConfig) -> StreamAside | None:
+def stream_part(cfg: NodeConfig, owner: RadioOwner) -> StreamAside | None:
     """A stream-mode mobile's part (a base's listening is ``aside.BaseListening``)."""
     if cfg.role != "mobile" or cfg.radio.mode != "stream":
         return None
-    return StreamAside(cfg)
+    return StreamAside(cfg, owner)
 
 
 class StreamAside:
@@ -62,8 +63,9 @@ class StreamAside:
     packet (put to its ARQ while the ARQ has nothing else on its way), sent on the
     downlink's channel."""
 
-    def __init__(self, cfg: NodeConfig) -> None:
+    def __init__(self, cfg: NodeConfig, owner: RadioOwner) -> None:
         self.cfg = cfg
+        self.owner = owner
         self.on = False  # the TX radio is on the downlink's channel
         #: frames in the TX FIFO, their fate not known: the ARQ's, our ACKs (as they came)
         self.loaded = 0
@@ -143,9 +145,11 @@ class StreamAside:
                     self.counters.aside_packets += 1
             if self.left <= 0 and not self._acks_here(control, now):
                 return 0
-            radio.channel = self.cfg.rx_channel
-            radio.set_auto_ack(0, True)  # (the base's chip acknowledges there)
-            radio.set_retries(ard_step(self.cfg), ASIDE_ARC)
+            self.owner.apply(
+                Channel(self.cfg.rx_channel),
+                AutoAck(0, True),  # (the base's chip acknowledges there)
+                Retries(ard_step(self.cfg), ASIDE_ARC),
+            )
             self.on = True
         loaded = 0
         while self.pace.tokens >= 1 and radio.is_fifo(True) != FIFO_FULL:
@@ -201,9 +205,10 @@ class StreamAside:
         more = self._acks_here(control, now)
         if waiting and more and self.pace.tokens >= 1 and now >= self.pace.retry_at:
             return False  # (its next frames go here)
-        radio.channel = self.cfg.tx_channel
-        radio.set_auto_ack(0, self.cfg.radio.acked)
-        radio.set_retries(self.cfg.radio.ard_step, self.cfg.radio.arc)
+        opts = self.cfg.radio
+        self.owner.apply(
+            Channel(self.cfg.tx_channel), AutoAck(0, opts.acked), Retries(opts.ard_step, opts.arc)
+        )
         self.on = False
         return True
 

@@ -27,11 +27,11 @@ from typing import Any
 
 from longge import realtime
 from longge.config import NodeConfig, with_live_options
+from longge.daemon.radio_owner import RadioOwner
 from longge.errors import ConfigError, HardwareError
 from longge.protocol.secure import Floor
 from longge.radio.factory import open_radio
 from longge.radio.interface import LinkRadio
-from longge.radio.options import configure
 
 STATS_EVERY_S = 0.25
 #: How soon a radio that did not answer (or went: the air, a modem unplugged) is tried again.
@@ -39,15 +39,17 @@ RETRY_RADIO_S = 0.25
 HEALTH_CHECK_S = 1.0
 
 
-def bring_up(cfg: NodeConfig, which: str) -> LinkRadio | None:
-    """A begun and configured radio, or None if it does not answer (caller retries). A
-    backend that knows what is wrong raises HardwareError with a message for people."""
+def bring_up(cfg: NodeConfig, which: str, owner: RadioOwner) -> LinkRadio | None:
+    """A begun radio, configured by its owner, or None if it does not answer (caller
+    retries). A backend that knows what is wrong raises HardwareError with a message for
+    people."""
     radio = open_radio(cfg, which)
     try:
         begun = radio.begin()
         if begun:
-            apply_settings(radio, cfg, which)
+            owner.set_up(radio, cfg, which)
     except HardwareError:
+        owner.gone()
         release(radio)
         raise
     if not begun:
@@ -61,41 +63,6 @@ def release(radio: LinkRadio | None) -> None:
     line stays taken while a descriptor holds it)."""
     if radio is not None:
         radio.close()
-
-
-def apply_settings(radio: LinkRadio, cfg: NodeConfig, which: str) -> None:
-    channel = cfg.tx_channel if which == "tx" else cfg.rx_channel
-    configure(radio, cfg.radio, channel=channel)
-    radio.pa_level = cfg.pa_value
-    if which == "tx":
-        # (one peer: its address stays; the pump changes it for several, between packets)
-        radio.stop_listening(cfg.peers[0].tx_address)
-        if hears_aside(cfg):  # (it listens between its bursts: the RX radio's pipes)
-            open_peer_pipes(radio, cfg)
-            for index in range(len(cfg.peers)):  # (stream mode: acknowledged there only)
-                radio.set_auto_ack(index + 1, True)
-    else:
-        open_peer_pipes(radio, cfg)
-        radio.start_listening()
-    verify_settings(radio, cfg, which)
-
-
-def open_peer_pipes(radio: LinkRadio, cfg: NodeConfig) -> None:
-    """Each peer's address to us on its pipe (PeerTable: peer i's frames on pipe i + 1)."""
-    for index, peer in enumerate(cfg.peers):
-        radio.open_rx_pipe(index + 1, peer.rx_address)
-
-
-def hears_aside(cfg: NodeConfig) -> bool:
-    """Does this node's TX radio listen between its bursts for a light mobile's packet on the
-    downlink's channel (a base with several mobiles: aside.py, aside_stream.py)?"""
-    return cfg.role == "base" and len(cfg.peers) > 1
-
-
-def verify_settings(radio: LinkRadio, cfg: NodeConfig, which: str) -> None:
-    """A backend for real chips reads every setting back (HardwareError if one did not stick)."""
-    channel = cfg.tx_channel if which == "tx" else cfg.rx_channel
-    radio.verify(cfg.radio, channel, cfg.pa_value)
 
 
 def waitable(radio: LinkRadio | None) -> int | None:
@@ -206,7 +173,8 @@ class Child:
         self.which = which
         self.conn = conn
         self.conn_fd = conn.fileno()  # for select(): a Connection is asked for it each time
-        self.radio: LinkRadio | None = None
+        #: the only writer of the radio's settings; it holds the radio while there is one
+        self.owner = RadioOwner()
         self.running = True
         if schedule:
             # SIGTERM (systemctl stop signals the whole group; the supervisor's death, by
@@ -219,13 +187,20 @@ class Child:
         self._next_health_check = 0.0
         self.reinits = 0
         self.last_reinit = ""
-        #: times the settings were applied to a radio (brought up, or changed live): the TX
-        #: address is then the first peer's again (apply_settings)
-        self.applied = 0
         #: set by the supervisor (TX), by peer index: a floor message to send, an epoch to
         #: seal past
         self.floor_to_send: dict[int, Floor] = {}
         self.skip_past: dict[int, Floor] = {}
+
+    @property
+    def radio(self) -> LinkRadio | None:
+        return self.owner.radio
+
+    @property
+    def applied(self) -> int:
+        """Times the settings were applied to a radio (brought up, or changed live): the TX
+        address is then the first peer's again."""
+        return self.owner.applied
 
     def ensure_radio(self, now: float) -> LinkRadio | None:
         if (
@@ -234,7 +209,7 @@ class Child:
             and not self.radio.is_chip_connected
         ):
             release(self.radio)
-            self.radio = None  # lost it (air gone, chip unplugged): start over
+            self.owner.gone()  # lost it (air gone, chip unplugged): start over
         if self.radio is not None and now >= self._next_health_check:
             # A chip whose MISO came loose reads 0xFF: STATUS then says "sent" and "failed"
             # at once and an RX FIFO looks empty, so neither process would notice. Once a
@@ -247,11 +222,9 @@ class Child:
             self._next_radio_try = now + RETRY_RADIO_S
             before = self.state
             try:
-                self.radio = bring_up(self.cfg, self.which)
-                self.state = "up" if self.radio is not None else self._not_answering()
-                self.applied += 1
+                radio = bring_up(self.cfg, self.which, self.owner)
+                self.state = "up" if radio is not None else self._not_answering()
             except HardwareError as exc:
-                self.radio = None
                 self.state = f"radio_error: {exc}"
             if self.state != before:
                 self._next_stats = 0.0  # the status shows it now, not up to a second later
@@ -277,7 +250,7 @@ class Child:
         self.reinits += 1
         self.last_reinit = why
         release(self.radio)
-        self.radio = None
+        self.owner.gone()
         self._next_radio_try = 0.0
 
     def handle_control(self) -> None:
@@ -332,9 +305,8 @@ class Child:
         except (ConfigError, TypeError):
             return  # the supervisor checked already; a stale request is ignored
         if self.radio is not None:
-            self.applied += 1
             try:
-                apply_settings(self.radio, self.cfg, self.which)
+                self.owner.set_up(self.radio, self.cfg, self.which)
             except HardwareError as exc:
                 self.state = f"radio_error: {exc}"
                 self.reinitialise("settings did not stick")

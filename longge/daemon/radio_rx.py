@@ -31,7 +31,7 @@ from typing import Any
 
 from longge.config import NodeConfig
 from longge.daemon.adapt_rx import RateListening
-from longge.daemon.child import Child, RxFifo, hears_aside, take_edges
+from longge.daemon.child import Child, RxFifo, take_edges
 from longge.daemon.messages import (
     MAX_LEN,
     AnswerAsked,
@@ -44,6 +44,7 @@ from longge.daemon.messages import (
     encode,
 )
 from longge.daemon.peers import RxCounters, deliver, receivers, table_stats
+from longge.daemon.radio_owner import hears_aside
 from longge.protocol.peer import PeerReceiver, PeerTable
 from longge.protocol.uplink import asks_answer
 from longge.tun import Tun
@@ -176,7 +177,7 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket | None 
             # 1. radio_rx
             for pipe, frame in fifo.frames(radio, first if waiting else 7):
                 take(tun, pair, table, c, pipe, frame, now)
-            rates.step(child, radio, table, now)
+            rates.step(child, table, now)
         if pair is not None and pair_ready:
             heard_aside(pair, c, partial(take, tun, pair, table, c), now)
         tend(child, table, now)

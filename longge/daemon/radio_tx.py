@@ -27,7 +27,7 @@ from longge.config import NodeConfig
 from longge.daemon.adapt_tx import Adaptation
 from longge.daemon.aside import BaseListening, MobileAside
 from longge.daemon.aside import parts as aside_parts
-from longge.daemon.child import FIFO_FULL, Child, hears_aside, on_irq, take_edges, waitable
+from longge.daemon.child import FIFO_FULL, Child, on_irq, take_edges, waitable
 from longge.daemon.peerqueues import PeerQueues
 from longge.daemon.peers import (
     PREEMPT_MAX,
@@ -41,6 +41,7 @@ from longge.daemon.peers import (
     senders_once_recorded,
     table_stats,
 )
+from longge.daemon.radio_owner import RadioOwner, Transmit, hears_aside
 from longge.daemon.uplink_tx import UplinkSending
 from longge.protocol.peer import PeerSender, PeerTable
 from longge.protocol.secure import SecurityError
@@ -73,11 +74,12 @@ class EsbSending(UplinkSending):
     frames' fates known), and the address changes then. The shared uplink's part (a base's
     grants, a mobile's permit): UplinkSending."""
 
-    def __init__(self, table: PeerTable[PeerSender], queues: PeerQueues) -> None:
+    def __init__(self, table: PeerTable[PeerSender], queues: PeerQueues, owner: RadioOwner) -> None:
         self.table = table
         self.queues = queues
+        self.owner = owner
         self.sending: PeerSender | None = None  # whose frames are being loaded
-        self.addressed = table.peers[0]  # whose address the radio has (child.apply_settings)
+        self.addressed = table.peers[0]  # whose address the radio has (RadioOwner.set_up)
         self.applied = 0  # child.applied when `addressed` was last known
         #: peers whose frames go before the rest, at once (a grant of the uplink: it counts
         #: from when it was made; a packet cut in); what is left of another's waits meanwhile
@@ -119,7 +121,7 @@ class EsbSending(UplinkSending):
             if peer is not self.addressed:
                 if not radio.is_fifo(True, True):
                     return None  # (its news wakes the process)
-                radio.stop_listening(peer.radio_address)
+                self.owner.apply(Transmit(peer.radio_address))
                 self.addressed = peer
             if peer.frames:
                 return peer
@@ -221,7 +223,7 @@ class EsbSending(UplinkSending):
             if sending is not self.addressed:  # (a peer's that goes first, or a packet's rest)
                 if not radio.is_fifo(True, True):
                     break  # the FIFO drains first (its news wakes the process)
-                radio.stop_listening(sending.radio_address)
+                self.owner.apply(Transmit(sending.radio_address))
                 self.addressed = sending
             # room just seen (write_fast would ask the chip again). A MAX_RT meanwhile halts
             # the chip with this frame loaded; step 5 flushes it next turn and drops what is
@@ -264,11 +266,11 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket | None 
     if table is None:
         return
     queues = make_queues(cfg, table)
-    out = EsbSending(table, queues)
-    adapt = Adaptation()
+    out = EsbSending(table, queues, child.owner)
+    adapt = Adaptation(child.owner)
     if cfg.role == "base" and len(table) > 1:
         out.grants = UplinkScheduler(len(table), revoke_busy=not hears_aside(cfg))
-    out.listen, out.aside = aside_parts(cfg, adapt)
+    out.listen, out.aside = aside_parts(cfg, adapt, child.owner)
     out.uplink_start(cfg, time.monotonic())  # (a mobile that remembers its base's grants)
     c = TxCounters()
     start = time.monotonic()

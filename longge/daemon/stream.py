@@ -36,7 +36,6 @@ from longge.daemon.child import (
     FIFO_OCCUPIED,
     Child,
     RxFifo,
-    hears_aside,
     on_irq,
     take_edges,
     waitable,
@@ -62,6 +61,7 @@ from longge.daemon.peers import (
     senders_once_recorded,
     table_stats,
 )
+from longge.daemon.radio_owner import hears_aside
 from longge.daemon.radio_rx import answer_news, flush, heard_aside, rx_stats, tend, uplink_news
 from longge.daemon.radio_tx import link_control
 from longge.daemon.stream_tx import StreamSending, arq_timeout, peer_arqs
@@ -122,7 +122,7 @@ def run_tx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
         return
     queues = make_queues(cfg, table)
     c = TxCounters()
-    out = StreamSending(cfg, table, queues, c)
+    out = StreamSending(cfg, table, queues, c, child.owner)
     if cfg.role == "base" and len(table) > 1:
         out.grants = UplinkScheduler(len(table), revoke_busy=out.listen is None)
     out.uplink_start(cfg, time.monotonic())  # (a mobile that remembers its base's grants)
@@ -151,7 +151,9 @@ def run_tx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
         # packet (TUN read, seal, cut) can take a good part of that.
         if radio is not None:
             cell = out.permit is not None  # (our base grants the uplink: no rate of ours)
-            out.adapt.step(child, radio, table.peers, now, cell)  # (the rate: adapt_stream.py)
+            out.adapt.step(
+                child, child.owner, table.peers, now, cell
+            )  # (the rate: adapt_stream.py)
             if out.listen is not None and out.listen.listening:
                 out.listen.hand_on(radio, pair, now)  # (a packet heard in part holds: fill)
             out.fill(radio, now)
@@ -313,7 +315,7 @@ def run_rx(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> 
             for pipe, frame in fifo.frames(radio, first):
                 take(pipe, frame, now)
             # (before our ACKs: the sender switches once its announcement was acknowledged)
-            if rates.step(child, radio, table, now):
+            if rates.step(child, table, now):
                 repeat = (c.frames_in, now + max(rt.STREAM_TRIAL_S.values()), now)
             if repeat is not None:  # that ACK again until the sender's frames come
                 heard_since, until, last = repeat

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from longge.daemon.radio_owner import Power, RadioOwner
 from longge.protocol import adapt as a
 from longge.protocol import power as pw
 from longge.protocol import rate as rt
 from longge.protocol.arq import ArqSender
-from longge.radio.interface import LinkRadio
 
 #: s: frames on their way and none acknowledged for this long below the ceiling: up at once
 #: (ACKs come every few milliseconds while frames go: daemon/adapt_stream.py's KEEP_LOST_S)
@@ -43,9 +43,10 @@ class StreamPower:
     def level(self) -> int:
         return self.chooser.level
 
-    def apply(self, radio: LinkRadio) -> None:
+    def apply(self, owner: RadioOwner) -> None:
         """After the config's settings were applied: the level in force again."""
-        radio.pa_level = self._set_at = self.chooser.level
+        owner.apply(Power(self.chooser.level))
+        self._set_at = self.chooser.level
 
     def holds_data(self) -> bool:
         """No new packet for the ARQ: a step waits for it to empty, or its probes go."""
@@ -56,7 +57,7 @@ class StreamPower:
 
     def turn(
         self,
-        radio: LinkRadio,
+        owner: RadioOwner,
         arq: ArqSender,
         windows: a.FailureWindows,
         fill: Callable[[int], None],
@@ -68,17 +69,17 @@ class StreamPower:
         c = self.chooser
         probed_by = c.probe_deadline()
         if probed_by is not None:
-            return now > probed_by and self._set(radio, c.window(0, 0, 0, now), now)
+            return now > probed_by and self._set(owner, c.window(0, 0, 0, now), now)
         if self._pending and arq.idle:
             self._pending = False
-            self._set(radio, c.step_down(now), now)
+            self._set(owner, c.step_down(now), now)
             windows.restart_window(now, rt.PROBE_ATTEMPTS, rt.PROBE_MAX_S)
             fill(rt.PROBE_ATTEMPTS)
         elif not self._pending and c.may_step(now):
             self._pending = True
         return False
 
-    def window(self, radio: LinkRadio, windows: a.FailureWindows, now: float) -> tuple[bool, bool]:
+    def window(self, owner: RadioOwner, windows: a.FailureWindows, now: float) -> tuple[bool, bool]:
         """A window ended: the power's first. (Was it the power's: a step's probes or data,
         or a window that put the ceiling back, which the rate does not judge; did the level
         go up?)"""
@@ -87,30 +88,30 @@ class StreamPower:
         level = c.window(*windows.last_window, now)
         if stage == "probe" and c.stage == "judge":  # (the data's windows again)
             windows.restart_window(now, a.WINDOW_ATTEMPTS, a.WINDOW_S)
-        up = self._set(radio, level, now)
+        up = self._set(owner, level, now)
         return stage is not None or level is not None, up
 
-    def silent(self, radio: LinkRadio, now: float) -> bool:
+    def silent(self, owner: RadioOwner, now: float) -> bool:
         """Frames on their way and none acknowledged for SILENT_S below the ceiling (stream
         mode's MAX_RT: a level that carries nothing ends no window): up at once."""
         if self.chooser.level == self.chooser.ceiling:
             return False
         self._pending = False
-        return self._set(radio, self.chooser.max_rt(now), now)
+        return self._set(owner, self.chooser.max_rt(now), now)
 
-    def to_ceiling(self, radio: LinkRadio, why: str, now: float) -> bool:
+    def to_ceiling(self, owner: RadioOwner, why: str, now: float) -> bool:
         """A change of rate (or a fallback): a rate is judged at the ceiling."""
         self._pending = False
-        up = self._set(radio, self.chooser.to_ceiling(why, now), now)
+        up = self._set(owner, self.chooser.to_ceiling(why, now), now)
         self.chooser.next_step = max(self.chooser.next_step, now + AFTER_RATE_S)
         return up
 
-    def _set(self, radio: LinkRadio, level: int | None, now: float) -> bool:
+    def _set(self, owner: RadioOwner, level: int | None, now: float) -> bool:
         """Set ``level`` if there is one; True if it went up."""
         if level is None:
             return False
         up, self._set_at = level > self._set_at, level
-        radio.pa_level = level
+        owner.apply(Power(level))
         trial = " (trial)" if self.chooser.stage else ""
         self._note(now, f"power {pw.dbm(level)} dBm{trial}")
         return up

@@ -12,9 +12,10 @@ from longge.config import NodeConfig
 from longge.daemon.adapt_stream import StreamAdaptation
 from longge.daemon.aside import BaseListening
 from longge.daemon.aside_stream import LISTEN_AFTER_S, StreamAside, stream_part
-from longge.daemon.child import FIFO_EMPTY, FIFO_OCCUPIED, Child, hears_aside
+from longge.daemon.child import FIFO_EMPTY, FIFO_OCCUPIED, Child
 from longge.daemon.peerqueues import PeerQueues
 from longge.daemon.peers import TxCounters, preempt
+from longge.daemon.radio_owner import RadioOwner, Transmit, hears_aside
 from longge.daemon.uplink_tx import UplinkSending
 from longge.protocol.arq import ArqSender
 from longge.protocol.arq_frames import CONTROL, RESET
@@ -66,9 +67,15 @@ class StreamSending(UplinkSending):
     time (one short frame every 16 of the base's: docs/design.md §4, "Several mobiles")."""
 
     def __init__(
-        self, cfg: NodeConfig, table: PeerTable[PeerSender], queues: PeerQueues, c: TxCounters
+        self,
+        cfg: NodeConfig,
+        table: PeerTable[PeerSender],
+        queues: PeerQueues,
+        c: TxCounters,
+        owner: RadioOwner,
     ) -> None:
         self.table = table
+        self.owner = owner
         self.queues = queues
         self.arqs = peer_arqs([p.arq for p in table])
         self.c = c
@@ -86,7 +93,7 @@ class StreamSending(UplinkSending):
         self.burst_peer: int | None = None  # whose frames the burst in the chip carries
         self.turn = 0  # the peer whose burst went last in turn
         self.last_sent = time.monotonic()
-        self.addressed = table.peers[0]  # whose address the radio has (child.apply_settings)
+        self.addressed = table.peers[0]  # whose address the radio has (RadioOwner.set_up)
         self.applied = 0  # child.applied when `addressed` was last known
         self.priority: PeerSender | None = None  # a grant's peer: its burst goes next
         self.urgent: set[int] = set()  # peers with an ACK of an interactive packet waiting
@@ -95,8 +102,10 @@ class StreamSending(UplinkSending):
         self.answer_from = (0.0, 0.0)
         #: the downlink's channel as a light mobile's way (aside.py, aside_stream.py): a
         #: base's TX radio listens between its bursts; a mobile sends a small packet there
-        self.listen = BaseListening(LISTEN_AFTER_S, arq_byte=True) if hears_aside(cfg) else None
-        self.aside: StreamAside | None = stream_part(cfg)
+        self.listen = (
+            BaseListening(owner, LISTEN_AFTER_S, arq_byte=True) if hears_aside(cfg) else None
+        )
+        self.aside: StreamAside | None = stream_part(cfg, owner)
         self.uplink_init()
 
     @property
@@ -308,7 +317,7 @@ class StreamSending(UplinkSending):
             index, frame = got
             peer = self.table.peers[index]
             if peer is not self.addressed or (listen is not None and listen.listening):
-                radio.stop_listening(peer.radio_address)  # (between bursts: the FIFO is empty)
+                self.owner.apply(Transmit(peer.radio_address))  # (between bursts: FIFO empty)
                 self.addressed = peer
                 if listen is not None:
                     listen.listening = False

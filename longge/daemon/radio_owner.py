@@ -1,0 +1,211 @@
+"""The one owner of a radio process's chip settings (docs/design.md, "The radio's owner").
+
+The parts of a radio process (adaptation, listening or sending aside, the pump's choice of
+peer) decide which setting the chip needs; each hands its decision to the owner as a value:
+
+    Channel(n)            RF_CH                          (aside: the downlink's channel)
+    Rate(name)            RF_SETUP's rate bits           (adaptation's rate)
+    Power(level)          RF_SETUP's PA bits             (adaptation's power)
+    Retries(ard_step, n)  SETUP_RETR                     (adaptation, aside)
+    AutoAck(pipe, on)     EN_AA for one pipe             (stream mode's aside)
+    Transmit(address)     PRIM_RX off, TX_ADDR/RX_ADDR_P0 (a peer's packet, back from listening)
+    Listen()              PRIM_RX on                     (a base listening between bursts)
+
+The owner applies them in the order they come, keeps what the chip is set to now
+(``settings``: None while there is no radio), and applies actions given for later
+(``schedule``) once their time has come (``due``; the pump sleeps no longer than
+``wake_at``). Nothing else in the daemon writes a chip setting: ``tests/test_radio_owner.py``
+holds the package to that, statically and with a radio that records who wrote.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, replace
+from itertools import count
+
+from longge.config import NodeConfig
+from longge.radio.constants import RATE_BY_NAME
+from longge.radio.interface import LinkRadio
+from longge.radio.options import RadioOptions, configure
+
+
+@dataclass(frozen=True, slots=True)
+class Channel:
+    channel: int
+
+
+@dataclass(frozen=True, slots=True)
+class Rate:
+    rate: str  # "250k", "1M", "2M"
+
+
+@dataclass(frozen=True, slots=True)
+class Power:
+    level: int  # rf24_pa_dbm_e
+
+
+@dataclass(frozen=True, slots=True)
+class Retries:
+    ard_step: int  # ARD = 250 µs · (ard_step + 1)
+    arc: int
+
+
+@dataclass(frozen=True, slots=True)
+class AutoAck:
+    pipe: int
+    on: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Transmit:
+    address: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Listen:
+    pass
+
+
+Action = Channel | Rate | Power | Retries | AutoAck | Transmit | Listen
+
+
+@dataclass(frozen=True, slots=True)
+class ChipSettings:
+    """What the owner last set on its chip."""
+
+    channel: int
+    rate: str
+    pa_level: int
+    ard_step: int
+    arc: int
+    auto_ack: tuple[bool, ...]  # pipes 0..5
+    listening: bool
+    tx_address: bytes | None  # None: listening since it was set up (an RX radio)
+
+    @classmethod
+    def configured(
+        cls, opts: RadioOptions, channel: int, pa_level: int, tx_address: bytes | None
+    ) -> ChipSettings:
+        """What ``configure`` sets (and the PA level), sending to ``tx_address`` (None:
+        listening)."""
+        return cls(
+            channel=channel,
+            rate=opts.rate,
+            pa_level=pa_level,
+            ard_step=opts.ard_step,
+            arc=opts.arc,
+            auto_ack=(opts.acked,) * 6,
+            listening=tx_address is None,
+            tx_address=tx_address,
+        )
+
+
+class RadioOwner:
+    """A radio process's chip, as the only code that writes its settings."""
+
+    def __init__(
+        self, radio: LinkRadio | None = None, settings: ChipSettings | None = None
+    ) -> None:
+        """Empty until ``set_up``; or a radio a caller set up itself, with its settings."""
+        self.radio = radio
+        self.settings = settings
+        #: times the whole configuration was applied (brought up, or changed live)
+        self.applied = 0
+        self._later: list[tuple[float, int, Action]] = []
+        self._order = count()  # (actions given for one moment keep their order)
+
+    def set_up(self, radio: LinkRadio, cfg: NodeConfig, which: str) -> None:
+        """A radio brought up (or reconfigured live): the node's whole configuration for
+        its ``which`` ("tx", "rx") radio, read back where the backend can (HardwareError)."""
+        channel = cfg.tx_channel if which == "tx" else cfg.rx_channel
+        self.radio = radio
+        self.settings = None  # (unknown until the whole set is on the chip)
+        configure(radio, cfg.radio, channel=channel)
+        radio.pa_level = cfg.pa_value
+        acked = cfg.radio.acked
+        auto_ack = [acked] * 6
+        if which == "tx":
+            # (one peer: its address stays; the pump changes it for several, between packets)
+            address: bytes | None = bytes(cfg.peers[0].tx_address)
+            radio.stop_listening(address)
+            if hears_aside(cfg):  # (it listens between its bursts: the RX radio's pipes)
+                open_peer_pipes(radio, cfg)
+                for index in range(len(cfg.peers)):  # (stream mode: acknowledged there only)
+                    radio.set_auto_ack(index + 1, True)
+                    auto_ack[index + 1] = True
+        else:
+            address = None
+            open_peer_pipes(radio, cfg)
+            radio.start_listening()
+        radio.verify(cfg.radio, channel, cfg.pa_value)
+        self.applied += 1
+        settings = ChipSettings.configured(cfg.radio, channel, cfg.pa_value, address)
+        self.settings = replace(settings, auto_ack=tuple(auto_ack))
+
+    def gone(self) -> None:
+        """The radio was let go (lost, or started over): its settings are unknown."""
+        self.radio = None
+        self.settings = None
+
+    def apply(self, *actions: Action) -> None:
+        """Each action on the chip, in order (none without a radio)."""
+        radio, s = self.radio, self.settings
+        if radio is None or s is None:
+            return
+        for action in actions:
+            match action:
+                case Channel(channel):
+                    radio.channel = channel
+                    s = replace(s, channel=channel)
+                case Rate(rate):
+                    radio.data_rate = int(RATE_BY_NAME[rate])
+                    s = replace(s, rate=rate)
+                case Power(level):
+                    radio.pa_level = level
+                    s = replace(s, pa_level=level)
+                case Retries(ard_step, arc):
+                    radio.set_retries(ard_step, arc)
+                    s = replace(s, ard_step=ard_step, arc=arc)
+                case AutoAck(pipe, on):
+                    radio.set_auto_ack(pipe, on)
+                    acks = list(s.auto_ack)
+                    acks[pipe] = on
+                    s = replace(s, auto_ack=tuple(acks))
+                case Transmit(address):
+                    radio.stop_listening(address)
+                    s = replace(s, listening=False, tx_address=address)
+                case Listen():
+                    radio.start_listening()
+                    s = replace(s, listening=True)
+        self.settings = s
+
+    def schedule(self, at: float, *actions: Action) -> None:
+        """``actions`` at ``at`` (time.monotonic's clock), in order, after those given before
+        for the same moment."""
+        for action in actions:
+            heapq.heappush(self._later, (at, next(self._order), action))
+
+    def due(self, now: float) -> None:
+        """The scheduled actions whose time has come, applied (with a radio; without one they
+        wait for it)."""
+        if self.radio is None:
+            return
+        while self._later and self._later[0][0] <= now:
+            self.apply(heapq.heappop(self._later)[2])
+
+    def wake_at(self) -> float | None:
+        """When the next scheduled action is due (None: nothing scheduled)."""
+        return self._later[0][0] if self._later else None
+
+
+def open_peer_pipes(radio: LinkRadio, cfg: NodeConfig) -> None:
+    """Each peer's address to us on its pipe (PeerTable: peer i's frames on pipe i + 1)."""
+    for index, peer in enumerate(cfg.peers):
+        radio.open_rx_pipe(index + 1, peer.rx_address)
+
+
+def hears_aside(cfg: NodeConfig) -> bool:
+    """Does this node's TX radio listen between its bursts for a light mobile's packet on the
+    downlink's channel (a base with several mobiles: aside.py, aside_stream.py)?"""
+    return cfg.role == "base" and len(cfg.peers) > 1
