@@ -6,8 +6,9 @@ counters, the peers' counters summed for the status)."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from longge.config import NodeConfig
 from longge.daemon.child import Child
@@ -38,6 +39,24 @@ ESB_REASSEMBLY_S = 1.0
 PREEMPT_MAX = 256
 #: How often a TX process whose epoch cannot be recorded tries again (senders_once_recorded).
 EPOCH_RETRY_S = 1.0
+
+
+A = TypeVar("A", ArqSender, ArqReceiver)
+
+
+def peer_arqs(arqs: Sequence[A | None]) -> list[A]:
+    """The peers' ARQs (senders or receivers), in the table's order: every peer has one in
+    stream mode."""
+    got = [a for a in arqs if a is not None]
+    if len(got) != len(arqs):
+        raise ValueError("stream mode: a peer without its ARQ")
+    return got
+
+
+def arq_timeout(arqs: Sequence[ArqSender | ArqReceiver], now: float) -> float:
+    """How long a stream-mode process may sleep: until its ARQs' next timer, 0.25 s at most."""
+    deadlines = [d for a in arqs if (d := a.next_deadline()) is not None]
+    return max(0.0, min([0.25, *(d - now for d in deadlines)]))
 
 
 def senders(cfg: NodeConfig) -> PeerTable[PeerSender]:
@@ -214,7 +233,7 @@ def preempt(queues: PeerQueues, peer: PeerSender, now: float) -> None:
 @dataclass
 class GoFirst:
     """The peers whose frames go before the queues' order (ESB's TX process): a grant's or a
-    revoke's (uplink_tx.py), an interactive packet cut in (radio_tx.py), each only till the
+    revoke's (uplink_tx.py), an interactive packet cut in (esb_tx.py), each only till the
     frames it was given for have gone (``PeerSender.gone_at``), the newest first. Before
     (one peer, kept till it had no frames): a grant that came after a ping's answer was cut
     in took its place, and the answer went behind another mobile's 1400-byte rest; a grant to

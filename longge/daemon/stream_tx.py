@@ -1,25 +1,33 @@
-"""The TX process's sending in stream mode (``daemon/stream.py`` runs it; docs/design.md §4):
+"""Stream mode's sending half, as the TX pump (``radio_tx.py``) drives it (docs/design.md §4):
 which frame goes next, to which peer, within the 4 ms rule's bursts; the ARQs' timers."""
 
 from __future__ import annotations
 
+import socket
 import time
 from collections import deque
-from collections.abc import Sequence
-from typing import TypeVar
+from collections.abc import Callable
+from typing import Any
 
 from longge.config import NodeConfig
 from longge.daemon.adapt_stream import StreamAdaptation
 from longge.daemon.aside import BaseListening
 from longge.daemon.aside_stream import LISTEN_AFTER_S, StreamAside, stream_part
-from longge.daemon.child import FIFO_EMPTY, FIFO_OCCUPIED, Child
+from longge.daemon.child import FIFO_EMPTY, FIFO_OCCUPIED, Child, on_irq, take_edges, waitable
+from longge.daemon.messages import MAX_LEN, AckToSend, PeerAck, decode
 from longge.daemon.peerqueues import PeerQueues
-from longge.daemon.peers import TxCounters, preempt
+from longge.daemon.peers import (
+    TxCounters,
+    arq_timeout,
+    peer_arqs,
+    preempt,
+    queue_parts,
+    table_stats,
+)
 from longge.daemon.radio_owner import RadioOwner, Transmit, hears_aside
+from longge.daemon.sending import Wake
 from longge.daemon.uplink_tx import UplinkSending
-from longge.protocol.arq import ArqSender
-from longge.protocol.arq_frames import CONTROL, RESET
-from longge.protocol.arq_receiver import ArqReceiver
+from longge.protocol.arq_frames import CONTROL, RESET, arq_totals
 from longge.protocol.peer import PeerSender, PeerTable
 from longge.protocol.uplink import asks_answer
 from longge.radio.interface import LinkRadio
@@ -36,24 +44,6 @@ TAIL_BESIDE_LOAD_S = 0.0005
 #: answer comes on the downlink's channel, and met the base sending its ACKs to the busy
 #: mobiles one time in eight (the ping from the base p95 4.5-6.8 ms)
 ANSWER_LISTEN_S = 0.003
-
-
-A = TypeVar("A", ArqSender, ArqReceiver)
-
-
-def peer_arqs(arqs: Sequence[A | None]) -> list[A]:
-    """The peers' ARQs (senders or receivers), in the table's order: every peer has one in
-    stream mode."""
-    got = [a for a in arqs if a is not None]
-    if len(got) != len(arqs):
-        raise ValueError("stream mode: a peer without its ARQ")
-    return got
-
-
-def arq_timeout(arqs: Sequence[ArqSender | ArqReceiver], now: float) -> float:
-    """How long a stream-mode process may sleep: until its ARQs' next timer, 0.25 s at most."""
-    deadlines = [d for a in arqs if (d := a.next_deadline()) is not None]
-    return max(0.0, min([0.25, *(d - now for d in deadlines)]))
 
 
 class StreamSending(UplinkSending):
@@ -375,3 +365,125 @@ class StreamSending(UplinkSending):
         if self.aside is not None:
             timeout = self.aside.wait_s(now, timeout, bool(len(self.queues)))
         return timeout
+
+    # -- the pump's turn (sending.Sending) ------------------------------------------------
+
+    def from_rx(self, pair: socket.socket, now: float) -> None:
+        """What the RX process sent: our receiver's ACKs to go, the peer's ACKs for our
+        sender, the shared uplink's news."""
+        while True:
+            try:
+                msg = decode(pair.recv(MAX_LEN + 1))
+            except BlockingIOError:
+                return
+            match msg:
+                case None:
+                    continue
+                case AckToSend(peer, frame, urgent) if peer < len(self.arqs):
+                    self.ack(peer, frame, now, urgent=urgent)
+                case PeerAck(peer, frame) if peer < len(self.arqs):
+                    self.arqs[peer].on_control(frame, now)
+                case AckToSend() | PeerAck():
+                    continue
+                case _:
+                    self.uplink_message(msg, now)  # (the shared uplink's)
+
+    def before_tun(
+        self,
+        child: Child,
+        radio: LinkRadio | None,
+        pair: socket.socket,
+        look: Callable[[Any], bool],
+        now: float,
+    ) -> bool:
+        """A frame sent on the downlink's channel that met MAX_RT; the RX process's news;
+        the adaptation; then the FIFO first: two frames' time after a slot frees it runs
+        dry, and taking in a packet (TUN read, seal, cut) can take a good part of that."""
+        if radio is not None and (on_irq(radio) or (self.aside is not None and self.aside.on)):
+            take_edges(radio)
+            _, max_rt, _ = radio.what_happened()  # (on an IRQ pin: it falls again once cleared)
+            if self.aside_news(max_rt, now):  # (a frame sent on the downlink's channel)
+                radio.flush_tx()
+        if look(pair):
+            self.from_rx(pair, now)
+        if radio is not None:
+            cell = self.permit is not None  # (our base grants the uplink: no rate of ours)
+            self.adapt.step(child, child.owner, self.table.peers, now, cell)
+            if self.listen is not None and self.listen.listening:
+                self.listen.hand_on(radio, pair, now)  # (a packet heard in part holds: fill)
+            self.fill(radio, now)
+        return True
+
+    def after_tun(
+        self, child: Child, radio: LinkRadio | None, pair: socket.socket, read: bool, now: float
+    ) -> None:
+        """A base's grant, a mobile's release; the next packets to the ARQs; keepalives;
+        frames into the FIFO; a base's listening between its bursts."""
+        queues = self.queues
+        if read and self.aside is not None and len(queues):
+            # (the RX process's news since the look above: a grant that came with the
+            # packet this one answers decides its way)
+            self.from_rx(pair, now)
+        if radio is None:
+            return
+        self.uplink(now)  # a base's grant, a mobile's release (into its peer's frames)
+        offered = self.load(now)
+        keepalive_s = self.adapt.keepalive_s(child.cfg.keepalive_s)
+        if now - self.last_sent >= keepalive_s and self.idle() and not len(queues):
+            for peer, arq in zip(self.table, self.arqs, strict=True):
+                for frame in peer.keepalive(now):
+                    arq.offer(frame)
+            self.last_sent = now
+            offered = True
+        if offered or (self.aside is not None and len(queues)):  # (or a packet to go aside)
+            self.fill(radio, time.monotonic())
+        if self.listen is not None:  # (a base with several mobiles: between its bursts)
+            # (more to send: it would be deaf between its bursts anyway, and each turn to
+            # listening and back cost the loaded downlink)
+            acks = self.acks_waiting() and not self.awaits_answer(now)
+            work = self.chip_busy or acks or self.more_to_send()
+            self.listen.step(radio, pair, work, self.addressed, time.monotonic())
+
+    def control_now(self) -> bool:
+        return True  # (the ARQ carries a packet's frames whole, under the epoch it began in)
+
+    def stats(self, radio: LinkRadio | None, now: float) -> dict[str, Any]:
+        table, queues, arqs = self.table, self.queues, self.arqs
+        stats = {
+            **table_stats(self.c, {p.name: p.stats() for p in table}, queue_parts(table, queues)),
+            **queues.stats(now),
+            "retransmissions": sum(a.stats.retransmitted for a in arqs),
+            "arq": {
+                **arq_totals([a.stats for a in arqs]),
+                "in_flight": sum(a.in_flight for a in arqs),
+            },
+            "uplink": self.uplink_stats(now),
+            "mode": "stream",
+            "adapt": self.adapt.stats(now),
+            "aside": self.aside_stats(),
+        }
+        stats["queue_packets"] += sum(1 for p in table if p.frames)  # packets being loaded
+        return stats
+
+    def wake(self, radio: LinkRadio | None, tun: Any, pair: socket.socket, now: float) -> Wake:
+        """Until the TUN, the radio, the RX process, the supervisor, an ARQ's timer or the
+        uplink's has something (the TUN is always asked: a read that finds nothing costs
+        more than its place here)."""
+        # Waiting for the FIFO to drain (the 4 ms rule), each frame's news wakes us; the last
+        # one's, taken in by a look since, would not: a new burst now. (On an IRQ pin a frame
+        # that ended since the look at the top left an edge.)
+        look_now = (
+            self.in_burst >= self.burst
+            and radio is not None
+            and waitable(radio) is not None
+            and not on_irq(radio)
+            and bool(radio.is_fifo(True, True))
+        )
+        # a backend without a descriptor (pyrf24) is polled while frames are on their way
+        busy = (
+            self.acks_waiting()
+            or (self.aside is not None and self.aside.busy())
+            or self.in_burst
+            or (self.may_send(now) and (any(p.frames for p in self.table) or not self.idle()))
+        )
+        return Wake(self.timeout(now), look_now, bool(busy), (pair, tun))

@@ -29,7 +29,7 @@ from typing import Any
 
 from longge import __version__
 from longge.config import CHANNEL_KEYS, NodeConfig, check_live_types, with_live_options
-from longge.daemon import control, keystate, radio_rx, radio_tx, stream
+from longge.daemon import control, keystate, radio_rx, radio_tx
 from longge.errors import ConfigError
 from longge.radio.options import LINK_KEYS
 from longge.realtime import die_with_parent
@@ -105,19 +105,14 @@ class Supervisor:
     @staticmethod
     def _workers(cfg: NodeConfig) -> list[_Worker]:
         # The RX process hands the TX process what the peers' packets said for it: stream
-        # mode's ACKs (daemon/stream.py), ESB's uplink grants and releases (radio_tx.py); the
+        # mode's ACKs (stream_rx.py), the uplink's grants and releases (receiving.py); the
         # pair outlives either process, so a restarted one finds it again
         to_tx, from_rx = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         for end in (to_tx, from_rx):
             end.setblocking(False)
-        if cfg.radio.mode != "stream":
-            return [
-                _Worker("tx", functools.partial(radio_tx.run, pair=from_rx)),
-                _Worker("rx", functools.partial(radio_rx.run, pair=to_tx)),
-            ]
         return [
-            _Worker("tx", functools.partial(stream.run_tx, pair=from_rx)),
-            _Worker("rx", functools.partial(stream.run_rx, pair=to_tx)),
+            _Worker("tx", functools.partial(radio_tx.run, pair=from_rx)),
+            _Worker("rx", functools.partial(radio_rx.run, pair=to_tx)),
         ]
 
     # -- life cycle --------------------------------------------------------------------------

@@ -1,8 +1,9 @@
 """The TX process's part in the shared uplink (``protocol/uplink.py``,
 ``protocol/uplink_scheduler.py``): a base with several mobiles grants it to one at a time; a
 mobile that heard a grant sends only in its grants and hands back what it does not need; what
-the RX process heard of it comes over the pair (radio_rx.py, "uplink"). A base with one mobile,
-and a mobile whose base never granted, run none of this. ``EsbSending`` (radio_tx.py) is one.
+the RX process heard of it comes over the pair (receiving.py). A base with one mobile,
+and a mobile whose base never granted, run none of this. ``EsbSending`` (esb_tx.py) and
+``StreamSending`` (stream_tx.py) are one.
 """
 
 from __future__ import annotations
@@ -190,7 +191,7 @@ class UplinkSending:
         return True
 
     def uplink_news(self, pair: socket.socket | None, now: float) -> None:
-        """What the RX process passed on (radio_rx.py, "uplink"): a grant for us, a mobile's
+        """What the RX process passed on (receiving.py): a grant for us, a mobile's
         release, a packet heard from a mobile."""
         if pair is None:
             return

@@ -165,3 +165,13 @@ class ArqStats:
     control_replayed: int = 0
     acks_out: int = 0
     resyncs: int = 0
+
+
+def arq_totals(stats: list[ArqStats]) -> dict[str, int]:
+    """Several ARQs' counters summed (those that are not zero), for a status."""
+    out: dict[str, int] = {}
+    for s in stats:
+        for k, v in vars(s).items():
+            if v:
+                out[k] = out.get(k, 0) + v
+    return out
