@@ -26,7 +26,7 @@ from longge.daemon.esb_tx import EsbSending
 from longge.daemon.messages import PeerAck, encode
 from longge.daemon.peers import TxCounters, make_queues, receivers, senders
 from longge.daemon.radio_owner import ChipSettings, RadioOwner
-from longge.daemon.radio_tx import turn
+from longge.daemon.radio_tx import TxPump
 from longge.daemon.sending import Sending
 from longge.daemon.stream_tx import StreamSending
 from longge.tun import MemoryTun
@@ -177,27 +177,28 @@ def simulate(
 
     if peer is not None:
         chip.heard = peer.hear
+    pump = TxPump(out, child, tun, ours)  # (it never sleeps: it looks at everything)
     try:
         while t < 5.0:
             chip.advance(t)
             chip.turn_end = t + (SLOW_TURN_S if rng.random() < 0.1 else QUICK_TURN_S)
-            turn(out, child, chip, tun, ours, lambda _: True, t)  # type: ignore[arg-type]
+            pump.turn(chip, t)  # type: ignore[arg-type]
             t = chip.turn_end
             chip.advance(t)
-            wake = out.wake(chip, tun, ours, t)  # type: ignore[arg-type]
+            timeout, at_once, poll, _ = out.wake(chip, tun, ours, t)  # type: ignore[arg-type]
             if done() and t > 0.01:
                 break
-            if wake.now:
+            if at_once:
                 continue
             # the sleep: to the timeout, or until the descriptor would wake the pump
-            sleep = wake.timeout
+            sleep = timeout
             if descriptor:
                 if chip.unread:  # (news since the last look: the descriptor is readable)
                     continue
                 end = chip.next_end()
                 if end is not None:
                     sleep = min(sleep, end - t)
-            elif wake.poll:
+            elif poll:
                 sleep = min(sleep, POLL_S)
             if peer is not None:
                 if select_ready(ours):

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Callable
 from typing import Any
 
 from longge.config import NodeConfig
@@ -243,14 +242,14 @@ class EsbSending(UplinkSending):
         child: Child,
         radio: LinkRadio | None,
         pair: socket.socket,
-        look: Callable[[Any], bool],
+        news: bool,
         now: float,
     ) -> bool:
         """The IRQ pin's edges; the RX process's news of the uplink; 5. max_rt (first: it
         decides what the FIFO holds); the adaptation."""
         take_edges(radio)
         # (a read that finds nothing costs a system call and an exception each loop turn)
-        if look(pair) if self.pair_watched else now - self.pair_looked >= PAIR_LOOK_S:
+        if news if self.pair_watched else now - self.pair_looked >= PAIR_LOOK_S:
             self.pair_looked = now
             self.uplink_news(pair, now)
         if radio is None:
@@ -359,4 +358,4 @@ class EsbSending(UplinkSending):
             timeout = self.listen.wait_s(now, timeout)
         if self.aside is not None:
             timeout = self.aside.wait_s(now, timeout, bool(len(queues)))
-        return Wake(timeout, look_now, poll, also)
+        return timeout, look_now, poll, also

@@ -26,12 +26,11 @@ from __future__ import annotations
 import signal
 import socket
 import time
-from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
 from longge.config import NodeConfig
-from longge.daemon.child import Child, waitable
+from longge.daemon.child import Child
 from longge.daemon.esb_tx import EsbSending
 from longge.daemon.peers import TxCounters, make_queues, read_tun, senders_once_recorded
 from longge.daemon.radio_owner import hears_aside
@@ -42,26 +41,40 @@ from longge.radio.interface import LinkRadio
 from longge.tun import Tun, TunError
 
 
-def turn(
-    out: Sending,
-    child: Child,
-    radio: LinkRadio | None,
-    tun: Tun,
-    pair: socket.socket,
-    look: Callable[[Any], bool],
-    now: float,
-) -> bool:
-    """One turn's moves, the sleep apart: the mode's news, 1. tun_reader (``look(tun)``: is
-    there anything?), the mode's sending. False: the radio was started over (the turn ends).
-    TunError: the TUN interface is gone."""
-    out.settings_applied(child)
-    if not out.before_tun(child, radio, pair, look, now):
-        return False
-    read = look(tun)
-    if read:  # 1. tun_reader
-        read_tun(tun, child.cfg.mtu, radio is not None, out.table, out.queues, out.c, now)
-    out.after_tun(child, radio, pair, read, now)
-    return True
+class TxPump:
+    """The loop's state between turns: the mode's sending half, what the last ``select()``
+    found readable (``ready``) and what it asked about beside the supervisor's pipe and the
+    radio (``also``): a descriptor it did not ask about is looked at anyway. The loop runs
+    once per frame or two: a look at a descriptor that has nothing costs more than the
+    frame's own work."""
+
+    def __init__(self, out: Sending, child: Child, tun: Tun, pair: socket.socket) -> None:
+        self.out, self.child, self.tun, self.pair = out, child, tun, pair
+        self.ready: list[Any] = []
+        self.also: tuple[Any, ...] = ()
+        self.asked = False  # (before the first sleep: nothing was asked, all is looked at)
+
+    def turn(self, radio: LinkRadio | None, now: float) -> bool:
+        """One turn's moves, the sleep apart: the mode's news, 1. tun_reader, the mode's
+        sending. False: the radio was started over (the turn ends). TunError: the TUN
+        interface is gone."""
+        out, child, tun, pair = self.out, self.child, self.tun, self.pair
+        ready, also, asked = self.ready, self.also, self.asked
+        out.settings_applied(child)
+        news = pair in ready or not asked or pair not in also
+        if not out.before_tun(child, radio, pair, news, now):
+            return False
+        read = tun in ready or not asked or tun not in also
+        if read:  # 1. tun_reader
+            read_tun(tun, child.cfg.mtu, radio is not None, out.table, out.queues, out.c, now)
+        out.after_tun(child, radio, pair, read, now)
+        return True
+
+    def wait(self, radio: LinkRadio | None, now: float) -> None:
+        """5. wait: as the mode says (``Sending.wake``)."""
+        timeout, at_once, poll, also = self.out.wake(radio, self.tun, self.pair, now)
+        self.also, self.asked = also, True
+        self.ready = self.child.wait(radio, timeout, now=at_once, poll=poll, also=also)
 
 
 def run(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> None:
@@ -77,34 +90,22 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> Non
     if cfg.role == "base" and len(table) > 1:
         out.grants = UplinkScheduler(len(table), revoke_busy=not hears_aside(cfg))
     out.uplink_start(cfg, time.monotonic())  # (a mobile that remembers its base's grants)
-    # What the last select() found readable; what it was not asked about is looked at anyway.
-    # The loop runs once per frame or two: a look at a descriptor that has nothing costs more
-    # than the frame's own work.
-    asked: list[Any] = []
-    ready: list[Any] = []
-
-    def look(obj: Any) -> bool:
-        return obj in ready or obj not in asked
-
+    pump = TxPump(out, child, tun, pair)
+    conn_fd = child.conn_fd
     while child.running:
         now = time.monotonic()
         radio = child.ensure_radio(now)
         try:
-            moved = turn(out, child, radio, tun, pair, look, now)
+            if not pump.turn(radio, now):
+                continue  # (the radio was started over)
         except TunError as exc:
             child.fail(str(exc))
             break
-        if not moved:
-            continue  # (the radio was started over)
-        if look(child.conn_fd):
+        if conn_fd in pump.ready or not pump.asked:
             child.handle_control()
         if out.control_now():
             link_control(child, table)
         if child.stats_due(now):
             child.send_stats(out.stats(radio, now))
-        # 5. wait
-        wake = out.wake(radio, tun, pair, now)
-        fd = waitable(radio)
-        asked = [child.conn_fd, *wake.also] + ([] if fd is None else [fd])
-        ready = child.wait(radio, wake.timeout, now=wake.now, poll=wake.poll, also=wake.also)
+        pump.wait(radio, now)
     child.close_radio()

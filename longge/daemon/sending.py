@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import socket
 import sys
-from collections.abc import Callable
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Protocol
 
 from longge.config import NodeConfig
 from longge.daemon.child import Child
@@ -19,14 +18,11 @@ from longge.protocol.secure import SecurityError
 from longge.protocol.uplink_scheduler import UplinkScheduler
 from longge.radio.interface import LinkRadio
 
-
-class Wake(NamedTuple):
-    """How the pump sleeps after a turn (``Child.wait``)."""
-
-    timeout: float  # s at most
-    now: bool  # something waits already: only look
-    poll: bool  # frames on their way: ask a radio without a descriptor again soon
-    also: tuple[Any, ...]  # descriptors to wake on beside the supervisor's and the radio's
+#: How the pump sleeps after a turn (``Child.wait``), a plain tuple (one is made every turn):
+#: (timeout s at most; "look now": something waits already; "poll": frames on their way, ask
+#: a radio without a descriptor again soon; the descriptors to wake on beside the
+#: supervisor's and the radio's).
+Wake = tuple[float, bool, bool, tuple[Any, ...]]
 
 
 class Sending(Protocol):
@@ -54,10 +50,10 @@ class Sending(Protocol):
         child: Child,
         radio: LinkRadio | None,
         pair: socket.socket,
-        look: Callable[[Any], bool],
+        news: bool,
         now: float,
     ) -> bool:
-        """The chip's and the RX process's news (``look(pair)``: is there any?), the
+        """The chip's and the RX process's news (``news``: the pair may hold some), the
         adaptation; False: the radio was started over, the turn ends here."""
         ...
 

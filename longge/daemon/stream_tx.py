@@ -6,7 +6,6 @@ from __future__ import annotations
 import socket
 import time
 from collections import deque
-from collections.abc import Callable
 from typing import Any
 
 from longge.config import NodeConfig
@@ -393,7 +392,7 @@ class StreamSending(UplinkSending):
         child: Child,
         radio: LinkRadio | None,
         pair: socket.socket,
-        look: Callable[[Any], bool],
+        news: bool,
         now: float,
     ) -> bool:
         """A frame sent on the downlink's channel that met MAX_RT; the RX process's news;
@@ -404,7 +403,7 @@ class StreamSending(UplinkSending):
             _, max_rt, _ = radio.what_happened()  # (on an IRQ pin: it falls again once cleared)
             if self.aside_news(max_rt, now):  # (a frame sent on the downlink's channel)
                 radio.flush_tx()
-        if look(pair):
+        if news:
             self.from_rx(pair, now)
         if radio is not None:
             cell = self.permit is not None  # (our base grants the uplink: no rate of ours)
@@ -486,4 +485,4 @@ class StreamSending(UplinkSending):
             or self.in_burst
             or (self.may_send(now) and (any(p.frames for p in self.table) or not self.idle()))
         )
-        return Wake(self.timeout(now), look_now, bool(busy), (pair, tun))
+        return self.timeout(now), look_now, bool(busy), (pair, tun)
