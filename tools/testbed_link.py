@@ -11,7 +11,8 @@ Brings the testbed up (2 Mbit/s, auto-ack, ARD 250 µs, ARC 2, no loss; secured 
    with the CPU each emulator process used meanwhile (air <= 10 % of a core, each busy
    radio process <= 15 %), and how often the air froze
 3. ping RTT p95 while 1.5x that rate is offered                           target <= 150 ms
-and tears the testbed down. --rounds N repeats it all and prints the median and spread.
+and tears the testbed down. --rounds N repeats it all and prints the median and spread (with
+--mode stream: in stream mode, against stream mode's model; its targets are stream_link's).
 """
 
 from __future__ import annotations
@@ -149,7 +150,7 @@ def one_round(opts: RadioOptions, bound: float, secured: bool, seconds: int) -> 
 
 
 def rounds_main(args: argparse.Namespace) -> None:
-    opts = RadioOptions(rate="2M", ard_us=250, arc=2)
+    opts = RadioOptions(rate="2M", ard_us=250, arc=2, mode=args.mode)
     bound = udp_goodput_bps(opts, UDP_PAYLOAD, 0 if args.insecure else OVERHEAD)
     repeat(args.rounds, lambda: one_round(opts, bound, not args.insecure, args.seconds))
 
@@ -161,6 +162,9 @@ def main() -> None:
         "--insecure", action="store_true", help="open link (no key): what security costs"
     )
     ap.add_argument("--rounds", type=int, default=0, help="repeat the emulator figures N times")
+    ap.add_argument(
+        "--mode", choices=("esb", "stream"), default="esb", help="with --rounds: the link mode"
+    )
     args = ap.parse_args()
     if args.rounds:
         rounds_main(args)
