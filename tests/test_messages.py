@@ -3,6 +3,8 @@ decode unchanged, and a datagram that is none of them decodes to None, never rai
 
 from __future__ import annotations
 
+import socket
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -19,6 +21,8 @@ from longge.daemon.messages import (
     Released,
     decode,
     encode,
+    received,
+    send,
 )
 from longge.protocol.uplink import Grant
 
@@ -65,3 +69,23 @@ def test_what_is_not_a_message_is_none() -> None:
     assert decode(b"h\x00\x01") is None  # (a heard with a tail)
     assert decode(b"z\x00abc") is None
     assert decode(b"x\x01" + bytes(MAX_LEN - 1)) is None  # (longer than any radio frame)
+
+
+def test_the_pair_carries_messages_in_order_passes_garbage_over_and_says_when_full() -> None:
+    """What one process sends the other receives in order; a datagram that is no message is
+    passed over; a full pair refuses (the sender counts it) instead of blocking."""
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    with a, b:
+        for end in (a, b):
+            end.setblocking(False)
+        msgs: list[Message] = [FramesCame(1), Heard(2, True), HeardAside(3, b"xy")]
+        assert send(a, msgs[0])
+        a.send(b"garbage")
+        assert send(a, msgs[1]) and send(a, msgs[2])
+        assert list(received(b)) == msgs
+        assert list(received(b)) == []
+        full = 0
+        while send(a, FramesCame(0)):
+            full += 1
+            assert full < 100_000
+        assert full > 0 and len(list(received(b))) == full

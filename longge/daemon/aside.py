@@ -34,7 +34,7 @@ from longge.chip.datasheet import MIN_ARD_US_FOR_EMPTY_ACK
 from longge.config import NodeConfig
 from longge.daemon.adapt_tx import Adaptation
 from longge.daemon.child import FIFO_FULL, RxFifo, take_edges, waitable
-from longge.daemon.messages import HeardAside, encode
+from longge.daemon.messages import HeardAside, send
 from longge.daemon.peerqueues import PeerQueues
 from longge.daemon.radio_owner import (
     Channel,
@@ -203,11 +203,7 @@ class BaseListening:
             self._hold(more, now)
             if not more:
                 self.last_end = now
-            try:
-                sent = pair is not None and pair.send(encode(HeardAside(pipe, frame))) > 0
-            except OSError:  # (BlockingIOError: the pair is full)
-                sent = False
-            if not sent:
+            if pair is None or not send(pair, HeardAside(pipe, frame)):
                 self.counters.pair_full += 1
 
     def _more(self, frame: bytes) -> bool:

@@ -217,7 +217,7 @@ class EsbSending(UplinkSending):
                 self.owner.apply(Transmit(sending.radio_address))
                 self.addressed = sending
             # room just seen (write_fast would ask the chip again). A MAX_RT meanwhile halts
-            # the chip with this frame loaded; step 5 flushes it next turn and drops what is
+            # the chip with this frame loaded; before_tun flushes it next turn and drops what is
             # left of its packets.
             radio.start_fast_write(sending.next_frame())
             c.frames_sent += 1
@@ -245,7 +245,7 @@ class EsbSending(UplinkSending):
         news: bool,
         now: float,
     ) -> bool:
-        """The IRQ pin's edges; the RX process's news of the uplink; 5. max_rt (first: it
+        """The IRQ pin's edges; the RX process's news of the uplink; the chip's news (first: it
         decides what the FIFO holds); the adaptation."""
         take_edges(radio)
         # (a read that finds nothing costs a system call and an exception each loop turn)
@@ -278,13 +278,13 @@ class EsbSending(UplinkSending):
     def after_tun(
         self, child: Child, radio: LinkRadio | None, pair: socket.socket, read: bool, now: float
     ) -> None:
-        """6. keepalive, 7. uplink, a base's listening, then 2.-4.: frames into the FIFO."""
+        """Keepalives, the uplink, a base's listening, then 2.-4.: frames into the FIFO."""
         if radio is None:
             return
         adapt, table, queues, c = self.adapt, self.table, self.queues, self.c
-        # 6. keepalive (its frames wait with their peer, as a packet's)
+        # keepalives (their frames wait with their peer, as a packet's)
         keepalives(table, queues, adapt.keepalive_s(child.cfg.keepalive_s), now)
-        # 7. uplink
+        # the uplink
         self.uplink(now)
         if self.listen is not None:  # (a base with several mobiles: between its bursts)
             busy = any(p.frames for p in table) or bool(len(queues))  # (backed off too)
@@ -313,7 +313,7 @@ class EsbSending(UplinkSending):
         }
 
     def wake(self, radio: LinkRadio | None, tun: Any, pair: socket.socket, now: float) -> Wake:
-        """8. wait: until the TUN, the radio, the RX process or the supervisor has
+        """5. wait: until the TUN, the radio, the RX process or the supervisor has
         something, or the grant's (the adaptation's, the queue's, the listening's) time is
         up."""
         adapt, queues = self.adapt, self.queues

@@ -23,7 +23,9 @@ TX process -> RX process:
 
 from __future__ import annotations
 
+import socket
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from longge.protocol.uplink import Grant
@@ -133,3 +135,24 @@ def decode(data: bytes) -> Message | None:
     if tag == ord("x") and rest:
         return HeardAside(index, rest)
     return None
+
+
+def send(sock: socket.socket, msg: Message) -> bool:
+    """``msg`` on the pair; False if it did not go (the pair is full: the reader is behind,
+    or gone; the caller counts it)."""
+    try:
+        return sock.send(encode(msg)) > 0
+    except OSError:  # (BlockingIOError: the pair is full)
+        return False
+
+
+def received(sock: socket.socket) -> Iterator[Message]:
+    """Every message waiting on the pair, in order, till it has none (a datagram that is no
+    message is passed over)."""
+    while True:
+        try:
+            msg = decode(sock.recv(MAX_LEN + 1))
+        except OSError:  # (BlockingIOError: nothing more)
+            return
+        if msg is not None:
+            yield msg

@@ -22,15 +22,14 @@ from typing import Any, Protocol
 
 from longge.daemon.child import Child
 from longge.daemon.messages import (
-    MAX_LEN,
     AnswerAsked,
     GrantHeard,
     Heard,
     HeardAside,
     Message,
     Released,
-    decode,
-    encode,
+    received,
+    send,
 )
 from longge.daemon.peers import RxCounters, deliver, table_stats
 from longge.protocol.peer import PeerReceiver, PeerTable
@@ -147,9 +146,7 @@ def uplink_news(
 
 
 def to_tx(pair: socket.socket, msg: Message, c: RxCounters) -> None:
-    try:
-        pair.send(encode(msg))
-    except OSError:  # (BlockingIOError: the pair is full)
+    if not send(pair, msg):
         c.pair_full += 1  # the TX process is behind (or gone): a grant ends by its time anyway
 
 
@@ -166,14 +163,10 @@ def answer_news(
 def heard_aside(
     pair: socket.socket, c: RxCounters, take: Callable[[int, bytes, float], None], now: float
 ) -> None:
-    """1. (a base with several mobiles) the frames our TX radio heard on the downlink's
+    """aside (a base with several mobiles) the frames our TX radio heard on the downlink's
     channel between its bursts (``HeardAside``: aside.py), taken as our radio's (``take``:
     pipe, frame, now)."""
-    while True:
-        try:
-            msg = decode(pair.recv(MAX_LEN + 1))
-        except OSError:  # (BlockingIOError: nothing more)
-            return
+    for msg in received(pair):
         if isinstance(msg, HeardAside):
             c.frames_aside += 1
             take(msg.pipe, msg.frame, now)

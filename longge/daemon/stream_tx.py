@@ -13,7 +13,7 @@ from longge.daemon.adapt_stream import StreamAdaptation
 from longge.daemon.aside import BaseListening
 from longge.daemon.aside_stream import LISTEN_AFTER_S, StreamAside, stream_part
 from longge.daemon.child import FIFO_EMPTY, FIFO_OCCUPIED, Child, on_irq, take_edges, waitable
-from longge.daemon.messages import MAX_LEN, AckToSend, PeerAck, decode
+from longge.daemon.messages import AckToSend, PeerAck, received
 from longge.daemon.peerqueues import PeerQueues
 from longge.daemon.peers import (
     TxCounters,
@@ -370,14 +370,8 @@ class StreamSending(UplinkSending):
     def from_rx(self, pair: socket.socket, now: float) -> None:
         """What the RX process sent: our receiver's ACKs to go, the peer's ACKs for our
         sender, the shared uplink's news."""
-        while True:
-            try:
-                msg = decode(pair.recv(MAX_LEN + 1))
-            except BlockingIOError:
-                return
+        for msg in received(pair):
             match msg:
-                case None:
-                    continue
                 case AckToSend(peer, frame, urgent) if peer < len(self.arqs):
                     self.ack(peer, frame, now, urgent=urgent)
                 case PeerAck(peer, frame) if peer < len(self.arqs):

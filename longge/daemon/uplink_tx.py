@@ -18,7 +18,6 @@ from longge.config import NodeConfig
 from longge.daemon.aside import BaseListening
 from longge.daemon.keystate import identities
 from longge.daemon.messages import (
-    MAX_LEN,
     AnswerAsked,
     FramesCame,
     GrantHeard,
@@ -26,7 +25,7 @@ from longge.daemon.messages import (
     HeardAside,
     Message,
     Released,
-    decode,
+    received,
 )
 from longge.daemon.peerqueues import PeerQueues
 from longge.daemon.peers import PREEMPT_MAX, GoFirst
@@ -195,13 +194,8 @@ class UplinkSending:
         release, a packet heard from a mobile."""
         if pair is None:
             return
-        while True:
-            try:
-                msg = decode(pair.recv(MAX_LEN + 1))
-            except OSError:  # (BlockingIOError: nothing more)
-                return
-            if msg is not None:
-                self.uplink_message(msg, now)
+        for msg in received(pair):
+            self.uplink_message(msg, now)
 
     def uplink_message(self, msg: Message, now: float) -> None:
         """One message of the RX process's about the uplink (messages.py: a grant heard, an
