@@ -25,7 +25,7 @@ from longge.daemon.child import FIFO_EMPTY, FIFO_FULL, FIFO_OCCUPIED, POLL_S, Ch
 from longge.daemon.esb_tx import EsbSending
 from longge.daemon.messages import PeerAck, encode
 from longge.daemon.peers import TxCounters, make_queues, receivers, senders
-from longge.daemon.radio_owner import ChipSettings, RadioOwner
+from longge.daemon.radio_owner import Channel, ChipSettings, RadioOwner
 from longge.daemon.radio_tx import TxPump
 from longge.daemon.sending import Sending
 from longge.daemon.stream_tx import StreamSending
@@ -125,7 +125,7 @@ class Peer:
 
     def __init__(self, tmp: Path, pair: socket.socket) -> None:
         base = in_mode(base_config(tmp, str(tmp / "air.sock"), 1), "stream")
-        self.arq = receivers(base).peers[0].arq
+        self.arq = receivers(base, arq=True).peers[0].arq
         assert self.arq is not None
         self.pair = pair
 
@@ -154,10 +154,10 @@ def simulate(
     child = Child(cfg, "tx", conn, schedule=False)
     settings = ChipSettings.configured(cfg.radio, cfg.tx_channel, cfg.pa_value, b"x")
     child.owner = RadioOwner(chip, settings)  # type: ignore[arg-type]
-    table = senders(cfg)
+    kind: type[Sending] = StreamSending if mode == "stream" else EsbSending
+    table = senders(cfg, kind.ARQ)
     queues = make_queues(cfg, table)
-    kind = StreamSending if mode == "stream" else EsbSending
-    out: Sending = kind(cfg, table, queues, TxCounters(), child.owner)
+    out = kind(cfg, table, queues, TxCounters(), child.owner)
     tun = MemoryTun()
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     ours.setblocking(False)
@@ -185,7 +185,7 @@ def simulate(
             pump.turn(chip, t)  # type: ignore[arg-type]
             t = chip.turn_end
             chip.advance(t)
-            timeout, at_once, poll, _ = out.wake(chip, tun, ours, t)  # type: ignore[arg-type]
+            timeout, at_once, poll, _ = pump.sleep(chip, t)  # type: ignore[arg-type]
             if done() and t > 0.01:
                 break
             if at_once:
@@ -233,3 +233,42 @@ def test_nothing_sleeps_while_something_is_sendable(
         assert frames > PACKETS * 30 and chip.dropped == 0
         air = frames * FRAME_S
         assert t < 1.3 * air + 0.01, (seed, t, air, out.stats(chip, t))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("mode", ["esb", "stream"])
+def test_a_setting_given_for_later_wakes_the_pump_and_is_applied_then(
+    tmp_path: Path, mode: str
+) -> None:
+    """The radio's owner holds a channel given for a moment (a move off a busy channel, a
+    hop): a pump with nothing to send sleeps till that moment, not its longest, and its turn
+    then applies it; not before."""
+    cfg = in_mode(mobile_config(tmp_path, str(tmp_path / "air.sock"), 0), mode)
+    chip = FakeChip(descriptor=True)
+    conn, _ = Pipe()
+    child = Child(cfg, "tx", conn, schedule=False)
+    settings = ChipSettings.configured(cfg.radio, cfg.tx_channel, cfg.pa_value, b"x")
+    child.owner = RadioOwner(chip, settings)  # type: ignore[arg-type]
+    kind: type[Sending] = StreamSending if mode == "stream" else EsbSending
+    table = senders(cfg, kind.ARQ)
+    out = kind(cfg, table, make_queues(cfg, table), TxCounters(), child.owner)
+    tun = MemoryTun()
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    ours.setblocking(False)
+    pump = TxPump(out, child, tun, ours)
+    moved = cfg.tx_channel + 7
+    try:
+        pump.turn(chip, 0.0)  # type: ignore[arg-type]
+        idle, _, _, _ = pump.sleep(chip, 0.0)  # type: ignore[arg-type]
+        child.owner.schedule(0.05, Channel(moved))
+        timeout, _, _, _ = pump.sleep(chip, 0.0)  # type: ignore[arg-type]
+        assert idle > 0.05 and timeout == pytest.approx(0.05)
+        pump.turn(chip, 0.049)  # type: ignore[arg-type]
+        assert chip.channel != moved
+        pump.turn(chip, 0.05)  # type: ignore[arg-type]
+        assert chip.channel == moved and child.owner.settings is not None
+        assert child.owner.settings.channel == moved
+        assert child.owner.wake_at(0.05) is None
+    finally:
+        tun.close()
+        ours.close()
+        theirs.close()

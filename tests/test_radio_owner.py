@@ -87,18 +87,18 @@ def test_actions_given_for_later_wait_for_their_time_and_keep_their_order() -> N
     owner.schedule(2.0, Channel(40), Retries(0, 15))
     owner.schedule(1.0, Channel(20))
     owner.schedule(2.0, Channel(41))
-    assert owner.wake_at() == 1.0
+    assert owner.wake_at(0.0) == 1.0
     owner.due(0.5)
     assert chip.writes == []
     owner.due(1.0)
-    assert chip.writes == [("channel", (20,))] and owner.wake_at() == 2.0
+    assert chip.writes == [("channel", (20,))] and owner.wake_at(0.0) == 2.0
     owner.gone()  # (no radio: they wait for the next)
     owner.due(3.0)
-    assert len(chip.writes) == 1 and owner.wake_at() == 2.0
+    assert len(chip.writes) == 1 and owner.wake_at(0.0) == 2.0
     owner.radio, owner.settings = chip, settings()  # type: ignore[assignment]
     owner.due(3.0)
     assert chip.writes[1:] == [("channel", (40,)), ("set_retries", (0, 15)), ("channel", (41,))]
-    assert owner.wake_at() is None
+    assert owner.wake_at(0.0) is None
     assert owner.settings is not None and owner.settings.channel == 41
 
 

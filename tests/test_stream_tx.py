@@ -1,9 +1,9 @@
-"""The stream-mode TX process's sleep (daemon/stream_tx.py, ``StreamSending.timeout``): the
-ARQ's timers wake it only when a frame could go. The radio processes run SCHED_FIFO: one that
-woke for an ARQ frame it could not send yet (its chip's TX FIFO held frames) turned straight
-back and spun, and starved the other radio processes on its core; measured on the testbed at
-250 kbit/s with 10 % frame loss, the base's TX process went unscheduled for 0.53 s at a time
-(a 0.25-s sleep), and its ACKs with it."""
+"""The stream-mode TX process's sleep (daemon/stream_tx.py, ``StreamSending.wake_at``, with its
+parts: radio_tx.TxPump.sleep): the ARQ's timers wake it only when a frame could go. The radio
+processes run SCHED_FIFO: one that woke for an ARQ frame it could not send yet (its chip's TX
+FIFO held frames) turned straight back and spun, and starved the other radio processes on its
+core; measured on the testbed at 250 kbit/s with 10 % frame loss, the base's TX process went
+unscheduled for 0.53 s at a time (a 0.25-s sleep), and its ACKs with it."""
 
 from __future__ import annotations
 
@@ -14,9 +14,11 @@ from test_multinode import base_config, in_mode, mobile_config, mobile_ip, packe
 
 from longge.daemon.peers import TxCounters, make_queues, senders
 from longge.daemon.radio_owner import RadioOwner
+from longge.daemon.radio_tx import LONGEST_WAIT_S
 from longge.daemon.stream_tx import ANSWER_LISTEN_S, StreamSending
 from longge.protocol.arq import ArqSender
 from longge.protocol.arq_frames import ACK, Crc8Seal, KeyedSeal, control_frame
+from longge.protocol.part import wake_in
 
 
 def peer_of(arq: ArqSender) -> KeyedSeal | Crc8Seal:
@@ -26,9 +28,14 @@ def peer_of(arq: ArqSender) -> KeyedSeal | Crc8Seal:
     return KeyedSeal(seal.keys_in[0], (), epoch=1) if isinstance(seal, KeyedSeal) else Crc8Seal()
 
 
+def sleep_s(out: StreamSending, now: float) -> float:
+    """How long the pump sleeps, for the mode's moment and its parts' (TxPump.sleep)."""
+    return wake_in(now, LONGEST_WAIT_S, out.parts(), out.wake_at(now))
+
+
 def test_a_frame_due_while_the_chip_is_busy_waits_for_the_chips_news(tmp_path: Path) -> None:
     cfg = in_mode(mobile_config(tmp_path, str(tmp_path / "air.sock"), 0), "stream")
-    table = senders(cfg)
+    table = senders(cfg, StreamSending.ARQ)
     out = StreamSending(cfg, table, make_queues(cfg, table), TxCounters(), RadioOwner())
     arq = out.arqs[0]
     assert arq.next_frame(0.0) is not None  # RESET
@@ -37,11 +44,11 @@ def test_a_frame_due_while_the_chip_is_busy_waits_for_the_chips_news(tmp_path: P
     arq.offer(b"x" * 8)
     assert arq.next_frame(0.0) is not None
     late = 1.0  # its ACK long overdue: the frame goes again at once if it can
-    assert out.timeout(late) == 0.0
+    assert sleep_s(out, late) == 0.0
     out.chip_busy = True  # (fill: the TX FIFO holds frames; each one's end wakes the loop)
-    assert out.timeout(late) > 0.1
+    assert sleep_s(out, late) > 0.1
     out.chip_busy = False
-    assert out.timeout(late) == 0.0
+    assert sleep_s(out, late) == 0.0
 
 
 def icmp(dst: str, kind: int, tag: int) -> bytes:
@@ -60,7 +67,7 @@ def test_a_base_that_sent_a_ping_listens_for_its_answer_before_it_sends_its_acks
     eight), till the answer's last frame is heard; never while it has packets to send, nor
     for a packet that asks for no answer."""
     cfg = in_mode(base_config(tmp_path, str(tmp_path / "air.sock"), 3), "stream")
-    table = senders(cfg)
+    table = senders(cfg, StreamSending.ARQ)
     queues = make_queues(cfg, table)
     out = StreamSending(cfg, table, queues, TxCounters(), RadioOwner())
     assert out.listen is not None

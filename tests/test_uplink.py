@@ -141,7 +141,7 @@ def test_a_silent_mobile_alone_leaves_the_scheduler_idle_until_its_retry() -> No
     s = UplinkScheduler(1, grant_long_s=GRANT_S)
     assert s.due(0.0) == 0
     assert s.due(TURN) is None  # silent: backed off
-    assert s.wait_s(TURN) == pytest.approx(SILENT_FIRST_S)
+    assert s.wake_at(TURN) - TURN == pytest.approx(SILENT_FIRST_S)
     assert s.due(TURN + SILENT_FIRST_S) == 0
 
 
@@ -217,7 +217,7 @@ def test_a_mobile_sends_only_in_its_grant_and_releases_it_before_its_end() -> No
     assert not p.release(0.0, idle=True)  # no grant: nothing to hand back
     p.grant(GRANT_S, 1.0)
     assert p.may_load(1.0) and not p.release(1.0, idle=False)
-    assert p.wait_s(1.0) == pytest.approx(GRANT_S - DRAIN_S)
+    assert p.wake_at(1.0) == pytest.approx(1.0 + GRANT_S - DRAIN_S)
     end = 1.0 + GRANT_S - DRAIN_S
     assert not p.may_load(end) and p.may_send(end)  # the FIFO's frames and the release go
     assert p.release(end, idle=False) and not p.release(end, idle=False)  # once
@@ -313,7 +313,7 @@ def test_an_idle_mobile_the_downlink_will_address_waits_for_it_a_bounded_time() 
     s.released(0, t + 0.001)
     t += 0.002
     assert s.due(t, prefer=0, soon=[1, 2]) is None  # 1 and 2 wait for the radio
-    assert 0 < s.wait_s(t) <= DEFER_MAX_S  # (the loop does not spin meanwhile)
+    assert 0 < s.wake_at(t) - t <= DEFER_MAX_S  # (the loop does not spin meanwhile)
     assert s.due(t, prefer=1, soon=[0, 2]) == 1  # it addresses 1 now
     s.released(1, t + 0.001)
     assert s.due(t + 0.002, prefer=1, soon=[2]) is None
@@ -705,7 +705,7 @@ def test_a_ping_to_a_light_mobile_ends_a_busy_grant_early_and_its_rest_comes_aft
     s.heard(0)
     s.poke(2)
     assert s.revoke(t + REVOKE_AFTER_S / 2) is None  # (too young: its frames just started)
-    assert s.wait_s(t) == pytest.approx(REVOKE_AFTER_S)  # (the loop wakes for it)
+    assert s.wake_at(t) - t == pytest.approx(REVOKE_AFTER_S)  # (the loop wakes for it)
     t += 0.012
     assert s.revoke(t) == 0 and s.revoke(t) is None and s.counters.revoked == 1
     t += REVOKE_S + 0.001
@@ -776,7 +776,7 @@ def test_a_poked_mobile_is_granted_once_its_packet_has_gone() -> None:
     a busy grant to end (37 to 66 ms, a ping in twelve)."""
     s = UplinkScheduler(3)
     s.poke(2, 0.0)
-    assert s.due(0.0, arriving=[2]) is None and s.wait_s(0.0) > 0
+    assert s.due(0.0, arriving=[2]) is None and s.wake_at(0.0) > 0.0
     assert s.due(0.001) == 2
 
 
@@ -791,8 +791,8 @@ def test_a_poked_mobiles_packet_that_never_goes_holds_the_others_a_bounded_time(
     s.poke(2, 0.1)
     t = 0.1
     while s.due(t, arriving=[2]) is None and t < 1.0:
-        assert 0 < s.wait_s(t) <= 0.001
-        t += s.wait_s(t)
+        assert 0 < s.wake_at(t) - t <= 0.001 + 1e-9
+        t = s.wake_at(t)
     assert s.holder == 2 and t <= 0.1 + ARRIVING_MAX_S + 1e-9
     s.poke(2, t + 0.01)  # (another ping, while it holds the grant)
     t = s.until  # (it answered nothing: silent, the ping forgotten)
@@ -809,7 +809,7 @@ def test_a_mobile_asked_for_an_answer_keeps_an_idle_grant_till_it_is_queued() ->
     p.asked = 0.999
     assert p.awaits_answer(1.001, queued_at=0.5)
     assert not p.release(1.001, idle=not p.awaits_answer(1.001, 0.5))
-    assert p.wait_s(1.001) == pytest.approx(0.999 + ANSWER_S - 1.001)
+    assert p.wake_at(1.001) == pytest.approx(0.999 + ANSWER_S)
     assert not p.awaits_answer(1.002, queued_at=1.0015)  # the echo was queued
     assert not p.awaits_answer(0.999 + ANSWER_S, queued_at=0.5)  # (no answer: not forever)
     assert p.release(1.002, idle=True)
@@ -855,7 +855,7 @@ def test_a_base_that_listens_ends_no_busy_grant_for_a_ping_and_grants_its_answer
     s.heard(0)
     s.poke(2, t)
     assert s.revoke(t + 0.012) is None and s.counters.revoked == 0
-    assert s.wait_s(t) == pytest.approx(s.until - t)  # (no early end to wake for)
+    assert s.wake_at(t) == pytest.approx(s.until)  # (no early end to wake for)
     t += s.length
     s.released(0, t)
     assert s.due(t) == 2  # (poked, its answer not heard: next, as ever)

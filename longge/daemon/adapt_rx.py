@@ -14,7 +14,8 @@ from longge.protocol.rate_follower import RateFollower
 
 
 class RateListening:
-    def __init__(self) -> None:
+    def __init__(self, arq: bool) -> None:
+        self.arq = arq  # (the link mode's: stream mode's ARQ, or the chip's acknowledgements)
         self.follower: RateFollower | None = None
         self._key: tuple[bool, str] | None = None
         self._applied = -1
@@ -23,7 +24,7 @@ class RateListening:
         """Once per loop turn with a radio, after its frames were read; did the radio switch
         on an announcement?"""
         opts = child.cfg.radio
-        adapts = opts.adapt and (opts.acked or opts.mode == "stream")
+        adapts = opts.adapt and (opts.acked or self.arq)
         # (a mobile whose base granted it the uplink: a base with several mobiles, which
         # adapts no rate: its announcements never come, and a fallback here would never end)
         cell = table.peers[0].grants_heard > 0
@@ -32,8 +33,7 @@ class RateListening:
             if self.follower is not None and self.follower.rate != opts.rate:
                 child.owner.apply(Rate(opts.rate))  # (the configured again)
             self._key = key
-            stream = opts.mode == "stream"
-            self.follower = RateFollower(opts.rate, now, stream) if key[0] else None
+            self.follower = RateFollower(opts.rate, now, self.arq) if key[0] else None
             self._applied = -1
         peer = table.peers[0]
         heard, peer.rate_heard = peer.rate_heard, None
@@ -48,12 +48,10 @@ class RateListening:
             child.owner.apply(Rate(follower.rate))
         return announced
 
-    def wait_s(self, now: float, longest: float) -> float:
-        """How long the loop may sleep: no longer than a trial's end."""
+    def wake_at(self, now: float) -> float | None:
+        """A trial's end."""
         f = self.follower
-        if f is None or f.trial_back is None:
-            return longest
-        return max(0.0, min(longest, f.trial_back[1] - now))
+        return None if f is None or f.trial_back is None else f.trial_back[1]
 
     def stats(self, now: float) -> dict[str, object] | None:
         return None if self.follower is None else self.follower.stats(now)

@@ -127,16 +127,16 @@ class StreamAdaptation:
         left (they would be lost: the ARQ sends them once it is back)."""
         return self._back is None
 
-    def wait_s(self, now: float, longest: float) -> float:
-        """How long the loop may sleep: not past the way back or a trial's judgement."""
-        due = [longest]
+    def wake_at(self, now: float) -> float | None:
+        """The way back, a trial's judgement, a power step's."""
+        due = []
         if self._back is not None:
-            due.append(self._back[1] - now)
+            due.append(self._back[1])
         if self._trial is not None:
-            due.append(self._trial.judge_by - now)
+            due.append(self._trial.judge_by)
         if self.power is not None and (probed_by := self.power.deadline()) is not None:
-            due.append(probed_by - now)
-        return max(0.0, min(due))
+            due.append(probed_by)
+        return min(due) if due else None
 
     def step(
         self,

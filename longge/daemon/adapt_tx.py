@@ -89,9 +89,9 @@ class Adaptation:
     def _power_probing(self) -> bool:
         return self.power is not None and self.power.probe_deadline() is not None
 
-    def wait_s(self, now: float, longest: float) -> float:
-        """How long the loop may sleep: no past a step of the rate's agreement (the guard
-        after an announcement, its deadline, a trial's judgement, the way back)."""
+    def wake_at(self, now: float) -> float | None:
+        """A step of the rate's agreement (the guard after an announcement, its deadline, a
+        trial's judgement, the way back), a probe's time, a power step's judgement."""
         due = []
         ann = self._announced
         if ann is not None:
@@ -106,7 +106,7 @@ class Adaptation:
             due.append(self._dead)
         if self.power is not None and (probed_by := self.power.probe_deadline()) is not None:
             due.append(probed_by)
-        return max(0.0, min([longest, *(t - now for t in due)]))
+        return min(due) if due else None
 
     def acknowledged(self, now: float) -> None:
         self._last_ack = now

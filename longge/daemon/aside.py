@@ -42,7 +42,6 @@ from longge.daemon.radio_owner import (
     RadioOwner,
     Retries,
     Transmit,
-    hears_aside,
 )
 from longge.protocol.arq_frames import CONTROL
 from longge.protocol.frame import LAST
@@ -104,22 +103,19 @@ class AsideCounters:
     aside_refused: int = 0
 
 
-def parts(
-    cfg: NodeConfig, adapt: Adaptation, owner: RadioOwner
-) -> tuple[BaseListening | None, MobileAside | None]:
-    """What this node's TX process runs of this: a base's listening, a mobile's sending (or
-    neither)."""
-    if hears_aside(cfg):
-        return BaseListening(owner), None
-    if cfg.role != "mobile" or cfg.radio.mode != "esb":
-        return None, None
+def mobile_aside(
+    cfg: NodeConfig, adapt: Adaptation, owner: RadioOwner, queues: PeerQueues
+) -> MobileAside | None:
+    """An ESB mobile's sending there (a base's listening is ``BaseListening``)."""
+    if cfg.role != "mobile":
+        return None
 
     def retries() -> Retries:  # (the adapted ones, or the config's)
         if adapt.adapter is not None:
             return adapt.retries()
         return Retries(cfg.radio.ard_step, cfg.radio.arc)
 
-    return None, MobileAside(owner, cfg.tx_channel, cfg.rx_channel, retries, ard_step(cfg))
+    return MobileAside(owner, cfg.tx_channel, cfg.rx_channel, retries, queues, ard_step(cfg))
 
 
 def ard_step(cfg: NodeConfig) -> int:
@@ -228,13 +224,11 @@ class BaseListening:
             return
         self.hold_until = min(now + HOLD_S, self.hold_since + HOLD_MAX_S)
 
-    def wait_s(self, now: float, longest: float) -> float:
-        """The loop's sleep: till it is time to listen, or to stop holding."""
+    def wake_at(self, now: float) -> float | None:
+        """When it is time to listen, or to stop holding."""
         if self.listening:
-            return longest if now >= self.hold_until else min(longest, self.hold_until - now)
-        if self.idle_since is None:
-            return longest
-        return min(longest, max(0.0, self.idle_since + self.after_s - now))
+            return None if now >= self.hold_until else self.hold_until
+        return None if self.idle_since is None else self.idle_since + self.after_s
 
     def stats(self) -> dict[str, int]:
         return asdict(self.counters)
@@ -264,12 +258,10 @@ class Pacing:
         self.refusals += 1
         self.retry_at = now + min(wait, ASIDE_RETRY_MAX_S)  # (meanwhile on the uplink's channel)
 
-    def wait_s(self, now: float, longest: float, pending: bool) -> float:
-        """The loop's sleep: till the next try, with something to send there."""
-        if not pending:
-            return longest
+    def next_try(self, now: float) -> float | None:
+        """When a frame may next go there (None: now)."""
         at = max(self.retry_at, now + (1 - self.tokens) / ASIDE_RATE)  # (the next token)
-        return longest if at <= now else min(longest, at - now)
+        return None if at <= now else at
 
 
 class MobileAside:
@@ -284,9 +276,11 @@ class MobileAside:
         own_channel: int,
         aside_channel: int,
         retries: Callable[[], Retries],
+        queues: PeerQueues,
         ard: int = 0,
     ) -> None:
         self.owner = owner
+        self.queues = queues  # (a packet queued: its time to try here wakes the pump)
         self.own, self.other = own_channel, aside_channel
         self.retries = retries  # (the retries in force on the uplink's channel)
         self.ard = ard  # (ard_step)
@@ -388,9 +382,11 @@ class MobileAside:
         self.on = False
         return True
 
-    def wait_s(self, now: float, longest: float, queued: bool) -> float:
-        """The loop's sleep: till the next try, with a packet queued or one's rest."""
-        return self.pace.wait_s(now, longest, queued or bool(self.packet) or self.again)
+    def wake_at(self, now: float) -> float | None:
+        """The next try, with a packet queued or one's rest."""
+        if len(self.queues) or self.packet or self.again:
+            return self.pace.next_try(now)
+        return None
 
     def stats(self) -> dict[str, int]:
         return asdict(self.counters)

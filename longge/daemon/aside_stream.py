@@ -50,11 +50,9 @@ RETRY_S = 0.0005
 ACKS_REFUSED = 3
 
 
-def stream_part(cfg: NodeConfig, owner: RadioOwner) -> StreamAside | None:
-    """A stream-mode mobile's part (a base's listening is ``aside.BaseListening``)."""
-    if cfg.role != "mobile" or cfg.radio.mode != "stream":
-        return None
-    return StreamAside(cfg, owner)
+def stream_part(cfg: NodeConfig, owner: RadioOwner, queues: PeerQueues) -> StreamAside | None:
+    """A stream-mode mobile's sending there (a base's listening is ``aside.BaseListening``)."""
+    return StreamAside(cfg, owner, queues) if cfg.role == "mobile" else None
 
 
 class StreamAside:
@@ -63,9 +61,10 @@ class StreamAside:
     packet (put to its ARQ while the ARQ has nothing else on its way), sent on the
     downlink's channel."""
 
-    def __init__(self, cfg: NodeConfig, owner: RadioOwner) -> None:
+    def __init__(self, cfg: NodeConfig, owner: RadioOwner, queues: PeerQueues) -> None:
         self.cfg = cfg
         self.owner = owner
+        self.queues = queues  # (a packet queued: its time to try here wakes the pump)
         self.on = False  # the TX radio is on the downlink's channel
         #: frames in the TX FIFO, their fate not known: the ARQ's, our ACKs (as they came)
         self.loaded = 0
@@ -212,8 +211,9 @@ class StreamAside:
         self.on = False
         return True
 
-    def wait_s(self, now: float, longest: float, queued: bool) -> float:
-        return self.pace.wait_s(now, longest, queued or self.left > 0)
+    def wake_at(self, now: float) -> float | None:
+        """The next try, with a packet queued or one's rest."""
+        return self.pace.next_try(now) if len(self.queues) or self.left > 0 else None
 
     def stats(self) -> dict[str, int]:
         return dict(vars(self.counters))

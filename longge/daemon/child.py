@@ -149,20 +149,21 @@ class Child:
     """Pipe handling and periodic stats for one radio process."""
 
     def __init__(
-        self, cfg: NodeConfig, which: str, conn: Connection, schedule: bool = True
+        self,
+        cfg: NodeConfig,
+        which: str,
+        conn: Connection,
+        schedule: bool = True,
+        beside_air: bool = False,
     ) -> None:
-        """``schedule``: make this process real-time (False for a Child built inside a test)."""
+        """``schedule``: make this process real-time (False for a Child built inside a test);
+        ``beside_air``: on an emulated air, run on the CPUs beside the air's (a link mode's
+        sender that keeps its FIFO fed alone: ``Sending.BESIDE_AIR``)."""
         priority = realtime.RADIO_RX if which == "rx" else realtime.RADIO_TX
         # FIFO deadlines: see there. A radio on the emulated air runs with the air, on its CPU.
         emulated = cfg.backend == "sim" or (cfg.backend == "rf24" and cfg.driver == "sim")
         place: realtime.Place = "world" if emulated or os.environ.get("LONGGE_WORLD_CPU") else "any"
-        # Stream mode, both directions at once: four radio processes each handling ~6000
-        # frames/s and the air do not fit on one CPU (measured: each direction fell to 0.72 of
-        # its one-way figure). The receivers stay with the air, which waits for them; a sender
-        # runs beside it, on the other CPUs, since a late one only lets its FIFO drain (a
-        # settle the link pays, counted as a short burst), never loses a frame; left free to
-        # run on the world's CPU too, the senders carried ~0.035 less (docs/emulator.md).
-        if which == "tx" and cfg.radio.mode == "stream" and place == "world":
+        if beside_air and place == "world":
             place = "beside"
         self.scheduling = "default"
         if schedule:

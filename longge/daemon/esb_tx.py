@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import socket
 import time
-from typing import Any
+from typing import Any, ClassVar
 
 from longge.config import NodeConfig
 from longge.daemon.adapt_tx import Adaptation
-from longge.daemon.aside import BaseListening, MobileAside
-from longge.daemon.aside import parts as aside_parts
+from longge.daemon.aside import BaseListening, MobileAside, mobile_aside
 from longge.daemon.child import FIFO_FULL, Child, on_irq, take_edges, waitable
 from longge.daemon.peerqueues import PeerQueues
 from longge.daemon.peers import (
@@ -26,9 +25,10 @@ from longge.daemon.peers import (
     queue_parts,
     table_stats,
 )
-from longge.daemon.radio_owner import RadioOwner, Transmit
+from longge.daemon.radio_owner import RadioOwner, Transmit, hears_aside
 from longge.daemon.sending import Wake
 from longge.daemon.uplink_tx import UplinkSending
+from longge.protocol.part import Part
 from longge.protocol.peer import PeerSender, PeerTable
 from longge.radio.interface import LinkRadio
 
@@ -45,6 +45,9 @@ class EsbSending(UplinkSending):
     has one TX address: another peer's packet starts only once the TX FIFO has drained (its
     frames' fates known), and the address changes then. The shared uplink's part (a base's
     grants, a mobile's permit): UplinkSending."""
+
+    ARQ: ClassVar[bool] = False
+    BESIDE_AIR: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -76,9 +79,8 @@ class EsbSending(UplinkSending):
         self.first = GoFirst()
         #: a base's TX radio listening between bursts, a mobile's small packets sent there
         #: while it waits for a grant (aside.py); None: neither
-        self.listen: BaseListening | None
-        self.aside: MobileAside | None
-        self.listen, self.aside = aside_parts(cfg, self.adapt, owner)
+        self.listen = BaseListening(owner) if hears_aside(cfg) else None
+        self.aside: MobileAside | None = mobile_aside(cfg, self.adapt, owner, queues)
         self.uplink_init()
 
     def loading(self) -> bool:
@@ -314,8 +316,7 @@ class EsbSending(UplinkSending):
 
     def wake(self, radio: LinkRadio | None, tun: Any, pair: socket.socket, now: float) -> Wake:
         """5. wait: until the TUN, the radio, the RX process or the supervisor has
-        something, or the grant's (the adaptation's, the queue's, the listening's) time is
-        up."""
+        something (the parts' times: ``parts``)."""
         adapt, queues = self.adapt, self.queues
         loading = self.loading()
         work = any(p.frames for p in self.table) or queues.sendable(now)  # (loading: too)
@@ -353,9 +354,8 @@ class EsbSending(UplinkSending):
         # PAIR_LOOK_S for a first grant)
         self.pair_watched = self.permit is not None or self.grants is not None
         also = (() if loading else (tun,)) + ((pair,) if self.pair_watched else ())
-        timeout = adapt.wait_s(now, self.wait_s(now, queues.wait_s(now, 0.25)))
-        if self.listen is not None:
-            timeout = self.listen.wait_s(now, timeout)
-        if self.aside is not None:
-            timeout = self.aside.wait_s(now, timeout, bool(len(queues)))
-        return timeout, look_now, poll, also
+        return None, look_now, poll, also
+
+    def parts(self) -> tuple[Part | None, ...]:
+        a, q, up, listen, aside = self.adapt, self.queues, self.grants, self.listen, self.aside
+        return (self.owner, a, q, up, self.permit, listen, aside)

@@ -80,17 +80,17 @@ class PeerQueues:
         """Is a packet queued that may go now (``next_peer``)?"""
         return self.next_peer(now) is not None
 
-    def wait_s(self, now: float, longest: float) -> float:
-        """How long the loop may sleep: until the end of the backoff that keeps a queued
-        packet waiting (``longest`` if none does, or one may go now: its news wakes it)."""
+    def wake_at(self, now: float) -> float | None:
+        """The end of the backoff that keeps a queued packet waiting (None if none does, or
+        one may go now: its news wakes the pump)."""
         if self.sendable(now):
-            return longest
+            return None
         ends = [
             self.backoff_until[i]
             for i, q in enumerate(self.queues)
             if len(q) and self.backoff_until[i] > now
         ]
-        return longest if not ends else max(0.0, min(longest, min(ends) - now))
+        return min(ends) if ends else None
 
     def pop(self, index: int, now: float) -> bytes | None:
         """Peer ``index``'s next packet (None: what it had expired)."""

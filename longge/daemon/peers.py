@@ -53,20 +53,20 @@ def peer_arqs(arqs: Sequence[A | None]) -> list[A]:
     return got
 
 
-def arq_timeout(arqs: Sequence[ArqSender | ArqReceiver], now: float) -> float:
-    """How long a stream-mode process may sleep: until its ARQs' next timer, 0.25 s at most."""
+def arq_wake_at(arqs: Sequence[ArqSender | ArqReceiver]) -> float | None:
+    """A stream-mode process's ARQs' next timer (None: none runs)."""
     deadlines = [d for a in arqs if (d := a.next_deadline()) is not None]
-    return max(0.0, min([0.25, *(d - now for d in deadlines)]))
+    return min(deadlines) if deadlines else None
 
 
-def senders(cfg: NodeConfig) -> PeerTable[PeerSender]:
-    """The TX process's peers: each with its sealer (its epoch recorded before first use)."""
-    stream = cfg.radio.mode == "stream"
+def senders(cfg: NodeConfig, arq: bool) -> PeerTable[PeerSender]:
+    """The TX process's peers: each with its sealer (its epoch recorded before first use);
+    ``arq``: with LongGe's ARQ (the link mode's: sending.Sending.ARQ)."""
     out = []
     for p in cfg.peers:
         sealer = make_sealer(cfg, p)
         overhead = secure.OVERHEAD if sealer is not None else 0
-        payload = MAX_INNER if stream else cfg.radio.payload
+        payload = MAX_INNER if arq else cfg.radio.payload
         out.append(
             PeerSender(
                 name=p.name,
@@ -75,22 +75,22 @@ def senders(cfg: NodeConfig) -> PeerTable[PeerSender]:
                 fragmenter=Fragmenter(payload, cfg.mtu + overhead),
                 sealer=sealer,
                 arq=ArqSender(backlog=SENDER_BACKLOG, seal=control_seal(cfg, p, "tx"))
-                if stream
+                if arq
                 else None,
             )
         )
     return PeerTable(out)
 
 
-def senders_once_recorded(cfg: NodeConfig, child: Child) -> PeerTable[PeerSender] | None:
-    """``senders(cfg)`` once each peer's first epoch is recorded. Until it can be (the state
+def senders_once_recorded(cfg: NodeConfig, child: Child, arq: bool) -> PeerTable[PeerSender] | None:
+    """``senders(cfg, arq)`` once each peer's first epoch is recorded. Until it can be (the state
     folder read-only or full) the process sends nothing, since sealing under an epoch it could
     not record might repeat a nonce after a restart: its state names the file and why (status,
     and once in the log) and it tries again every EPOCH_RETRY_S. None: told to stop meanwhile."""
     said = ""
     while child.running:
         try:
-            return senders(cfg)
+            return senders(cfg, arq)
         except SecurityError as exc:
             child.state = f"cannot_seal: {exc}"
             if str(exc) != said:
@@ -103,17 +103,15 @@ def senders_once_recorded(cfg: NodeConfig, child: Child) -> PeerTable[PeerSender
     return None
 
 
-def receivers(cfg: NodeConfig) -> PeerTable[PeerReceiver]:
-    """The RX process's peers: each with its opener (its replay mark loaded)."""
-    stream = cfg.radio.mode == "stream"
+def receivers(cfg: NodeConfig, arq: bool) -> PeerTable[PeerReceiver]:
+    """The RX process's peers: each with its opener (its replay mark loaded); ``arq``: with
+    LongGe's ARQ (the link mode's: receiving.Receiving.ARQ)."""
     out = []
     for p in cfg.peers:
         opener = make_opener(cfg, p)
-        timeout = STREAM_REASSEMBLY_S if stream else ESB_REASSEMBLY_S
+        timeout = STREAM_REASSEMBLY_S if arq else ESB_REASSEMBLY_S
         if opener is None:
-            reassembler = Reassembler(
-                cfg.mtu, timeout=timeout, late_guard=MAX_WINDOW if stream else 0
-            )
+            reassembler = Reassembler(cfg.mtu, timeout=timeout, late_guard=MAX_WINDOW if arq else 0)
         else:  # (the opener checks order and duplicates)
             reassembler = Reassembler(cfg.mtu + secure.OVERHEAD, timeout=timeout, secured=opener)
         out.append(
@@ -123,7 +121,7 @@ def receivers(cfg: NodeConfig) -> PeerTable[PeerReceiver]:
                 networks=Networks(p.allowed_ips),
                 reassembler=reassembler,
                 opener=opener,
-                arq=ArqReceiver(seal=control_seal(cfg, p, "rx")) if stream else None,
+                arq=ArqReceiver(seal=control_seal(cfg, p, "rx")) if arq else None,
             )
         )
     return PeerTable(out)

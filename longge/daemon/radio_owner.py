@@ -194,7 +194,7 @@ class RadioOwner:
         while self._later and self._later[0][0] <= now:
             self.apply(heapq.heappop(self._later)[2])
 
-    def wake_at(self) -> float | None:
+    def wake_at(self, now: float) -> float | None:
         """When the next scheduled action is due (None: nothing scheduled)."""
         return self._later[0][0] if self._later else None
 

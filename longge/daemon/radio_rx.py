@@ -19,7 +19,8 @@
 4. expire       a half-built packet that waited too long is dropped; link control for the
                 supervisor (``tend``);
 5. wait         sleep until the radio, the pair or the supervisor has something, or the
-                mode's next timer (``Receiving.wait_s``).
+                parts' next moment (the mode's timers, the rate's trial, the radio owner's
+                schedule: protocol/part.py).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from longge.daemon.peers import RxCounters, receivers
 from longge.daemon.radio_owner import hears_aside
 from longge.daemon.receiving import EsbReceiving, Receiving, flush, heard_aside, rx_stats, tend
 from longge.daemon.stream_rx import StreamReceiving
+from longge.protocol.part import wake_in
 from longge.tun import Tun
 
 #: The longest a receiver sleeps without news.
@@ -45,21 +47,19 @@ LONGEST_WAIT_S = 0.25
 def run(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor decides when we stop
     child = Child(cfg, "rx", conn)
-    table = receivers(cfg)
+    kind: type[Receiving] = StreamReceiving if cfg.radio.mode == "stream" else EsbReceiving
+    table = receivers(cfg, kind.ARQ)
     c = RxCounters()
-    mode: Receiving = (
-        StreamReceiving(tun, pair, table, c)
-        if cfg.radio.mode == "stream"
-        else EsbReceiving(tun, pair, table, c)
-    )
+    mode = kind(tun, pair, table, c)
     fifo = RxFifo()
-    rates = RateListening()  # (adapt = true, one peer: the rate the peer announced)
+    rates = RateListening(kind.ARQ)  # (adapt = true, one peer: the rate the peer announced)
     control_ready = True  # the supervisor's pipe: looked at when select() found it readable
     aside = hears_aside(cfg)  # (frames our TX radio heard: HeardAside on the pair)
     pair_ready = aside
     while child.running:
         now = time.monotonic()
         radio = child.ensure_radio(now)
+        child.owner.due(now)  # (the radio's settings given for now)
         if radio is not None:
             # The pin's edges before each look at the RX FIFO: a frame after it leaves one.
             take_edges(radio)
@@ -77,7 +77,7 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> Non
         if child.stats_due(now):
             child.send_stats({**rx_stats(c, table, now), **mode.stats(), "adapt": rates.stats(now)})
         # 5. wait
-        timeout = mode.wait_s(now, rates.wait_s(now, LONGEST_WAIT_S))
+        timeout = wake_in(now, LONGEST_WAIT_S, (child.owner, mode, rates), None)
         more = radio is not None and fifo.more_waiting(radio)  # frames there: no sleeping
         also = (pair,) if aside else ()
         ready = child.wait(radio, timeout, now=more, poll=True, also=also)

@@ -15,7 +15,9 @@ once, below) taking its steps between the pump's:
 4. radio_tx     frames loaded while the TX FIFO has room (``after_tun``);
    control      the supervisor's messages, link control for the peers, the counters;
 5. wait         sleep until the TUN, the radio, the RX process or the supervisor has
-                something, or the mode's next timer (``wake``).
+                something (``wake``), or the soonest of the parts' moments (the mode's
+                timers, the uplink's, the adaptation's, the radio owner's schedule:
+                ``Sending.parts``, protocol/part.py).
 
 ESB's sending half is ``esb_tx.py``, stream mode's ``stream_tx.py`` (docs/design.md §1, "One
 pump").
@@ -36,9 +38,13 @@ from longge.daemon.peers import TxCounters, make_queues, read_tun, senders_once_
 from longge.daemon.radio_owner import hears_aside
 from longge.daemon.sending import Sending, link_control
 from longge.daemon.stream_tx import StreamSending
+from longge.protocol.part import wake_in
 from longge.protocol.uplink_scheduler import UplinkScheduler
 from longge.radio.interface import LinkRadio
 from longge.tun import Tun, TunError
+
+#: The longest the pump sleeps without news.
+LONGEST_WAIT_S = 0.25
 
 
 class TxPump:
@@ -60,6 +66,7 @@ class TxPump:
         interface is gone."""
         out, child, tun, pair = self.out, self.child, self.tun, self.pair
         ready, also, asked = self.ready, self.also, self.asked
+        child.owner.due(now)  # (the radio's settings given for now)
         out.settings_applied(child)
         news = pair in ready or not asked or pair not in also
         if not out.before_tun(child, radio, pair, news, now):
@@ -71,22 +78,31 @@ class TxPump:
         return True
 
     def wait(self, radio: LinkRadio | None, now: float) -> None:
-        """5. wait: as the mode says (``Sending.wake``)."""
-        timeout, at_once, poll, also = self.out.wake(radio, self.tun, self.pair, now)
+        """5. wait: as ``sleep`` says."""
+        timeout, at_once, poll, also = self.sleep(radio, now)
         self.also, self.asked = also, True
         self.ready = self.child.wait(radio, timeout, now=at_once, poll=poll, also=also)
+
+    def sleep(
+        self, radio: LinkRadio | None, now: float
+    ) -> tuple[float, bool, bool, tuple[Any, ...]]:
+        """How the pump may sleep: as the mode says (``Sending.wake``), till the soonest of
+        its moment and its parts' (``Sending.parts``), LONGEST_WAIT_S at most."""
+        out = self.out
+        at, at_once, poll, also = out.wake(radio, self.tun, self.pair, now)
+        return wake_in(now, LONGEST_WAIT_S, out.parts(), at), at_once, poll, also
 
 
 def run(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor decides when we stop
-    child = Child(cfg, "tx", conn)
-    table = senders_once_recorded(cfg, child)
+    kind: type[Sending] = StreamSending if cfg.radio.mode == "stream" else EsbSending
+    child = Child(cfg, "tx", conn, beside_air=kind.BESIDE_AIR)  # (the one place, above)
+    table = senders_once_recorded(cfg, child, kind.ARQ)
     if table is None:
         return
     queues = make_queues(cfg, table)
     c = TxCounters()
-    kind = StreamSending if cfg.radio.mode == "stream" else EsbSending
-    out: Sending = kind(cfg, table, queues, c, child.owner)
+    out = kind(cfg, table, queues, c, child.owner)
     if cfg.role == "base" and len(table) > 1:
         out.grants = UplinkScheduler(len(table), revoke_busy=not hears_aside(cfg))
     out.uplink_start(cfg, time.monotonic())  # (a mobile that remembers its base's grants)

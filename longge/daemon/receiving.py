@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from longge.daemon.child import Child
 from longge.daemon.messages import (
@@ -41,6 +41,13 @@ from longge.tun import Tun
 class Receiving(Protocol):
     """A link mode's receiving half, as the RX pump (radio_rx.py) drives it."""
 
+    #: the peers' receivers have LongGe's ARQ (stream mode; sending.Sending's)
+    ARQ: ClassVar[bool]
+
+    def __init__(
+        self, tun: Tun, pair: socket.socket, table: PeerTable[PeerReceiver], c: RxCounters
+    ) -> None: ...
+
     def first_pipe(self, radio: LinkRadio) -> int:
         """One look at the RX FIFO (after the IRQ pin's edges were taken): the pipe of its
         first payload, 7 for none."""
@@ -59,8 +66,8 @@ class Receiving(Protocol):
         (stream mode: the ARQs' ACKs)."""
         ...
 
-    def wait_s(self, now: float, longest: float) -> float:
-        """How long the pump may sleep, ``longest`` at most."""
+    def wake_at(self, now: float) -> float | None:
+        """The mode's next timer (protocol/part.py)."""
         ...
 
     def stats(self) -> dict[str, Any]:
@@ -71,6 +78,8 @@ class Receiving(Protocol):
 class EsbReceiving:
     """ESB: the chip acknowledged each frame; each goes straight to its peer's reassembly
     (and, on a secured link, the AEAD: a stranger's frames move nothing)."""
+
+    ARQ: ClassVar[bool] = False
 
     def __init__(
         self, tun: Tun, pair: socket.socket, table: PeerTable[PeerReceiver], c: RxCounters
@@ -102,8 +111,8 @@ class EsbReceiving:
     def turn(self, now: float) -> None:
         pass
 
-    def wait_s(self, now: float, longest: float) -> float:
-        return longest
+    def wake_at(self, now: float) -> float | None:
+        return None
 
     def stats(self) -> dict[str, Any]:
         return {}

@@ -7,22 +7,24 @@ from __future__ import annotations
 
 import socket
 import sys
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from longge.config import NodeConfig
 from longge.daemon.child import Child
 from longge.daemon.peerqueues import PeerQueues
 from longge.daemon.peers import TxCounters
+from longge.daemon.radio_owner import RadioOwner
+from longge.protocol.part import Part
 from longge.protocol.peer import PeerSender, PeerTable
 from longge.protocol.secure import SecurityError
 from longge.protocol.uplink_scheduler import UplinkScheduler
 from longge.radio.interface import LinkRadio
 
 #: How the pump sleeps after a turn (``Child.wait``), a plain tuple (one is made every turn):
-#: (timeout s at most; "look now": something waits already; "poll": frames on their way, ask
-#: a radio without a descriptor again soon; the descriptors to wake on beside the
-#: supervisor's and the radio's).
-Wake = tuple[float, bool, bool, tuple[Any, ...]]
+#: (the mode's own moment to wake, or None: its parts' are asked apart, ``Sending.parts``;
+#: "look now": something waits already; "poll": frames on their way, ask a radio without a
+#: descriptor again soon; the descriptors to wake on beside the supervisor's and the radio's).
+Wake = tuple[float | None, bool, bool, tuple[Any, ...]]
 
 
 class Sending(Protocol):
@@ -30,11 +32,26 @@ class Sending(Protocol):
     its own steps (the radio brought up, the TUN read, the supervisor's messages, the
     counters, the wait)."""
 
+    #: LongGe's ARQ carries the frames (stream mode; the peers' senders have one), or the
+    #: chip acknowledges them (ESB)
+    ARQ: ClassVar[bool]
+    #: on an emulated air, the process runs beside the air's CPU (Child's ``beside_air``)
+    BESIDE_AIR: ClassVar[bool]
+
     table: PeerTable[PeerSender]
     queues: PeerQueues
     c: TxCounters
     #: a base's grants of the shared uplink to its mobiles (uplink_tx.UplinkSending)
     grants: UplinkScheduler | None
+
+    def __init__(
+        self,
+        cfg: NodeConfig,
+        table: PeerTable[PeerSender],
+        queues: PeerQueues,
+        c: TxCounters,
+        owner: RadioOwner,
+    ) -> None: ...
 
     def uplink_start(self, cfg: NodeConfig, now: float) -> None:
         """A mobile that remembers that its base grants waits for a grant (uplink_tx.py)."""
@@ -74,6 +91,11 @@ class Sending(Protocol):
 
     def wake(self, radio: LinkRadio | None, tun: Any, pair: socket.socket, now: float) -> Wake:
         """How the pump may sleep now."""
+        ...
+
+    def parts(self) -> tuple[Part | None, ...]:
+        """The parts the mode runs (None: one this process does not run), the radio's owner
+        among them: the pump sleeps until the soonest one's ``wake_at``."""
         ...
 
 

@@ -10,11 +10,11 @@ the receivers to ask their senders to slow down."""
 from __future__ import annotations
 
 import socket
-from typing import Any
+from typing import Any, ClassVar
 
 from longge.daemon.child import FIFO_FULL, FIFO_OCCUPIED
 from longge.daemon.messages import AckToSend, FramesCame, PeerAck
-from longge.daemon.peers import PREEMPT_MAX, RxCounters, arq_timeout, deliver, peer_arqs
+from longge.daemon.peers import PREEMPT_MAX, RxCounters, arq_wake_at, deliver, peer_arqs
 from longge.daemon.receiving import answer_news, to_tx, uplink_news
 from longge.protocol import rate as rt
 from longge.protocol.arq_frames import CONTROL, RESET, arq_totals
@@ -39,6 +39,8 @@ ACK_REPEAT_S = 0.005
 
 class StreamReceiving:
     """The peers' ARQ receivers, between the RX radio and the peers' reassembly."""
+
+    ARQ: ClassVar[bool] = True
 
     def __init__(
         self, tun: Tun, pair: socket.socket, table: PeerTable[PeerReceiver], c: RxCounters
@@ -128,11 +130,13 @@ class StreamReceiving:
                 urgent = bool(prompt and self.told)
                 to_tx(self.pair, AckToSend(index, ack, urgent=urgent), self.c)
 
-    def wait_s(self, now: float, longest: float) -> float:
-        timeout = min(longest, arq_timeout(self.arqs, now))
+    def wake_at(self, now: float) -> float | None:
+        """The ARQs' timers, an ACK's next repeat."""
+        at = arq_wake_at(self.arqs)
         if self.repeat is not None:
-            timeout = min(timeout, max(0.0, self.repeat[2] + ACK_REPEAT_S - now))
-        return timeout
+            again = self.repeat[2] + ACK_REPEAT_S
+            at = again if at is None else min(at, again)
+        return at
 
     def stats(self) -> dict[str, Any]:
         return {"arq": arq_totals([a.stats for a in self.arqs]), "mode": "stream"}

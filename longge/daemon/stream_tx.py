@@ -6,7 +6,7 @@ from __future__ import annotations
 import socket
 import time
 from collections import deque
-from typing import Any
+from typing import Any, ClassVar
 
 from longge.config import NodeConfig
 from longge.daemon.adapt_stream import StreamAdaptation
@@ -17,7 +17,7 @@ from longge.daemon.messages import AckToSend, PeerAck, received
 from longge.daemon.peerqueues import PeerQueues
 from longge.daemon.peers import (
     TxCounters,
-    arq_timeout,
+    arq_wake_at,
     peer_arqs,
     preempt,
     queue_parts,
@@ -27,6 +27,7 @@ from longge.daemon.radio_owner import RadioOwner, Transmit, hears_aside
 from longge.daemon.sending import Wake
 from longge.daemon.uplink_tx import UplinkSending
 from longge.protocol.arq_frames import CONTROL, RESET, arq_totals
+from longge.protocol.part import Part
 from longge.protocol.peer import PeerSender, PeerTable
 from longge.protocol.uplink import asks_answer
 from longge.radio.interface import LinkRadio
@@ -54,6 +55,15 @@ class StreamSending(UplinkSending):
     next: one with an ACK waiting, then one the uplink's grant is for, then the peers in turn.
     A mobile that heard a grant sends its ARQ's frames only in its grants; its ACKs go at any
     time (one short frame every 16 of the base's: docs/design.md §4, "Several mobiles")."""
+
+    ARQ: ClassVar[bool] = True
+    #: Both directions at once, four radio processes each handling ~6000 frames/s and the air
+    #: do not fit on one CPU (measured: each direction fell to 0.72 of its one-way figure).
+    #: The receivers stay with the air, which waits for them; a sender runs beside it, on the
+    #: other CPUs, since a late one only lets its FIFO drain (a settle the link pays, counted
+    #: as a short burst), never loses a frame; left free to run on the world's CPU too, the
+    #: senders carried ~0.035 less (docs/emulator.md).
+    BESIDE_AIR: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -94,7 +104,7 @@ class StreamSending(UplinkSending):
         self.listen = (
             BaseListening(owner, LISTEN_AFTER_S, arq_byte=True) if hears_aside(cfg) else None
         )
-        self.aside: StreamAside | None = stream_part(cfg, owner)
+        self.aside: StreamAside | None = stream_part(cfg, owner, queues)
         self.uplink_init()
 
     @property
@@ -349,21 +359,21 @@ class StreamSending(UplinkSending):
                 offered = True
         return offered
 
-    def timeout(self, now: float) -> float:
-        """How long the loop may sleep: the ARQs' timers (while they may send and the chip
-        has no frame in its FIFO: its frames' news wake the loop, and an ARQ's frame due then
-        could not go before; a SCHED_FIFO process that woke for it would spin, and starve the
-        other radio processes on its core), the uplink's."""
-        free = self.may_send(now) and not self.chip_busy
-        longest = arq_timeout(self.arqs, now) if free else 0.25
-        timeout = self.adapt.wait_s(now, self.wait_s(now, longest))
-        if self.listen is not None:
-            timeout = self.listen.wait_s(now, timeout)
-            if self.awaits_answer(now):  # (its ACKs go when that wait is over)
-                timeout = min(timeout, max(0.0, self.answer_from[1] - now))
-        if self.aside is not None:
-            timeout = self.aside.wait_s(now, timeout, bool(len(self.queues)))
-        return timeout
+    def wake_at(self, now: float) -> float | None:
+        """The mode's own moment: the ARQs' timers (while they may send and the chip has no
+        frame in its FIFO: its frames' news wake the pump, and an ARQ's frame due then could
+        not go before; a SCHED_FIFO process that woke for it would spin, and starve the other
+        radio processes on its core); a base's wait for a light mobile's answer (its ACKs go
+        when that wait is over)."""
+        at = arq_wake_at(self.arqs) if self.may_send(now) and not self.chip_busy else None
+        if self.listen is not None and self.awaits_answer(now):
+            answered = self.answer_from[1]
+            at = answered if at is None else min(at, answered)
+        return at
+
+    def parts(self) -> tuple[Part | None, ...]:
+        a, up, listen, aside = self.adapt, self.grants, self.listen, self.aside
+        return (self.owner, a, up, self.permit, listen, aside)
 
     # -- the pump's turn (sending.Sending) ------------------------------------------------
 
@@ -479,4 +489,4 @@ class StreamSending(UplinkSending):
             or self.in_burst
             or (self.may_send(now) and (any(p.frames for p in self.table) or not self.idle()))
         )
-        return self.timeout(now), look_now, bool(busy), (pair, tun)
+        return self.wake_at(now), look_now, bool(busy), (pair, tun)

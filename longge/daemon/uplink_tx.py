@@ -234,14 +234,6 @@ class UplinkSending:
             }
         return {}
 
-    def wait_s(self, now: float, longest: float) -> float:
-        """How long the loop may sleep: until the next grant is due (a base's), or a
-        mobile's release."""
-        if self.grants is not None:
-            return min(longest, self.grants.wait_s(now))
-        due = None if self.permit is None else self.permit.wait_s(now)
-        return longest if due is None else min(longest, due)
-
     def _poke(self, index: int, packet: bytes, now: float) -> None:
         """A packet for mobile ``index`` that asks for an answer: its answer will want the
         uplink (a base that grants it)."""

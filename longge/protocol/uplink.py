@@ -236,12 +236,12 @@ class UplinkPermit:
         # (in a grant the running pause is nought: its loading stops after now)
         return now - self.paused - max(0.0, self._pause_end(now) - self._stop())
 
-    def wait_s(self, now: float) -> float | None:
-        """How long until the release is due (for the loop's sleep; an awaited answer's
-        wait ends sooner); None: no grant running."""
+    def wake_at(self, now: float) -> float | None:
+        """When the release is due (an awaited answer's wait ends sooner: protocol/part.py);
+        None: no grant running."""
         if self.released or not self.granted(now) or now >= self.until:
             return None
         due = self.until - DRAIN_S
         if now < self.asked + ANSWER_S:
             due = min(due, self.asked + ANSWER_S)
-        return max(0.0, due - now)
+        return due

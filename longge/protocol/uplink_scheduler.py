@@ -368,20 +368,18 @@ class UplinkScheduler(HeldGrants):
             st.retry_at = now + ANSWER_ASIDE_S if later else -math.inf
             st.revoke_for = not later
 
-    def wait_s(self, now: float) -> float:
-        """How long until ``due`` may have a mobile to grant (for the loop's sleep)."""
+    def wake_at(self, now: float) -> float:
+        """When ``due`` may have a mobile to grant (protocol/part.py)."""
         if self.holder is not None:
             until = self.until
             revoke_at = None if self.hold or self._revoked else self._busy_revoke_at()
             if revoke_at is not None:  # (a revoke comes due first)
                 until = min(until, revoke_at)
-            until = min(until, self._hold_wake(now))  # (a held grant's renewal, or its end)
-            return max(0.0, until - now)
+            return min(until, self._hold_wake(now))  # (a held grant's renewal, or its end)
         awaited = self._awaited(now)
         if awaited is not None:  # (its frames' news wakes the loop; this, if none comes)
-            return min(0.001, awaited - now)
-        at = (
+            return min(now + 0.001, awaited)
+        return min(
             st.retry_at + DEFER_MAX_S if self._deferred(i, st, now) else st.retry_at
             for i, st in enumerate(self._state)
         )
-        return max(0.0, min(at) - now)
