@@ -263,8 +263,8 @@ def test_a_stream_filler_is_taken_and_announces_nothing() -> None:
     """Stream mode's fillers ride the ARQ, so one lost at a trial's rate is sent again at the
     rate the sender went back to: a filler that read as a rate's trial (a probe) took the
     receiver off that rate again (at 71 dB: 0.5-0.8 s without a packet per failed trial)."""
-    from longge.daemon.adapt_stream import FILL_FRAMES, StreamAdaptation
     from longge.protocol import Fragmenter, Reassembler
+    from longge.protocol.adapt_stream import FILL_FRAMES, StreamAdaptation
     from longge.protocol.arq import ArqSender
     from longge.protocol.peer import Networks, PeerReceiver, PeerSender
     from longge.protocol.rate import parse_rate, rate_message

@@ -1,5 +1,5 @@
 """The data rate chosen live in stream mode (``adapt`` with ``mode = "stream"``,
-daemon/adapt_stream.py): the chips do not acknowledge, so the rate is judged on the ARQ's
+protocol/adapt_stream.py): the chips do not acknowledge, so the rate is judged on the ARQ's
 frames and agreed through it. Two daemons on an emulated air whose path loss leaves some
 rates above their sensitivity and not others."""
 

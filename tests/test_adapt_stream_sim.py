@@ -1,4 +1,4 @@
-"""Stream mode's rate agreement (daemon/adapt_stream.py, protocol/rate.py) on a virtual clock:
+"""Stream mode's rate agreement (protocol/adapt_stream.py, protocol/rate.py) on a virtual clock:
 the sender's adaptation, ARQ and packets, a channel that carries a frame only to a receiver at
 its rate, and the receiver's ARQ, packets and rate follower, as the daemons wire them
 (daemon/stream.py), without processes, radios or wall time. What the daemons' tests cannot
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import SimpleNamespace
 from typing import Any
 
@@ -16,17 +16,17 @@ from daemonlink import ip_packet
 
 from longge.air.loss import frame_error, margin_db
 from longge.chip.datasheet import bits_on_air
-from longge.daemon.adapt_stream import KEEP_LOST_S, StreamAdaptation
 from longge.daemon.peers import SENDER_BACKLOG, STREAM_REASSEMBLY_S
 from longge.daemon.radio_owner import ChipSettings, RadioOwner
-from longge.daemon.stream_power import SILENT_S
 from longge.protocol import Fragmenter, Reassembler
 from longge.protocol import power as pw
 from longge.protocol import rate as rt
+from longge.protocol.adapt_stream import KEEP_LOST_S, StreamAdaptation, StreamTurn
 from longge.protocol.arq import ArqSender
 from longge.protocol.arq_frames import MAX_WINDOW
 from longge.protocol.arq_receiver import ArqReceiver
 from longge.protocol.peer import Networks, PeerReceiver, PeerSender
+from longge.protocol.power_stream import SILENT_S
 from longge.protocol.rate_follower import RateFollower
 from longge.radio.constants import NAME_BY_RATE
 from longge.radio.options import RadioOptions
@@ -55,16 +55,14 @@ class Link:
     def __post_init__(self) -> None:
         nets = Networks(("0.0.0.0/0",))
         opts = RadioOptions(mode="stream", adapt=True, rate=self.start)
-        cfg = SimpleNamespace(radio=opts, pa_value=self.ceiling)
         # (the chip the owner writes: only its rate and PA level are read here)
         self.radio: Any = SimpleNamespace(data_rate=-1, pa_level=-1)
-        settings = ChipSettings.configured(opts, 76, self.ceiling, b"addrb")
-        self.child: Any = SimpleNamespace(
-            cfg=cfg, applied=0, owner=RadioOwner(self.radio, settings)
-        )
+        self.owner = RadioOwner(self.radio, ChipSettings.configured(opts, 76, self.ceiling, b"a"))
         self.peer = PeerSender("base", b"addrb", nets, Fragmenter(31), None)
         self.peer.arq = ArqSender(backlog=SENDER_BACKLOG)
         self.adapt = StreamAdaptation()
+        burst = lambda rate: replace(opts, rate=rate).timing().stream_burst_frames  # noqa: E731
+        self.turn = StreamTurn(True, self.start, self.ceiling, 0, burst)
         # (as daemon/peers.py makes it for stream mode, unsealed)
         reassembler = Reassembler(1500, timeout=STREAM_REASSEMBLY_S, late_guard=MAX_WINDOW)
         self.rx = PeerReceiver("mobile", b"addrm", nets, reassembler, None)
@@ -87,7 +85,8 @@ class Link:
             now = self.now = self.now + TICK_S
             while self.acks and self.acks[0][0] <= now:
                 arq.on_control(self.acks.pop(0)[1], now)
-            adapt.step(self.child, self.child.owner, [peer], now)
+            for action in adapt.step(self.turn, [peer], now):
+                self.owner.apply(action)
             if not peer.frames and adapt.may_load() and adapt.may_feed():
                 peer.load(ip_packet(1000, self.next_tag % 60000), now)
                 self.next_tag += 1
@@ -224,7 +223,7 @@ def test_the_power_comes_down_where_it_does_as_well_and_back_up_when_not() -> No
 def test_a_power_level_that_carries_nothing_goes_back_up_at_once() -> None:
     """Settled at -18 dBm, then nothing below the ceiling gets through (no fate, so no
     window ends): frames on their way with none acknowledged, the ceiling again within
-    stream_power.SILENT_S and a little, no fallback, the packets in order."""
+    power_stream.SILENT_S and a little, no fallback, the packets in order."""
     dead = [False]
 
     def loss(rate: str, now: float) -> float:

@@ -563,7 +563,7 @@ def test_resend_unacked_sends_what_the_receiver_may_lack_again_first() -> None:
 
 def test_frames_the_chip_gave_up_on_go_again_first_without_a_loss_counted() -> None:
     """A frame sent asking for the chip's ACK (a mobile's packet on the downlink's channel:
-    daemon/aside_stream.py) met MAX_RT, and the frames behind it were flushed: ``not_sent``
+    daemon/aside.py) met MAX_RT, and the frames behind it were flushed: ``not_sent``
     puts the last ones handed out back first, in order, ahead of new frames, no loss or
     timeout counted; one acknowledged meanwhile is not sent again; none left is a no-op."""
     tx, rx, sent = _sent(4, 3)

@@ -1,5 +1,5 @@
 """A light mobile's packet beside a busy uplink, on the downlink's channel (a base with several
-mobiles: longge/daemon/aside.py, aside_stream.py, docs/design.md §1), in both link modes. The
+mobiles: longge/daemon/listening.py, aside.py, docs/design.md §1), in both link modes. The
 daemons run over in-memory TUNs and the emulated air (test_multinode.py's star)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from test_multinode import DOWN, base_config, in_mode, mobile_config, mobile_ip, packet, star
 
-from longge.daemon.aside import BaseListening
+from longge.daemon.listening import BaseListening
 from longge.daemon.radio_owner import ChipSettings, RadioOwner
 from longge.protocol import Fragmenter
 from longge.protocol.arq_frames import ACK, control_frame

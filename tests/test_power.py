@@ -196,7 +196,7 @@ def test_two_daemons_lower_the_power_where_it_does_as_well_and_raise_it_when_not
 def test_a_stream_link_lowers_its_power_and_raises_it_losing_nothing(
     air_55db: str, tmp_path: os.PathLike[str]
 ) -> None:
-    """Stream mode (daemon/stream_power.py): the same path, the mobile's power comes down to
+    """Stream mode (protocol/power_stream.py): the same path, the mobile's power comes down to
     −18 dBm while packets go (judged on the ARQ's fates); the path grows to 66 dB: back at
     −12 dBm, the rate stays 2 Mbit/s, and the ARQ delivers every packet."""
     radio = RadioOptions(mode="stream", adapt=True)

@@ -25,10 +25,11 @@ from longge.daemon.child import FIFO_EMPTY, FIFO_FULL, FIFO_OCCUPIED, POLL_S, Ch
 from longge.daemon.esb_tx import EsbSending
 from longge.daemon.messages import PeerAck, encode
 from longge.daemon.peers import TxCounters, make_queues, receivers, senders
-from longge.daemon.radio_owner import Channel, ChipSettings, RadioOwner
+from longge.daemon.radio_owner import ChipSettings, RadioOwner
 from longge.daemon.radio_tx import TxPump
 from longge.daemon.sending import Sending
 from longge.daemon.stream_tx import StreamSending
+from longge.protocol.actions import Channel
 from longge.tun import MemoryTun
 
 FRAME_S = 0.0004  # one frame's air (and its ACK, in ESB)

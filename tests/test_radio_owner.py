@@ -17,17 +17,8 @@ from recording_radio import SETTING_METHODS, SETTING_PROPERTIES, RecordingRadio,
 
 import longge
 from longge.daemon import child as child_module
-from longge.daemon.radio_owner import (
-    AutoAck,
-    Channel,
-    ChipSettings,
-    Listen,
-    Power,
-    RadioOwner,
-    Rate,
-    Retries,
-    Transmit,
-)
+from longge.daemon.radio_owner import ChipSettings, RadioOwner
+from longge.protocol.actions import AutoAck, Channel, Listen, Power, Rate, Retries, Transmit
 from longge.radio.constants import RATE_BY_NAME
 from longge.radio.options import RadioOptions
 

@@ -847,7 +847,7 @@ def test_a_mobile_that_sent_till_a_probe_grants_end_is_not_taken_for_busy() -> N
 
 
 def test_a_base_that_listens_ends_no_busy_grant_for_a_ping_and_grants_its_answer_later() -> None:
-    """A base whose TX radio listens between its bursts (daemon/aside.py: ``revoke_busy``
+    """A base whose TX radio listens between its bursts (daemon/listening.py: ``revoke_busy``
     False) ends no busy grant for a light mobile it pinged (the answer comes on the
     downlink's channel, at no handover's cost), and grants that mobile only ANSWER_ASIDE_S
     after the ping: a grant at once met the answer there (the answer went again in it)."""

@@ -1,74 +1,48 @@
 """A light mobile's packet beside a busy uplink, on the downlink's channel (a base with
 several mobiles: docs/design.md §1, "A light mobile's packet on the downlink's channel"): the
-base's listening, in both link modes, and an ESB mobile's sending (stream mode's:
-``aside_stream.py``).
+mobile's way, in each link mode (the base's listening between its bursts: listening.py).
 
 A mobile that the base grants the uplink sends only in its grants, so its own ping, beside
 mobiles that keep the uplink busy, waited for the running grant's end (15 to 18 ms over its
-idle RTT). The base's TX radio is idle then (the mobiles send; it sends grants and answers),
-on the downlink's channel, where no mobile sends. So:
+idle RTT). The base listens between its bursts on the downlink's channel, so:
 
-- the base's TX radio listens between its bursts (``BaseListening``), with the mobiles' uplink
-  addresses on the pipes its RX radio has them on; what it hears the TX process hands to the
-  RX process (``x`` + pipe + frame on the pair), which takes it as a frame from its own
-  radio: the same reassembly, authentication and replay window;
-- a mobile waiting for a grant with a sparse flow's small packet queued (a ping, a DNS query,
-  a TCP ACK: ``PeerQueues.pop_sparse``) sends it there (``MobileAside``), each frame once: a
-  frame the base did not acknowledge (it was sending: MAX_RT) sends the whole packet again,
-  later or in the grant. Its frames are the uplink's own (sealed, numbered): only the
-  channel differs;
-- a base whose TX radio has had something to send for DEAF_AFTER_S (a loaded downlink: it
-  does not listen) says so in its grants (uplink.DEAF_BIT), and its mobiles send nothing
-  there till a grant says otherwise (their tries met its frames, their grants among them).
+- ESB (``MobileAside``): a mobile waiting for a grant with a sparse flow's small packet
+  queued (a ping, a DNS query, a TCP ACK: ``PeerQueues.pop_sparse``) sends it there, each
+  frame once: a frame the base did not acknowledge (it was sending: MAX_RT) sends the whole
+  packet again, later or in the grant. Its frames are the uplink's own (sealed, numbered):
+  only the channel differs. A base that says in its grants it is deaf (a loaded downlink)
+  gets nothing there till a grant says otherwise.
+- Stream mode (``StreamAside``): the same way, with one difference: stream mode's chips send
+  without the chip's acknowledgements, and a frame sent there must be known heard. So, there
+  only, the chip's ACK is asked for: the base's TX radio acknowledges on the mobiles' pipes
+  (``RadioOwner.set_up``), and the mobile's TX radio asks for one (EN_AA on pipe 0,
+  ASIDE_ARC retries) while it sends there, and sets stream mode's settings again after. The
+  frames are the ARQ's (sequenced, sealed): one the base did not acknowledge goes again from
+  the ARQ, there or in the mobile's next grant, and the base's ARQ acknowledges what it took
+  as it does every frame of the mobile's. The mobile's own ACKs to the base go there too
+  while it waits (on the uplink's channel they met the holder's frames).
 
-A base with one mobile and a mobile whose base grants nothing run none of this.
+Both are paced alike (``Pacing``). A base with one mobile and a mobile whose base grants
+nothing run none of this.
 """
 
 from __future__ import annotations
 
-import socket
+from collections import deque
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from longge.chip.datasheet import MIN_ARD_US_FOR_EMPTY_ACK
 from longge.config import NodeConfig
-from longge.daemon.adapt_tx import Adaptation
-from longge.daemon.child import FIFO_FULL, RxFifo, take_edges, waitable
-from longge.daemon.messages import HeardAside, send
+from longge.daemon.child import FIFO_FULL
 from longge.daemon.peerqueues import PeerQueues
-from longge.daemon.radio_owner import (
-    Channel,
-    Listen,
-    RadioOwner,
-    Retries,
-    Transmit,
-)
-from longge.protocol.arq_frames import CONTROL
-from longge.protocol.frame import LAST
+from longge.daemon.radio_owner import RadioOwner
+from longge.protocol.actions import AutoAck, Channel, Retries
+from longge.protocol.adapt_esb import EsbAdaptation
+from longge.protocol.arq import ArqSender
 from longge.protocol.peer import PeerSender
 from longge.radio.interface import LinkRadio
 
-#: The base's TX radio listens once it has had nothing to send this long (not between the
-#: frames of a burst; at 1 ms a mobile's answer to a grant the base had just sent met the
-#: radio not yet listening, one aside frame in three).
-LISTEN_AFTER_S = 0.0003
-#: Having heard a frame of a packet whose last frame has not come, the base's TX radio stays
-#: listening this long for the next (they come ~0.5 ms apart: the mobile's FIFO's next, or
-#: the next it loads on the news) before it sends what it has: its own frames would collide
-#: with the rest, and the mobile would send the packet again.
-HOLD_S = 0.0015
-#: Holding is bounded: at most HOLD_MAX_S in a row (a packet's six frames take ~3 ms), then
-#: none for HOLD_GAP_S. Its frames are not authenticated here (the RX process does that, at
-#: the packet's end), and anyone's radio can send frames with a mobile's address: a frame
-#: that never ends its packet, every 1.5 ms, would have held the base's downlink for good.
-HOLD_MAX_S = 0.004
-HOLD_GAP_S = 0.050
-#: The base's TX radio that has had something to send this long, without a pause to listen
-#: (a loaded downlink), says so in its grants (uplink.DEAF_BIT): the mobiles' tries there met
-#: its frames, their grants among them (stream mode beside a loaded downlink: a ping from the
-#: base p95 21-26 ms against 10-15 without the tries). Longer than its bursts between
-#: listening under uplink load (its ACKs to a busy mobile: < 1 ms).
-DEAF_AFTER_S = 0.010
 #: The largest packet a mobile sends on the downlink's channel (sealed: six 32-byte frames).
 ASIDE_MAX = 160
 #: After a frame the base did not acknowledge there (it was sending), the next try; after
@@ -82,15 +56,24 @@ ASIDE_BURST = 12
 ASIDE_RATE = 200.0
 
 
-@dataclass
-class ListenCounters:
-    """A base's: times its TX radio listened, frames it heard and handed on, those the pair
-    refused (the RX process was behind), holds cut at HOLD_MAX_S."""
-
-    listens: int = 0
-    frames: int = 0
-    pair_full: int = 0
-    holds_cut: int = 0
+#: A frame sent there is tried this many times more (the chip's retries, ard_step apart):
+#: the base is deaf while it sends and a moment after (its ACKs to the busy mobiles), and a
+#: packet's first frame met it so one time in three (ARC 0: half the packets refused).
+#: (ESB's base sends little then: one try, MobileAside.)
+ASIDE_ARC = 3
+#: A mobile asked to send more than ACKS_BUSY ACKs within ACKS_BUSY_S is being sent to
+#: (a loaded downlink): the base is not listening, and its ACKs tried there met the base's
+#: frames (a loaded downlink lost 3 % so): they go on the uplink's channel. (A receiver
+#: sends one every ACK_DELAY, 4 ms, at most: at 4 a mobile among five loaded ones was
+#: seldom seen as one, and the downlink to five lost 5 %.)
+ACKS_BUSY = 2
+ACKS_BUSY_S = 0.020
+#: After a refusal, the next try (doubling, Pacing).
+STREAM_RETRY_S = 0.0005
+#: Refusals in a row after which our ACKs go on the uplink's channel again (till a frame
+#: here is acknowledged, or at the next try): a base sending all the time, or one that does
+#: not listen.
+ACKS_REFUSED = 3
 
 
 @dataclass
@@ -104,7 +87,7 @@ class AsideCounters:
 
 
 def mobile_aside(
-    cfg: NodeConfig, adapt: Adaptation, owner: RadioOwner, queues: PeerQueues
+    cfg: NodeConfig, adapt: EsbAdaptation, owner: RadioOwner, queues: PeerQueues
 ) -> MobileAside | None:
     """An ESB mobile's sending there (a base's listening is ``BaseListening``)."""
     if cfg.role != "mobile":
@@ -122,116 +105,6 @@ def ard_step(cfg: NodeConfig) -> int:
     """The retry delay (ARD step) a frame sent once there waits for the base's ACK: the
     datasheet's least for an empty ACK at the link's rate (500 µs at 250 kbit/s)."""
     return MIN_ARD_US_FOR_EMPTY_ACK[cfg.radio.rate] // 250 - 1
-
-
-class BaseListening:
-    """A base's TX radio, between its bursts: listening on the downlink's channel."""
-
-    def __init__(
-        self, owner: RadioOwner, after_s: float = LISTEN_AFTER_S, arq_byte: bool = False
-    ) -> None:
-        self.owner = owner
-        self.after_s = after_s  # (LISTEN_AFTER_S; stream mode's: aside_stream.py)
-        #: stream mode's frames: the ARQ's byte in front of the LongGe frame, or an ARQ
-        #: control frame (an ACK: no packet's part)
-        self.arq_byte = arq_byte
-        self.listening = False
-        self.idle_since: float | None = None
-        self.hold_until = 0.0  # (a packet heard in part: HOLD_S)
-        self.last_end = -1.0  # (when a packet's last frame was last heard)
-        self.hold_since: float | None = None  # (holding in a row since)
-        self.no_hold_until = 0.0  # (held HOLD_MAX_S in a row: HOLD_GAP_S)
-        self.work_since: float | None = None  # (something to send in every turn since)
-        self.unable = False  # (nothing to sleep on while listening: it never listens)
-        self.fifo = RxFifo()
-        self.counters = ListenCounters()
-
-    def step(
-        self,
-        radio: LinkRadio,
-        pair: socket.socket | None,
-        work: bool,
-        addressed: PeerSender,
-        now: float,
-    ) -> None:
-        """Each loop turn, before loading: with something to send, back to TX mode (the
-        address is the addressed peer's, as it was); idle for LISTEN_AFTER_S with the TX
-        FIFO empty, listen; what the RX FIFO holds goes to the RX process."""
-        if work:
-            self.idle_since = None
-            if self.work_since is None:
-                self.work_since = now
-            if self.listening and now >= self.hold_until:
-                self.owner.apply(Transmit(addressed.radio_address))
-                self.listening = False
-        elif self.idle_since is None:
-            self.idle_since, self.work_since = now, None
-        elif not self.listening and now - self.idle_since >= self.after_s:
-            self.unable = waitable(radio) is None  # (else asked every 0.2 ms: not for this)
-            if not self.unable and radio.is_fifo(True, True):
-                self.owner.apply(Listen())
-                self.listening = True
-                self.counters.listens += 1
-        self.hand_on(radio, pair, now)
-
-    def sending(self, now: float) -> bool:
-        """Has it had something to send in every turn for DEAF_AFTER_S (a loaded downlink)?"""
-        return self.work_since is not None and now - self.work_since >= DEAF_AFTER_S
-
-    def deaf(self, now: float) -> bool:
-        """Does the radio not listen now, nor soon: it is ``sending``, or it cannot listen
-        (said in the grants: uplink.DEAF_BIT)?"""
-        return self.unable or self.sending(now)
-
-    def hand_on(self, radio: LinkRadio, pair: socket.socket | None, now: float) -> None:
-        """What the TX radio heard, to the RX process (dropped, counted, if it is behind)."""
-        while True:  # (till a look finds it empty: a frame left takes a slot of three)
-            take_edges(radio)
-            waiting, first = radio.available_pipe()
-            if not waiting:
-                return
-            self._walk(radio, pair, first, now)
-
-    def _walk(self, radio: LinkRadio, pair: socket.socket | None, first: int, now: float) -> None:
-        for pipe, frame in self.fifo.frames(radio, first):
-            self.counters.frames += 1
-            more = self._more(frame)
-            self._hold(more, now)
-            if not more:
-                self.last_end = now
-            if pair is None or not send(pair, HeardAside(pipe, frame)):
-                self.counters.pair_full += 1
-
-    def _more(self, frame: bytes) -> bool:
-        """Is ``frame`` a part of a packet, not its last?"""
-        if self.arq_byte:
-            if not frame or frame[0] & CONTROL:
-                return False
-            frame = frame[1:]
-        return bool(frame[:1]) and not frame[0] & LAST
-
-    def _hold(self, more: bool, now: float) -> None:
-        """A frame heard: hold for the packet's next (``more``), within the bounds."""
-        if not more or now < self.no_hold_until:
-            self.hold_until, self.hold_since = 0.0, None
-            return
-        if self.hold_since is None or now >= self.hold_until:
-            self.hold_since = now
-        if now - self.hold_since >= HOLD_MAX_S:
-            self.hold_until, self.hold_since = 0.0, None
-            self.no_hold_until = now + HOLD_GAP_S
-            self.counters.holds_cut += 1
-            return
-        self.hold_until = min(now + HOLD_S, self.hold_since + HOLD_MAX_S)
-
-    def wake_at(self, now: float) -> float | None:
-        """When it is time to listen, or to stop holding."""
-        if self.listening:
-            return None if now >= self.hold_until else self.hold_until
-        return None if self.idle_since is None else self.idle_since + self.after_s
-
-    def stats(self) -> dict[str, int]:
-        return asdict(self.counters)
 
 
 class Pacing:
@@ -390,3 +263,172 @@ class MobileAside:
 
     def stats(self) -> dict[str, int]:
         return asdict(self.counters)
+
+
+def stream_part(cfg: NodeConfig, owner: RadioOwner, queues: PeerQueues) -> StreamAside | None:
+    """A stream-mode mobile's sending there (a base's listening is ``aside.BaseListening``)."""
+    return StreamAside(cfg, owner, queues) if cfg.role == "mobile" else None
+
+
+class StreamAside:
+    """A stream-mode mobile waiting for a grant: its ACKs to the base (sent outside its
+    grants, they met the holder's frames on the uplink's channel) and a sparse flow's small
+    packet (put to its ARQ while the ARQ has nothing else on its way), sent on the
+    downlink's channel."""
+
+    def __init__(self, cfg: NodeConfig, owner: RadioOwner, queues: PeerQueues) -> None:
+        self.cfg = cfg
+        self.owner = owner
+        self.queues = queues  # (a packet queued: its time to try here wakes the pump)
+        self.on = False  # the TX radio is on the downlink's channel
+        #: frames in the TX FIFO, their fate not known: the ARQ's, our ACKs (as they came)
+        self.loaded = 0
+        self.acks: list[tuple[int, bytes]] = []
+        self.left = 0  # the packet's frames still to go here
+        self.acks_came: deque[float] = deque(maxlen=ACKS_BUSY + 1)  # (when ours were asked for)
+        self.pace = Pacing(STREAM_RETRY_S)
+        self.counters = AsideCounters()
+
+    def _settle(self, radio: LinkRadio) -> bool:
+        """Are the loaded frames' fates known (the FIFO empty: each acknowledged by the
+        base's chip; a MAX_RT came in ``news`` first)?"""
+        if not (self.loaded or self.acks):
+            return True
+        if not radio.is_fifo(True, True):
+            return False
+        self.counters.aside_frames += self.loaded + len(self.acks)
+        self.pace.refusals = 0
+        self.loaded, self.acks = 0, []
+        return True
+
+    def reset(self, arq: ArqSender, control: deque[tuple[int, bytes]]) -> None:
+        """The radio's settings were applied again (on its own channel, the FIFO empty): the
+        loaded frames go again."""
+        self._again(arq, control)
+        self.on = False
+
+    def _again(self, arq: ArqSender, control: deque[tuple[int, bytes]]) -> None:
+        arq.not_sent(self.loaded)
+        control.extendleft(reversed(self.acks))
+        self.left, self.loaded, self.acks = self.left + self.loaded, 0, []
+
+    def busy(self) -> bool:
+        """Frames on their way here, or more to go."""
+        return self.on and (self.loaded > 0 or self.left > 0 or bool(self.acks))
+
+    def sent_to(self, now: float) -> bool:
+        """Is the base sending to us (more than ACKS_BUSY ACKs asked for in ACKS_BUSY_S)? It
+        hears nothing here then."""
+        came = self.acks_came
+        return len(came) == came.maxlen and now - came[0] < ACKS_BUSY_S
+
+    def _acks_here(self, control: deque[tuple[int, bytes]], now: float) -> bool:
+        """Do our ACKs go here? Not while the base sends to us (ACKS_BUSY), nor after
+        ACKS_REFUSED refusals in a row (a base sending all the time, or not listening at all:
+        on the uplink's channel, as before) but at the next try then (backed off to
+        ASIDE_RETRY_MAX_S), to learn whether it listens again."""
+        if not control or self.sent_to(now):
+            return False
+        return self.pace.refusals < ACKS_REFUSED or now >= self.pace.retry_at
+
+    def fill(
+        self,
+        radio: LinkRadio,
+        peer: PeerSender,
+        control: deque[tuple[int, bytes]],
+        queues: PeerQueues,
+        now: float,
+    ) -> int:
+        """Waiting for a grant: our ACKs and the packet's next frames here (a new packet's,
+        if one may go); how many were loaded."""
+        arq = peer.arq
+        assert arq is not None
+        if not self._settle(radio) or not self.pace.may(now):
+            return 0
+        if not self.on:
+            if not radio.is_fifo(True, True):
+                return 0  # (what went on the uplink's channel is still on its way)
+            if self.left <= 0 and arq.established and arq.idle and not peer.frames:
+                # (only behind nothing: the base delivers in order)
+                packet = queues.pop_sparse(peer.index, now, ASIDE_MAX, b"")
+                if packet is not None:
+                    offered = arq.offered
+                    peer.load(packet, now, queues.last_key(peer.index))
+                    peer.feed_arq()
+                    self.left = arq.offered - offered
+                    self.counters.aside_packets += 1
+            if self.left <= 0 and not self._acks_here(control, now):
+                return 0
+            self.owner.apply(
+                Channel(self.cfg.rx_channel),
+                AutoAck(0, True),  # (the base's chip acknowledges there)
+                Retries(ard_step(self.cfg), ASIDE_ARC),
+            )
+            self.on = True
+        loaded = 0
+        while self.pace.tokens >= 1 and radio.is_fifo(True) != FIFO_FULL:
+            if self._acks_here(control, now):
+                self.acks.append(control.popleft())
+                frame = self.acks[-1][1]
+            elif self.left > 0:
+                got = arq.next_frame(now)
+                if got is None:  # (acknowledged meanwhile: an ACK of the base's chip was lost)
+                    self.left = 0
+                    break
+                frame = got
+                self.left -= 1
+                self.loaded += 1
+            else:
+                break
+            self.pace.tokens -= 1
+            radio.start_fast_write(frame)
+            loaded += 1
+        return loaded
+
+    def news(
+        self, arq: ArqSender, control: deque[tuple[int, bytes]], max_rt: bool, now: float
+    ) -> bool:
+        """A MAX_RT of a frame sent here (the base was sending): the loaded frames go again
+        (the ARQ's from it, later or in the grant; our ACKs ahead of the newer). The caller
+        flushes the FIFO."""
+        if not (max_rt and (self.loaded or self.acks)):
+            return False
+        self._again(arq, control)
+        self.counters.aside_refused += 1
+        self.pace.refused(now)
+        return True
+
+    def back(
+        self, radio: LinkRadio, control: deque[tuple[int, bytes]], waiting: bool, now: float
+    ) -> bool:
+        """The TX radio back on the uplink's channel with stream mode's settings when nothing
+        more goes here (or a grant came: ``waiting`` False; the ARQ sends the rest in it),
+        once the loaded frames' fate is known; is it there?"""
+        if self.on and not self._settle(radio):
+            return False
+        if not waiting:
+            self.left = 0
+        if not self.on:
+            return True
+        if waiting and self.left > 0:
+            if self.pace.refusals < ACKS_REFUSED:
+                # (its next try here: on the uplink's channel the ARQ would send them now,
+                # in what is left of a grant it released, into the next holder's)
+                return False
+            self.left = 0  # (the ARQ sends them in the grant)
+        more = self._acks_here(control, now)
+        if waiting and more and self.pace.tokens >= 1 and now >= self.pace.retry_at:
+            return False  # (its next frames go here)
+        opts = self.cfg.radio
+        self.owner.apply(
+            Channel(self.cfg.tx_channel), AutoAck(0, opts.acked), Retries(opts.ard_step, opts.arc)
+        )
+        self.on = False
+        return True
+
+    def wake_at(self, now: float) -> float | None:
+        """The next try, with a packet queued or one's rest."""
+        return self.pace.next_try(now) if len(self.queues) or self.left > 0 else None
+
+    def stats(self) -> dict[str, int]:
+        return dict(vars(self.counters))

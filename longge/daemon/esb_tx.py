@@ -1,9 +1,10 @@
 """ESB's sending half (``radio.mode = "esb"``: the chip acknowledges every frame and retries
 it itself), as the TX pump (radio_tx.py) drives it: which peer's frames the TX radio loads
 and to whose address; what the chip says of them (acknowledged, or MAX_RT: the rest of the
-packet is given up); the adaptation of retries, rate and power (adapt_tx.py); keepalives;
-the shared uplink's grants (uplink_tx.py); a base listening between its bursts and a light
-mobile's small packets on the downlink's channel (aside.py)."""
+packet is given up); the adaptation of retries, rate and power (protocol/adapt_esb.py: what
+it decides, the pump's turn applies); keepalives; the shared uplink's grants (uplink_tx.py);
+a base listening between its bursts (listening.py) and a light mobile's small packets on the
+downlink's channel (aside.py)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,9 @@ import time
 from typing import Any, ClassVar
 
 from longge.config import NodeConfig
-from longge.daemon.adapt_tx import Adaptation
-from longge.daemon.aside import BaseListening, MobileAside, mobile_aside
+from longge.daemon.aside import MobileAside, mobile_aside
 from longge.daemon.child import FIFO_FULL, Child, on_irq, take_edges, waitable
+from longge.daemon.listening import BaseListening
 from longge.daemon.peerqueues import PeerQueues
 from longge.daemon.peers import (
     PREEMPT_MAX,
@@ -25,9 +26,11 @@ from longge.daemon.peers import (
     queue_parts,
     table_stats,
 )
-from longge.daemon.radio_owner import RadioOwner, Transmit, hears_aside
+from longge.daemon.radio_owner import RadioOwner, hears_aside
 from longge.daemon.sending import Wake
 from longge.daemon.uplink_tx import UplinkSending
+from longge.protocol.actions import Transmit
+from longge.protocol.adapt_esb import EsbAction, EsbAdaptation, EsbTurn, Load
 from longge.protocol.part import Part
 from longge.protocol.peer import PeerSender, PeerTable
 from longge.radio.interface import LinkRadio
@@ -61,7 +64,8 @@ class EsbSending(UplinkSending):
         self.queues = queues
         self.c = c
         self.owner = owner
-        self.adapt = Adaptation(owner)  # (adapt = true: retries, and with one peer the rate)
+        self.adapt = EsbAdaptation()  # (adapt = true: retries, and with one peer the rate)
+        self._radio: LinkRadio | None = None  # (this turn's: ``_fifo_empty``)
         self.storm = 0  # MAX_RT in a row, without a frame acknowledged in between
         self.pending_max_rt = False  # seen just before sleeping (what_happened may clear it)
         #: the RX process's news: watched once the uplink is granted (``wake``); before,
@@ -260,7 +264,7 @@ class EsbSending(UplinkSending):
         sent_ok, max_rt, _ = radio.what_happened()
         max_rt = max_rt or self.pending_max_rt
         self.pending_max_rt = False
-        # (a rate trial's probe that met MAX_RT gives up nothing of the peer's: adapt_tx)
+        # (a rate trial's probe that met MAX_RT gives up nothing of the peer's: adapt_esb)
         aside = self.news(sent_ok, max_rt and not adapt.probing(), now)
         if sent_ok:
             self.storm = 0
@@ -274,8 +278,41 @@ class EsbSending(UplinkSending):
                 self.storm = 0
                 child.reinitialise(f"{MAX_RT_STORM} MAX_RT in a row")
                 return False
-        adapt.step(child, radio, self.c, self.table, now, cell=self.permit is not None)
+        opts = child.cfg.radio
+        on = opts.adapt and opts.acked
+        if on or adapt.adapter is not None:  # (its counts are read only while it adapts)
+            self._radio = radio
+            one = len(self.table) == 1 and self.permit is None  # (a cell: the configured rate)
+            turn = EsbTurn(
+                on,
+                opts.rate,
+                child.cfg.pa_value,
+                one,
+                child.applied,
+                self.c.frames_sent,
+                radio.retransmissions,
+                radio.fifo_depth,
+                self._fifo_empty,
+            )
+            self._carry(radio, adapt.step(turn, self.table.peers[0], now))
+        else:
+            adapt.max_rt = 0  # (counted for the adaptation's next turn: none)
         return True
+
+    def _fifo_empty(self) -> bool:
+        assert self._radio is not None
+        return bool(self._radio.is_fifo(True, True))
+
+    def _carry(self, radio: LinkRadio, actions: list[EsbAction]) -> None:
+        """The adaptation's decisions, in order: settings to the radio's owner, our
+        link-control packets into the TX FIFO."""
+        for action in actions:
+            if isinstance(action, Load):
+                for frame in action.frames:
+                    radio.start_fast_write(frame)
+                self.c.frames_sent += len(action.frames)
+            else:
+                self.owner.apply(action)
 
     def after_tun(
         self, child: Child, radio: LinkRadio | None, pair: socket.socket, read: bool, now: float
@@ -291,7 +328,7 @@ class EsbSending(UplinkSending):
         if self.listen is not None:  # (a base with several mobiles: between its bursts)
             busy = any(p.frames for p in table) or bool(len(queues))  # (backed off too)
             self.listen.step(radio, pair, busy, self.addressed, now)
-        listening = self.listen is not None and self.listen.listening  # (holding: aside.py)
+        listening = self.listen is not None and self.listen.listening  # (holding: listening.py)
         if adapt.may_load() and not listening:  # (nor while a new rate waits for the FIFO)
             self.fill(radio, now, c)
         if self.release(now):

@@ -15,7 +15,7 @@ RX process -> TX process:
 
 TX process -> RX process:
 
-    HeardAside   x    pipe  frame   a frame our TX radio heard between its bursts (aside.py)
+    HeardAside   x    pipe  frame   a frame our TX radio heard between its bursts (listening.py)
 
 ``peer``: the peer's index in the table; times are ``time.monotonic()`` of the sender's
 (a double). A datagram that is none of these decodes to None: the reader counts and drops it.

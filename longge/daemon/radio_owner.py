@@ -1,15 +1,8 @@
 """The one owner of a radio process's chip settings (docs/design.md, "The radio's owner").
 
 The parts of a radio process (adaptation, listening or sending aside, the pump's choice of
-peer) decide which setting the chip needs; each hands its decision to the owner as a value:
-
-    Channel(n)            RF_CH                          (aside: the downlink's channel)
-    Rate(name)            RF_SETUP's rate bits           (adaptation's rate)
-    Power(level)          RF_SETUP's PA bits             (adaptation's power)
-    Retries(ard_step, n)  SETUP_RETR                     (adaptation, aside)
-    AutoAck(pipe, on)     EN_AA for one pipe             (stream mode's aside)
-    Transmit(address)     PRIM_RX off, TX_ADDR/RX_ADDR_P0 (a peer's packet, back from listening)
-    Listen()              PRIM_RX on                     (a base listening between bursts)
+peer) decide which setting the chip needs; each hands its decision to the owner as a value
+(protocol/actions.py: Channel, Rate, Power, Retries, AutoAck, Transmit, Listen).
 
 The owner applies them in the order they come, keeps what the chip is set to now
 (``settings``: None while there is no radio), and applies actions given for later
@@ -25,49 +18,19 @@ from dataclasses import dataclass, replace
 from itertools import count
 
 from longge.config import NodeConfig
+from longge.protocol.actions import (
+    Action,
+    AutoAck,
+    Channel,
+    Listen,
+    Power,
+    Rate,
+    Retries,
+    Transmit,
+)
 from longge.radio.constants import RATE_BY_NAME
 from longge.radio.interface import LinkRadio
 from longge.radio.options import RadioOptions, configure
-
-
-@dataclass(frozen=True, slots=True)
-class Channel:
-    channel: int
-
-
-@dataclass(frozen=True, slots=True)
-class Rate:
-    rate: str  # "250k", "1M", "2M"
-
-
-@dataclass(frozen=True, slots=True)
-class Power:
-    level: int  # rf24_pa_dbm_e
-
-
-@dataclass(frozen=True, slots=True)
-class Retries:
-    ard_step: int  # ARD = 250 µs · (ard_step + 1)
-    arc: int
-
-
-@dataclass(frozen=True, slots=True)
-class AutoAck:
-    pipe: int
-    on: bool
-
-
-@dataclass(frozen=True, slots=True)
-class Transmit:
-    address: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class Listen:
-    pass
-
-
-Action = Channel | Rate | Power | Retries | AutoAck | Transmit | Listen
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,5 +170,5 @@ def open_peer_pipes(radio: LinkRadio, cfg: NodeConfig) -> None:
 
 def hears_aside(cfg: NodeConfig) -> bool:
     """Does this node's TX radio listen between its bursts for a light mobile's packet on the
-    downlink's channel (a base with several mobiles: aside.py, aside_stream.py)?"""
+    downlink's channel (a base with several mobiles: listening.py, aside.py)?"""
     return cfg.role == "base" and len(cfg.peers) > 1

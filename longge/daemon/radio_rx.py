@@ -10,10 +10,10 @@
    uplink       what a peer's packet said of the shared uplink, to the TX process over the
                 pair (receiving.py);
    (adapt)      with ``adapt`` and one peer: the RX radio at the rate the peer announced
-                (adapt_rx.py);
+                (protocol/rate_listening.py);
    aside        a base with several mobiles: the frames its TX radio heard on the downlink's
                 channel between its bursts come over the pair, taken as this radio's
-                (aside.py);
+                (listening.py);
    turn         what goes out for the frames (stream mode: the ARQs' ACKs, to the TX
                 process);
 4. expire       a half-built packet that waited too long is dropped; link control for the
@@ -31,13 +31,13 @@ import time
 from multiprocessing.connection import Connection
 
 from longge.config import NodeConfig
-from longge.daemon.adapt_rx import RateListening
 from longge.daemon.child import Child, RxFifo, take_edges
 from longge.daemon.peers import RxCounters, receivers
 from longge.daemon.radio_owner import hears_aside
 from longge.daemon.receiving import EsbReceiving, Receiving, flush, heard_aside, rx_stats, tend
 from longge.daemon.stream_rx import StreamReceiving
 from longge.protocol.part import wake_in
+from longge.protocol.rate_listening import RateListening
 from longge.tun import Tun
 
 #: The longest a receiver sleeps without news.
@@ -66,7 +66,12 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> Non
             # 1. radio_rx
             for pipe, frame in fifo.frames(radio, mode.first_pipe(radio)):
                 mode.take(pipe, frame, now)
-            if rates.step(child, table, now):
+            opts = child.cfg.radio
+            adapts = opts.adapt and (opts.acked or kind.ARQ)
+            rates_set, announced = rates.step(adapts, opts.rate, child.applied, table, now)
+            for action in rates_set:
+                child.owner.apply(action)
+            if announced:
                 mode.rate_switched(now)
         if pair_ready:
             heard_aside(pair, c, mode.take, now)

@@ -11,7 +11,7 @@ The uplink's news (protocol/uplink.py) goes to the TX process as messages.py's: 
 packet that asks for an answer), ``Released`` (a mobile ends its grant), ``Heard`` (a base
 with several mobiles heard one's IP packet, or its keepalive or other link control: it
 lives). A base with several mobiles gets the frames its TX radio heard on the downlink's
-channel between its bursts over the pair (``HeardAside``), taken as this radio's (aside.py).
+channel between its bursts over the pair (``HeardAside``), taken as this radio's (listening.py).
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ class Receiving(Protocol):
         ...
 
     def rate_switched(self, now: float) -> None:
-        """The RX radio switched to the rate the peer announced (adapt_rx.py)."""
+        """The RX radio switched to the rate the peer announced (protocol/rate_listening.py)."""
         ...
 
     def turn(self, now: float) -> None:
@@ -173,7 +173,7 @@ def heard_aside(
     pair: socket.socket, c: RxCounters, take: Callable[[int, bytes, float], None], now: float
 ) -> None:
     """aside (a base with several mobiles) the frames our TX radio heard on the downlink's
-    channel between its bursts (``HeardAside``: aside.py), taken as our radio's (``take``:
+    channel between its bursts (``HeardAside``: listening.py), taken as our radio's (``take``:
     pipe, frame, now)."""
     for msg in received(pair):
         if isinstance(msg, HeardAside):

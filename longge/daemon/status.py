@@ -100,8 +100,8 @@ class TxStatus(ProcessStatus):
     #: a mobile's grants heard and whether it is granted now (1) or sends freely (0)
     uplink: dict[str, int] = field(default_factory=dict)
     uplink_sent: int = 0  # grants (a base) or releases (a mobile) sent
-    #: the downlink's channel as a light mobile's way (daemon/aside.py): a base's
-    #: listening TX radio's counters, a mobile's packets sent there; empty: neither
+    #: the downlink's channel as a light mobile's way (daemon/listening.py, daemon/aside.py):
+    #: a base's listening TX radio's counters, a mobile's packets sent there; empty: neither
     aside: dict[str, int] = field(default_factory=dict)
     #: with adapt (ESB): the retries in force, why, since when (protocol/adapt.py); else None
     adapt: dict[str, Any] | None = None
@@ -147,7 +147,8 @@ class RxStatus(ProcessStatus):
     missing: int = 0  # packets whose numbers a later one skipped (lost on the way)
     tun_refused: int = 0
     no_peer: int = 0  # frames on an RX pipe no peer listens on
-    frames_aside: int = 0  # frames the TX radio heard between its bursts (aside.py), in frames_in
+    #: frames the TX radio heard between its bursts (listening.py), in frames_in
+    frames_aside: int = 0
     control_unknown: int = 0  # authentic link-control packets of no known kind
     source_not_allowed: int = 0  # packets from a source outside the peer's allowed_ips
     drops: dict[str, int] = field(default_factory=dict)

@@ -6,13 +6,13 @@ from __future__ import annotations
 import socket
 import time
 from collections import deque
+from dataclasses import replace
 from typing import Any, ClassVar
 
 from longge.config import NodeConfig
-from longge.daemon.adapt_stream import StreamAdaptation
-from longge.daemon.aside import BaseListening
-from longge.daemon.aside_stream import LISTEN_AFTER_S, StreamAside, stream_part
+from longge.daemon.aside import StreamAside, stream_part
 from longge.daemon.child import FIFO_EMPTY, FIFO_OCCUPIED, Child, on_irq, take_edges, waitable
+from longge.daemon.listening import BaseListening
 from longge.daemon.messages import AckToSend, PeerAck, received
 from longge.daemon.peerqueues import PeerQueues
 from longge.daemon.peers import (
@@ -23,10 +23,13 @@ from longge.daemon.peers import (
     queue_parts,
     table_stats,
 )
-from longge.daemon.radio_owner import RadioOwner, Transmit, hears_aside
+from longge.daemon.radio_owner import RadioOwner, hears_aside
 from longge.daemon.sending import Wake
 from longge.daemon.uplink_tx import UplinkSending
+from longge.protocol.actions import Transmit
+from longge.protocol.adapt_stream import StreamAdaptation, StreamTurn
 from longge.protocol.arq_frames import CONTROL, RESET, arq_totals
+from longge.protocol.listen_timing import STREAM_LISTEN_AFTER_S
 from longge.protocol.part import Part
 from longge.protocol.peer import PeerSender, PeerTable
 from longge.protocol.uplink import asks_answer
@@ -86,6 +89,7 @@ class StreamSending(UplinkSending):
         self._came = 0
         self._burst = cfg.radio.timing().stream_burst_frames
         self.adapt = StreamAdaptation()  # (adapt = true, one peer: the rate)
+        self._opts = cfg.radio  # (the config's at this turn: ``_burst_at``)
         self.in_burst = 0
         #: frames in the TX FIFO at the last look: each one's news wakes the loop
         self.chip_busy = False
@@ -99,10 +103,10 @@ class StreamSending(UplinkSending):
         #: a base's: when a packet asking for an answer went to a light mobile, and till when
         #: its listening radio waits for that answer (ANSWER_LISTEN_S)
         self.answer_from = (0.0, 0.0)
-        #: the downlink's channel as a light mobile's way (aside.py, aside_stream.py): a
+        #: the downlink's channel as a light mobile's way (listening.py, aside.py): a
         #: base's TX radio listens between its bursts; a mobile sends a small packet there
         self.listen = (
-            BaseListening(owner, LISTEN_AFTER_S, arq_byte=True) if hears_aside(cfg) else None
+            BaseListening(owner, STREAM_LISTEN_AFTER_S, arq_byte=True) if hears_aside(cfg) else None
         )
         self.aside: StreamAside | None = stream_part(cfg, owner, queues)
         self.uplink_init()
@@ -184,7 +188,7 @@ class StreamSending(UplinkSending):
 
     def fill_aside(self, radio: LinkRadio, now: float) -> bool:
         """A mobile waiting for a grant: a small packet on the downlink's channel
-        (aside_stream.py); may our frames go on the uplink's channel now?"""
+        (aside.py); may our frames go on the uplink's channel now?"""
         aside, permit = self.aside, self.permit
         if aside is None:
             return True
@@ -377,6 +381,10 @@ class StreamSending(UplinkSending):
 
     # -- the pump's turn (sending.Sending) ------------------------------------------------
 
+    def _burst_at(self, rate: str) -> int:
+        """The 4 ms rule's frames per burst at ``rate`` (the adaptation's rate in force)."""
+        return replace(self._opts, rate=rate).timing().stream_burst_frames
+
     def from_rx(self, pair: socket.socket, now: float) -> None:
         """What the RX process sent: our receiver's ACKs to go, the peer's ACKs for our
         sender, the shared uplink's news."""
@@ -410,8 +418,13 @@ class StreamSending(UplinkSending):
         if news:
             self.from_rx(pair, now)
         if radio is not None:
-            cell = self.permit is not None  # (our base grants the uplink: no rate of ours)
-            self.adapt.step(child, child.owner, self.table.peers, now, cell)
+            cfg = child.cfg
+            self._opts = cfg.radio
+            # (a cell, where our base grants the uplink: the configured rate)
+            on = cfg.radio.adapt and len(self.table) == 1 and self.permit is None
+            turn = StreamTurn(on, cfg.radio.rate, cfg.pa_value, child.applied, self._burst_at)
+            for action in self.adapt.step(turn, self.table.peers, now):
+                self.owner.apply(action)
             if self.listen is not None and self.listen.listening:
                 self.listen.hand_on(radio, pair, now)  # (a packet heard in part holds: fill)
             self.fill(radio, now)

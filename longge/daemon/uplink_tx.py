@@ -15,8 +15,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 from longge.config import NodeConfig
-from longge.daemon.aside import BaseListening
 from longge.daemon.keystate import identities
+from longge.daemon.listening import BaseListening
 from longge.daemon.messages import (
     AnswerAsked,
     FramesCame,
@@ -39,7 +39,7 @@ class UplinkSending:
     queues: PeerQueues
     addressed: PeerSender
     first: GoFirst  # (EsbSending's: whose frames go first)
-    listen: BaseListening | None  # (a base's TX radio between its bursts: aside.py)
+    listen: BaseListening | None  # (a base's TX radio between its bursts: listening.py)
 
     def uplink_init(self) -> None:
         #: a mobile's, from its first grant on: while it hears grants, it sends only in them

@@ -71,7 +71,7 @@ class FailureWindows:
     """The share of failed attempts q, measured in windows of ``window_attempts`` attempts
     (or ``window_s`` with at least MIN_ATTEMPTS; fewer: the window starts again) and carried
     across them as a running mean. The retries' (below) and, in stream mode, the rate's
-    (daemon/adapt_stream.py: attempts are the ARQ's frames whose fate it learnt)."""
+    (protocol/adapt_stream.py: attempts are the ARQ's frames whose fate it learnt)."""
 
     def __init__(self, now: float) -> None:
         self.q: float | None = None

@@ -101,7 +101,7 @@ class ArqSender(SendingAgain):
     def offer(self, frame: bytes, force: bool = False) -> bool:
         """Queue one LongGe frame; False if the backlog is full (the caller keeps it).
         ``force``: past the backlog (a link-control packet of a few frames that must go
-        now: daemon/adapt_stream.py)."""
+        now: protocol/adapt_stream.py)."""
         if not 1 <= len(frame) <= MAX_INNER:
             raise ValueError(f"a frame of {len(frame)} bytes: 1..{MAX_INNER}")
         if len(self._queue) >= self.backlog and not force:

@@ -125,7 +125,7 @@ class SendingAgain:
 
     def not_sent(self, count: int) -> None:
         """The last ``count`` frames handed out never went on air (the chip gave up on them:
-        a frame sent asking for the chip's ACK, daemon/aside_stream.py): they go again first,
+        a frame sent asking for the chip's ACK, daemon/aside.py): they go again first,
         no loss counted."""
         recent = {s for _, s in list(self._sendings)[-count:]} if count > 0 else set()
         again = sorted(s for s in recent if s in self._flight and s not in self._retransmit)

@@ -78,7 +78,7 @@ PROBE_MAX_S = 0.06
 #: A direction that carries little tries a faster rate soon only while losing this share
 LIGHT_Q = 0.2
 TRIAL_S = 0.12
-#: Stream mode's trial (daemon/adapt_stream.py) ends when the receiver heard no packet for
+#: Stream mode's trial (adapt_stream.py) ends when the receiver heard no packet for
 #: this long at the trial's rate (its data goes on trial, and its announcement and keep ride
 #: the ARQ behind what was sent before: when they are taken in is not the sender's to know):
 #: about twice a 1400-byte packet's time at the rate, and at least 60 ms (a hole's frame sent
@@ -117,7 +117,7 @@ def probe_message(rate: str, length: int) -> bytes:
 
 
 def filler_message(length: int) -> bytes:
-    """Stream mode's filler (daemon/adapt_stream.py), padded with zeros to ``length`` bytes.
+    """Stream mode's filler (adapt_stream.py), padded with zeros to ``length`` bytes.
     Not a probe: a probe is the trial's announcement again, and a probe lost at the trial's
     rate is sent again by the ARQ at the rate it went back to, where the receiver took it as
     a new trial (at 71 dB, each failed trial of 2 Mbit/s had the receiver leave 1 Mbit/s for

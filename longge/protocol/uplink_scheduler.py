@@ -42,7 +42,7 @@ IDLE_MAX_S = 0.100
 #: ping, keeps its answers waiting no longer than this for a grant) ...
 ACTIVE_MAX_S = 0.020
 #: ... or this while the base's downlink is loaded (``downlink_busy``: its TX radio had
-#: something to send for aside.DEAF_AFTER_S; the uplink is idle; the light mobile's packets
+#: something to send for listen_timing.DEAF_AFTER_S; the uplink is idle; the light mobile's packets
 #: cannot go on the downlink's channel), for a mobile it has nothing queued for: an ESB
 #: mobile's ping beside two mobiles loaded on the downlink, p95 25-28 ms at 20 ms, 17 at 10.
 #: (A grant costs the downlink two frames and two changes of address: every loaded mobile
@@ -93,7 +93,7 @@ class UplinkScheduler(HeldGrants):
     grant_s: float = GRANT_S
     grant_long_s: float = GRANT_LONG_S
     #: a busy grant is ended early for a poked light mobile (False: the base's TX radio
-    #: listens for the light mobiles' answers between its bursts, daemon/aside.py, and an
+    #: listens for the light mobiles' answers between its bursts, daemon/listening.py, and an
     #: early end would cost the busy ones a handover for nothing)
     revoke_busy: bool = True
     #: the base's downlink is loaded (its TX radio had something to send for a while: set

@@ -1,27 +1,64 @@
-"""The TX process's side of ``adapt = true`` (ESB; protocol/adapt.py, protocol/rate.py):
-feeds the retry adapter the radio's counts and applies its choices to the TX radio; on a
-link with one peer also chooses the direction's data rate: announces a change to the peer (a
-sealed link-control packet, alone in the TX FIFO), switches once it has gone and the FIFO
-has drained, judges a rate on trial by probes while the data waits, keeps it only if it
-works (and says so), goes back without a word when it does not and waits out the receiver's
-trial; holds the data after a MAX_RT until a probe is acknowledged; falls back to the robust
-rate when nothing was acknowledged for FALLBACK_S. Applied again whenever the radio's
-settings are (brought up, ``radio set``)."""
+"""ESB's sending side of ``adapt = true``, sans-IO (adapt.py, rate.py, power.py; docs/design.md
+§5): fed the TX radio's counts, it chooses the retries; on a link with one peer also the
+direction's data rate and the TX power: announces a change to the peer (a sealed link-control
+packet, alone in the TX FIFO), switches once it has gone and the FIFO has drained, judges a
+rate on trial by probes while the data waits, keeps it only if it works (and says so), goes
+back without a word when it does not and waits out the receiver's trial; holds the data after
+a MAX_RT until a probe is acknowledged; falls back to the robust rate when nothing was
+acknowledged for FALLBACK_S. Chosen again whenever the radio's settings are applied (brought
+up, ``radio set``).
+
+Its shape is a part's (part.py): each turn ``step`` takes what the chip and the TX process
+say (``EsbTurn``: the config's choices, the frames loaded and retransmissions so far, and how
+to ask whether the TX FIFO is empty: asked only when a decision needs it, a look costs an SPI
+transfer on a Pi) and returns what to do, in order: chip settings (actions.py) and our
+link-control packets to load (``Load``); ``wake_at`` says when it next needs a turn. Its
+decisions are tested on a fake clock (tests/test_adapt_esb.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
-from longge.chip.datasheet import ARC_MAX
-from longge.daemon.child import Child
-from longge.daemon.peers import TxCounters
-from longge.daemon.radio_owner import Power, RadioOwner, Rate, Retries
+from longge.chip.datasheet import ARC_MAX, ARD_STEP_NS
 from longge.protocol import adapt as a
 from longge.protocol import power as pw
 from longge.protocol import rate as rt
-from longge.protocol.peer import PeerSender, PeerTable
-from longge.radio.interface import LinkRadio
-from longge.radio.options import ARD_STEP_US
+from longge.protocol.actions import Power, Rate, Retries
+from longge.protocol.peer import PeerSender
+
+ARD_STEP_US = ARD_STEP_NS // 1000
+
+
+class EsbTurn(NamedTuple):
+    """What ``EsbAdaptation.step`` is told each turn: the config's choices (``adapt``: on and
+    the chips acknowledge; the configured rate and PA level; ``one_peer``: a link with one
+    peer whose base grants nothing, where the rate and power adapt too), ``applied``: how
+    many times the radio's settings were applied (it changes: they were again), the frames
+    loaded and the chip's retransmissions so far, the TX FIFO's depth, and whether the TX
+    FIFO is empty now (asked when needed)."""
+
+    adapt: bool
+    rate: str
+    pa_level: int
+    one_peer: bool
+    applied: int
+    frames_sent: int
+    retransmissions: int
+    fifo_depth: int
+    fifo_empty: Callable[[], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class Load:
+    """Our link-control packet's frames (an announcement, a probe), whole, into the TX FIFO
+    in lane 1 (between the frames of a packet on its way), after the actions before it."""
+
+    frames: list[bytes]
+
+
+EsbAction = Power | Rate | Retries | Load
 
 
 @dataclass
@@ -41,11 +78,10 @@ class _Trial:
     judge_by: float
 
 
-class Adaptation:
-    """Present while the node's config says ``adapt`` and the link is ESB."""
+class EsbAdaptation:
+    """ESB's TX process has one; it adapts while the config says ``adapt``."""
 
-    def __init__(self, owner: RadioOwner) -> None:
-        self.owner = owner  # (the radio's settings: rate, power, retries)
+    def __init__(self) -> None:
         self.adapter: a.RetryAdapter | None = None
         self.rates: rt.RateChooser | None = None
         self.power: pw.PowerChooser | None = None  # (with the rate: one peer)
@@ -60,7 +96,7 @@ class Adaptation:
         self._back: tuple[str, float] | None = None  # go back to this rate at this time
         self._last_ack = 0.0
         self._probes_out = False  # probe frames may be in the TX FIFO
-        self._probes_end = 0  # frames loaded when the last probe was (c.frames_sent)
+        self._probes_end = 0  # frames loaded when the last probe was (EsbTurn.frames_sent)
         self.probe_frames = 0
         #: a MAX_RT at the current rate: no data until a frame is acknowledged again (or the
         #: rate falls back); a probe may go at this time
@@ -68,6 +104,9 @@ class Adaptation:
         self._all_retries = False  # ARC 15 for our link-control frames (_load)
         self._heard = False  # anything acknowledged since the start (decisions wait for it)
         self.decisions = a.Decisions()
+        self._out: list[EsbAction] = []  # (this turn's, in order)
+        self._turn: EsbTurn | None = None  # (this turn's)
+        self._sent = 0  # frames loaded, ours of this turn counted
 
     def keepalive_s(self, configured: float) -> float:
         """An adapting link's keepalives come often enough for the fallback's silence."""
@@ -113,26 +152,17 @@ class Adaptation:
         self._heard = True
         self._dead = None
 
-    def step(
-        self,
-        child: Child,
-        radio: LinkRadio,
-        c: TxCounters,
-        table: PeerTable[PeerSender],
-        now: float,
-        cell: bool = False,
-    ) -> None:
-        """Once per loop turn with a radio: follow the config, count, choose, apply. ``cell``:
-        our base grants the uplink (it serves several: the configured rate, design.md §5)."""
-        opts = child.cfg.radio
-        one_peer = len(table) == 1 and not cell  # (a base's RX hears all mobiles at one rate)
-        key = (opts.adapt and opts.acked, opts.rate, child.cfg.pa_value, one_peer)
+    def step(self, turn: EsbTurn, peer: PeerSender, now: float) -> list[EsbAction]:
+        """Once per loop turn with a radio: follow the config, count, choose; what to do, in
+        order (``peer``: the one peer's, for our link-control packets)."""
+        self._out, self._turn, self._sent = [], turn, turn.frames_sent
+        key = (turn.adapt, turn.rate, turn.pa_level, turn.one_peer)
         if key != self._key:  # turned on or off, or another rate configured: start over
             self._key = key
-            self.adapter = a.RetryAdapter(opts.rate, now) if key[0] else None
-            self.rates = rt.RateChooser(opts.rate, now) if key[0] and one_peer else None
+            self.adapter = a.RetryAdapter(turn.rate, now) if turn.adapt else None
+            self.rates = rt.RateChooser(turn.rate, now) if turn.adapt and turn.one_peer else None
             on = self.rates is not None  # (the configured power is the ceiling)
-            self.power = pw.PowerChooser(child.cfg.pa_value, now) if on else None
+            self.power = pw.PowerChooser(turn.pa_level, now) if on else None
             self._announced = self._trial = self._back = None
             self._applied = -1
             # (before a first acknowledgement, silence counts only after STARTUP_S)
@@ -140,15 +170,15 @@ class Adaptation:
         adapter = self.adapter
         if adapter is None:
             self.max_rt = 0
-            return
-        if child.applied != self._applied:  # the config's settings were just applied
-            self._applied = child.applied
-            self._loaded, self._retrans = c.frames_sent, radio.retransmissions
-            self._apply(child)
-            return
-        loaded = c.frames_sent - self._loaded
-        retrans = radio.retransmissions - self._retrans
-        self._loaded, self._retrans = c.frames_sent, radio.retransmissions
+            return self._out
+        if turn.applied != self._applied:  # the config's settings were just applied
+            self._applied = turn.applied
+            self._loaded, self._retrans = turn.frames_sent, turn.retransmissions
+            self._apply(turn)
+            return self._out
+        loaded = turn.frames_sent - self._loaded
+        retrans = turn.retransmissions - self._retrans
+        self._loaded, self._retrans = turn.frames_sent, turn.retransmissions
         max_rt, self.max_rt = self.max_rt, 0
         if max_rt and self.rates is not None and not self.probing():
             self._dead = now  # (a data frame's: the packet was given up; the rest waits)
@@ -157,33 +187,37 @@ class Adaptation:
         # (gone once the FIFO drained, or once it took a FIFO's depth of frames behind them:
         # under load it never drains, and a data frame's MAX_RT read as a probe's gave up
         # nothing: the packet went on with a frame missing)
-        behind = c.frames_sent - self._probes_end >= radio.fifo_depth
-        if self._probes_out and (behind or radio.is_fifo(True, True)):
+        behind = turn.frames_sent - self._probes_end >= turn.fifo_depth
+        if self._probes_out and (behind or self._empty()):
             self._probes_out = False
-        if self._all_retries and self.may_load() and radio.is_fifo(True, True):
-            self.apply_retries()  # (the data's count again)
+        if self._all_retries and self.may_load() and self._empty():
+            self._apply_retries()  # (the data's count again)
         if adapter.observe(loaded, retrans, max_rt, now) is not None:
             self.decisions.note(now, f"ARC {adapter.choice.arc}")
             if not self._all_retries:  # (else once our link-control frames have gone)
-                self.apply_retries()
+                self._apply_retries()
         if self.rates is not None:
-            self._rate_step(radio, c, table.peers[0], max_rt, now)
+            self._rate_step(peer, max_rt, now)
+        return self._out
+
+    def _empty(self) -> bool:
+        """Is the TX FIFO empty (not once ours were loaded this turn)?"""
+        assert self._turn is not None
+        return self._sent == self._turn.frames_sent and self._turn.fifo_empty()
 
     # -- the rate ---------------------------------------------------------------------------
 
-    def _rate_step(
-        self, radio: LinkRadio, c: TxCounters, peer: PeerSender, max_rt: int, now: float
-    ) -> None:
+    def _rate_step(self, peer: PeerSender, max_rt: int, now: float) -> None:
         rates, adapter = self.rates, self.adapter
         assert rates is not None and adapter is not None
         if self._back is not None:  # back from a failed trial: once the receiver is too
             rate, at = self._back
-            if now >= at and radio.is_fifo(True, True):
+            if now >= at and self._empty():
                 self._back = None
                 self._switch(rate, now, unsure=True)
             return
         if self._announced is not None:
-            self._announcing(radio, c, peer, max_rt, now)
+            self._announcing(peer, max_rt, now)
             return
         trial = self._trial
         if trial is not None and now > trial.judge_by:  # not judged in time: it failed
@@ -191,7 +225,7 @@ class Adaptation:
             self._go_back(trial)
             return
         if trial is not None:
-            self._probe(radio, c, peer, rates.rate)
+            self._probe(peer, rates.rate)
         # (nothing acknowledged: the robust rate; at it, now and then the configured one)
         moved = rates.after_silence(self._last_ack, now, rates.rate == rt.ROBUST_RATE)
         if moved is not None:
@@ -200,17 +234,17 @@ class Adaptation:
             self.decisions.note(now, f"{moved} {rates.rate}")
             return
         if self._dead is not None:  # a probe now and then, until one is acknowledged
-            if now >= self._dead and self._probe(radio, c, peer, rates.rate):
+            if now >= self._dead and self._probe(peer, rates.rate):
                 self._dead = now + rt.DEAD_PROBE_S
             return
         if not self._heard:  # (the other end may not be up yet: its silence says nothing)
             self._windows = adapter.windows
             return
         if adapter.windows == self._windows:
-            self._power_turn(radio, c, peer, now)
+            self._power_turn(peer, now)
             return
         self._windows = adapter.windows
-        if self._power_window(radio, now):
+        if self._power_window(now):
             return
         move = rates.after_window(adapter.window_q or 0.0, now)
         if trial is not None and rates.trial_from is None and move is None:
@@ -227,11 +261,11 @@ class Adaptation:
             now + rt.ANNOUNCE_S,
             trial_at=trial.announced_at if move.keep and trial is not None else None,
         )
-        self._announcing(radio, c, peer, 0, now)
+        self._announcing(peer, 0, now)
 
     # -- the power (protocol/power.py: between the rate's moves, never during one) --------------
 
-    def _power_turn(self, radio: LinkRadio, c: TxCounters, peer: PeerSender, now: float) -> None:
+    def _power_turn(self, peer: PeerSender, now: float) -> None:
         """A step down when its time has come (the TX FIFO empty: what follows is at the new
         level), its probes while they are judged."""
         power, adapter, rates = self.power, self.adapter, self.rates
@@ -243,13 +277,13 @@ class Adaptation:
             if now > probed_by:  # not judged in time: it failed
                 self._set_power(power.window(0, 0, 0, now), now)
             else:
-                self._probe(radio, c, peer, rates.rate)
-        elif power.may_step(now) and radio.is_fifo(True, True):
+                self._probe(peer, rates.rate)
+        elif power.may_step(now) and self._empty():
             self._set_power(power.step_down(now), now)
             adapter.restart_window(now, rt.PROBE_ATTEMPTS, rt.PROBE_MAX_S)
-            self._probe(radio, c, peer, rates.rate)
+            self._probe(peer, rates.rate)
 
-    def _power_window(self, radio: LinkRadio, now: float) -> bool:
+    def _power_window(self, now: float) -> bool:
         """A window ended: the power's first. True if it was the power's (a step's probes or
         data, or a window that put the ceiling back): the rate does not judge it."""
         power, adapter = self.power, self.adapter
@@ -262,27 +296,25 @@ class Adaptation:
         if stage == "probe" and power.stage == "judge":  # (the data's windows again)
             adapter.restart_window(now, a.WINDOW_ATTEMPTS, a.WINDOW_S)
         if stage != power.stage and not self._all_retries:
-            self.apply_retries()  # (ARC 15 while a step's data is judged)
+            self._apply_retries()  # (ARC 15 while a step's data is judged)
         return stage is not None or level is not None
 
     def _set_power(self, level: int | None, now: float) -> None:
         if level is None or self.power is None:
             return
-        self.owner.apply(Power(level))
+        self._out.append(Power(level))
         trial = " (trial)" if self.power.stage else ""
         self.decisions.note(now, f"power {pw.dbm(level)} dBm{trial}")
 
-    def _announcing(
-        self, radio: LinkRadio, c: TxCounters, peer: PeerSender, max_rt: int, now: float
-    ) -> None:
+    def _announcing(self, peer: PeerSender, max_rt: int, now: float) -> None:
         ann = self._announced
         rates = self.rates
         assert ann is not None and rates is not None
         if ann.loaded_at is None and now <= ann.deadline:
             # alone in the TX FIFO (nothing behind it goes at the old rate to a receiver that
             # may have switched: it would meet MAX_RT); lane 1, between a packet's frames
-            if radio.is_fifo(True, True):
-                self._load(radio, c, peer, ann.move.message())
+            if self._empty():
+                self._load(peer, ann.move.message())
                 ann.loaded_at = now
             return
         ann.max_rt = ann.max_rt or bool(max_rt)
@@ -304,7 +336,7 @@ class Adaptation:
                 self._back = (ann.back, (ann.loaded_at or now) + rt.TRIAL_S + rt.GUARD_S)
             return
         assert ann.loaded_at is not None  # (not loaded by its deadline: not through, above)
-        if not heard_maybe and (not radio.is_fifo(True, True) or now < ann.loaded_at + rt.GUARD_S):
+        if not heard_maybe and (not self._empty() or now < ann.loaded_at + rt.GUARD_S):
             return
         self._announced = None
         if ann.move.keep:
@@ -319,32 +351,31 @@ class Adaptation:
             assert self.adapter is not None  # judged quickly: a rate that fails costs little
             self.adapter.window_attempts = rt.PROBE_ATTEMPTS
             self.adapter.window_s = rt.PROBE_MAX_S
-            self._probe(radio, c, peer, ann.move.rate)  # (the first, at once)
+            self._probe(peer, ann.move.rate)  # (the first, at once)
 
-    def _probe(self, radio: LinkRadio, c: TxCounters, peer: PeerSender, rate: str) -> bool:
+    def _probe(self, peer: PeerSender, rate: str) -> bool:
         """A probe at ``rate`` (on trial, or gone quiet) into the TX FIFO if it is empty (it
-        fills whole frames: rate.probe_length); did it go?"""
-        if not radio.is_fifo(True, True):
+        fills whole frames: rate.probe_length); does it go?"""
+        if not self._empty():
             return False
-        frames = self._load(radio, c, peer, rt.probe_message(rate, peer.probe_length()))
+        frames = self._load(peer, rt.probe_message(rate, peer.probe_length()))
         self.probe_frames += frames
         self._probes_out = True
-        self._probes_end = c.frames_sent
+        self._probes_end = self._sent
         return True
 
-    def _load(self, radio: LinkRadio, c: TxCounters, peer: PeerSender, message: bytes) -> int:
+    def _load(self, peer: PeerSender, message: bytes) -> int:
         """A link-control packet of ours, whole, into the TX FIFO (lane 1: between the
         frames of a packet on its way), at ARC 15 whatever the data's count (a lost
         announcement costs a trial or the other end; a receiver whose RX FIFO is still full
         of the data before it, on a busy machine, refused one for 4 attempts); its frames."""
         assert self.adapter is not None
         if self.adapter.choice.arc < ARC_MAX and not self._all_retries:
-            self.owner.apply(self._retries(ARC_MAX))
+            self._out.append(self._retries(ARC_MAX))
             self._all_retries = True
         frames = peer.control_frames(message)
-        for frame in frames:
-            radio.start_fast_write(frame)
-        c.frames_sent += len(frames)
+        self._out.append(Load(frames))
+        self._sent += len(frames)
         return len(frames)
 
     def _go_back(self, trial: _Trial) -> None:
@@ -359,23 +390,23 @@ class Adaptation:
         and its packet be lost)."""
         self.decisions.note(now, f"rate {rate}")
         self._dead = now if unsure else None
-        self.owner.apply(Rate(rate))
+        self._out.append(Rate(rate))
         self.adapter = a.RetryAdapter(rate, now)
         self._windows = 0
         self._last_ack = now
         if self.power is not None:  # (a rate is judged at the ceiling)
             self._set_power(self.power.to_ceiling(f"rate {rate}", now), now)
-        self.apply_retries()
+        self._apply_retries()
 
-    def _apply(self, child: Child) -> None:
+    def _apply(self, turn: EsbTurn) -> None:
         """After the config's settings, or a start over: the rate, power and retries in
         force again (the configured rate and power where they are not adapted: a mobile that
         learnt that its base serves several may have fallen back before)."""
         adapter = self.adapter  # (its rate: the one in force, not one being announced)
-        rate = adapter.rate if adapter is not None and self.rates else child.cfg.radio.rate
-        level = child.cfg.pa_value if self.power is None else self.power.level
-        self.owner.apply(Rate(rate), Power(level))
-        self.apply_retries()
+        rate = adapter.rate if adapter is not None and self.rates else turn.rate
+        level = turn.pa_level if self.power is None else self.power.level
+        self._out += (Rate(rate), Power(level))
+        self._apply_retries()
 
     def retries(self) -> Retries:
         """The retries for the data: the chosen ARD and count (ARC 15 while a power step's
@@ -384,9 +415,9 @@ class Adaptation:
         judged = self.power is not None and self.power.stage == "judge"
         return self._retries(ARC_MAX if judged else self.adapter.choice.arc)
 
-    def apply_retries(self) -> None:
+    def _apply_retries(self) -> None:
         self._all_retries = False
-        self.owner.apply(self.retries())
+        self._out.append(self.retries())
 
     def _retries(self, arc: int) -> Retries:
         """The chosen ARD with ``arc`` (the data's count, or ARC 15 for ours)."""

@@ -1,5 +1,5 @@
-"""The TX process's side of ``adapt = true`` in stream mode (one peer; protocol/rate.py,
-docs/design.md §5, "Stream mode"): the chips send without acknowledgements, so there are no
+"""Stream mode's sending side of ``adapt = true``, sans-IO (one peer; rate.py, docs/design.md
+§5, "Stream mode"): the chips send without acknowledgements, so there are no
 retries to choose, and what the rate's choice learns from is the ARQ's: of the frames whose
 fate it learnt (acknowledged, or found missing and sent again), the share that failed. The
 agreement rides on the ARQ, which delivers in order and at most once: the announcement goes
@@ -11,20 +11,25 @@ receiver's trial lasts while it hears the sender: rate.STREAM_TRIAL_S); failed, 
 sends nothing for that long and goes back; kept, but nothing acknowledged before the keep
 passed (the receiver had left: it ignores the keep), the sender goes back too. Nothing
 acknowledged for FALLBACK_S: the robust rate, as in ESB (the receiver falls back by
-itself)."""
+itself).
+
+Its shape is a part's (part.py): each turn ``step`` takes the config's choices
+(``StreamTurn``) and the peer, whose ARQ (arq.py) it reads and offers our link-control
+packets to, and returns the chip settings to make, in order (actions.py); ``wake_at`` says
+when it next needs a turn."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
 
-from longge.daemon.child import Child
-from longge.daemon.radio_owner import Power, RadioOwner, Rate
-from longge.daemon.stream_power import SILENT_S, StreamPower
 from longge.protocol import adapt as a
 from longge.protocol import rate as rt
+from longge.protocol.actions import Action, Power, Rate
 from longge.protocol.arq import ArqSender
 from longge.protocol.peer import PeerSender
+from longge.protocol.power_stream import SILENT_S, StreamPower
 
 #: The ARQ begins a new session only after this long without progress (ArqSender's
 #: ``restart_after_s``): both ends fall back within 2 x FALLBACK_S of losing each other.
@@ -51,6 +56,19 @@ KEEP_LOST_S = 0.1
 #: data a few tenths of a second for little chance (at 78 dB, the trial 1.5 s after the
 #: fallback was the dip that held `experiment adaptive-stream`'s settling to 3.1 s).
 FALLBACK_WAIT_S = 2 * rt.PROBE_S
+
+
+class StreamTurn(NamedTuple):
+    """What ``StreamAdaptation.step`` is told each turn: the config's choices (``adapt``: on,
+    one peer, whose base grants nothing; the configured rate and PA level), ``applied``: how
+    many times the radio's settings were applied (it changes: they were again), and the
+    frames in a burst of the 4 ms rule at a rate (the node's radio options at that rate)."""
+
+    adapt: bool
+    rate: str
+    pa_level: int
+    applied: int
+    burst_frames: Callable[[str], int]
 
 
 @dataclass
@@ -102,6 +120,8 @@ class StreamAdaptation:
         #: after a switch without the receiver's word (back from a trial, a fallback), fates
         #: are not counted until the ARQ's ``passed`` is this (what was offered before it)
         self._unsure_mark: int | None = None
+        self._out: list[Action] = []  # (this turn's, in order)
+        self._turn: StreamTurn | None = None  # (this turn's)
 
     def keepalive_s(self, configured: float) -> float:
         """An adapting link's keepalives come often enough for the fallback's silence."""
@@ -138,28 +158,27 @@ class StreamAdaptation:
             due.append(probed_by)
         return min(due) if due else None
 
-    def step(
-        self,
-        child: Child,
-        owner: RadioOwner,
-        peers: Sequence[PeerSender],
-        now: float,
-        cell: bool = False,
-    ) -> None:
-        """Once per loop turn with a radio, after the peer's ACKs were taken in. ``cell``: a
-        mobile whose base grants the uplink (it serves several: the configured rate)."""
-        opts = child.cfg.radio
-        key = (opts.adapt and len(peers) == 1 and not cell, opts.rate, child.cfg.pa_value)
+    def step(self, turn: StreamTurn, peers: Sequence[PeerSender], now: float) -> list[Action]:
+        """Once per loop turn with a radio, after the peer's ACKs were taken in: the chip
+        settings to make, in order."""
+        out = self._out = []
+        self._turn = turn
+        self._step(turn, peers, now)
+        return out
+
+    def _step(self, turn: StreamTurn, peers: Sequence[PeerSender], now: float) -> None:
+        key = (turn.adapt, turn.rate, turn.pa_level)
         peer = peers[0]
         arq = peer.arq
         assert arq is not None
         if key != self._key:  # turned on or off, or another rate configured: start over
             if self._in_force:  # (it adapted: the configured rate and power again)
-                owner.apply(Rate(opts.rate), Power(child.cfg.pa_value))
+                self._out += (Rate(turn.rate), Power(turn.pa_level))
             self._key = key
-            self.rates = rt.RateChooser(opts.rate, now, rt.stream_goodput) if key[0] else None
+            self.rates = rt.RateChooser(turn.rate, now, rt.stream_goodput) if key[0] else None
             on = key[0]  # (the configured power is the ceiling)
-            self.power = StreamPower(child.cfg.pa_value, now, self.decisions.note) if on else None
+            note, emit = self.decisions.note, self._out_append
+            self.power = StreamPower(turn.pa_level, now, note, emit) if on else None
             arq.restart_after_s = RESTART_AFTER_S if key[0] else 0.0
             self.windows = a.FailureWindows(now)
             self._announced = self._trial = self._back = self._keeping = None
@@ -171,9 +190,9 @@ class StreamAdaptation:
         rates, windows = self.rates, self.windows
         if rates is None or windows is None:
             return
-        if child.applied != self._applied:  # the config's settings were just applied
-            self._applied = child.applied
-            self._set_rate(child, owner, self._in_force or rates.rate)
+        if turn.applied != self._applied:  # the config's settings were just applied
+            self._applied = turn.applied
+            self._set_rate(self._in_force or rates.rate)
         acked = arq.stats.acked - self._acked
         lost = arq.stats.lost - self._lost
         self._acked, self._lost = arq.stats.acked, arq.stats.lost
@@ -183,13 +202,13 @@ class StreamAdaptation:
             rate, at = self._back
             if now >= at:
                 self._back = None
-                self._switch_alone(child, owner, arq, rate, now)
+                self._switch_alone(arq, rate, now)
             return
         ann, robust = self._announced, rt.RateMove(rt.ROBUST_RATE)
         settled = self._in_force == rt.ROBUST_RATE and (ann is None or ann.move == robust)
         moved = rates.after_silence(self._last_ack, now, settled, FALLBACK_WAIT_S)
         if moved is not None:  # (nothing acknowledged: 250 kbit/s; there, now and then, ours)
-            self._fall_back(child, owner, arq, peer, now, moved)
+            self._fall_back(arq, peer, now, moved)
             return
         keeping = self._keeping
         if keeping is not None and arq.passed >= keeping.mark:
@@ -198,10 +217,10 @@ class StreamAdaptation:
             self._keeping = None
             rates.trial_failed(keeping.back, "the receiver had left the trial for its keep", now)
             self.decisions.note(now, "keep lost")
-            self._switch_alone(child, owner, arq, keeping.back, now)
+            self._switch_alone(arq, keeping.back, now)
             return
         if self._announced is not None:
-            self._announcing(child, owner, arq, peer, now)
+            self._announcing(arq, peer, now)
             if self._announced is not None and not self._announced.move.keep:
                 return
         trial = self._trial
@@ -230,7 +249,7 @@ class StreamAdaptation:
                 self._unsure_mark = None
                 windows.restart_window(now, a.WINDOW_ATTEMPTS, a.WINDOW_S)
         q = windows.count(acked + lost, lost, 0, now)
-        if self._power(owner, arq, peer, q is not None, now):
+        if self._power(arq, peer, q is not None, now):
             return
         # At the robust rate with frames on their way and nothing acknowledged for
         # FALLBACK_S (Wi-Fi destroys 250 kbit/s's long frames): a window that failed all
@@ -253,12 +272,10 @@ class StreamAdaptation:
         if move.keep:
             windows.restart_window(now, a.WINDOW_ATTEMPTS, a.WINDOW_S)  # (judged as any)
         self._announced = _Announced(move, trial.back if trial is not None else self._in_force)
-        self._announcing(child, owner, arq, peer, now)
+        self._announcing(arq, peer, now)
 
-    def _power(
-        self, owner: RadioOwner, arq: ArqSender, peer: PeerSender, ended: bool, now: float
-    ) -> bool:
-        """The power's turn (stream_power.py), between the rate's moves: True if the window
+    def _power(self, arq: ArqSender, peer: PeerSender, ended: bool, now: float) -> bool:
+        """The power's turn (power_stream.py), between the rate's moves: True if the window
         that ``ended`` was the power's (the rate does not judge it). A level that went up
         leaves frames sent below it to find their fate: not counted (``_unsure_mark``)."""
         power, windows = self.power, self.windows
@@ -274,25 +291,17 @@ class StreamAdaptation:
         busy = self._busy_since
         quiet = busy is not None and now - max(busy, self._last_ack) >= SILENT_S
         handled = False
-        if quiet and power.silent(owner, now):
+        if quiet and power.silent(now):
             up = handled = True  # (this turn's window, if one ended, was the level's)
         elif ended:
-            handled, up = power.window(owner, windows, now)
+            handled, up = power.window(windows, now)
         else:
-            up = power.turn(owner, arq, windows, lambda n: self._fill(arq, peer, n, now), now)
+            up = power.turn(arq, windows, lambda n: self._fill(arq, peer, n, now), now)
         if up:
             self._unsure_mark = arq.offered
         return handled
 
-    def _fall_back(
-        self,
-        child: Child,
-        owner: RadioOwner,
-        arq: ArqSender,
-        peer: PeerSender,
-        now: float,
-        moved: str,
-    ) -> None:
+    def _fall_back(self, arq: ArqSender, peer: PeerSender, now: float, moved: str) -> None:
         """The chooser ``moved`` after silence (rate.RateChooser.after_silence: a fallback to
         the robust rate, or a scan of the configured one): there without a word. An
         announcement still in the ARQ would pass later (the receiver would take it and
@@ -301,15 +310,13 @@ class StreamAdaptation:
         assert rates is not None
         ann = self._announced
         self._trial = self._announced = self._keeping = None
-        self._switch_alone(child, owner, arq, rates.rate, now)
+        self._switch_alone(arq, rates.rate, now)
         self.decisions.note(now, f"{moved} {rates.rate}")
         if ann is not None and ann.mark is not None and arq.passed < ann.mark:
             self._announced = _Announced(rt.RateMove(rates.rate), rates.rate)
-            self._announcing(child, owner, arq, peer, now)
+            self._announcing(arq, peer, now)
 
-    def _announcing(
-        self, child: Child, owner: RadioOwner, arq: ArqSender, peer: PeerSender, now: float
-    ) -> None:
+    def _announcing(self, arq: ArqSender, peer: PeerSender, now: float) -> None:
         ann = self._announced
         rates = self.rates
         assert ann is not None and rates is not None
@@ -327,7 +334,7 @@ class StreamAdaptation:
             return  # (the ARQ carries it; nothing acknowledged for FALLBACK_S: fallback)
         self._announced = None
         if ann.move.rate != self._in_force:
-            self._switch(child, owner, ann.move.rate, now)
+            self._switch(ann.move.rate, now)
         if ann.move.trial:
             self._trial = _Trial(ann.back, now + rt.PROBE_MAX_S)
             assert self.windows is not None  # judged quickly: a rate that fails costs little
@@ -352,32 +359,34 @@ class StreamAdaptation:
         self._trial = None
         self._back = (trial.back, now + rt.STREAM_TRIAL_S[self._in_force] + rt.GUARD_S)
 
-    def _switch(self, child: Child, owner: RadioOwner, rate: str, now: float) -> None:
+    def _switch(self, rate: str, now: float) -> None:
         """To ``rate`` (its fates are counted from the next turn on)."""
         self.decisions.note(now, f"rate {rate}")
-        self._set_rate(child, owner, rate)
+        self._set_rate(rate)
         if self.power is not None:  # (a rate is judged at the ceiling)
-            self.power.to_ceiling(owner, f"rate {rate}", now)
+            self.power.to_ceiling(f"rate {rate}", now)
         self._last_ack = now
         self._fresh = True
         assert self.windows is not None
         self.windows.restart_window(now, a.WINDOW_ATTEMPTS, a.WINDOW_S)
 
-    def _switch_alone(
-        self, child: Child, owner: RadioOwner, arq: ArqSender, rate: str, now: float
-    ) -> None:
+    def _switch_alone(self, arq: ArqSender, rate: str, now: float) -> None:
         """To ``rate`` without the receiver's word (back from a trial, a keep lost, a
         fallback): what was offered before finds its fate at the other rate, and is not
         counted (``_unsure_mark``)."""
-        self._switch(child, owner, rate, now)
+        self._switch(rate, now)
         self._unsure_mark = arq.offered
 
-    def _set_rate(self, child: Child, owner: RadioOwner, rate: str) -> None:
+    def _set_rate(self, rate: str) -> None:
         self._in_force = rate
-        owner.apply(Rate(rate))
+        self._out.append(Rate(rate))
         if self.power is not None:
-            self.power.apply(owner)
-        self.burst = replace(child.cfg.radio, rate=rate).timing().stream_burst_frames
+            self.power.apply()
+        assert self._turn is not None
+        self.burst = self._turn.burst_frames(rate)
+
+    def _out_append(self, action: Action) -> None:
+        self._out.append(action)
 
     def stats(self, now: float) -> dict[str, object] | None:
         if self.rates is None or self.windows is None:
