@@ -113,3 +113,19 @@ def test_a_trial_that_fails_goes_back_once_the_receivers_trial_is_over() -> None
     up, back = done.index(Rate("2M")), len(done) - 1 - done[::-1].index(Rate("1M"))
     assert up < back and air.data_bad == 0  # (a trial's probes go, the data waits)
     assert all(not isinstance(a, Power) or a.level <= 3 for a in air.done)  # (the ceiling)
+
+
+def test_adaptation_turned_off_after_a_max_rt_lets_the_data_go() -> None:
+    """A rate that met MAX_RT holds the data till a probe is acknowledged; the adaptation
+    turned off then (``radio set adapt=false``) must not leave it held: nothing would be
+    loaded again, nor acknowledged, and the pump would wake at once for ever."""
+    air = Air(start="2M", bad=frozenset({"2M"}))
+    air.run(4.0)  # (heard first: the rate is judged from the first acknowledgement on)
+    air.bad = frozenset({"2M", "1M", "250k"})
+    for _ in range(3):
+        air.turn()
+        air.now += TURN_S
+    assert not air.adapt.may_load()  # (dead: a probe now and then)
+    off = EsbTurn(False, "2M", 3, True, 1, air.frames_sent, air.retransmissions, 3, lambda: True)
+    air.adapt.step(off, air.peer, air.now)
+    assert air.adapt.may_load() and air.adapt.wake_at(air.now) is None

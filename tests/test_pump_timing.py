@@ -144,21 +144,27 @@ class Peer:
         return self.arq.next_deadline()
 
 
-def simulate(
-    tmp: Path, mode: str, descriptor: bool, seed: int
-) -> tuple[float, int, Sending, FakeChip]:
-    """PACKETS packets of 1000 bytes up a mobile's link from a standing start: (the fake time
-    it took, the frames sent, the sending half, the chip)."""
+def sending_half(tmp: Path, mode: str, chip: FakeChip) -> tuple[Child, Sending]:
+    """A mobile's TX process's state in ``mode`` (its Child, its sending half), its radio
+    ``chip`` behind the radio's owner."""
     cfg = in_mode(mobile_config(tmp, str(tmp / "air.sock"), 0), mode)
-    chip = FakeChip(descriptor)
     conn, _ = Pipe()
     child = Child(cfg, "tx", conn, schedule=False)
     settings = ChipSettings.configured(cfg.radio, cfg.tx_channel, cfg.pa_value, b"x")
     child.owner = RadioOwner(chip, settings)  # type: ignore[arg-type]
     kind: type[Sending] = StreamSending if mode == "stream" else EsbSending
     table = senders(cfg, kind.ARQ)
-    queues = make_queues(cfg, table)
-    out = kind(cfg, table, queues, TxCounters(), child.owner)
+    return child, kind(cfg, table, make_queues(cfg, table), TxCounters(), child.owner)
+
+
+def simulate(
+    tmp: Path, mode: str, descriptor: bool, seed: int
+) -> tuple[float, int, Sending, FakeChip]:
+    """PACKETS packets of 1000 bytes up a mobile's link from a standing start: (the fake time
+    it took, the frames sent, the sending half, the chip)."""
+    chip = FakeChip(descriptor)
+    child, out = sending_half(tmp, mode, chip)
+    table, queues = out.table, out.queues
     tun = MemoryTun()
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     ours.setblocking(False)
@@ -243,20 +249,13 @@ def test_a_setting_given_for_later_wakes_the_pump_and_is_applied_then(
     """The radio's owner holds a channel given for a moment (a move off a busy channel, a
     hop): a pump with nothing to send sleeps till that moment, not its longest, and its turn
     then applies it; not before."""
-    cfg = in_mode(mobile_config(tmp_path, str(tmp_path / "air.sock"), 0), mode)
     chip = FakeChip(descriptor=True)
-    conn, _ = Pipe()
-    child = Child(cfg, "tx", conn, schedule=False)
-    settings = ChipSettings.configured(cfg.radio, cfg.tx_channel, cfg.pa_value, b"x")
-    child.owner = RadioOwner(chip, settings)  # type: ignore[arg-type]
-    kind: type[Sending] = StreamSending if mode == "stream" else EsbSending
-    table = senders(cfg, kind.ARQ)
-    out = kind(cfg, table, make_queues(cfg, table), TxCounters(), child.owner)
+    child, out = sending_half(tmp_path, mode, chip)
     tun = MemoryTun()
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     ours.setblocking(False)
     pump = TxPump(out, child, tun, ours)
-    moved = cfg.tx_channel + 7
+    moved = child.cfg.tx_channel + 7
     try:
         pump.turn(chip, 0.0)  # type: ignore[arg-type]
         idle, _, _, _ = pump.sleep(chip, 0.0)  # type: ignore[arg-type]

@@ -164,6 +164,9 @@ class EsbAdaptation:
             on = self.rates is not None  # (the configured power is the ceiling)
             self.power = pw.PowerChooser(turn.pa_level, now) if on else None
             self._announced = self._trial = self._back = None
+            # (a rate that met MAX_RT holds the data till a probe is acknowledged: turned
+            # off then, nothing would be loaded again, nor acknowledged)
+            self._dead, self._probes_out = None, False
             self._applied = -1
             # (before a first acknowledgement, silence counts only after STARTUP_S)
             self._last_ack = now + rt.STARTUP_S - rt.FALLBACK_S
