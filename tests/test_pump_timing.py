@@ -1,11 +1,13 @@
-"""The TX pump's timing (longge/daemon/radio_tx.py) on a fake clock and a fake chip, in both
-link modes: the sleeps its comments record as bugs, and "nothing sleeps while something is
+"""The pumps' timing (longge/daemon/radio_tx.py, radio_rx.py) on a fake clock and a fake chip,
+in both link modes. The TX pump: the sleeps its comments record as bugs, and "nothing sleeps while something is
 sendable". The pump's own turn (``radio_tx.turn``) and the mode's ``wake`` run as in the
 daemon; only the clock, the chip and the waiting are the test's: the chip sends one frame
 every FRAME_S of fake time, and the pump's sleep ends when its descriptor would wake it (the
 chip's news, the RX process's messages), when it asked to be polled, or at its timeout. A
 turn takes fake time too, now and then as long as a busy machine makes it, so frames end
-while the pump works and their news is taken in by its last look before it sleeps."""
+while the pump works and their news is taken in by its last look before it sleeps. The RX
+pump (``RxPump``): frames read as they come, never left to fill the FIFO; a setting given
+for later wakes either pump then."""
 
 from __future__ import annotations
 
@@ -272,3 +274,133 @@ def test_a_setting_given_for_later_wakes_the_pump_and_is_applied_then(
         tun.close()
         ours.close()
         theirs.close()
+
+
+class FakeRxChip:
+    """An RX chip on a fake clock: frames come at the times given, into a FIFO three deep (a
+    frame that finds it full is refused, counted: ESB's sender would try it again); its
+    descriptor is a mirrored chip's, readable once a frame came since the host last looked.
+    Each read takes READ_S of the pump's turn, and frames keep coming meanwhile."""
+
+    irq_edges = None
+    link_errors = None
+    failure_detected = False
+    channel = data_rate = pa_level = 0
+
+    def __init__(self, arrivals: list[float]) -> None:
+        self.arrivals = arrivals  # (sorted)
+        self.fifo: list[tuple[float, bytes]] = []
+        self.t = 0.0
+        self.unread = False
+        self.refused = 0
+        self.delays: list[float] = []  # each frame's wait in the FIFO
+
+    def fileno(self) -> int:
+        return 99
+
+    def take_edges(self) -> int:
+        return 0
+
+    def advance(self, t: float) -> None:
+        while self.arrivals and self.arrivals[0] <= t:
+            at = self.arrivals.pop(0)
+            if len(self.fifo) >= 3:
+                self.refused += 1
+            else:
+                self.fifo.append((at, bytes((0x80 | len(self.fifo),)) + b"x" * 31))
+            self.unread = True
+        self.t = max(self.t, t)
+
+    def next_arrival(self) -> float | None:
+        return self.arrivals[0] if self.arrivals else None
+
+    def _look(self) -> int:
+        self.unread = False
+        return 1 if self.fifo else 7
+
+    def available_pipe(self) -> tuple[bool, int]:
+        pipe = self._look()
+        return pipe != 7, pipe
+
+    def available(self) -> bool:
+        return self._look() != 7
+
+    def get_status_flags(self) -> int:
+        return self._look() << 1
+
+    def is_fifo(self, about_tx: bool, check_empty: bool | None = None) -> bool | int:
+        self._look()
+        n = len(self.fifo)
+        return FIFO_FULL if n >= 3 else FIFO_EMPTY if n == 0 else FIFO_OCCUPIED
+
+    def read(self) -> bytes:
+        self.advance(self.t + READ_S)
+        at, frame = self.fifo.pop(0)
+        self.delays.append(self.t - at)
+        return frame
+
+    def set_retries(self, *args: Any) -> None: ...
+    def set_auto_ack(self, *args: Any) -> None: ...
+    def stop_listening(self, *args: Any) -> None: ...
+    def start_listening(self) -> None: ...
+
+
+READ_S = 0.00005  # one payload read over SPI
+
+
+@pytest.mark.parametrize("mode", ["esb", "stream"])
+def test_the_rx_pump_reads_each_frame_at_once_and_wakes_for_a_setting_given_for_later(
+    tmp_path: Path, mode: str
+) -> None:
+    """The RX pump on a fake clock: bursts of frames two air-times apart, its turns now and
+    then as long as two frames: none refused (the FIFO is never left full), each read within
+    a couple of frames' time; between bursts it sleeps, not spins; and a channel given to the
+    radio's owner for a moment wakes it then and is applied then, not before."""
+    from longge.daemon.peers import RxCounters
+    from longge.daemon.radio_rx import LONGEST_WAIT_S, RxPump
+    from longge.daemon.receiving import EsbReceiving, Receiving
+    from longge.daemon.stream_rx import StreamReceiving
+    from longge.protocol.rate_listening import RateListening
+
+    arrivals = [b * 0.05 + k * 2 * FRAME_S for b in range(6) for k in range(20)]
+    chip = FakeRxChip(list(arrivals))
+    cfg = in_mode(mobile_config(tmp_path, str(tmp_path / "air.sock"), 0), mode)
+    conn, _ = Pipe()
+    child = Child(cfg, "rx", conn, schedule=False)
+    settings = ChipSettings.configured(cfg.radio, cfg.rx_channel, cfg.pa_value, None)
+    child.owner = RadioOwner(chip, settings)  # type: ignore[arg-type]
+    kind: type[Receiving] = StreamReceiving if mode == "stream" else EsbReceiving
+    table = receivers(cfg, kind.ARQ)
+    tun = MemoryTun()
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    ours.setblocking(False)
+    c = RxCounters()
+    pump = RxPump(kind(tun, ours, table, c), RateListening(kind.ARQ), child, table, c, ours, False)
+    moved, move_at = cfg.rx_channel + 9, 0.123
+    child.owner.schedule(move_at, Channel(moved))
+    rng = random.Random(1)
+    t, sleeps, applied_at = 0.0, [], None
+    try:
+        while t < 0.4:
+            chip.advance(t)
+            pump.turn(chip, t)  # type: ignore[arg-type]
+            if applied_at is None and chip.channel == moved:
+                applied_at = t
+            t = chip.t = t + (2 * FRAME_S if rng.random() < 0.1 else QUICK_TURN_S)
+            chip.advance(t)
+            timeout, more, _ = pump.sleep(chip, t)  # type: ignore[arg-type]
+            if more or chip.unread:
+                continue
+            due = chip.next_arrival()
+            wake = t + timeout if due is None else min(t + timeout, max(t, due))
+            sleeps.append(wake - t)
+            t = wake
+    finally:
+        tun.close()
+        ours.close()
+        theirs.close()
+    assert chip.refused == 0 and len(chip.delays) == len(arrivals)
+    assert max(chip.delays) <= 3 * FRAME_S, max(chip.delays)
+    assert c.frames_in == len(arrivals)
+    assert applied_at is not None and move_at <= applied_at < move_at + QUICK_TURN_S + 1e-9
+    assert max(sleeps) <= LONGEST_WAIT_S + 1e-9 and len(sleeps) < 400  # (it slept, not spun)

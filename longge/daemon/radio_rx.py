@@ -29,6 +29,7 @@ import signal
 import socket
 import time
 from multiprocessing.connection import Connection
+from typing import Any
 
 from longge.config import NodeConfig
 from longge.daemon.child import Child, RxFifo, take_edges
@@ -37,11 +38,74 @@ from longge.daemon.radio_owner import hears_aside
 from longge.daemon.receiving import EsbReceiving, Receiving, flush, heard_aside, rx_stats, tend
 from longge.daemon.stream_rx import StreamReceiving
 from longge.protocol.part import wake_in
+from longge.protocol.peer import PeerReceiver, PeerTable
 from longge.protocol.rate_listening import RateListening
+from longge.radio.interface import LinkRadio
 from longge.tun import Tun
 
 #: The longest a receiver sleeps without news.
 LONGEST_WAIT_S = 0.25
+
+
+class RxPump:
+    """The loop's state between turns: the mode's receiving half, the rate it listens at, and
+    what the last ``select()`` found readable (the supervisor's pipe, the pair)."""
+
+    def __init__(
+        self,
+        mode: Receiving,
+        rates: RateListening,
+        child: Child,
+        table: PeerTable[PeerReceiver],
+        c: RxCounters,
+        pair: socket.socket,
+        aside: bool,
+    ) -> None:
+        self.mode, self.rates, self.child, self.table, self.c = mode, rates, child, table, c
+        self.pair = pair
+        self.aside = aside  # (frames our TX radio heard: HeardAside on the pair)
+        self.fifo = RxFifo()
+        self.control_ready = True  # the supervisor's pipe: looked at when select() said so
+        self.pair_ready = aside
+
+    def turn(self, radio: LinkRadio | None, now: float) -> None:
+        """One turn's moves, the sleep apart: 1.-4., the supervisor's messages, the counters."""
+        mode, rates, child, table, c = self.mode, self.rates, self.child, self.table, self.c
+        child.owner.due(now)  # (the radio's settings given for now)
+        if radio is not None:
+            # The pin's edges before each look at the RX FIFO: a frame after it leaves one.
+            take_edges(radio)
+            # 1. radio_rx
+            for pipe, frame in self.fifo.frames(radio, mode.first_pipe(radio)):
+                mode.take(pipe, frame, now)
+            opts = child.cfg.radio
+            adapts = opts.adapt and (opts.acked or mode.ARQ)
+            rates_set, announced = rates.step(adapts, opts.rate, child.applied, table, now)
+            for action in rates_set:
+                child.owner.apply(action)
+            if announced:
+                mode.rate_switched(now)
+        if self.pair_ready:
+            heard_aside(self.pair, c, mode.take, now)
+        mode.turn(now)
+        tend(child, table, now)
+        if self.control_ready:
+            child.handle_control()
+        if child.stats_due(now):
+            child.send_stats({**rx_stats(c, table, now), **mode.stats(), "adapt": rates.stats(now)})
+
+    def sleep(self, radio: LinkRadio | None, now: float) -> tuple[float, bool, tuple[Any, ...]]:
+        """5. wait: how long (till the soonest of the parts' moments, LONGEST_WAIT_S at most),
+        whether a frame waits already (no sleeping), what else to wake on."""
+        timeout = wake_in(now, LONGEST_WAIT_S, (self.child.owner, self.mode, self.rates), None)
+        more = radio is not None and self.fifo.more_waiting(radio)  # frames there: no sleeping
+        return timeout, more, (self.pair,) if self.aside else ()
+
+    def wait(self, radio: LinkRadio | None, now: float) -> None:
+        timeout, more, also = self.sleep(radio, now)
+        ready = self.child.wait(radio, timeout, now=more, poll=True, also=also)
+        self.control_ready = self.child.conn_fd in ready
+        self.pair_ready = self.aside and self.pair in ready
 
 
 def run(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> None:
@@ -50,43 +114,12 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> Non
     kind: type[Receiving] = StreamReceiving if cfg.radio.mode == "stream" else EsbReceiving
     table = receivers(cfg, kind.ARQ)
     c = RxCounters()
-    mode = kind(tun, pair, table, c)
-    fifo = RxFifo()
     rates = RateListening(kind.ARQ)  # (adapt = true, one peer: the rate the peer announced)
-    control_ready = True  # the supervisor's pipe: looked at when select() found it readable
-    aside = hears_aside(cfg)  # (frames our TX radio heard: HeardAside on the pair)
-    pair_ready = aside
+    pump = RxPump(kind(tun, pair, table, c), rates, child, table, c, pair, hears_aside(cfg))
     while child.running:
         now = time.monotonic()
         radio = child.ensure_radio(now)
-        child.owner.due(now)  # (the radio's settings given for now)
-        if radio is not None:
-            # The pin's edges before each look at the RX FIFO: a frame after it leaves one.
-            take_edges(radio)
-            # 1. radio_rx
-            for pipe, frame in fifo.frames(radio, mode.first_pipe(radio)):
-                mode.take(pipe, frame, now)
-            opts = child.cfg.radio
-            adapts = opts.adapt and (opts.acked or kind.ARQ)
-            rates_set, announced = rates.step(adapts, opts.rate, child.applied, table, now)
-            for action in rates_set:
-                child.owner.apply(action)
-            if announced:
-                mode.rate_switched(now)
-        if pair_ready:
-            heard_aside(pair, c, mode.take, now)
-        mode.turn(now)
-        tend(child, table, now)
-        if control_ready:
-            child.handle_control()
-        if child.stats_due(now):
-            child.send_stats({**rx_stats(c, table, now), **mode.stats(), "adapt": rates.stats(now)})
-        # 5. wait
-        timeout = wake_in(now, LONGEST_WAIT_S, (child.owner, mode, rates), None)
-        more = radio is not None and fifo.more_waiting(radio)  # frames there: no sleeping
-        also = (pair,) if aside else ()
-        ready = child.wait(radio, timeout, now=more, poll=True, also=also)
-        control_ready = child.conn_fd in ready
-        pair_ready = aside and pair in ready
+        pump.turn(radio, now)
+        pump.wait(radio, now)
     flush(table)
     child.close_radio()
