@@ -1,13 +1,13 @@
-"""The pumps' timing (longge/daemon/radio_tx.py, radio_rx.py) on a fake clock and a fake chip,
-in both link modes. The TX pump: the sleeps its comments record as bugs, and "nothing sleeps while something is
-sendable". The pump's own turn (``radio_tx.turn``) and the mode's ``wake`` run as in the
-daemon; only the clock, the chip and the waiting are the test's: the chip sends one frame
-every FRAME_S of fake time, and the pump's sleep ends when its descriptor would wake it (the
-chip's news, the RX process's messages), when it asked to be polled, or at its timeout. A
-turn takes fake time too, now and then as long as a busy machine makes it, so frames end
-while the pump works and their news is taken in by its last look before it sleeps. The RX
-pump (``RxPump``): frames read as they come, never left to fill the FIFO; a setting given
-for later wakes either pump then."""
+"""The pumps' timing (longge/daemon/radio_tx.py, radio_rx.py) on a fake clock and a fake chip, in
+both link modes. The TX pump: the sleeps its comments record as bugs, and "nothing sleeps while
+something is sendable". The pump's own turn (``radio_tx.turn``) and the mode's ``wake`` run as
+in the daemon; only the clock, the chip and the waiting are the test's: the chip sends one
+frame every FRAME_S of fake time, and the pump's sleep ends when its descriptor would wake it
+(the chip's news, the RX process's messages), when it asked to be polled, or at its timeout. A
+turn takes fake time too, now and then as long as a busy machine makes it, so frames end while
+the pump works and their news is taken in by its last look before it sleeps. The RX pump
+(``RxPump``): frames read as they come, never left to fill the FIFO; a setting given for later
+wakes either pump then."""
 
 from __future__ import annotations
 
