@@ -63,8 +63,8 @@ class Air:
         self.loaded_last = 0
         self.follower.tick(now if not failed else -1.0, now)
         turn = EsbTurn(True, self.start, 3, True, 1, self.frames_sent, self.retransmissions, 3,
-                       lambda: self.loaded_last == 0)  # fmt: skip
-        for action in adapt.step(turn, self.peer, now):
+                       lambda: self.loaded_last == 0, self.peer)  # fmt: skip
+        for action in adapt.step(turn, now):
             self.done.append(action)
             if isinstance(action, Rate):
                 self.rate = action.rate
@@ -126,6 +126,7 @@ def test_adaptation_turned_off_after_a_max_rt_lets_the_data_go() -> None:
         air.turn()
         air.now += TURN_S
     assert not air.adapt.may_load()  # (dead: a probe now and then)
-    off = EsbTurn(False, "2M", 3, True, 1, air.frames_sent, air.retransmissions, 3, lambda: True)
-    air.adapt.step(off, air.peer, air.now)
+    sent, again = air.frames_sent, air.retransmissions
+    off = EsbTurn(False, "2M", 3, True, 1, sent, again, 3, lambda: True, air.peer)
+    air.adapt.step(off, air.now)
     assert air.adapt.may_load() and air.adapt.wake_at(air.now) is None

@@ -62,7 +62,7 @@ class Link:
         self.peer.arq = ArqSender(backlog=SENDER_BACKLOG)
         self.adapt = StreamAdaptation()
         burst = lambda rate: replace(opts, rate=rate).timing().stream_burst_frames  # noqa: E731
-        self.turn = StreamTurn(True, self.start, self.ceiling, 0, burst)
+        self.turn = StreamTurn(True, self.start, self.ceiling, 0, burst, [self.peer])
         # (as daemon/peers.py makes it for stream mode, unsealed)
         reassembler = Reassembler(1500, timeout=STREAM_REASSEMBLY_S, late_guard=MAX_WINDOW)
         self.rx = PeerReceiver("mobile", b"addrm", nets, reassembler, None)
@@ -85,7 +85,7 @@ class Link:
             now = self.now = self.now + TICK_S
             while self.acks and self.acks[0][0] <= now:
                 arq.on_control(self.acks.pop(0)[1], now)
-            for action in adapt.step(self.turn, [peer], now):
+            for action in adapt.step(self.turn, now):
                 self.owner.apply(action)
             if not peer.frames and adapt.may_load() and adapt.may_feed():
                 peer.load(ip_packet(1000, self.next_tag % 60000), now)

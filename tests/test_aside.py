@@ -140,7 +140,7 @@ def test_frames_that_never_end_a_packet_hold_the_bases_downlink_4_ms_at_most(
     listen = BaseListening(owner)
     deadline = time.monotonic() + 5
     while not listen.listening and time.monotonic() < deadline:
-        listen.step(base, None, False, peer, time.monotonic())
+        listen.turn(base, None, False, peer, time.monotonic())
         time.sleep(0.0005)
     assert listen.listening
     # the forger's frames come for 30 ms, then the base has something to send: it must stop
@@ -156,7 +156,7 @@ def test_frames_that_never_end_a_packet_hold_the_bases_downlink_4_ms_at_most(
             forger.start_fast_write(bytes((0x80 if k % 8 == 0 else k % 8,)) + b"x" * 31)
             k += 1
         work = now >= start + 0.03
-        listen.step(base, None, work, peer, now)
+        listen.turn(base, None, work, peer, now)
         if work and not listen.listening:
             stopped = now
         time.sleep(0.0003)

@@ -293,8 +293,9 @@ class EsbSending(UplinkSending):
                 radio.retransmissions,
                 radio.fifo_depth,
                 self._fifo_empty,
+                self.table.peers[0],
             )
-            self._carry(radio, adapt.step(turn, self.table.peers[0], now))
+            self._carry(radio, adapt.step(turn, now))
         else:
             adapt.max_rt = 0  # (counted for the adaptation's next turn: none)
         return True
@@ -327,7 +328,7 @@ class EsbSending(UplinkSending):
         self.uplink(now)
         if self.listen is not None:  # (a base with several mobiles: between its bursts)
             busy = any(p.frames for p in table) or bool(len(queues))  # (backed off too)
-            self.listen.step(radio, pair, busy, self.addressed, now)
+            self.listen.turn(radio, pair, busy, self.addressed, now)
         listening = self.listen is not None and self.listen.listening  # (holding: listening.py)
         if adapt.may_load() and not listening:  # (nor while a new rate waits for the FIFO)
             self.fill(radio, now, c)

@@ -21,7 +21,7 @@ import socket
 from longge.daemon.child import RxFifo, take_edges, waitable
 from longge.daemon.messages import HeardAside, send
 from longge.daemon.radio_owner import RadioOwner
-from longge.protocol.listen_timing import LISTEN_AFTER_S, ListenTiming
+from longge.protocol.listen_timing import LISTEN_AFTER_S, ListenTiming, ListenTurn
 from longge.protocol.peer import PeerSender
 from longge.radio.interface import LinkRadio
 
@@ -38,7 +38,7 @@ class BaseListening(ListenTiming):
         self.fifo = RxFifo()
         self._radio: LinkRadio | None = None  # (this turn's: ``_fifo_empty``)
 
-    def step(
+    def turn(
         self,
         radio: LinkRadio,
         pair: socket.socket | None,
@@ -46,12 +46,12 @@ class BaseListening(ListenTiming):
         addressed: PeerSender,
         now: float,
     ) -> None:
-        """Each loop turn, before loading: the chip's role as ``turn`` decides; what the RX
-        FIFO holds goes to the RX process."""
+        """Each loop turn, before loading: the chip's role as ``ListenTiming.step`` decides;
+        what the RX FIFO holds goes to the RX process."""
         self._radio = radio
-        role = self.turn(work, addressed.radio_address, waitable(radio) is not None,
-                         self._fifo_empty, now)  # fmt: skip
-        if role is not None:
+        turn = ListenTurn(work, addressed.radio_address, waitable(radio) is not None,
+                          self._fifo_empty)  # fmt: skip
+        for role in self.step(turn, now):
             self.owner.apply(role)
         self.hand_on(radio, pair, now)
 

@@ -39,7 +39,7 @@ from longge.daemon.receiving import EsbReceiving, Receiving, flush, heard_aside,
 from longge.daemon.stream_rx import StreamReceiving
 from longge.protocol.part import wake_in
 from longge.protocol.peer import PeerReceiver, PeerTable
-from longge.protocol.rate_listening import RateListening
+from longge.protocol.rate_listening import HeardTurn, RateListening
 from longge.radio.interface import LinkRadio
 from longge.tun import Tun
 
@@ -80,10 +80,9 @@ class RxPump:
                 mode.take(pipe, frame, now)
             opts = child.cfg.radio
             adapts = opts.adapt and (opts.acked or mode.ARQ)
-            rates_set, announced = rates.step(adapts, opts.rate, child.applied, table, now)
-            for action in rates_set:
+            for action in rates.step(HeardTurn(adapts, opts.rate, child.applied, table), now):
                 child.owner.apply(action)
-            if announced:
+            if rates.announced:
                 mode.rate_switched(now)
         if self.pair_ready:
             heard_aside(self.pair, c, mode.take, now)

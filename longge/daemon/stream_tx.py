@@ -422,8 +422,11 @@ class StreamSending(UplinkSending):
             self._opts = cfg.radio
             # (a cell, where our base grants the uplink: the configured rate)
             on = cfg.radio.adapt and len(self.table) == 1 and self.permit is None
-            turn = StreamTurn(on, cfg.radio.rate, cfg.pa_value, child.applied, self._burst_at)
-            for action in self.adapt.step(turn, self.table.peers, now):
+            peers = self.table.peers
+            turn = StreamTurn(
+                on, cfg.radio.rate, cfg.pa_value, child.applied, self._burst_at, peers
+            )
+            for action in self.adapt.step(turn, now):
                 self.owner.apply(action)
             if self.listen is not None and self.listen.listening:
                 self.listen.hand_on(radio, pair, now)  # (a packet heard in part holds: fill)
@@ -458,7 +461,7 @@ class StreamSending(UplinkSending):
             # listening and back cost the loaded downlink)
             acks = self.acks_waiting() and not self.awaits_answer(now)
             work = self.chip_busy or acks or self.more_to_send()
-            self.listen.step(radio, pair, work, self.addressed, time.monotonic())
+            self.listen.turn(radio, pair, work, self.addressed, time.monotonic())
 
     def control_now(self) -> bool:
         return True  # (the ARQ carries a packet's frames whole, under the epoch it began in)

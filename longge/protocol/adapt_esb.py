@@ -26,6 +26,7 @@ from longge.protocol import adapt as a
 from longge.protocol import power as pw
 from longge.protocol import rate as rt
 from longge.protocol.actions import Power, Rate, Retries
+from longge.protocol.part import Deciding
 from longge.protocol.peer import PeerSender
 
 ARD_STEP_US = ARD_STEP_NS // 1000
@@ -37,7 +38,7 @@ class EsbTurn(NamedTuple):
     peer whose base grants nothing, where the rate and power adapt too), ``applied``: how
     many times the radio's settings were applied (it changes: they were again), the frames
     loaded and the chip's retransmissions so far, the TX FIFO's depth, and whether the TX
-    FIFO is empty now (asked when needed)."""
+    FIFO is empty now (asked when needed); the peer (our link-control packets are its)."""
 
     adapt: bool
     rate: str
@@ -48,6 +49,7 @@ class EsbTurn(NamedTuple):
     retransmissions: int
     fifo_depth: int
     fifo_empty: Callable[[], bool]
+    peer: PeerSender
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +80,7 @@ class _Trial:
     judge_by: float
 
 
-class EsbAdaptation:
+class EsbAdaptation(Deciding[EsbTurn, "EsbAction"]):
     """ESB's TX process has one; it adapts while the config says ``adapt``."""
 
     def __init__(self) -> None:
@@ -152,10 +154,11 @@ class EsbAdaptation:
         self._heard = True
         self._dead = None
 
-    def step(self, turn: EsbTurn, peer: PeerSender, now: float) -> list[EsbAction]:
+    def step(self, turn: EsbTurn, now: float) -> list[EsbAction]:
         """Once per loop turn with a radio: follow the config, count, choose; what to do, in
-        order (``peer``: the one peer's, for our link-control packets)."""
+        order."""
         self._out, self._turn, self._sent = [], turn, turn.frames_sent
+        peer = turn.peer
         key = (turn.adapt, turn.rate, turn.pa_level, turn.one_peer)
         if key != self._key:  # turned on or off, or another rate configured: start over
             self._key = key

@@ -28,6 +28,7 @@ from longge.protocol import adapt as a
 from longge.protocol import rate as rt
 from longge.protocol.actions import Action, Power, Rate
 from longge.protocol.arq import ArqSender
+from longge.protocol.part import Deciding
 from longge.protocol.peer import PeerSender
 from longge.protocol.power_stream import SILENT_S, StreamPower
 
@@ -62,13 +63,15 @@ class StreamTurn(NamedTuple):
     """What ``StreamAdaptation.step`` is told each turn: the config's choices (``adapt``: on,
     one peer, whose base grants nothing; the configured rate and PA level), ``applied``: how
     many times the radio's settings were applied (it changes: they were again), and the
-    frames in a burst of the 4 ms rule at a rate (the node's radio options at that rate)."""
+    frames in a burst of the 4 ms rule at a rate (the node's radio options at that rate), and
+    the peers (the first's ARQ carries our link-control packets and is judged)."""
 
     adapt: bool
     rate: str
     pa_level: int
     applied: int
     burst_frames: Callable[[str], int]
+    peers: Sequence[PeerSender]
 
 
 @dataclass
@@ -90,7 +93,7 @@ class _Keeping:
     mark: int  # offered: the keep has passed once the ARQ's ``passed`` is this
 
 
-class StreamAdaptation:
+class StreamAdaptation(Deciding[StreamTurn, Action]):
     """Present in every stream-mode TX process; adapts while the config says ``adapt`` and
     the node has one peer."""
 
@@ -158,12 +161,12 @@ class StreamAdaptation:
             due.append(probed_by)
         return min(due) if due else None
 
-    def step(self, turn: StreamTurn, peers: Sequence[PeerSender], now: float) -> list[Action]:
+    def step(self, turn: StreamTurn, now: float) -> list[Action]:
         """Once per loop turn with a radio, after the peer's ACKs were taken in: the chip
         settings to make, in order."""
         out = self._out = []
         self._turn = turn
-        self._step(turn, peers, now)
+        self._step(turn, turn.peers, now)
         return out
 
     def _step(self, turn: StreamTurn, peers: Sequence[PeerSender], now: float) -> None:

@@ -2,20 +2,23 @@
 holds for a packet heard in part, sans-IO (docs/design.md §1, "A light mobile's packet on the
 downlink's channel"; daemon/listening.py reads the radio and hands on what it heard).
 
-A part (part.py): each turn ``turn`` is told whether there is something to send, and returns
-the chip's role to set, if it changes (actions.py: ``Listen``, or ``Transmit`` back to the
-addressed peer); ``heard`` is told each frame heard; ``wake_at`` says when it is time to
-listen, or to stop holding; ``deaf`` is what the base's grants say (uplink.DEAF_BIT).
+A part (part.py): each turn ``step`` is told whether there is something to send
+(``ListenTurn``), and returns the chip's role to set, if it changes (actions.py: ``Listen``,
+or ``Transmit`` back to the addressed peer); ``heard`` is told each frame heard;
+``wake_at`` says when it is time to listen, or to stop holding; ``deaf`` is what the base's
+grants say (uplink.DEAF_BIT).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from typing import NamedTuple
 
 from longge.protocol.actions import Listen, Transmit
 from longge.protocol.arq_frames import CONTROL
 from longge.protocol.frame import LAST
+from longge.protocol.part import Deciding
 
 #: The base's TX radio listens once it has had nothing to send this long (not between the
 #: frames of a burst; at 1 ms a mobile's answer to a grant the base had just sent met the
@@ -55,7 +58,22 @@ class ListenCounters:
     holds_cut: int = 0
 
 
-class ListenTiming:
+class ListenTurn(NamedTuple):
+    """What ``ListenTiming.step`` is told each turn: is there something to send; the address
+    to send to (the addressed peer's, as it was); can the radio be slept on (a descriptor:
+    else it would be asked every 0.2 ms while listening, not for this); is its TX FIFO empty
+    (asked when it is time to listen)."""
+
+    work: bool
+    address: bytes
+    waitable: bool
+    fifo_empty: Callable[[], bool]
+
+
+NOTHING: tuple[()] = ()
+
+
+class ListenTiming(Deciding[ListenTurn, Listen | Transmit]):
     """A base's TX radio, between its bursts: when it listens, when it holds, and whether its
     grants say it is deaf."""
 
@@ -75,34 +93,25 @@ class ListenTiming:
         self.unable = False  # (nothing to sleep on while listening: it never listens)
         self.counters = ListenCounters()
 
-    def turn(
-        self,
-        work: bool,
-        address: bytes,
-        waitable: bool,
-        fifo_empty: Callable[[], bool],
-        now: float,
-    ) -> Listen | Transmit | None:
-        """Each loop turn, before loading: with something to send (``work``), back to TX mode
-        (to ``address``, the addressed peer's, as it was); idle for ``after_s`` with the TX
-        FIFO empty (asked then), listen, if the radio can be slept on (``waitable``: else it
-        would be asked every 0.2 ms, not for this)."""
-        if work:
+    def step(self, turn: ListenTurn, now: float) -> tuple[()] | tuple[Listen | Transmit]:
+        """Each loop turn, before loading: with something to send, back to TX mode; idle for
+        ``after_s`` with the TX FIFO empty, listen, if the radio can be slept on."""
+        if turn.work:
             self.idle_since = None
             if self.work_since is None:
                 self.work_since = now
             if self.listening and now >= self.hold_until:
                 self.listening = False
-                return Transmit(address)
+                return (Transmit(turn.address),)
         elif self.idle_since is None:
             self.idle_since, self.work_since = now, None
         elif not self.listening and now - self.idle_since >= self.after_s:
-            self.unable = not waitable
-            if not self.unable and fifo_empty():
+            self.unable = not turn.waitable
+            if not self.unable and turn.fifo_empty():
                 self.listening = True
                 self.counters.listens += 1
-                return Listen()
-        return None
+                return (Listen(),)
+        return NOTHING
 
     def sending(self, now: float) -> bool:
         """Has it had something to send in every turn for DEAF_AFTER_S (a loaded downlink)?"""
@@ -155,5 +164,5 @@ class ListenTiming:
             return None if now >= self.hold_until else self.hold_until
         return None if self.idle_since is None else self.idle_since + self.after_s
 
-    def stats(self) -> dict[str, int]:
+    def stats(self, now: float | None = None) -> dict[str, int]:
         return asdict(self.counters)

@@ -4,18 +4,39 @@ listening and sending on the downlink's channel, the ARQs' timers, the radio's o
 when it next needs a turn, as a moment on the clock the pump passes in; the pump sleeps
 until the soonest (``wake_in``), or until an event (a frame, a packet, a message) comes.
 
-No part merges another's timeouts: a part that needs no turn says None."""
+No part merges another's timeouts: a part that needs no turn says None.
+
+A part that decides what the radio process does (``Deciding``) has one shape more: each turn
+``step`` takes what it is told as one value (its turn: what the config, the chip and the
+process say, and the time) and returns what to do, in order (chip settings as values:
+actions.py; an ESB adaptation's link-control packets to load); between turns it is asked
+``wake_at`` and its ``stats``. The adaptation (adapt_esb.py, adapt_stream.py), the RX rate
+(rate_listening.py) and a base's listening (listen_timing.py) are such parts.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Protocol
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol, TypeVar
+
+In = TypeVar("In", contravariant=True)
+Out = TypeVar("Out", covariant=True)
 
 
 class Part(Protocol):
     def wake_at(self, now: float) -> float | None:
         """When this part next needs a turn (the clock ``now`` is on; at or before ``now``:
         at once), or None: only when something comes."""
+        ...
+
+
+class Deciding(Part, Protocol[In, Out]):
+    def step(self, turn: In, now: float) -> Sequence[Out]:
+        """This turn's decisions, in order, on what ``turn`` says."""
+        ...
+
+    def stats(self, now: float) -> Any:
+        """Its counters and state, for the process's status."""
         ...
 
 
