@@ -67,6 +67,19 @@ class RxPump:
         self.fifo = RxFifo()
         self.control_ready = True  # the supervisor's pipe: looked at when select() said so
         self.pair_ready = aside
+        self.parts = (child.owner, mode, rates)  # (what the pump's sleep asks: ``sleep``)
+        #: what the rate's part is told, made again when the config is (applied) again
+        self._heard: tuple[object, int, HeardTurn | None] = (None, -1, None)
+
+    def _heard_turn(self) -> HeardTurn:
+        child = self.child
+        cfg, applied, turn = self._heard
+        if turn is None or cfg is not child.cfg or applied != child.applied:
+            opts = child.cfg.radio
+            adapts = opts.adapt and (opts.acked or self.mode.ARQ)
+            turn = HeardTurn(adapts, opts.rate, child.applied, self.table)
+            self._heard = (child.cfg, child.applied, turn)
+        return turn
 
     def turn(self, radio: LinkRadio | None, now: float) -> None:
         """One turn's moves, the sleep apart: 1.-4., the supervisor's messages, the counters."""
@@ -78,9 +91,7 @@ class RxPump:
             # 1. radio_rx
             for pipe, frame in self.fifo.frames(radio, mode.first_pipe(radio)):
                 mode.take(pipe, frame, now)
-            opts = child.cfg.radio
-            adapts = opts.adapt and (opts.acked or mode.ARQ)
-            for action in rates.step(HeardTurn(adapts, opts.rate, child.applied, table), now):
+            for action in rates.step(self._heard_turn(), now):
                 child.owner.apply(action)
             if rates.announced:
                 mode.rate_switched(now)
@@ -96,7 +107,7 @@ class RxPump:
     def sleep(self, radio: LinkRadio | None, now: float) -> tuple[float, bool, tuple[Any, ...]]:
         """5. wait: how long (till the soonest of the parts' moments, LONGEST_WAIT_S at most),
         whether a frame waits already (no sleeping), what else to wake on."""
-        timeout = wake_in(now, LONGEST_WAIT_S, (self.child.owner, self.mode, self.rates), None)
+        timeout = wake_in(now, LONGEST_WAIT_S, self.parts, None)
         more = radio is not None and self.fifo.more_waiting(radio)  # frames there: no sleeping
         return timeout, more, (self.pair,) if self.aside else ()
 

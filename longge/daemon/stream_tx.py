@@ -90,6 +90,8 @@ class StreamSending(UplinkSending):
         self._burst = cfg.radio.timing().stream_burst_frames
         self.adapt = StreamAdaptation()  # (adapt = true, one peer: the rate)
         self._opts = cfg.radio  # (the config's at this turn: ``_burst_at``)
+        self._turn: StreamTurn | None = None  # (``_adapt_turn``)
+        self._turn_key: tuple[object, int, bool] = (None, -1, False)
         self.in_burst = 0
         #: frames in the TX FIFO at the last look: each one's news wakes the loop
         self.chip_busy = False
@@ -381,6 +383,21 @@ class StreamSending(UplinkSending):
 
     # -- the pump's turn (sending.Sending) ------------------------------------------------
 
+    def _adapt_turn(self, child: Child) -> StreamTurn:
+        """What the adaptation is told: made again when the config is (applied) again, or a
+        first grant made this a cell's mobile (our base grants the uplink: the configured
+        rate)."""
+        cfg, cell, turn = child.cfg, self.permit is not None, self._turn
+        seen_cfg, applied, was_cell = self._turn_key
+        if turn is None or cfg is not seen_cfg or child.applied != applied or cell != was_cell:
+            self._opts = cfg.radio
+            on = cfg.radio.adapt and len(self.table) == 1 and not cell
+            turn = StreamTurn(
+                on, cfg.radio.rate, cfg.pa_value, child.applied, self._burst_at, self.table.peers
+            )
+            self._turn, self._turn_key = turn, (cfg, child.applied, cell)
+        return turn
+
     def _burst_at(self, rate: str) -> int:
         """The 4 ms rule's frames per burst at ``rate`` (the adaptation's rate in force)."""
         return replace(self._opts, rate=rate).timing().stream_burst_frames
@@ -418,15 +435,7 @@ class StreamSending(UplinkSending):
         if news:
             self.from_rx(pair, now)
         if radio is not None:
-            cfg = child.cfg
-            self._opts = cfg.radio
-            # (a cell, where our base grants the uplink: the configured rate)
-            on = cfg.radio.adapt and len(self.table) == 1 and self.permit is None
-            peers = self.table.peers
-            turn = StreamTurn(
-                on, cfg.radio.rate, cfg.pa_value, child.applied, self._burst_at, peers
-            )
-            for action in self.adapt.step(turn, now):
+            for action in self.adapt.step(self._adapt_turn(child), now):
                 self.owner.apply(action)
             if self.listen is not None and self.listen.listening:
                 self.listen.hand_on(radio, pair, now)  # (a packet heard in part holds: fill)

@@ -9,6 +9,7 @@ the rate to set, if any (actions.py), and says whether it followed an announceme
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import NamedTuple
 
 from longge.protocol.actions import Rate
@@ -37,19 +38,19 @@ class RateListening(Deciding[HeardTurn, Rate]):
         self._key: tuple[bool, str] | None = None
         self._applied = -1
 
-    def step(self, turn: HeardTurn, now: float) -> list[Rate]:
+    def step(self, turn: HeardTurn, now: float) -> Sequence[Rate]:
         """Once per loop turn with a radio, after its frames were read: the rates to set, in
         order (``announced``: on an announcement)."""
         rate, table = turn.rate, turn.table
         self.announced = False
-        out: list[Rate] = []
+        out: Sequence[Rate] = ()  # (most turns: nothing; no list made)
         # (a mobile whose base granted it the uplink: a base with several mobiles, which
         # adapts no rate: its announcements never come, and a fallback here would never end)
         cell = table.peers[0].grants_heard > 0
         key = (turn.adapt and len(table) == 1 and not cell, rate)
         if key != self._key:
             if self.follower is not None and self.follower.rate != rate:
-                out.append(Rate(rate))  # (the configured again)
+                out = [Rate(rate)]  # (the configured again)
             self._key = key
             self.follower = RateFollower(rate, now, self.arq) if key[0] else None
             self._applied = -1
@@ -63,7 +64,7 @@ class RateListening(Deciding[HeardTurn, Rate]):
         announced = heard is not None and follower.announced(heard, now)
         switch = follower.tick(peer.last_heard, now) or announced or switch
         if switch:
-            out.append(Rate(follower.rate))
+            out = [*out, Rate(follower.rate)]
         self.announced = announced
         return out
 
