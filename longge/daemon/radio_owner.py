@@ -75,7 +75,9 @@ class RadioOwner:
         self.settings = settings
         #: times the whole configuration was applied (brought up, or changed live)
         self.applied = 0
-        self._later: list[tuple[float, int, Action]] = []
+        #: actions given for later, soonest first (a heap): the pumps call ``due`` only while
+        #: it holds some (a call a turn costs a Pi's receiver a few per cent)
+        self.later: list[tuple[float, int, Action]] = []
         self._order = count()  # (actions given for one moment keep their order)
 
     def set_up(self, radio: LinkRadio, cfg: NodeConfig, which: str) -> None:
@@ -147,19 +149,19 @@ class RadioOwner:
         """``actions`` at ``at`` (time.monotonic's clock), in order, after those given before
         for the same moment."""
         for action in actions:
-            heapq.heappush(self._later, (at, next(self._order), action))
+            heapq.heappush(self.later, (at, next(self._order), action))
 
     def due(self, now: float) -> None:
         """The scheduled actions whose time has come, applied (with a radio; without one they
         wait for it)."""
         if self.radio is None:
             return
-        while self._later and self._later[0][0] <= now:
-            self.apply(heapq.heappop(self._later)[2])
+        while self.later and self.later[0][0] <= now:
+            self.apply(heapq.heappop(self.later)[2])
 
     def wake_at(self, now: float) -> float | None:
         """When the next scheduled action is due (None: nothing scheduled)."""
-        return self._later[0][0] if self._later else None
+        return self.later[0][0] if self.later else None
 
 
 def open_peer_pipes(radio: LinkRadio, cfg: NodeConfig) -> None:

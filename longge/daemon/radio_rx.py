@@ -84,7 +84,8 @@ class RxPump:
     def turn(self, radio: LinkRadio | None, now: float) -> None:
         """One turn's moves, the sleep apart: 1.-4., the supervisor's messages, the counters."""
         mode, rates, child, table, c = self.mode, self.rates, self.child, self.table, self.c
-        child.owner.due(now)  # (the radio's settings given for now)
+        if child.owner.later:
+            child.owner.due(now)  # (the radio's settings given for now)
         if radio is not None:
             # The pin's edges before each look at the RX FIFO: a frame after it leaves one.
             take_edges(radio)

@@ -66,7 +66,8 @@ class TxPump:
         interface is gone."""
         out, child, tun, pair = self.out, self.child, self.tun, self.pair
         ready, also, asked = self.ready, self.also, self.asked
-        child.owner.due(now)  # (the radio's settings given for now)
+        if child.owner.later:
+            child.owner.due(now)  # (the radio's settings given for now)
         out.settings_applied(child)
         news = pair in ready or not asked or pair not in also
         if not out.before_tun(child, radio, pair, news, now):
