@@ -67,18 +67,21 @@ class RxPump:
         self.fifo = RxFifo()
         self.control_ready = True  # the supervisor's pipe: looked at when select() said so
         self.pair_ready = aside
-        self.parts = (child.owner, mode, rates)  # (what the pump's sleep asks: ``sleep``)
+        #: what the pump's sleep asks (``sleep``; a mode without work of its own is not, nor
+        #: the radio's owner while it holds nothing for later)
+        self.parts = (rates, mode) if mode.OWN_TURN else (rates,)
+        self.with_owner = (child.owner, *self.parts)
+        self.also = (pair,) if aside else ()
         #: what the rate's part is told, made again when the config is (applied) again
         self._heard: tuple[object, int, HeardTurn | None] = (None, -1, None)
 
     def _heard_turn(self) -> HeardTurn:
+        """What the rate's part is told, made again (the config was applied again)."""
         child = self.child
-        cfg, applied, turn = self._heard
-        if turn is None or cfg is not child.cfg or applied != child.applied:
-            opts = child.cfg.radio
-            adapts = opts.adapt and (opts.acked or self.mode.ARQ)
-            turn = HeardTurn(adapts, opts.rate, child.applied, self.table)
-            self._heard = (child.cfg, child.applied, turn)
+        opts = child.cfg.radio
+        adapts = opts.adapt and (opts.acked or self.mode.ARQ)
+        turn = HeardTurn(adapts, opts.rate, child.applied, self.table)
+        self._heard = (child.cfg, child.applied, turn)
         return turn
 
     def turn(self, radio: LinkRadio | None, now: float) -> None:
@@ -92,13 +95,18 @@ class RxPump:
             # 1. radio_rx
             for pipe, frame in self.fifo.frames(radio, mode.first_pipe(radio)):
                 mode.take(pipe, frame, now)
-            for action in rates.step(self._heard_turn(), now):
-                child.owner.apply(action)
-            if rates.announced:
-                mode.rate_switched(now)
+            cfg, applied, heard = self._heard
+            if heard is None or cfg is not child.cfg or applied != child.applied:
+                heard = self._heard_turn()
+            if heard.adapt or rates.follower is not None:  # (else nothing to follow)
+                for action in rates.step(heard, now):
+                    child.owner.apply(action)
+                if rates.announced:
+                    mode.rate_switched(now)
         if self.pair_ready:
             heard_aside(self.pair, c, mode.take, now)
-        mode.turn(now)
+        if mode.OWN_TURN:  # (what goes out for the frames: stream mode's ACKs)
+            mode.turn(now)
         tend(child, table, now)
         if self.control_ready:
             child.handle_control()
@@ -108,13 +116,17 @@ class RxPump:
     def sleep(self, radio: LinkRadio | None, now: float) -> tuple[float, bool, tuple[Any, ...]]:
         """5. wait: how long (till the soonest of the parts' moments, LONGEST_WAIT_S at most),
         whether a frame waits already (no sleeping), what else to wake on."""
-        timeout = wake_in(now, LONGEST_WAIT_S, self.parts, None)
+        parts = self.with_owner if self.child.owner.later else self.parts
+        timeout = wake_in(now, LONGEST_WAIT_S, parts, None)
         more = radio is not None and self.fifo.more_waiting(radio)  # frames there: no sleeping
-        return timeout, more, (self.pair,) if self.aside else ()
+        return timeout, more, self.also
 
     def wait(self, radio: LinkRadio | None, now: float) -> None:
-        timeout, more, also = self.sleep(radio, now)
-        ready = self.child.wait(radio, timeout, now=more, poll=True, also=also)
+        """5. wait, as ``sleep`` says (written out: a call less a turn)."""
+        parts = self.with_owner if self.child.owner.later else self.parts
+        timeout = wake_in(now, LONGEST_WAIT_S, parts, None)
+        more = radio is not None and self.fifo.more_waiting(radio)
+        ready = self.child.wait(radio, timeout, now=more, poll=True, also=self.also)
         self.control_ready = self.child.conn_fd in ready
         self.pair_ready = self.aside and self.pair in ready
 

@@ -43,6 +43,10 @@ class Receiving(Protocol):
 
     #: the peers' receivers have LongGe's ARQ (stream mode; sending.Sending's)
     ARQ: ClassVar[bool]
+    #: it has work of its own each turn: timers (``wake_at`` may say a moment) and what goes
+    #: out for the frames (``turn``: stream mode's ACKs); ESB's has none, and the RX pump
+    #: does not call it for nothing (a call a turn costs a Pi's receiver a few per cent)
+    OWN_TURN: ClassVar[bool]
 
     def __init__(
         self, tun: Tun, pair: socket.socket, table: PeerTable[PeerReceiver], c: RxCounters
@@ -80,6 +84,7 @@ class EsbReceiving:
     (and, on a secured link, the AEAD: a stranger's frames move nothing)."""
 
     ARQ: ClassVar[bool] = False
+    OWN_TURN: ClassVar[bool] = False
 
     def __init__(
         self, tun: Tun, pair: socket.socket, table: PeerTable[PeerReceiver], c: RxCounters

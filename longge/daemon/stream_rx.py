@@ -41,6 +41,7 @@ class StreamReceiving:
     """The peers' ARQ receivers, between the RX radio and the peers' reassembly."""
 
     ARQ: ClassVar[bool] = True
+    OWN_TURN: ClassVar[bool] = True
 
     def __init__(
         self, tun: Tun, pair: socket.socket, table: PeerTable[PeerReceiver], c: RxCounters

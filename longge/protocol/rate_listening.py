@@ -54,6 +54,9 @@ class RateListening(Deciding[HeardTurn, Rate]):
             self._key = key
             self.follower = RateFollower(rate, now, self.arq) if key[0] else None
             self._applied = -1
+            # (an announcement heard while nothing followed is stale: the RX pump does not
+            # step this part then, so nothing took it)
+            table.peers[0].rate_heard = None
         peer = table.peers[0]
         heard, peer.rate_heard = peer.rate_heard, None
         follower = self.follower
