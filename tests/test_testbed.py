@@ -296,7 +296,6 @@ def test_reverse_loads_the_downlink_and_bidir_both(bed: None, tmp_path: Path) ->
         return {role: DaemonClient(path).status().tx.packets_sent for role, path in paths.items()}
 
     for direction, loaded in (("down", {"base"}), ("both", {"base", "mobile"})):
-        before = sent()
         plan = TTestPlan(
             duration=3,
             repeats=1,
@@ -305,12 +304,23 @@ def test_reverse_loads_the_downlink_and_bidir_both(bed: None, tmp_path: Path) ->
             length=1000,
             direction=direction,
         )
-        summary = TTest(target, plan, ResultsDir(tmp_path / direction)).run()
-        after = sent()
+        # A trial that did not count (iperf3 failed it: its control connection timed out on a
+        # machine busy with the other worker's tests, once in CI: the base sent 3 packets) is
+        # run again once; its errors are in the message if the second fails too.
+        for attempt in range(2):
+            before = sent()
+            out = tmp_path / f"{direction}{attempt}"
+            summary = TTest(target, plan, ResultsDir(out)).run()
+            after = sent()
+            ways = [summary, *([summary["reverse"]] if direction == "both" else [])]
+            errors = [e for way in ways for point in way["points"] for e in point["errors"]]
+            if not any(point["failed_trials"] for way in ways for point in way["points"]):
+                break
         datagrams = 200_000 * 3 // 8000  # 75
         for role in ("base", "mobile"):
             n = after[role] - before[role]
-            assert (n >= 0.9 * datagrams) is (role in loaded), (direction, role, n)
+            why = (direction, role, n, errors)
+            assert (n >= 0.9 * datagrams) is (role in loaded), why
         # each loaded way carried the load (a way not routed would carry nothing); how much of
         # it is a timing figure: a hog run received 0.87 of 200 kbit/s in 3 s (iperf3 and the
         # daemons starved), so only half is asked for here

@@ -395,5 +395,6 @@ class EsbSending(UplinkSending):
         return None, look_now, poll, also
 
     def parts(self) -> tuple[Part | None, ...]:
+        owner = self.owner if self.owner.later else None  # (asked only while it holds some)
         a, q, up, listen, aside = self.adapt, self.queues, self.grants, self.listen, self.aside
-        return (self.owner, a, q, up, self.permit, listen, aside)
+        return (owner, a, q, up, self.permit, listen, aside)

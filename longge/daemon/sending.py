@@ -95,7 +95,8 @@ class Sending(Protocol):
 
     def parts(self) -> tuple[Part | None, ...]:
         """The parts the mode runs (None: one this process does not run), the radio's owner
-        among them: the pump sleeps until the soonest one's ``wake_at``."""
+        among them while it holds actions for later: the pump sleeps until the soonest one's
+        ``wake_at``."""
         ...
 
 

@@ -378,8 +378,9 @@ class StreamSending(UplinkSending):
         return at
 
     def parts(self) -> tuple[Part | None, ...]:
+        owner = self.owner if self.owner.later else None  # (asked only while it holds some)
         a, up, listen, aside = self.adapt, self.grants, self.listen, self.aside
-        return (self.owner, a, up, self.permit, listen, aside)
+        return (owner, a, up, self.permit, listen, aside)
 
     # -- the pump's turn (sending.Sending) ------------------------------------------------
 

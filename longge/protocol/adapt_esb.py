@@ -133,6 +133,8 @@ class EsbAdaptation(Deciding[EsbTurn, "EsbAction"]):
     def wake_at(self, now: float) -> float | None:
         """A step of the rate's agreement (the guard after an announcement, its deadline, a
         trial's judgement, the way back), a probe's time, a power step's judgement."""
+        if self.adapter is None:  # (not adapting: none of them; asked every turn)
+            return None
         due = []
         ann = self._announced
         if ann is not None:

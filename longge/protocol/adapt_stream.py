@@ -152,6 +152,8 @@ class StreamAdaptation(Deciding[StreamTurn, Action]):
 
     def wake_at(self, now: float) -> float | None:
         """The way back, a trial's judgement, a power step's."""
+        if self.rates is None:  # (not adapting: none of them; asked every turn)
+            return None
         due = []
         if self._back is not None:
             due.append(self._back[1])
