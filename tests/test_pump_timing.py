@@ -356,8 +356,9 @@ def test_the_rx_pump_reads_each_frame_at_once_and_wakes_for_a_setting_given_for_
     then as long as two frames: none refused (the FIFO is never left full), each read within
     a couple of frames' time; between bursts it sleeps, not spins; and a channel given to the
     radio's owner for a moment wakes it then and is applied then, not before."""
+    from longge.daemon.child import LONGEST_WAIT_S
     from longge.daemon.peers import RxCounters
-    from longge.daemon.radio_rx import LONGEST_WAIT_S, RxPump
+    from longge.daemon.radio_rx import RxPump
     from longge.daemon.receiving import EsbReceiving, Receiving
     from longge.daemon.stream_rx import StreamReceiving
     from longge.protocol.rate_listening import RateListening

@@ -12,9 +12,9 @@ from pathlib import Path
 
 from test_multinode import base_config, in_mode, mobile_config, mobile_ip, packet
 
+from longge.daemon.child import LONGEST_WAIT_S
 from longge.daemon.peers import TxCounters, make_queues, senders
 from longge.daemon.radio_owner import RadioOwner
-from longge.daemon.radio_tx import LONGEST_WAIT_S
 from longge.daemon.stream_tx import ANSWER_LISTEN_S, StreamSending
 from longge.protocol.arq import ArqSender
 from longge.protocol.arq_frames import ACK, Crc8Seal, KeyedSeal, control_frame

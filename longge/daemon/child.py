@@ -93,6 +93,21 @@ def take_edges(radio: LinkRadio | None) -> None:
 FIFO_OCCUPIED, FIFO_EMPTY, FIFO_FULL = 0, 1, 2
 
 
+class TxFifoEmpty:
+    """The question a deciding part asks only when its decision needs it (a look is an SPI
+    transfer on a Pi): is this turn's radio's TX FIFO empty? Its owner sets ``radio`` each
+    turn and hands the object itself as the question."""
+
+    __slots__ = ("radio",)
+
+    def __init__(self) -> None:
+        self.radio: LinkRadio | None = None
+
+    def __call__(self) -> bool:
+        assert self.radio is not None
+        return bool(self.radio.is_fifo(True, True))
+
+
 def next_pipe(radio: LinkRadio) -> int:
     """Right after ``read()``: the pipe of the RX FIFO's next payload, 7 if it holds none. The
     STATUS byte read()'s last SPI transaction brought says so (RX_P_NO), without another
@@ -111,6 +126,8 @@ def next_pipe(radio: LinkRadio) -> int:
 #: A process without a radio descriptor to sleep on (pyrf24 without its IRQ pin) asks the
 #: chip this often while it waits for news of frames on their way.
 POLL_S = 0.0002
+#: The longest a pump sleeps without news (both radio processes).
+LONGEST_WAIT_S = 0.25
 
 
 #: Frames a receiver reads in one loop turn before it sees to its other work.

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 from longge.config import NodeConfig
 from longge.daemon.aside import MobileAside, mobile_aside
-from longge.daemon.child import FIFO_FULL, Child, on_irq, take_edges, waitable
+from longge.daemon.child import FIFO_FULL, Child, TxFifoEmpty, on_irq, take_edges, waitable
 from longge.daemon.listening import BaseListening
 from longge.daemon.peerqueues import PeerQueues
 from longge.daemon.peers import (
@@ -65,7 +65,7 @@ class EsbSending(UplinkSending):
         self.c = c
         self.owner = owner
         self.adapt = EsbAdaptation()  # (adapt = true: retries, and with one peer the rate)
-        self._radio: LinkRadio | None = None  # (this turn's: ``_fifo_empty``)
+        self._fifo_empty = TxFifoEmpty()  # (the adaptation's question, of this turn's radio)
         self.storm = 0  # MAX_RT in a row, without a frame acknowledged in between
         self.pending_max_rt = False  # seen just before sleeping (what_happened may clear it)
         #: the RX process's news: watched once the uplink is granted (``wake``); before,
@@ -281,7 +281,7 @@ class EsbSending(UplinkSending):
         opts = child.cfg.radio
         on = opts.adapt and opts.acked
         if on or adapt.adapter is not None:  # (its counts are read only while it adapts)
-            self._radio = radio
+            self._fifo_empty.radio = radio
             one = len(self.table) == 1 and self.permit is None  # (a cell: the configured rate)
             turn = EsbTurn(
                 on,
@@ -299,10 +299,6 @@ class EsbSending(UplinkSending):
         else:
             adapt.max_rt = 0  # (counted for the adaptation's next turn: none)
         return True
-
-    def _fifo_empty(self) -> bool:
-        assert self._radio is not None
-        return bool(self._radio.is_fifo(True, True))
 
     def _carry(self, radio: LinkRadio, actions: list[EsbAction]) -> None:
         """The adaptation's decisions, in order: settings to the radio's owner, our

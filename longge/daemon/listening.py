@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import socket
 
-from longge.daemon.child import RxFifo, take_edges, waitable
+from longge.daemon.child import RxFifo, TxFifoEmpty, take_edges, waitable
 from longge.daemon.messages import HeardAside, send
 from longge.daemon.radio_owner import RadioOwner
 from longge.protocol.listen_timing import LISTEN_AFTER_S, ListenTiming, ListenTurn
@@ -36,7 +36,7 @@ class BaseListening(ListenTiming):
         super().__init__(after_s, arq_byte)
         self.owner = owner
         self.fifo = RxFifo()
-        self._radio: LinkRadio | None = None  # (this turn's: ``_fifo_empty``)
+        self._fifo_empty = TxFifoEmpty()  # (the timing's question, of this turn's radio)
 
     def turn(
         self,
@@ -48,16 +48,12 @@ class BaseListening(ListenTiming):
     ) -> None:
         """Each loop turn, before loading: the chip's role as ``ListenTiming.step`` decides;
         what the RX FIFO holds goes to the RX process."""
-        self._radio = radio
+        self._fifo_empty.radio = radio
         turn = ListenTurn(work, addressed.radio_address, waitable(radio) is not None,
                           self._fifo_empty)  # fmt: skip
         for role in self.step(turn, now):
             self.owner.apply(role)
         self.hand_on(radio, pair, now)
-
-    def _fifo_empty(self) -> bool:
-        assert self._radio is not None
-        return bool(self._radio.is_fifo(True, True))
 
     def hand_on(self, radio: LinkRadio, pair: socket.socket | None, now: float) -> None:
         """What the TX radio heard, to the RX process (dropped, counted, if it is behind)."""

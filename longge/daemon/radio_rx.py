@@ -32,7 +32,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from longge.config import NodeConfig
-from longge.daemon.child import Child, RxFifo, take_edges
+from longge.daemon.child import LONGEST_WAIT_S, Child, RxFifo, take_edges
 from longge.daemon.peers import RxCounters, receivers
 from longge.daemon.radio_owner import hears_aside
 from longge.daemon.receiving import EsbReceiving, Receiving, flush, heard_aside, rx_stats, tend
@@ -42,9 +42,6 @@ from longge.protocol.peer import PeerReceiver, PeerTable
 from longge.protocol.rate_listening import HeardTurn, RateListening
 from longge.radio.interface import LinkRadio
 from longge.tun import Tun
-
-#: The longest a receiver sleeps without news.
-LONGEST_WAIT_S = 0.25
 
 
 class RxPump:
@@ -122,11 +119,9 @@ class RxPump:
         return timeout, more, self.also
 
     def wait(self, radio: LinkRadio | None, now: float) -> None:
-        """5. wait, as ``sleep`` says (written out: a call less a turn)."""
-        parts = self.with_owner if self.child.owner.later else self.parts
-        timeout = wake_in(now, LONGEST_WAIT_S, parts, None)
-        more = radio is not None and self.fifo.more_waiting(radio)
-        ready = self.child.wait(radio, timeout, now=more, poll=True, also=self.also)
+        """5. wait, as ``sleep`` says."""
+        timeout, more, also = self.sleep(radio, now)
+        ready = self.child.wait(radio, timeout, now=more, poll=True, also=also)
         self.control_ready = self.child.conn_fd in ready
         self.pair_ready = self.aside and self.pair in ready
 

@@ -32,7 +32,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from longge.config import NodeConfig
-from longge.daemon.child import Child
+from longge.daemon.child import LONGEST_WAIT_S, Child
 from longge.daemon.esb_tx import EsbSending
 from longge.daemon.peers import TxCounters, make_queues, read_tun, senders_once_recorded
 from longge.daemon.radio_owner import hears_aside
@@ -42,9 +42,6 @@ from longge.protocol.part import wake_in
 from longge.protocol.uplink_scheduler import UplinkScheduler
 from longge.radio.interface import LinkRadio
 from longge.tun import Tun, TunError
-
-#: The longest the pump sleeps without news.
-LONGEST_WAIT_S = 0.25
 
 
 class TxPump:
