@@ -221,12 +221,11 @@ class Child:
         return self.owner.applied
 
     def ensure_radio(self, now: float) -> LinkRadio | None:
-        if (
-            self.radio is not None
-            and self.radio.failure_detected
-            and not self.radio.is_chip_connected
-        ):
-            release(self.radio)
+        radio = self.owner.radio
+        if radio is not None and not radio.failure_detected and now < self._next_health_check:
+            return radio  # (most turns: nothing to look at)
+        if radio is not None and radio.failure_detected and not radio.is_chip_connected:
+            release(radio)
             self.owner.gone()  # lost it (air gone, chip unplugged): start over
         if self.radio is not None and now >= self._next_health_check:
             # A chip whose MISO came loose reads 0xFF: STATUS then says "sent" and "failed"

@@ -32,7 +32,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from longge.config import NodeConfig
-from longge.daemon.child import LONGEST_WAIT_S, Child, RxFifo, take_edges
+from longge.daemon.child import LONGEST_WAIT_S, Child, RxFifo
 from longge.daemon.peers import RxCounters, receivers
 from longge.daemon.radio_owner import hears_aside
 from longge.daemon.receiving import EsbReceiving, Receiving, flush, heard_aside, rx_stats, tend
@@ -69,51 +69,55 @@ class RxPump:
         self.parts = (rates, mode) if mode.OWN_TURN else (rates,)
         self.with_owner = (child.owner, *self.parts)
         self.also = (pair,) if aside else ()
+        self.owner = child.owner
         #: what the rate's part is told, made again when the config is (applied) again
-        self._heard: tuple[object, int, HeardTurn | None] = (None, -1, None)
+        self._heard: HeardTurn | None = None
+        self._heard_cfg: object = None
 
     def _heard_turn(self) -> HeardTurn:
         """What the rate's part is told, made again (the config was applied again)."""
         child = self.child
         opts = child.cfg.radio
         adapts = opts.adapt and (opts.acked or self.mode.ARQ)
-        turn = HeardTurn(adapts, opts.rate, child.applied, self.table)
-        self._heard = (child.cfg, child.applied, turn)
-        return turn
+        self._heard = HeardTurn(adapts, opts.rate, self.owner.applied, self.table)
+        self._heard_cfg = child.cfg
+        return self._heard
 
     def turn(self, radio: LinkRadio | None, now: float) -> None:
         """One turn's moves, the sleep apart: 1.-4., the supervisor's messages, the counters."""
-        mode, rates, child, table, c = self.mode, self.rates, self.child, self.table, self.c
-        if child.owner.later:
-            child.owner.due(now)  # (the radio's settings given for now)
+        mode, child, owner = self.mode, self.child, self.owner
+        if owner.later:
+            owner.due(now)  # (the radio's settings given for now)
         if radio is not None:
             # The pin's edges before each look at the RX FIFO: a frame after it leaves one.
-            take_edges(radio)
+            radio.take_edges()
             # 1. radio_rx
+            take = mode.take
             for pipe, frame in self.fifo.frames(radio, mode.first_pipe(radio)):
-                mode.take(pipe, frame, now)
-            cfg, applied, heard = self._heard
-            if heard is None or cfg is not child.cfg or applied != child.applied:
+                take(pipe, frame, now)
+            heard, rates = self._heard, self.rates
+            if heard is None or self._heard_cfg is not child.cfg or heard.applied != owner.applied:
                 heard = self._heard_turn()
             if heard.adapt or rates.follower is not None:  # (else nothing to follow)
                 for action in rates.step(heard, now):
-                    child.owner.apply(action)
+                    owner.apply(action)
                 if rates.announced:
                     mode.rate_switched(now)
         if self.pair_ready:
-            heard_aside(self.pair, c, mode.take, now)
+            heard_aside(self.pair, self.c, mode.take, now)
         if mode.OWN_TURN:  # (what goes out for the frames: stream mode's ACKs)
             mode.turn(now)
-        tend(child, table, now)
+        tend(child, self.table, now)
         if self.control_ready:
             child.handle_control()
         if child.stats_due(now):
-            child.send_stats({**rx_stats(c, table, now), **mode.stats(), "adapt": rates.stats(now)})
+            stats = rx_stats(self.c, self.table, now)
+            child.send_stats({**stats, **mode.stats(), "adapt": self.rates.stats(now)})
 
     def sleep(self, radio: LinkRadio | None, now: float) -> tuple[float, bool, tuple[Any, ...]]:
         """5. wait: how long (till the soonest of the parts' moments, LONGEST_WAIT_S at most),
         whether a frame waits already (no sleeping), what else to wake on."""
-        parts = self.with_owner if self.child.owner.later else self.parts
+        parts = self.with_owner if self.owner.later else self.parts
         timeout = wake_in(now, LONGEST_WAIT_S, parts, None)
         more = radio is not None and self.fifo.more_waiting(radio)  # frames there: no sleeping
         return timeout, more, self.also
