@@ -22,8 +22,10 @@ idle RTT). The base listens between its bursts on the downlink's channel, so:
   as it does every frame of the mobile's. The mobile's own ACKs to the base go there too
   while it waits (on the uplink's channel they met the holder's frames).
 
-Both are paced alike (``Pacing``). A base with one mobile and a mobile whose base grants
-nothing run none of this.
+Both are paced alike, and stream mode's ACKs routed, by decisions made without I/O
+(protocol/aside_pacing.py: ``Pacing``, ``AckRoute``); this module loads the frames and learns
+their fate. A base with one mobile and a mobile whose base grants nothing run none of
+this.
 """
 
 from __future__ import annotations
@@ -40,40 +42,17 @@ from longge.daemon.radio_owner import RadioOwner
 from longge.protocol.actions import AutoAck, Channel, Retries
 from longge.protocol.adapt_esb import EsbAdaptation
 from longge.protocol.arq import ArqSender
+from longge.protocol.aside_pacing import ACKS_REFUSED, STREAM_RETRY_S, AckRoute, Pacing
 from longge.protocol.peer import PeerSender
 from longge.radio.interface import LinkRadio
 
 #: The largest packet a mobile sends on the downlink's channel (sealed: six 32-byte frames).
 ASIDE_MAX = 160
-#: After a frame the base did not acknowledge there (it was sending), the next try; after
-#: each more in a row twice as long, up to ASIDE_RETRY_MAX_S (a base that keeps sending, to
-#: the other mobiles, is met once in that time, not every 2 ms).
-ASIDE_RETRY_S = 0.002
-ASIDE_RETRY_MAX_S = 0.064
-#: Frames a mobile may send there: this many at once, refilled at ASIDE_RATE a second (a ping
-#: every 20 ms is 4 frames each: 200 a second; the downlink's channel is the base's).
-ASIDE_BURST = 12
-ASIDE_RATE = 200.0
-
-
 #: A frame sent there is tried this many times more (the chip's retries, ard_step apart):
 #: the base is deaf while it sends and a moment after (its ACKs to the busy mobiles), and a
 #: packet's first frame met it so one time in three (ARC 0: half the packets refused).
 #: (ESB's base sends little then: one try, MobileAside.)
 ASIDE_ARC = 3
-#: A mobile asked to send more than ACKS_BUSY ACKs within ACKS_BUSY_S is being sent to
-#: (a loaded downlink): the base is not listening, and its ACKs tried there met the base's
-#: frames (a loaded downlink lost 3 % so): they go on the uplink's channel. (A receiver
-#: sends one every ACK_DELAY, 4 ms, at most: at 4 a mobile among five loaded ones was
-#: seldom seen as one, and the downlink to five lost 5 %.)
-ACKS_BUSY = 2
-ACKS_BUSY_S = 0.020
-#: After a refusal, the next try (doubling, Pacing).
-STREAM_RETRY_S = 0.0005
-#: Refusals in a row after which our ACKs go on the uplink's channel again (till a frame
-#: here is acknowledged, or at the next try): a base sending all the time, or one that does
-#: not listen.
-ACKS_REFUSED = 3
 
 
 @dataclass
@@ -105,36 +84,6 @@ def ard_step(cfg: NodeConfig) -> int:
     """The retry delay (ARD step) a frame sent once there waits for the base's ACK: the
     datasheet's least for an empty ACK at the link's rate (500 µs at 250 kbit/s)."""
     return MIN_ARD_US_FOR_EMPTY_ACK[cfg.radio.rate] // 250 - 1
-
-
-class Pacing:
-    """A mobile's frames on the downlink's channel: ASIDE_BURST at once, refilled at
-    ASIDE_RATE; after a refusal (the base was sending) the next try ASIDE_RETRY_S later,
-    twice as long after each more in a row (up to ASIDE_RETRY_MAX_S)."""
-
-    def __init__(self, retry_s: float = ASIDE_RETRY_S) -> None:
-        self.retry_s = retry_s
-        self.retry_at = float("-inf")
-        self.refusals = 0  # in a row
-        self.tokens = float(ASIDE_BURST)
-        self.filled_at = float("-inf")
-
-    def may(self, now: float) -> bool:
-        """May a frame go there now?"""
-        if self.filled_at > float("-inf"):
-            self.tokens = min(ASIDE_BURST, self.tokens + (now - self.filled_at) * ASIDE_RATE)
-        self.filled_at = now
-        return now >= self.retry_at and self.tokens >= 1
-
-    def refused(self, now: float) -> None:
-        wait = self.retry_s * 2 ** min(self.refusals, 10)
-        self.refusals += 1
-        self.retry_at = now + min(wait, ASIDE_RETRY_MAX_S)  # (meanwhile on the uplink's channel)
-
-    def next_try(self, now: float) -> float | None:
-        """When a frame may next go there (None: now)."""
-        at = max(self.retry_at, now + (1 - self.tokens) / ASIDE_RATE)  # (the next token)
-        return None if at <= now else at
 
 
 class MobileAside:
@@ -191,7 +140,7 @@ class MobileAside:
             return False
         self.counters.aside_frames += self.loaded
         if self.loaded:
-            self.pace.refusals = 0
+            self.pace.heard()
         self.loaded = 0
         if not peer.frames:
             self.packet = []
@@ -220,8 +169,8 @@ class MobileAside:
             self.owner.apply(Channel(self.other), Retries(self.ard, 0))
             self.on, self.again = True, False
         loaded = 0
-        while peer.frames and self.pace.tokens >= 1 and radio.is_fifo(True) != FIFO_FULL:
-            self.pace.tokens -= 1
+        while peer.frames and self.pace.has_token() and radio.is_fifo(True) != FIFO_FULL:
+            self.pace.sent()
             frame = peer.next_frame()
             self.packet.append(frame)
             radio.start_fast_write(frame)
@@ -249,7 +198,7 @@ class MobileAside:
             self.packet, self.again = [], False
         if not self.on:
             return True
-        if waiting and self.packet and self.pace.tokens >= 1 and now >= self.pace.retry_at:
+        if waiting and self.packet and self.pace.again_now(now):
             return False  # (its next frames go here)
         self.owner.apply(Channel(self.own), self.retries())
         self.on = False
@@ -285,7 +234,7 @@ class StreamAside:
         self.loaded = 0
         self.acks: list[tuple[int, bytes]] = []
         self.left = 0  # the packet's frames still to go here
-        self.acks_came: deque[float] = deque(maxlen=ACKS_BUSY + 1)  # (when ours were asked for)
+        self.route = AckRoute()  # (our ACKs there too, or not)
         self.pace = Pacing(STREAM_RETRY_S)
         self.counters = AsideCounters()
 
@@ -297,7 +246,7 @@ class StreamAside:
         if not radio.is_fifo(True, True):
             return False
         self.counters.aside_frames += self.loaded + len(self.acks)
-        self.pace.refusals = 0
+        self.pace.heard()
         self.loaded, self.acks = 0, []
         return True
 
@@ -316,20 +265,8 @@ class StreamAside:
         """Frames on their way here, or more to go."""
         return self.on and (self.loaded > 0 or self.left > 0 or bool(self.acks))
 
-    def sent_to(self, now: float) -> bool:
-        """Is the base sending to us (more than ACKS_BUSY ACKs asked for in ACKS_BUSY_S)? It
-        hears nothing here then."""
-        came = self.acks_came
-        return len(came) == came.maxlen and now - came[0] < ACKS_BUSY_S
-
     def _acks_here(self, control: deque[tuple[int, bytes]], now: float) -> bool:
-        """Do our ACKs go here? Not while the base sends to us (ACKS_BUSY), nor after
-        ACKS_REFUSED refusals in a row (a base sending all the time, or not listening at all:
-        on the uplink's channel, as before) but at the next try then (backed off to
-        ASIDE_RETRY_MAX_S), to learn whether it listens again."""
-        if not control or self.sent_to(now):
-            return False
-        return self.pace.refusals < ACKS_REFUSED or now >= self.pace.retry_at
+        return self.route.here(bool(control), self.pace, now)
 
     def fill(
         self,
@@ -366,7 +303,7 @@ class StreamAside:
             )
             self.on = True
         loaded = 0
-        while self.pace.tokens >= 1 and radio.is_fifo(True) != FIFO_FULL:
+        while self.pace.has_token() and radio.is_fifo(True) != FIFO_FULL:
             if self._acks_here(control, now):
                 self.acks.append(control.popleft())
                 frame = self.acks[-1][1]
@@ -380,7 +317,7 @@ class StreamAside:
                 self.loaded += 1
             else:
                 break
-            self.pace.tokens -= 1
+            self.pace.sent()
             radio.start_fast_write(frame)
             loaded += 1
         return loaded
@@ -417,7 +354,7 @@ class StreamAside:
                 return False
             self.left = 0  # (the ARQ sends them in the grant)
         more = self._acks_here(control, now)
-        if waiting and more and self.pace.tokens >= 1 and now >= self.pace.retry_at:
+        if waiting and more and self.pace.again_now(now):
             return False  # (its next frames go here)
         opts = self.cfg.radio
         self.owner.apply(

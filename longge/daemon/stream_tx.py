@@ -129,7 +129,7 @@ class StreamSending(UplinkSending):
         if urgent:
             self.urgent.add(index)
         if self.aside is not None:
-            self.aside.acks_came.append(now)
+            self.aside.route.asked(now)
 
     def acks_waiting(self) -> bool:
         return any(self.control)

@@ -16,8 +16,12 @@ actions.py; an ESB adaptation's link-control packets to load); between turns it 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Any, Protocol, TypeVar
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Protocol, TypeVar
+
+#: A part's counters and state as the status reports them: names to numbers, words, or a
+#: nested report of the same shape (a rate's trials, a power's steps).
+Stats = Mapping[str, object]
 
 In = TypeVar("In", contravariant=True)
 Out = TypeVar("Out", covariant=True)
@@ -35,8 +39,9 @@ class Deciding(Part, Protocol[In, Out]):
         """This turn's decisions, in order, on what ``turn`` says."""
         ...
 
-    def stats(self, now: float) -> Any:
-        """Its counters and state, for the process's status."""
+    def stats(self, now: float) -> Stats | None:
+        """Its counters and state, for the process's status (None: nothing to report, a part
+        that does not run on this node)."""
         ...
 
 
