@@ -10,6 +10,7 @@ in the name (``_bytes``, ``_seconds``), one label ``node`` (the status's name fo
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -213,9 +214,130 @@ class StatusCollector(Collector):
         yield from (arc, failed, rate, power)
 
 
-def exposition(statuses: Mapping[str, NodeStatus | None]) -> str:
+class HealthCollector(Collector):
+    """What an operator alerts on beside the traffic: each radio process up and its restarts
+    by the supervisor, sealing stopped (an epoch that cannot be recorded), the channels the
+    radios are on, the node's clock (a step shows as a jump), the queue's oldest packet, and
+    when the text was written (a collector that stopped writing it keeps serving old text)."""
+
+    def __init__(self, statuses: Mapping[str, NodeStatus | None], written: float) -> None:
+        self.statuses, self.written = statuses, written
+
+    def collect(self) -> Iterator[Metric]:
+        node_process = ["node", "process"]
+        up = GaugeMetricFamily(
+            "longge_radio_process_up",
+            "1 while the radio process has its radio",
+            labels=node_process,
+        )
+        restarts = CounterMetricFamily(
+            "longge_process_restarts",
+            "radio processes the supervisor started again after they died",
+            labels=node_process,
+        )
+        sealing = GaugeMetricFamily(
+            "longge_sealing_stopped",
+            "1 while the TX process seals nothing (a new epoch could not be recorded)",
+            labels=["node"],
+        )
+        channel = GaugeMetricFamily(
+            "longge_radio_channel", "the channel each radio is on", labels=["node", "radio"]
+        )
+        clock = GaugeMetricFamily(
+            "longge_clock_offset_seconds",
+            "the node's wall clock less its monotonic clock (a jump: the clock stepped)",
+            labels=["node"],
+        )
+        oldest = GaugeMetricFamily(
+            "longge_queue_oldest_seconds",
+            "how long the send queue's oldest packet waited",
+            labels=["node"],
+        )
+        for node, st in sorted(self.statuses.items()):
+            if st is None:
+                continue
+            for process, part in (("tx", st.tx), ("rx", st.rx)):
+                up.add_metric([node, process], 1.0 if part.state == "up" else 0.0)
+            for process, about in sorted((st.raw.get("processes") or {}).items()):
+                restarts.add_metric([node, str(process)], float(about.get("restarts", 0)))
+            sealing.add_metric([node], 1.0 if st.tx.state.startswith("cannot_seal") else 0.0)
+            for radio in ("tx", "rx"):
+                value = st.radio.get(f"{radio}_channel")
+                if isinstance(value, int):
+                    channel.add_metric([node, radio], float(value))
+            offset = st.raw.get("clock_offset_s")
+            if isinstance(offset, (int, float)):
+                clock.add_metric([node], float(offset))
+            oldest.add_metric([node], st.tx.queue_oldest_ms / 1000.0)
+        written = GaugeMetricFamily(
+            "longge_metrics_written_timestamp_seconds",
+            "when status --prometheus wrote this text (Unix time)",
+        )
+        written.add_metric([], self.written)
+        yield from (up, restarts, sealing, channel, clock, oldest, written)
+
+
+class PeerCollector(Collector):
+    """Each peer of a node (a base's mobiles): heard or not, packets and bytes taken from it,
+    packets it lost on the way, packets sent to it and given up on, its queue."""
+
+    def __init__(self, statuses: Mapping[str, NodeStatus | None]) -> None:
+        self.statuses = statuses
+
+    def collect(self) -> Iterator[Metric]:
+        labels = ["node", "peer"]
+        up = GaugeMetricFamily("longge_peer_up", "1 while the peer is heard", labels=labels)
+        silent = GaugeMetricFamily(
+            "longge_peer_silent_seconds",
+            "seconds since the peer's last authentic packet",
+            labels=labels,
+        )
+        counters = {
+            name: CounterMetricFamily(f"longge_peer_{name}", text, labels=labels)
+            for name, text, _, _ in PEER_COUNTERS
+        }
+        queued = GaugeMetricFamily(
+            "longge_peer_queue_bytes", "bytes waiting in the peer's send queue", labels=labels
+        )
+        for node, st in sorted(self.statuses.items()):
+            for peer in () if st is None else st.peers:
+                key = [node, peer.name]
+                up.add_metric(key, 1.0 if peer.link == "up" else 0.0)
+                if peer.peer_last_heard_s is not None:
+                    silent.add_metric(key, peer.peer_last_heard_s)
+                for name, _, half, field in PEER_COUNTERS:
+                    value = (peer.sent if half == "sent" else peer.received).get(field)
+                    if isinstance(value, (int, float)):
+                        counters[name].add_metric(key, float(value))
+                if isinstance(peer.sent.get("queue_bytes"), int):
+                    queued.add_metric(key, float(peer.sent["queue_bytes"]))
+        yield up
+        yield silent
+        yield from counters.values()
+        yield queued
+
+
+#: (name, help, the peer's half in the status, its field) of each peer's counters.
+PEER_COUNTERS = (
+    ("received_packets", "IP packets taken from the peer", "received", "ip_packets"),
+    ("received_bytes", "bytes of the IP packets taken from the peer", "received", "ip_bytes"),
+    (
+        "missing",
+        "the peer's packets whose numbers a later one skipped (lost on the way)",
+        "received",
+        "missing",
+    ),
+    ("sent_packets", "packets sent to the peer", "sent", "packets_sent"),
+    ("aborted_packets", "packets to the peer given up on (MAX_RT)", "sent", "packets_aborted"),
+)
+
+
+def exposition(statuses: Mapping[str, NodeStatus | None], written: float | None = None) -> str:
     """The statuses as Prometheus text (what ``status --prometheus`` prints); None: a daemon
-    that did not answer (``longge_daemon_up`` 0, nothing else for it)."""
+    that did not answer (``longge_daemon_up`` 0, nothing else for it). ``written``: the Unix
+    time it says it was written (now)."""
     registry = CollectorRegistry()
     registry.register(StatusCollector(statuses))
+    registry.register(HealthCollector(statuses, time.time() if written is None else written))
+    registry.register(PeerCollector(statuses))
     return generate_latest(registry).decode()

@@ -349,6 +349,9 @@ class Supervisor:
             "version": __version__,
             "pid": os.getpid(),
             "uptime_s": round(time.monotonic() - self.started, 1),
+            # the wall clock less the monotonic one: a jump is the node's clock stepped (the
+            # link runs on the monotonic clock; sealing's epochs and the logs do not)
+            "clock_offset_s": round(time.time() - time.monotonic(), 3),
             "node": {
                 "role": self.cfg.role,
                 "tun": self.tun.name if self.tun else self.cfg.tun,

@@ -286,10 +286,12 @@ class PeerSender:
 
 @dataclass
 class ReceiveCounters:
-    """A peer's receiving half: authentic link-control packets of no known kind, and packets
-    from a source outside its ``allowed_ips`` (dropped: a mobile cannot send as another
-    host)."""
+    """A peer's receiving half: its IP packets taken (whole, checked, from an allowed source)
+    and their bytes, authentic link-control packets of no known kind, and packets from a
+    source outside its ``allowed_ips`` (dropped: a mobile cannot send as another host)."""
 
+    ip_packets: int = 0
+    ip_bytes: int = 0
     control_unknown: int = 0
     source_not_allowed: int = 0
 
@@ -347,9 +349,12 @@ class PeerReceiver:
             elif not rate.is_filler(packet):  # (a filler is taken and dropped)
                 self.counters.control_unknown += 1
             return None
+        c = self.counters
         if not self.networks.allows_source(packet):
-            self.counters.source_not_allowed += 1
+            c.source_not_allowed += 1
             return None
+        c.ip_packets += 1
+        c.ip_bytes += len(packet)
         return packet
 
     def tick(self, now: float) -> secure.Floor | None:
