@@ -265,3 +265,97 @@ def test_a_ping_alone_in_its_queue_is_new_at_each_packet() -> None:
         q.push(udp(3, 7, 84, tag=i), 0.05 * i)
         assert q.pop_sparse(0.05 * i, 256, b"") is not None, i
         assert len(q) == 0 and q.flow_count == 0
+
+
+def run_link(
+    q: FairQueue,
+    bulk_flows: int,
+    interactive: tuple[float, int] | None,
+    seconds: float,
+    capacity: float = 63_500.0,
+    greedy: tuple[int, float] | None = None,
+    settle: float = 3.0,
+) -> dict[str, list[float]]:
+    """The queue in front of a link that drains ``capacity`` bytes a second, one packet at a
+    time: ``bulk_flows`` flows that keep four 1400-byte packets queued each (TCP's way: one
+    more as one leaves); ``interactive``: (interval, size) of a flow that sends on a clock;
+    ``greedy``: (port, bytes a second) of a UDP flow that sends 1400-byte packets at its own
+    rate. Each flow's packets' waits (s), by name, and under "settled" how many packets the
+    queue had counted interactive at ``settle`` s (the rates known by then)."""
+    waits: dict[str, list[float]] = {"interactive": [], "bulk": [], "greedy": [], "settled": []}
+    name = {}
+    pushed: dict[bytes, float] = {}
+
+    def push(p: bytes, t: float, who: str) -> None:
+        name[flow_key(p)] = who
+        pushed[p] = t
+        q.push(p, t)
+
+    tag = 0
+    for f in range(bulk_flows):
+        for _ in range(4):
+            tag += 1
+            push(udp(2, 6000 + f, 1400, tag), 0.0, "bulk")
+    now, next_ping, next_greedy = 0.0, 0.0, 0.0
+    while now < seconds:
+        if now >= settle and not waits["settled"]:
+            waits["settled"].append(q.interactive)
+        while interactive is not None and next_ping <= now:
+            tag += 1
+            push(udp(3, 7, interactive[1], tag), next_ping, "interactive")
+            next_ping += interactive[0]
+        while greedy is not None and next_greedy <= now:
+            tag += 1
+            push(udp(4, greedy[0], 1400, tag), next_greedy, "greedy")
+            next_greedy += 1400 / greedy[1]
+        p = q.pop(now)
+        if p is None:
+            now = min(x for x in (next_ping, next_greedy, seconds) if x > now)
+            continue
+        who = name[flow_key(p)]
+        waits[who].append(now - pushed.pop(p))
+        now += len(p) / capacity
+        if who == "bulk":  # (one more as one leaves)
+            tag += 1
+            push(udp(2, flow_key(p)[-1] + (flow_key(p)[-2] << 8), 1400, tag), now, "bulk")
+    return waits
+
+
+def test_a_flow_below_its_fair_share_goes_first_whatever_its_rate() -> None:
+    """A flow sending 200 bytes every 20 ms beside three bulk flows (about a third of its
+    share) always has a packet listed when its next comes, on a link where a bulk packet
+    takes 22 ms: the new list alone left it behind the bulk packets. Below its fair share it
+    is served next, so it waits at most for the packet on its way; the bulk flows still
+    share the rest evenly."""
+    q = FairQueue(1_000_000, 10.0)
+    waits = run_link(q, 3, (0.020, 200), 8.0)
+    late = sorted(waits["interactive"][len(waits["interactive"]) // 4 :])  # (after 2 s)
+    one_packet = 1400 / 63_500.0
+    assert late[-1] <= one_packet + 1e-9, late[-5:]
+    assert q.interactive >= len(late)
+    # (the same flow with the new list alone: behind bulk packets, several at times)
+    old = FairQueue(1_000_000, 10.0)
+    old._below_share = lambda *a: False  # type: ignore[method-assign]
+    before = sorted(run_link(old, 3, (0.020, 200), 8.0)["interactive"][len(late) // 3 :])
+    assert before[int(0.95 * len(before))] > 2 * one_packet
+
+
+def test_a_bulk_flow_split_in_sixteen_takes_no_interactive_place() -> None:
+    """Sixteen flows that keep packets queued are each at their share: none is interactive,
+    and the interactive flow beside them still goes first."""
+    q = FairQueue(10_000_000, 100.0)
+    waits = run_link(q, 16, (0.100, 200), 8.0)  # (2 kB/s: below C / 17, 3.7)
+    ping = waits["interactive"]
+    assert q.interactive - waits["settled"][0] <= (8.0 - 3.0) / 0.100 + 1  # (the ping's only)
+    assert max(ping[len(ping) // 4 :]) <= 1400 / 63_500.0 + 1e-9
+
+
+def test_a_flow_above_its_share_loses_the_place() -> None:
+    """A UDP flow sending at twice its fair share beside two bulk flows: once the rates are
+    known (the first seconds, when every flow starts from none), no packet of any is
+    interactive, and the greedy flow queues as a bulk one: its packets wait longer and
+    longer (it sends more than it is served)."""
+    q = FairQueue(10_000_000, 100.0)
+    waits = run_link(q, 2, None, 8.0, greedy=(7000, 2 * 63_500.0 / 3))
+    assert q.interactive == waits["settled"][0]
+    assert waits["greedy"][-1] > 1.0

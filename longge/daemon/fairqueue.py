@@ -19,6 +19,18 @@ below the four segments a fast retransmit needs and they share the link by timeo
 (docs/design.md §1, "The queue's bounds"). A sparse flow does not wait for that room: it is
 served from the new list.
 
+"New" is not enough on this link, where one 1400-byte packet is some 22 ms of ESB air: a flow
+that sends every 20 ms (a call, a game) still has a packet listed when its next comes, so it
+was never new again and waited behind the bulk packets. So a flow is also served first while
+it is **below its fair share** (``interactive``): its rate (the bytes it pushed, averaged
+over RATE_TAU_S) under BELOW_SHARE of the link's drain rate (measured while packets wait)
+shared among the flows active in the last ACTIVE_S. Each packet it pushes so goes first
+(``pop``) and may go between a bulk packet's frames (``pop_sparse``), its deficit paying as
+in the round robin. A flow at or above its share is not: a bulk flow split into many is as
+many flows each at its share, and a flow that sends more than its share loses the place as
+its rate shows it. Until the drain rate is known (nothing has waited yet) only the new list
+holds.
+
 At most MAX_FLOWS flows are kept apart (fq_codel's default count of queues): the packets of
 flows beyond that share one queue (counted, ``shared``), so that neither the table nor the
 overflow's search for the fattest flow grows with a scan or a flood of new flows.
@@ -27,6 +39,7 @@ overflow's search for the fattest flow grows with a scan or a flood of new flows
 from __future__ import annotations
 
 import bisect
+import math
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from itertools import islice
@@ -61,6 +74,8 @@ class _Flow:
     bytes: int = 0
     deficit: int = 0
     listed: bool = False
+    #: packets it pushed while below its fair share, not yet served (``_fast`` lists it)
+    fast: int = 0
 
 
 #: Flows kept apart at once; more share the queue SHARED_KEY (no packet's own key: those
@@ -74,6 +89,17 @@ ROOM_FLOWS = 16
 
 #: How many flows of the new list pop_sparse looks at (it runs once per frame sent).
 SPARSE_LOOK = 8
+
+#: A flow's rate: the bytes it pushed, averaged (exponentially) over this long; the link's
+#: drain rate likewise. (A flow sending 1200 bytes every 100 ms is 12 kB/s give or take 1.2.)
+RATE_TAU_S = 1.0
+#: Flows that pushed a packet this recently share the link in the fair share.
+ACTIVE_S = 2.0
+#: A flow is interactive below this part of its fair share: a bulk flow beside others is at
+#: its share or above (what an interactive flow leaves it), so a margin keeps it out.
+BELOW_SHARE = 0.9
+#: The drain rate is known once packets have waited this long in all (within RATE_TAU_S).
+DRAIN_KNOWN_S = 0.05
 
 #: Upper edges (ms) of the queueing-delay histogram; the last bin is everything above.
 SOJOURN_EDGES_MS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000)
@@ -111,6 +137,19 @@ class FairQueue:
         self._old: deque[_Flow] = deque()
         #: the flow of the packet ``pop`` or ``pop_sparse`` returned last
         self.last_key = b""
+        #: flows below their fair share with packets pushed so (``_Flow.fast``), in order
+        self._fast: deque[_Flow] = deque()
+        self.interactive = 0  # packets pushed below their flow's fair share (counted)
+        #: each flow's rate as of its last packet: key -> [bytes a second, when]; flows not
+        #: heard for ACTIVE_S go at the next sweep (``_active`` of them were left at the last)
+        self._rates: dict[bytes, list[float]] = {}
+        self._active = 0
+        self._sweep_at = float("-inf")
+        #: the drain rate's sums (bytes, seconds while packets waited) and the last departure
+        self._out_bytes = 0.0
+        self._out_time = 0.0
+        self._out_at: float | None = None
+        self._out_waiting = False
 
     def __len__(self) -> int:
         return self.packets
@@ -142,6 +181,11 @@ class FairQueue:
             flow.listed = True
             flow.deficit = self.quantum
             self._new.append(flow)
+        if self.fair and key != SHARED_KEY and self._below_share(key, len(packet), now):
+            self.interactive += 1
+            if not flow.fast:
+                self._fast.append(flow)
+            flow.fast += 1
         while self.bytes > self.limit_bytes:
             fattest = max(self._flows.values(), key=lambda f: f.bytes)
             self._drop_head(fattest)
@@ -163,11 +207,17 @@ class FairQueue:
             return
         for flow in self._flows.values():
             flow.listed = False
+            flow.fast = 0
         self._flows.clear()
         self._new.clear()
         self._old.clear()
+        self._fast.clear()
 
     def _pop(self, now: float) -> bytes | None:
+        while self._fast:  # (flows below their fair share, each packet pushed so)
+            packet = self._take_fast(self._fast[0], now)
+            if packet is not None:
+                return packet
         while True:
             if self._new:
                 lst = self._new
@@ -204,6 +254,13 @@ class FairQueue:
         joins the old ones, so sparse flows cannot starve the bulk ones (fq_codel's bound)."""
         if not self.fair:
             return None
+        for flow in islice(self._fast, SPARSE_LOOK):
+            if flow.key == busy or not flow.packets or len(flow.packets[0][0]) > max_len:
+                continue
+            packet = self._take_fast(flow, now)
+            if packet is not None:
+                self._retire_if_empty()
+                return packet
         for flow in islice(self._new, SPARSE_LOOK):
             if not flow.packets or flow.key == busy:
                 continue  # (an emptied new flow moves on at the next pop; the busy one waits)
@@ -217,6 +274,51 @@ class FairQueue:
         self._retire_if_empty()
         return None
 
+    def _take_fast(self, flow: _Flow, now: float) -> bytes | None:
+        """The head of ``flow``, a packet it pushed below its fair share (or one before it:
+        a flow's order holds), served; the flow leaves ``_fast`` when it has no more such."""
+        if not flow.packets:  # (served meanwhile by the round robin)
+            flow.fast = 0
+        if flow.fast > 0:
+            flow.fast -= 1
+            packet = self._take(flow, now)
+        else:
+            packet = None
+        if flow.fast <= 0:
+            flow.fast = 0
+            self._fast.remove(flow)  # (at the front, or among the first SPARSE_LOOK)
+        return packet
+
+    def _below_share(self, key: bytes, size: int, now: float) -> bool:
+        """Is this flow, with this packet, below BELOW_SHARE of its fair share: the drain
+        rate (while packets waited) over the flows active in the last ACTIVE_S?"""
+        rate = self._rates.get(key)
+        if rate is None:
+            if len(self._rates) >= MAX_FLOWS:
+                return False  # (a flood of new flows: none tracked, none interactive)
+            rate = self._rates[key] = [0.0, now]
+            self._active += 1
+        rate[0] = rate[0] * math.exp(-max(0.0, now - rate[1]) / RATE_TAU_S) + size / RATE_TAU_S
+        rate[1] = now
+        if now >= self._sweep_at:
+            self._sweep_at = now + ACTIVE_S / 4
+            self._rates = {k: r for k, r in self._rates.items() if now - r[1] <= ACTIVE_S}
+            self._active = len(self._rates)
+        if self._out_time < DRAIN_KNOWN_S:
+            return False
+        share = self._out_bytes / self._out_time / max(1, self._active)
+        return rate[0] < BELOW_SHARE * share
+
+    def _departed(self, size: int, now: float) -> None:
+        """A packet left: the drain rate counts the time since the last one if packets
+        waited then (the link was busy with them)."""
+        if self._out_at is not None and self._out_waiting and now > self._out_at:
+            decay = math.exp(-(now - self._out_at) / RATE_TAU_S)
+            self._out_bytes = self._out_bytes * decay + size
+            self._out_time = self._out_time * decay + (now - self._out_at)
+        self._out_at = now
+        self._out_waiting = self.packets > 0
+
     def _take(self, flow: _Flow, now: float) -> bytes | None:
         """The head of ``flow``, served; None: it was too old (dropped, counted)."""
         max_age = self.max_age  # (the bound this packet waited under, before it leaves)
@@ -225,6 +327,7 @@ class FairQueue:
             self.drops["expired"] += 1
             return None
         flow.deficit -= len(packet)
+        self._departed(len(packet), now)
         self.last_key = flow.key
         self.sojourn[bisect.bisect_left(SOJOURN_EDGES_MS, (now - since) * 1000)] += len(packet)
         return packet

@@ -135,6 +135,8 @@ class PeerQueues:
             "queue_oldest_ms": round(max(q.oldest_age(self.clock(now)) for q in qs) * 1000, 1),
             "queue_drops": drops,
             "queue_shared": sum(q.shared for q in qs),
+            # packets pushed while their flow was below its fair share (served first)
+            "queue_interactive": sum(q.interactive for q in qs),
             "queue_delay_hist": [sum(b) for b in zip(*(q.sojourn for q in qs), strict=True)],
             "queue_delay_edges_ms": list(SOJOURN_EDGES_MS),
         }

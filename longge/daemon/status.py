@@ -116,6 +116,7 @@ class TxStatus(ProcessStatus):
     queue_oldest_ms: float = 0.0
     queue_drops: dict[str, int] = field(default_factory=dict)
     queue_shared: int = 0  # packets of flows beyond the queue's 1024, queued together
+    queue_interactive: int = 0  # packets pushed while their flow was below its fair share
     #: bytes per sojourn bin; the bins' upper edges (ms) travel with them (one fewer: the
     #: last bin is everything above the last edge)
     queue_delay_hist: list[int] = field(default_factory=list)
