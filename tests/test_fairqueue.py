@@ -359,3 +359,32 @@ def test_a_flow_above_its_share_loses_the_place() -> None:
     waits = run_link(q, 2, None, 8.0, greedy=(7000, 2 * 63_500.0 / 3))
     assert q.interactive == waits["settled"][0]
     assert waits["greedy"][-1] > 1.0
+
+
+def test_a_flow_below_its_share_goes_between_frames_at_any_size() -> None:
+    """pop_sparse: a packet of a flow below its fair share goes between a bulk packet's
+    frames up to ``fast_len`` (a call's 1000-byte frames), a new flow's only up to
+    ``max_len``; the busy flow's never."""
+    q = FairQueue(10_000_000, 100.0)
+    run_link(q, 3, (0.100, 1000), 4.0)  # (its rate known: 10 kB/s; its share 63.5 / 5)
+    now = 4.0
+    busy = flow_key(udp(2, 6000, 1400))
+    call = udp(3, 7, 1000, tag=60000)
+    stranger = udp(9, 9, 1200, tag=60001)
+    q.push(stranger, now)
+    q.push(call, now)
+    assert q.pop_sparse(now, 256, busy) is None  # (too big for a sparse flow's place)
+    assert q.pop_sparse(now, 256, busy, fast_len=65535) == call
+    assert q.pop_sparse(now, 256, busy, fast_len=65535) is None  # (the stranger: new, big)
+    assert q.pop_sparse(now, 256, flow_key(call), fast_len=65535) is None
+
+
+def test_ever_new_flows_earn_no_interactive_place() -> None:
+    """A bulk flow split into ever new flows (a new port each packet) while packets wait:
+    each new flow starts at its share, so none of their packets is interactive."""
+    q = FairQueue(10_000_000, 100.0)
+    run_link(q, 3, None, 4.0)
+    before = q.interactive
+    for i in range(200):
+        q.push(udp(5, 10_000 + i, 1400, tag=i), 4.0 + i * 0.001)
+    assert q.interactive == before

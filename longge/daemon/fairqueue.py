@@ -28,8 +28,9 @@ shared among the flows active in the last ACTIVE_S. Each packet it pushes so goe
 (``pop``) and may go between a bulk packet's frames (``pop_sparse``), its deficit paying as
 in the round robin. A flow at or above its share is not: a bulk flow split into many is as
 many flows each at its share, and a flow that sends more than its share loses the place as
-its rate shows it. Until the drain rate is known (nothing has waited yet) only the new list
-holds.
+its rate shows it; a flow first seen while packets wait starts at its share (the place is
+earned, not given to each new flow). Until the drain rate is known (nothing has waited yet)
+only the new list holds.
 
 At most MAX_FLOWS flows are kept apart (fq_codel's default count of queues): the packets of
 flows beyond that share one queue (counted, ``shared``), so that neither the table nor the
@@ -244,18 +245,23 @@ class FairQueue:
             if packet is not None:
                 return packet
 
-    def pop_sparse(self, now: float, max_len: int, busy: bytes) -> bytes | None:
+    def pop_sparse(
+        self, now: float, max_len: int, busy: bytes, fast_len: int | None = None
+    ) -> bytes | None:
         """The next packet of the first new flow (one that had nothing queued: a ping, a
         keystroke, an ACK; among the first SPARSE_LOOK) whose next packet is at most
         ``max_len`` bytes, not of flow ``busy`` (whose packet is on its way: never overtaken);
         else None. For a packet that may go between
         the frames of the one on its way (frame.py, "Lanes"). It is served as ``pop`` would
         serve it next: its flow's deficit pays, and a new flow has one quantum before it
-        joins the old ones, so sparse flows cannot starve the bulk ones (fq_codel's bound)."""
+        joins the old ones, so sparse flows cannot starve the bulk ones (fq_codel's bound).
+        A flow below its fair share (``interactive``) goes first, its packet up to
+        ``fast_len`` bytes (``max_len`` if None): its rate bounds what it takes."""
         if not self.fair:
             return None
+        longest = max_len if fast_len is None else fast_len
         for flow in islice(self._fast, SPARSE_LOOK):
-            if flow.key == busy or not flow.packets or len(flow.packets[0][0]) > max_len:
+            if flow.key == busy or not flow.packets or len(flow.packets[0][0]) > longest:
                 continue
             packet = self._take_fast(flow, now)
             if packet is not None:
@@ -291,23 +297,27 @@ class FairQueue:
 
     def _below_share(self, key: bytes, size: int, now: float) -> bool:
         """Is this flow, with this packet, below BELOW_SHARE of its fair share: the drain
-        rate (while packets waited) over the flows active in the last ACTIVE_S?"""
-        rate = self._rates.get(key)
-        if rate is None:
-            if len(self._rates) >= MAX_FLOWS:
-                return False  # (a flood of new flows: none tracked, none interactive)
-            rate = self._rates[key] = [0.0, now]
-            self._active += 1
-        rate[0] = rate[0] * math.exp(-max(0.0, now - rate[1]) / RATE_TAU_S) + size / RATE_TAU_S
-        rate[1] = now
+        rate (while packets waited) over the flows active in the last ACTIVE_S? A flow first
+        seen while packets wait starts at its share: the place is earned by a rate below it
+        (a bulk flow split into ever new flows would otherwise have each flow's first
+        packets go first)."""
         if now >= self._sweep_at:
             self._sweep_at = now + ACTIVE_S / 4
             self._rates = {k: r for k, r in self._rates.items() if now - r[1] <= ACTIVE_S}
             self._active = len(self._rates)
-        if self._out_time < DRAIN_KNOWN_S:
+        drain = self._out_bytes / self._out_time if self._out_time >= DRAIN_KNOWN_S else None
+        rate = self._rates.get(key)
+        if rate is None:
+            if len(self._rates) >= MAX_FLOWS:
+                return False  # (a flood of new flows: none tracked, none interactive)
+            self._active += 1
+            start = 0.0 if drain is None else drain / self._active
+            rate = self._rates[key] = [start, now]
+        rate[0] = rate[0] * math.exp(-max(0.0, now - rate[1]) / RATE_TAU_S) + size / RATE_TAU_S
+        rate[1] = now
+        if drain is None:
             return False
-        share = self._out_bytes / self._out_time / max(1, self._active)
-        return rate[0] < BELOW_SHARE * share
+        return rate[0] < BELOW_SHARE * drain / max(1, self._active)
 
     def _departed(self, size: int, now: float) -> None:
         """A packet left: the drain rate counts the time since the last one if packets

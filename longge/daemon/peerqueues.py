@@ -99,9 +99,12 @@ class PeerQueues:
             self.served[index] += len(packet)
         return packet
 
-    def pop_sparse(self, index: int, now: float, max_len: int, busy: bytes) -> bytes | None:
-        """Peer ``index``'s next packet if it is a sparse flow's (FairQueue.pop_sparse)."""
-        packet = self.queues[index].pop_sparse(self.clock(now), max_len, busy)
+    def pop_sparse(
+        self, index: int, now: float, max_len: int, busy: bytes, fast_len: int | None = None
+    ) -> bytes | None:
+        """Peer ``index``'s next packet if it is a sparse flow's, or one below its fair share
+        (FairQueue.pop_sparse)."""
+        packet = self.queues[index].pop_sparse(self.clock(now), max_len, busy, fast_len)
         if packet is not None:
             self.served[index] += len(packet)
         return packet

@@ -37,6 +37,10 @@ ESB_REASSEMBLY_S = 1.0
 #: The largest packet that may go between another packet's frames: a ping, a keystroke, a DNS
 #: query, an ACK (sealed, ten 32-byte frames); a bigger one waits its turn.
 PREEMPT_MAX = 256
+#: A flow below its fair share (FairQueue, "interactive": a call's or a game's packets every
+#: 20 ms) goes between frames at any size: its rate, under its share, bounds what it takes
+#: from the packet it overtakes.
+INTERACTIVE_MAX = 65535
 #: How often a TX process whose epoch cannot be recorded tries again (senders_once_recorded).
 EPOCH_RETRY_S = 1.0
 
@@ -220,10 +224,11 @@ def next_packet(queues: PeerQueues, table: PeerTable[PeerSender], now: float) ->
 
 def preempt(queues: PeerQueues, peer: PeerSender, now: float) -> None:
     """While a packet of ``peer``'s is on its way: an interactive one of its queue (a sparse
-    flow's, at most PREEMPT_MAX bytes, not of the same flow: PeerQueues.pop_sparse) goes
-    between its frames (lane 1, frame.py "Lanes"), one at a time."""
+    flow's, at most PREEMPT_MAX bytes, or one below its fair share, any size; not of the same
+    flow: PeerQueues.pop_sparse) goes between its frames (lane 1, frame.py "Lanes"), one at a
+    time."""
     if peer.frames and not peer.urgent:
-        packet = queues.pop_sparse(peer.index, now, PREEMPT_MAX, peer.flow)
+        packet = queues.pop_sparse(peer.index, now, PREEMPT_MAX, peer.flow, INTERACTIVE_MAX)
         if packet is not None:
             peer.preempt(packet, now)
 
