@@ -14,7 +14,18 @@ from fielddoc import assert_documented
 
 from longge.errors import ConfigError
 from longge.measure.experiment_report import plot, verdict
-from longge.measure.experiments import DEFAULTS, EXPERIMENTS, Experiment, Series
+from longge.measure.experiments import (
+    DEFAULTS,
+    EXPERIMENTS,
+    GRID_BULK,
+    UDP_IP_HEADERS,
+    Experiment,
+    Series,
+    interactive_grid,
+    probe_spec,
+)
+from longge.measure.model import udp_goodput_bps
+from longge.radio.options import RadioOptions
 
 
 @pytest.mark.parametrize("name", sorted(EXPERIMENTS))
@@ -105,6 +116,15 @@ def test_verdicts_and_plots_from_synthetic_rows(tmp_path: Path) -> None:
             "keystroke, stream": {
                 n: {"rtt_median_ms": 3 + n, "rtt_p95_ms": 5 + n} for n in (0, 1, 3)
             },
+            "20 ms x 200 B, up, esb": {
+                n: {"rtt_median_ms": 5 + n, "rtt_p95_ms": 6 + 2 * n} for n in (0, 1, 3)
+            },
+            "100 ms x 1200 B, down, esb": {
+                n: {"rtt_median_ms": 9 + 0.5 * n, "rtt_p95_ms": 11 + 3 * n} for n in (0, 1, 3)
+            },
+            "20 ms x 200 B, down, stream": {
+                n: {"rtt_median_ms": 2.5 + 0.1 * n, "rtt_p95_ms": 3 + 0.2 * n} for n in (0, 1, 3)
+            },
         },
         "cc": {
             f"{cc}{d}": {0.0: {"received_bps": 400 * k}, 0.1: {"received_bps": v * k}}
@@ -134,7 +154,10 @@ def test_verdicts_and_plots_from_synthetic_rows(tmp_path: Path) -> None:
         "window": "from a 16384-byte buffer",
         "parallel": "8 flows: 450 kbit/s, Jain 0.840",
         "multiplex": "3 bulk flows 64 (83) ms; keystroke, stream: 0 bulk flows 3 (5) ms, 1 bulk "
-        "flows 4 (6) ms, 3 bulk flows 6 (8) ms",
+        "flows 4 (6) ms, 3 bulk flows 6 (8) ms; interactive grid over idle: esb: 2 flows beside "
+        "up to 3 bulk, their RTT rose at most +3.0 ms in the median (20 ms x 200 B, up), +9.0 "
+        "ms at p95 (100 ms x 1200 B, down); stream: 1 flows beside up to 3 bulk, their RTT "
+        "rose at most +0.3 ms in the median (20 ms x 200 B, down), +0.6 ms at p95",
         "cc": "BBR 2.10x Reno; CUBIC, +50 ms 1.20x Reno",
         # UDP: stream ahead at every loss rate; TCP: at 30 % stream keeps 4 % of 1200 (48),
         # ESB 25 % of 480 (120): ESB carries more there
@@ -202,3 +225,39 @@ def test_an_rtt_quantile_among_the_lost_probes_is_none() -> None:
     assert run([8.0] * 43, 45).rtt_ms(0.95) == 8.0  # 2 lost of 45: p95 among the received
     assert run([8.0] * 42, 45).rtt_ms(0.95) is None  # 3 lost: p95 falls among them
     assert run([1.0, 3.0], 2).rtt_ms(0.5) == 2.0
+
+
+def test_a_probe_is_named_or_an_interval_and_a_size_and_nothing_else() -> None:
+    assert probe_spec("ping") == (0.2, 60)
+    assert probe_spec("20ms/200B") == (0.02, 200)
+    for bad in ("20ms", "20ms/2000B", "0ms/64B", "20 ms/64B", "ms/B", "20ms/4B"):
+        with pytest.raises(ValueError):
+            probe_spec(bad)
+    with pytest.raises(ConfigError, match="probe"):
+        replace(EXPERIMENTS["multiplex"], series=(Series("x", {"probe": "20ms"}),)).validate()
+    with pytest.raises(ConfigError, match="direction"):
+        replace(EXPERIMENTS["multiplex"], series=(Series("x", {"direction": "left"}),)).validate()
+
+
+def test_the_interactive_grid_holds_every_flow_below_its_share_and_none_above() -> None:
+    """Each mode, each way: every interval and size of the issue's grid whose rate on the
+    link is below C / (n + 1) beside n = 3 bulk flows, and none above; multiplex runs it all,
+    --quick a part, the four ping series in both."""
+    grid = interactive_grid(24)
+    labels = {s.label for s in grid}
+    for mode in ("esb", "stream"):
+        share = udp_goodput_bps(RadioOptions(mode=mode), 1400, 24) / (GRID_BULK + 1)
+        for every_ms in (10, 20, 50, 100):
+            for size in (64, 200, 1200):
+                rate = (size + UDP_IP_HEADERS + 24) * 8 / (every_ms / 1000)
+                for way in ("up", "down"):
+                    label = f"{every_ms} ms x {size} B, {way}, {mode}"
+                    assert (label in labels) == (rate < share), label
+    assert "100 ms x 1200 B, up, esb" in labels and "20 ms x 1200 B, up, esb" not in labels
+    multiplex = EXPERIMENTS["multiplex"]
+    full = {s.label for s, _, _ in multiplex.points(quick=False)}
+    quick = {s.label for s, _, _ in multiplex.points(quick=True)}
+    assert {"default", "keystroke", "ping, stream", "keystroke, stream"} <= quick < full
+    assert len(full) == 4 + len(multiplex.series) - 4
+    down = [c for s, _, c in multiplex.points(quick=False) if s.label.endswith("down, esb")]
+    assert down and all(c["direction"] == "down" and c["mode"] == "esb" for c in down)

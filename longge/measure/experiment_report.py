@@ -105,12 +105,17 @@ def _verdict(exp: Experiment, summary: dict[str, Any]) -> str:
             medians, p95s = _by_series(rows, "rtt_median_ms"), _by_series(rows, "rtt_p95_ms")
             if "default" not in medians:
                 raise KeyError("default")  # (no verdict without the ping in ESB)
-            return "RTT median (p95): " + "; ".join(
-                ("" if label == "default" else f"{label}: ")
-                + ", ".join(
-                    f"{n} bulk flows {r[n]:.0f} ({p95s[label][n]:.0f}) ms" for n in sorted(r)
+            pings = {k: r for k, r in medians.items() if not _in_grid(k)}
+            return (
+                "RTT median (p95): "
+                + "; ".join(
+                    ("" if label == "default" else f"{label}: ")
+                    + ", ".join(
+                        f"{n} bulk flows {r[n]:.0f} ({p95s[label][n]:.0f}) ms" for n in sorted(r)
+                    )
+                    for label, r in sorted(pings.items(), key=lambda kv: kv[0] != "default")
                 )
-                for label, r in sorted(medians.items(), key=lambda kv: kv[0] != "default")
+                + _grid_verdict(medians, p95s)
             )
         if exp.name == "cc":
             worst = max(exp.quick_values if summary["quick"] else exp.values)
@@ -131,6 +136,36 @@ def _verdict(exp: Experiment, summary: dict[str, Any]) -> str:
     except (KeyError, ValueError, ZeroDivisionError) as exc:
         return f"not enough points for a verdict ({type(exc).__name__}: {exc})"
     return ""
+
+
+def _in_grid(label: str) -> bool:
+    """A series of multiplex's interactive grid ("20 ms x 200 B, up, esb")?"""
+    return " ms x " in label
+
+
+def _grid_verdict(medians: dict[str, dict[Any, float]], p95s: dict[str, dict[Any, float]]) -> str:
+    """multiplex's interactive grid, each mode: the most its flows' RTT rose beside the most
+    bulk flows run, over their idle figures (0 bulk flows), median and p95, and where."""
+    parts = []
+    for mode in ("esb", "stream"):
+        rises: list[tuple[float, float, str]] = []
+        most = 0
+        for label, r in medians.items():
+            if not _in_grid(label) or not label.endswith(f", {mode}") or 0 not in r:
+                continue
+            n = max(r)
+            p = p95s.get(label, {})
+            if n == 0 or 0 not in p or n not in p:
+                continue
+            most = max(most, n)
+            rises.append((r[n] - r[0], p[n] - p[0], label.removesuffix(f", {mode}")))
+        if rises:
+            med, p95 = max(rises), max(rises, key=lambda t: t[1])
+            parts.append(
+                f"{mode}: {len(rises)} flows beside up to {most} bulk, their RTT rose at most "
+                f"{med[0]:+.1f} ms in the median ({med[2]}), {p95[1]:+.1f} ms at p95 ({p95[2]})"
+            )
+    return "; interactive grid over idle: " + "; ".join(parts) if parts else ""
 
 
 def _mode_verdict(

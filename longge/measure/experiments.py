@@ -19,6 +19,7 @@ import csv
 import functools
 import json
 import math
+import re
 import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -36,6 +37,7 @@ from longge.measure.loadprobe import LoadProbe, load_and_probe
 from longge.measure.model import lossy_model, udp_goodput_bps
 from longge.measure.results import ResultsDir
 from longge.measure.sweep import Progress
+from longge.protocol.secure import OVERHEAD
 from longge.radio.options import RadioOptions
 
 #: The conditions a point runs under, with their defaults (what the link has when untouched).
@@ -50,7 +52,8 @@ DEFAULTS: dict[str, Any] = {
     "streams": 1,
     "bulk_flows": 0,
     "mode": "",  # the link mode; "" = the one the link runs with
-    "probe": "ping",  # the sparse flow measure "ping" probes: a ping's or a keystroke's
+    "probe": "ping",  # the sparse flow measure "ping" probes: PROBES' or "20ms/200B"
+    "direction": "up",  # the bulk flows' of measure "ping": up (mobile -> base) or down
 }
 MEASURES = ("goodput", "goodput+ping", "flows", "ping")
 CC_CHOICES = ("reno", "cubic", "bbr", "vegas", "westwood", "htcp", "bic", "illinois")
@@ -60,12 +63,65 @@ PROBE_INTERVAL_S = 0.2
 #: the probes above (60 bytes, 5 a second); "keystroke": an interactive session's typing
 #: (36 bytes, what one SSH keystroke's payload is, 10 a second).
 PROBES = {"ping": (PROBE_INTERVAL_S, 60), "keystroke": (0.1, 36)}
+#: The interactive flows of ``experiment multiplex``'s grid (issue 70): a packet every 10, 20,
+#: 50 or 100 ms (a game, a call's 20-ms frames, a remote desktop), of 64, 200 or 1200 bytes
+#: of UDP payload, wherever that is below its fair share beside 3 bulk flows (GRID_BULK).
+GRID_INTERVALS_MS = (10, 20, 50, 100)
+GRID_SIZES = (64, 200, 1200)
+GRID_BULK = 3
+#: IPv4 and UDP headers: what a probe's payload takes on the link besides itself.
+UDP_IP_HEADERS = 28
+
+
+def probe_spec(probe: str) -> tuple[float, int]:
+    """(interval s, UDP payload bytes) of a probe condition: a name of PROBES or "20ms/200B";
+    ValueError for anything else."""
+    if probe in PROBES:
+        return PROBES[probe]
+    m = re.fullmatch(r"(\d{1,4})ms/(\d{1,4})B", probe)
+    if m is None or not int(m.group(1)) >= 1 or not 8 <= int(m.group(2)) <= 1400:
+        raise ValueError(probe)
+    return int(m.group(1)) / 1000, int(m.group(2))
+
+
+def interactive_grid(overhead: int) -> tuple[Series, ...]:
+    """The multiplex grid's series: each interval and size below its fair share (C / (n + 1)
+    with n = GRID_BULK, C the model's bound at 2 Mbit/s in the mode, ``overhead`` the
+    security's bytes a packet), each way, ESB then stream mode."""
+    out = []
+    for mode in ("esb", "stream"):
+        capacity = udp_goodput_bps(RadioOptions(mode=mode), 1400, overhead)
+        for direction in ("up", "down"):
+            for every_ms in GRID_INTERVALS_MS:
+                for size in GRID_SIZES:
+                    rate = (size + UDP_IP_HEADERS + overhead) * 8 / (every_ms / 1000)
+                    if rate >= capacity / (GRID_BULK + 1):
+                        continue  # (above its share: not interactive, not in the grid)
+                    out.append(
+                        Series(
+                            f"{every_ms} ms x {size} B, {direction}, {mode}",
+                            {
+                                "probe": f"{every_ms}ms/{size}B",
+                                "direction": direction,
+                                "mode": mode,
+                            },
+                        )
+                    )
+    return tuple(out)
 
 
 def _radio_option(name: str, value: Any) -> bool:
     """A radio option is checked where the radio's options are (radio/options.py), which
     raises ConfigError naming it and what it allows."""
     RadioOptions(**{name: value})
+    return True
+
+
+def _probe_ok(value: Any) -> bool:
+    try:
+        probe_spec(value)
+    except (ValueError, TypeError):
+        return False
     return True
 
 
@@ -85,7 +141,8 @@ def _check(name: str, value: Any) -> None:
         "streams": (lambda v: isinstance(v, int) and 1 <= v <= 16, "1..16"),
         "bulk_flows": (lambda v: isinstance(v, int) and 0 <= v <= 8, "0..8"),
         "mode": (lambda v: v == "" or _radio_option("mode", v), ""),
-        "probe": (lambda v: v in PROBES, " or ".join(PROBES)),
+        "probe": (_probe_ok, " or ".join(PROBES) + ', or "20ms/200B" (1..9999 ms, 8..1400 B)'),
+        "direction": (lambda v: v in ("up", "down"), "up or down"),
     }
     if name not in checks:
         raise ConfigError("experiment", name, "a condition: " + ", ".join(checks))
@@ -114,6 +171,8 @@ class Experiment:
     log_x: bool = False
     trial_s: int = 10
     quick_trial_s: int = 5
+    #: the series --quick runs (labels; None: all)
+    quick_series: tuple[str, ...] | None = None
 
     def validate(self) -> None:
         if self.measure not in MEASURES:
@@ -132,12 +191,22 @@ class Experiment:
         """(series, x, full conditions) of every point, in run order."""
         out = []
         for s in self.series:
+            if quick and self.quick_series is not None and s.label not in self.quick_series:
+                continue
             for x in self.quick_values if quick else self.values:
                 out.append((s, x, {**DEFAULTS, **self.base, **s.conditions, self.vary: x}))
         return out
 
 
 LONG_RETRY = {"ard_us": 1000, "arc": 15}
+MULTIPLEX_PINGS = (
+    Series("default"),
+    Series("keystroke", {"probe": "keystroke"}),
+    Series("ping, stream", {"mode": "stream"}),
+    Series("keystroke, stream", {"mode": "stream", "probe": "keystroke"}),
+)
+#: (on a secured link: the testbed's and the examples' default)
+MULTIPLEX_GRID = interactive_grid(OVERHEAD)
 
 EXPERIMENTS: dict[str, Experiment] = {
     e.name: e
@@ -194,13 +263,12 @@ EXPERIMENTS: dict[str, Experiment] = {
             measure="ping",
             xlabel="bulk TCP flows",
             # the ping in ESB is the series "default" (results stay comparable with earlier
-            # ones); a keystroke flow beside it, and both in stream mode (issue 43)
-            series=(
-                Series("default"),
-                Series("keystroke", {"probe": "keystroke"}),
-                Series("ping, stream", {"mode": "stream"}),
-                Series("keystroke, stream", {"mode": "stream", "probe": "keystroke"}),
-            ),
+            # ones); a keystroke flow beside it, and both in stream mode (issue 43); the
+            # interactive grid each way, both modes (issue 70)
+            series=(*MULTIPLEX_PINGS, *MULTIPLEX_GRID),
+            # (--quick runs the pings alone: `experiment all --quick` stays within its 15
+            # minutes; the grid is 36 series, some 40 minutes: `--values 0,3` halves it)
+            quick_series=tuple(s.label for s in MULTIPLEX_PINGS),
         ),
         Experiment(
             "cc",
@@ -343,7 +411,8 @@ class Runner:
             bulk = None
             if cond["bulk_flows"]:
                 bulk = self._spec({**cond, "protocol": "tcp"}, seconds + 2, cond["bulk_flows"])
-            every_s, size = PROBES[cond["probe"]]
+                bulk = replace(bulk, reverse=cond["direction"] == "down")
+            every_s, size = probe_spec(cond["probe"])
             pinged = load_and_probe(target, bulk, probes(seconds - 1, every_s), every_s, size)
             if pinged.load is not None:
                 row.update(received_bps=pinged.load.received_bps, error=pinged.load.error or "")
