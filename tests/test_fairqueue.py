@@ -388,3 +388,17 @@ def test_ever_new_flows_earn_no_interactive_place() -> None:
     for i in range(200):
         q.push(udp(5, 10_000 + i, 1400, tag=i), 4.0 + i * 0.001)
     assert q.interactive == before
+
+
+def test_an_expired_interactive_packet_is_dropped_and_the_next_one_served() -> None:
+    """pop_sparse over flows below their share whose packets expired: each is dropped
+    (counted) and the search goes on, whatever leaves the list meanwhile."""
+    q = FairQueue(10_000_000, 0.5)
+    run_link(q, 3, (0.100, 200), 4.0)
+    for port in (7, 8):  # (the first's rate known from the run; the second starts at its share)
+        q.push(udp(3, port, 200, tag=port), 4.0)
+    expired = q.drops["expired"]
+    later = 4.0 + 0.6
+    got = q.pop_sparse(later, 256, b"", 65535)
+    assert q.drops["expired"] > expired
+    assert got is None or flow_key(got) != flow_key(udp(3, 7, 200))

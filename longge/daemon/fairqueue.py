@@ -260,7 +260,7 @@ class FairQueue:
         if not self.fair:
             return None
         longest = max_len if fast_len is None else fast_len
-        for flow in islice(self._fast, SPARSE_LOOK):
+        for flow in list(islice(self._fast, SPARSE_LOOK)):  # (_take_fast may remove it)
             if flow.key == busy or not flow.packets or len(flow.packets[0][0]) > longest:
                 continue
             packet = self._take_fast(flow, now)
