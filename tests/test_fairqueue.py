@@ -402,3 +402,30 @@ def test_an_expired_interactive_packet_is_dropped_and_the_next_one_served() -> N
     got = q.pop_sparse(later, 256, b"", 65535)
     assert q.drops["expired"] > expired
     assert got is None or flow_key(got) != flow_key(udp(3, 7, 200))
+
+
+def test_the_drain_rate_is_what_the_link_carried_while_packets_waited() -> None:
+    """Packets of mixed sizes, some taken at one moment (stream mode's window takes several),
+    each group leaving once the link has carried the one before: the rate the queue reads
+    is the link's, not skewed by the sizes' order nor by groups; idle spells do not count."""
+    capacity = 63_500.0
+    q = FairQueue(10_000_000, 100.0)
+    now, tag = 0.0, 0
+    for burst in range(200):
+        for size in (200, 1400, 1400, 90):
+            tag += 1
+                q.push(udp(2 + burst % 3, 6000, size, tag), now)
+        while len(q):
+            group = [q.pop(now) for _ in range(2)]  # (two at a moment)
+            now += sum(len(p) for p in group if p is not None) / capacity
+        now += 0.05  # (idle: nothing waits)
+    assert q.drain_rate == pytest.approx(capacity, rel=0.02)
+
+
+def test_bulk_flows_are_never_interactive_from_the_start() -> None:
+    """Three flows that keep packets queued, from the first moment the link is loaded:
+    none of their packets is interactive (before, each flow seen before the drain rate was
+    known read as far below its share once it was, and was served a dozen times in a row)."""
+    q = FairQueue(1_000_000, 10.0)
+    run_link(q, 3, None, 4.0)
+    assert q.interactive == 0
