@@ -414,7 +414,7 @@ def test_the_drain_rate_is_what_the_link_carried_while_packets_waited() -> None:
     for burst in range(200):
         for size in (200, 1400, 1400, 90):
             tag += 1
-                q.push(udp(2 + burst % 3, 6000, size, tag), now)
+            q.push(udp(2 + burst % 3, 6000, size, tag), now)
         while len(q):
             group = [q.pop(now) for _ in range(2)]  # (two at a moment)
             now += sum(len(p) for p in group if p is not None) / capacity
