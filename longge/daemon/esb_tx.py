@@ -18,7 +18,6 @@ from longge.daemon.child import FIFO_FULL, Child, TxFifoEmpty, on_irq, take_edge
 from longge.daemon.listening import BaseListening
 from longge.daemon.peerqueues import PeerQueues
 from longge.daemon.peers import (
-    INTERACTIVE_MAX,
     PREEMPT_MAX,
     GoFirst,
     TxCounters,
@@ -147,7 +146,8 @@ class EsbSending(UplinkSending):
             # way: a flow whose last packet went whole is sparse again; keyed on peer.flow
             # alone, a ping flow cut in once and never again)
             busy = peer.flow if peer.frames else b""
-            packet = self.queues.pop_sparse(i, now, PREEMPT_MAX, busy, INTERACTIVE_MAX)
+            # (PREEMPT_MAX only: a grant queued behind a longer lane-1 packet would wait for it)
+            packet = self.queues.pop_sparse(i, now, PREEMPT_MAX, busy)
             if packet is None:
                 continue
             if peer.frames:
