@@ -152,6 +152,8 @@ class RxStatus(ProcessStatus):
     frames_aside: int = 0
     control_unknown: int = 0  # authentic link-control packets of no known kind
     source_not_allowed: int = 0  # packets from a source outside the peer's allowed_ips
+    ip_packets: int = 0  # the peers' IP packets taken (whole, checked, allowed), and bytes
+    ip_bytes: int = 0
     drops: dict[str, int] = field(default_factory=dict)
     security: dict[str, Any] | None = None
     peer_last_heard_s: float | None = None
