@@ -335,7 +335,7 @@ def test_a_flow_below_its_fair_share_goes_first_whatever_its_rate() -> None:
     assert q.interactive >= len(late)
     # (the same flow with the new list alone: behind bulk packets, several at times)
     old = FairQueue(1_000_000, 10.0)
-    old._below_share = lambda *a: False  # type: ignore[method-assign]
+    old.share.asked = lambda *a: False  # type: ignore[method-assign]
     before = sorted(run_link(old, 3, (0.020, 200), 8.0)["interactive"][len(late) // 3 :])
     assert before[int(0.95 * len(before))] > 2 * one_packet
 

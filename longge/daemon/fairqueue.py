@@ -22,9 +22,10 @@ served from the new list.
 "New" is not enough on this link, where one 1400-byte packet is some 22 ms of ESB air: a flow
 that sends every 20 ms (a call, a game) still has a packet listed when its next comes, so it
 was never new again and waited behind the bulk packets. So a flow is also served first while
-it is **below its fair share** (``interactive``): its rate (the bytes it pushed, averaged over
-RATE_TAU_S; a young flow's over its age) under BELOW_SHARE of its max-min fair share of the
-link's drain rate (measured while packets wait) among the flows heard in the last ACTIVE_S.
+it is **below its fair share** (``interactive``; the rates and the share:
+protocol/fair_share.py): its rate (the bytes it pushed, averaged over a second; a young
+flow's over its age) under 0.9 of its max-min fair share of the link's drain rate (measured
+while packets wait) among the flows heard in the last two seconds.
 Each packet it pushes so goes first (``pop``; of several such flows the slowest first) and may
 go between a bulk packet's frames (``pop_sparse``), its deficit paying as in the round robin.
 A flow at or above its share is not: a bulk flow split into many is as many flows each at its
@@ -40,23 +41,11 @@ overflow's search for the fattest flow grows with a scan or a flood of new flows
 from __future__ import annotations
 
 import bisect
-import math
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from itertools import islice
 
-
-def flow_rate(rate: list[float], now: float) -> float:
-    """A flow's rate (bytes a second) as of ``now`` from its ``[average, when, first seen]``:
-    the average decayed to now, over the part of RATE_TAU_S the flow has been seen (a young
-    flow's bytes over its age, so its first packets read as fast, not slow: infinite at its
-    first, which so is never interactive; ever new flows, a new port each packet, earn
-    nothing)."""
-    average, at, first = rate
-    seen = 1.0 - math.exp(-(now - first) / RATE_TAU_S)
-    if seen <= 0.0:
-        return math.inf
-    return average * math.exp(-(now - at) / RATE_TAU_S) / seen
+from longge.protocol.fair_share import FairShare
 
 
 def flow_key(packet: bytes) -> bytes:
@@ -104,19 +93,8 @@ ROOM_FLOWS = 16
 #: How many flows of the new list pop_sparse looks at (it runs once per frame sent).
 SPARSE_LOOK = 8
 
-#: A flow's rate: the bytes it pushed, averaged (exponentially) over this long; the link's
-#: drain rate likewise. (A flow sending 1200 bytes every 100 ms is 12 kB/s give or take 1.2.)
-RATE_TAU_S = 1.0
-#: Flows that pushed a packet this recently share the link in the fair share.
-ACTIVE_S = 2.0
-#: A flow is interactive below this part of its fair share: a bulk flow beside others is at
-#: its share or above (what an interactive flow leaves it), so a margin keeps it out.
-BELOW_SHARE = 0.9
 #: A flow with more packets than this queued (the one just pushed counted) is not interactive.
 INTERACTIVE_QUEUED = 2
-#: The drain rate is known once packets have waited this long in all (within RATE_TAU_S).
-DRAIN_KNOWN_S = 0.05
-
 #: Upper edges (ms) of the queueing-delay histogram; the last bin is everything above.
 SOJOURN_EDGES_MS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000)
 
@@ -156,17 +134,8 @@ class FairQueue:
         #: flows below their fair share with packets pushed so (``_Flow.fast``), in order
         self._fast: deque[_Flow] = deque()
         self.interactive = 0  # packets pushed below their flow's fair share (counted)
-        #: each flow's rate: key -> [bytes a second as of its last packet, when, first seen]
-        #: (flow_rate); flows not heard for ACTIVE_S go at the next sweep
-        self._rates: dict[bytes, list[float]] = {}
-        self._level = 0.0  # the fair share (bytes a second) as of the last sweep
-        self._sweep_at = float("-inf")
-        #: the drain rate's sums (bytes, seconds while packets waited) and the last departure
-        self._out_bytes = 0.0
-        self._out_time = 0.0
-        self._out_at: float | None = None
-        self._out_waiting = False
-        self._pending = 0  # (bytes that left at _out_at)
+        #: each flow's rate and the fair share (protocol/fair_share.py)
+        self.share = FairShare(MAX_FLOWS)
 
     def __len__(self) -> int:
         return self.packets
@@ -201,7 +170,7 @@ class FairQueue:
         # (a flow with packets standing in the queue asks for more than it is served: at its
         # share or above, whatever its rate reads; one listed besides this: a call's on a
         # link where a bulk packet outlasts its interval)
-        below = self.fair and key != SHARED_KEY and self._below_share(key, len(packet), now)
+        below = self.fair and key != SHARED_KEY and self.share.asked(key, len(packet), now)
         if below and len(flow.packets) <= INTERACTIVE_QUEUED:
             self.interactive += 1
             if not flow.fast:
@@ -304,11 +273,7 @@ class FairQueue:
         """Of the first SPARSE_LOOK flows below their share, the one whose rate is lowest:
         a bulk flow that is below its share too (a long path's TCP, its window the limit)
         does not hold a call's packet behind its own."""
-        rates = self._rates
-        return min(
-            islice(self._fast, SPARSE_LOOK),
-            key=lambda f: rates[f.key][0] if f.key in rates else 0.0,
-        )
+        return min(islice(self._fast, SPARSE_LOOK), key=lambda f: self.share.rate(f.key))
 
     def _take_fast(self, flow: _Flow, now: float) -> bytes | None:
         """The head of ``flow``, a packet it pushed below its fair share (or one before it:
@@ -322,56 +287,6 @@ class FairQueue:
             self._fast.remove(flow)  # (among the first SPARSE_LOOK)
         return packet
 
-    def _below_share(self, key: bytes, size: int, now: float) -> bool:
-        """Is this flow, with this packet, below BELOW_SHARE of its fair share? Its share is
-        the max-min fair level of the link's drain rate (measured while packets waited)
-        over the flows' rates: the rate that, given to every flow that asks for more and
-        each smaller flow its own, adds up to the drain rate (flows asking for less in all:
-        the largest flow's rate). A one-packet flow (a DNS query) so shrinks nobody's share."""
-        if now >= self._sweep_at:
-            self._sweep(now)
-        rate = self._rates.get(key)
-        if rate is None:
-            if len(self._rates) >= MAX_FLOWS:
-                return False  # (a flood of new flows: none tracked, none interactive)
-            rate = self._rates[key] = [0.0, now, now]
-        rate[0] = rate[0] * math.exp(-max(0.0, now - rate[1]) / RATE_TAU_S) + size / RATE_TAU_S
-        rate[1] = now
-        return self._level > 0 and flow_rate(rate, now) < BELOW_SHARE * self._level
-
-    def _sweep(self, now: float) -> None:
-        """Flows not heard for ACTIVE_S forgotten; the fair level made again from the rest's
-        rates as of now (every ACTIVE_S / 4; 0 while the drain rate is not known)."""
-        self._sweep_at = now + ACTIVE_S / 4
-        self._rates = {k: r for k, r in self._rates.items() if now - r[1] <= ACTIVE_S}
-        drain = self.drain_rate
-        if drain is None:
-            self._level = 0.0  # (nothing has waited yet: the new list alone)
-            return
-        # (each as of its last packet: a flow of big packets far apart reads low between them)
-        rates = sorted(flow_rate(r, r[1]) for r in self._rates.values())
-        self._level = rates[-1] if rates else drain
-        left, n = drain, len(rates)
-        for r in rates:
-            if r >= left / n:
-                self._level = left / n  # (this flow and every larger one: the water's level)
-                break
-            left, n = left - r, n - 1
-
-    def _departed(self, size: int, now: float) -> None:
-        """A packet left: the drain rate counts the time since the last departure, with the
-        bytes that left then (several at one moment together), if packets waited then (the
-        link was busy with them all that time)."""
-        if self._out_at is None or now > self._out_at:
-            if self._out_at is not None and self._out_waiting:
-                decay = math.exp(-(now - self._out_at) / RATE_TAU_S)
-                self._out_bytes = self._out_bytes * decay + self._pending
-                self._out_time = self._out_time * decay + (now - self._out_at)
-            self._pending = 0
-        self._pending += size
-        self._out_at = now
-        self._out_waiting = self.packets > 0
-
     def _take(self, flow: _Flow, now: float) -> bytes | None:
         """The head of ``flow``, served; None: it was too old (dropped, counted)."""
         max_age = self.max_age  # (the bound this packet waited under, before it leaves)
@@ -380,7 +295,7 @@ class FairQueue:
             self.drops["expired"] += 1
             return None
         flow.deficit -= len(packet)
-        self._departed(len(packet), now)
+        self.share.departed(len(packet), now, self.packets > 0)
         self.last_key = flow.key
         self.sojourn[bisect.bisect_left(SOJOURN_EDGES_MS, (now - since) * 1000)] += len(packet)
         return packet
@@ -403,9 +318,8 @@ class FairQueue:
 
     @property
     def drain_rate(self) -> float | None:
-        """What the link carried (bytes a second) while packets waited, averaged over
-        RATE_TAU_S; None until they have waited DRAIN_KNOWN_S in all."""
-        return self._out_bytes / self._out_time if self._out_time >= DRAIN_KNOWN_S else None
+        """What the link carried (bytes a second) while packets waited (FairShare)."""
+        return self.share.drain_rate
 
     def oldest_age(self, now: float) -> float:
         ages = [now - f.packets[0][1] for f in self._flows.values() if f.packets]
