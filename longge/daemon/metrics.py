@@ -18,7 +18,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from longge.daemon.status import NodeStatus
+from longge.daemon.status import CANNOT_SEAL, NodeStatus
 
 #: (name, help, where it is read: "tx"/"rx" and the field) for the plain counters.
 COUNTERS = (
@@ -260,14 +260,13 @@ class HealthCollector(Collector):
                 up.add_metric([node, process], 1.0 if part.state == "up" else 0.0)
             for process, about in sorted((st.raw.get("processes") or {}).items()):
                 restarts.add_metric([node, str(process)], float(about.get("restarts", 0)))
-            sealing.add_metric([node], 1.0 if st.tx.state.startswith("cannot_seal") else 0.0)
+            sealing.add_metric([node], 1.0 if st.tx.state.startswith(CANNOT_SEAL) else 0.0)
             for radio in ("tx", "rx"):
                 value = st.radio.get(f"{radio}_channel")
                 if isinstance(value, int):
                     channel.add_metric([node, radio], float(value))
-            offset = st.raw.get("clock_offset_s")
-            if isinstance(offset, (int, float)):
-                clock.add_metric([node], float(offset))
+            if st.clock_offset_s is not None:
+                clock.add_metric([node], st.clock_offset_s)
             oldest.add_metric([node], st.tx.queue_oldest_ms / 1000.0)
         written = GaugeMetricFamily(
             "longge_metrics_written_timestamp_seconds",

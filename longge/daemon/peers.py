@@ -15,6 +15,7 @@ from longge.daemon.child import Child
 from longge.daemon.fairqueue import FairQueue
 from longge.daemon.keystate import control_seal, make_opener, make_sealer
 from longge.daemon.peerqueues import PeerQueues
+from longge.daemon.status import CANNOT_SEAL
 from longge.protocol import Fragmenter, Reassembler, secure
 from longge.protocol.arq import ArqSender
 from longge.protocol.arq_frames import MAX_INNER, MAX_WINDOW
@@ -96,7 +97,7 @@ def senders_once_recorded(cfg: NodeConfig, child: Child, arq: bool) -> PeerTable
         try:
             return senders(cfg, arq)
         except SecurityError as exc:
-            child.state = f"cannot_seal: {exc}"
+            child.state = f"{CANNOT_SEAL}: {exc}"
             if str(exc) != said:
                 said = str(exc)
                 print(f"longge-tx: {exc}; sending nothing, trying again every "

@@ -64,6 +64,11 @@ class NodeInfo:
     queue: str = ""
 
 
+#: The start of a TX process's state while it seals nothing (a new nonce epoch could not be
+#: recorded): "cannot_seal: <why>".
+CANNOT_SEAL = "cannot_seal"
+
+
 @dataclass(frozen=True)
 class ProcessStatus:
     """What each radio process says of itself (daemon/child.py ``send_stats``)."""
@@ -185,6 +190,7 @@ class _Top:
     link: str = "down"
     peer_last_heard_s: float | None = None
     radio: dict[str, Any] = field(default_factory=dict)
+    clock_offset_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -197,6 +203,8 @@ class NodeStatus:
     rx: RxStatus
     raw: dict[str, Any]
     peers: tuple[PeerStatus, ...] = ()
+    #: the wall clock less the monotonic one when the daemon answered (None: an older daemon)
+    clock_offset_s: float | None = None
 
     @classmethod
     def of(cls, data: Any) -> NodeStatus:
@@ -213,6 +221,7 @@ class NodeStatus:
             rx=_take(RxStatus, data.get("rx", {}), "rx"),
             raw=data,
             peers=tuple(_take(PeerStatus, p, "peers[]") for p in _list(data.get("peers", []))),
+            clock_offset_s=top.clock_offset_s,
         )
 
     @property
