@@ -18,13 +18,12 @@ from longge.measure.experiments import (
     DEFAULTS,
     EXPERIMENTS,
     GRID_BULK,
-    UDP_IP_HEADERS,
     Experiment,
     Series,
     interactive_grid,
     probe_spec,
 )
-from longge.measure.model import udp_goodput_bps
+from longge.measure.model import IP_UDP_HEADERS, udp_goodput_bps
 from longge.radio.options import RadioOptions
 
 
@@ -249,7 +248,7 @@ def test_the_interactive_grid_holds_every_flow_below_its_share_and_none_above() 
         share = udp_goodput_bps(RadioOptions(mode=mode), 1400, 24) / (GRID_BULK + 1)
         for every_ms in (10, 20, 50, 100):
             for size in (64, 200, 1200):
-                rate = (size + UDP_IP_HEADERS + 24) * 8 / (every_ms / 1000)
+                rate = (size + IP_UDP_HEADERS + 24) * 8 / (every_ms / 1000)
                 for way in ("up", "down"):
                     label = f"{every_ms} ms x {size} B, {way}, {mode}"
                     assert (label in labels) == (rate < share), label

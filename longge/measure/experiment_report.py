@@ -105,7 +105,11 @@ def _verdict(exp: Experiment, summary: dict[str, Any]) -> str:
             medians, p95s = _by_series(rows, "rtt_median_ms"), _by_series(rows, "rtt_p95_ms")
             if "default" not in medians:
                 raise KeyError("default")  # (no verdict without the ping in ESB)
-            pings = {k: r for k, r in medians.items() if not _in_grid(k)}
+            # (the grid's series: those that say which way the bulk flows go)
+            grid = {
+                s.label: s.conditions["mode"] for s in exp.series if "direction" in s.conditions
+            }
+            pings = {k: r for k, r in medians.items() if k not in grid}
             return (
                 "RTT median (p95): "
                 + "; ".join(
@@ -115,7 +119,7 @@ def _verdict(exp: Experiment, summary: dict[str, Any]) -> str:
                     )
                     for label, r in sorted(pings.items(), key=lambda kv: kv[0] != "default")
                 )
-                + _grid_verdict(medians, p95s)
+                + _grid_verdict(grid, medians, p95s)
             )
         if exp.name == "cc":
             worst = max(exp.quick_values if summary["quick"] else exp.values)
@@ -138,20 +142,20 @@ def _verdict(exp: Experiment, summary: dict[str, Any]) -> str:
     return ""
 
 
-def _in_grid(label: str) -> bool:
-    """A series of multiplex's interactive grid ("20 ms x 200 B, up, esb")?"""
-    return " ms x " in label
-
-
-def _grid_verdict(medians: dict[str, dict[Any, float]], p95s: dict[str, dict[Any, float]]) -> str:
-    """multiplex's interactive grid, each mode: the most its flows' RTT rose beside the most
-    bulk flows run, over their idle figures (0 bulk flows), median and p95, and where."""
+def _grid_verdict(
+    grid: dict[str, str],
+    medians: dict[str, dict[Any, float]],
+    p95s: dict[str, dict[Any, float]],
+) -> str:
+    """multiplex's interactive grid (``grid``: its series' labels, each with its mode), each
+    mode: the most its flows' RTT rose beside the most bulk flows run, over their idle
+    figures (0 bulk flows), median and p95, and where."""
     parts = []
     for mode in ("esb", "stream"):
         rises: list[tuple[float, float, str]] = []
         most = 0
         for label, r in medians.items():
-            if not _in_grid(label) or not label.endswith(f", {mode}") or 0 not in r:
+            if grid.get(label) != mode or 0 not in r:
                 continue
             n = max(r)
             p = p95s.get(label, {})

@@ -34,7 +34,7 @@ from longge.measure.disturbance import unspoilt
 from longge.measure.iperf import TrialSpec, parse_result, run_trial
 from longge.measure.link import Target
 from longge.measure.loadprobe import LoadProbe, load_and_probe
-from longge.measure.model import lossy_model, udp_goodput_bps
+from longge.measure.model import IP_UDP_HEADERS, lossy_model, udp_goodput_bps
 from longge.measure.results import ResultsDir
 from longge.measure.sweep import Progress
 from longge.protocol.secure import OVERHEAD
@@ -69,8 +69,6 @@ PROBES = {"ping": (PROBE_INTERVAL_S, 60), "keystroke": (0.1, 36)}
 GRID_INTERVALS_MS = (10, 20, 50, 100)
 GRID_SIZES = (64, 200, 1200)
 GRID_BULK = 3
-#: IPv4 and UDP headers: what a probe's payload takes on the link besides itself.
-UDP_IP_HEADERS = 28
 
 
 def probe_spec(probe: str) -> tuple[float, int]:
@@ -79,7 +77,7 @@ def probe_spec(probe: str) -> tuple[float, int]:
     if probe in PROBES:
         return PROBES[probe]
     m = re.fullmatch(r"(\d{1,4})ms/(\d{1,4})B", probe)
-    if m is None or not int(m.group(1)) >= 1 or not 8 <= int(m.group(2)) <= 1400:
+    if m is None or int(m.group(1)) < 1 or not 8 <= int(m.group(2)) <= 1400:
         raise ValueError(probe)
     return int(m.group(1)) / 1000, int(m.group(2))
 
@@ -94,7 +92,7 @@ def interactive_grid(overhead: int) -> tuple[Series, ...]:
         for direction in ("up", "down"):
             for every_ms in GRID_INTERVALS_MS:
                 for size in GRID_SIZES:
-                    rate = (size + UDP_IP_HEADERS + overhead) * 8 / (every_ms / 1000)
+                    rate = (size + IP_UDP_HEADERS + overhead) * 8 / (every_ms / 1000)
                     if rate >= capacity / (GRID_BULK + 1):
                         continue  # (above its share: not interactive, not in the grid)
                     out.append(

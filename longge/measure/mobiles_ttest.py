@@ -28,7 +28,8 @@ from longge.measure import analysis
 from longge.measure.iperf import TrialResult, TrialSpec, parse_result, run_trial
 from longge.measure.loadprobe import SETTLE_S, LoadProbe, probe_in
 from longge.measure.ltest import LTest
-from longge.measure.multinode import IP_UDP_HEADERS, PORT, steady_bps
+from longge.measure.model import IP_UDP_HEADERS
+from longge.measure.multinode import PORT, steady_bps
 from longge.measure.sweep import Progress, TTestPlan
 from longge.measure.ttest import TTest
 

@@ -22,12 +22,11 @@ from dataclasses import dataclass, field
 from longge import testbed
 from longge.config import NodeConfig
 from longge.measure.analysis import jain_index
+from longge.measure.model import IP_UDP_HEADERS
 
 PORT = 5301
 DATAGRAM = 1400
 TUN = NodeConfig.tun  # (the testbed's nodes keep the default name)
-#: IPv4 and UDP headers in front of a datagram's payload
-IP_UDP_HEADERS = 28
 
 
 def ping_rtts(namespace: str, address: str, count: int, interval_s: float) -> list[float | None]:
