@@ -121,6 +121,28 @@ def test_air_set_changes_one_nodes_links_live_and_keeps_the_rest(air: str) -> No
             r.close()
 
 
+def test_air_set_puts_wifi_beside_one_node_and_moves_it_live(air: str) -> None:
+    """Wi-Fi 13 (over channels 61..83) near the mobile only: the base's frames die there, a
+    frame to a radio of another node gets through; moved to channel 1, every frame does."""
+    base = _radio(air, "base-tx")
+    mobile = _radio(air, "mobile-rx", ADDR)
+    other = _radio(air, "base-rx", b"2Node")
+    try:
+        stats = control.apply(air, {}, node="mobile", interferer="wifi:13:1.0:traffic")
+        (w,) = stats["interferers"]
+        assert (w["near"], w["model"], w["centre_channel"]) == ("mobile", "traffic", 72)
+        assert "near mobile only" in control.describe(stats)
+        assert _delivered(base, mobile) == 0  # (busy all the time, at the mobile)
+        base.stop_listening(b"2Node")
+        assert _delivered(base, other) == 50  # (not heard at the base's own radios)
+        control.apply(air, {}, interferer="wifi:1:1.0")
+        base.stop_listening(ADDR)
+        assert _delivered(base, mobile) == 50
+    finally:
+        for r in (base, mobile, other):
+            r.close()
+
+
 def test_air_set_refuses_what_it_cannot_do_by_name(air: str) -> None:
     radio = _radio(air, "base-tx")
     try:

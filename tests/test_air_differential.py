@@ -69,7 +69,9 @@ def _step(air: Air, op: Op) -> Any:
         else:
             air.loss.set_default(spec)
     elif kind == "interferer":
-        air.interferers.append(Interferer(op["centre"], op["width"], op["duty"], op["burst_ns"]))
+        w = Interferer(op["centre"], op["width"], op["duty"], op["burst_ns"])
+        w.model, w.near = op.get("model", "slots"), op.get("near")
+        air.interferers.append(w)
     elif kind == "holds":
         air.holds = op["on"]
         air.not_held = set(op.get("not_held", []))
@@ -146,6 +148,7 @@ def _stream(
     seed: int,
     path_loss: float | None = None,
     holds: bool = False,
+    names: tuple[str, str] = ("tx", "rx"),
     **regs: Any,
 ) -> list[Op]:
     """A host that keeps a TX FIFO full and reads everything, flushing after MAX_RT. With
@@ -153,7 +156,7 @@ def _stream(
     server's), and every third payload is loaded as if the air held its clock then."""
     rng = random.Random(seed)
     script: list[Op] = [{"op": "new", "seed": seed}]
-    script += [{"op": "attach", "name": "tx"}, {"op": "attach", "name": "rx"}]
+    script += [{"op": "attach", "name": names[0]}, {"op": "attach", "name": names[1]}]
     loss = {"op": "loss", "per": per, "ack_per": ack_per, "burst": burst}
     script.append({**loss, "path_loss": path_loss} if path_loss is not None else loss)
     script.append({"op": "configure", "rid": 1, "regs": _regs(**regs), "t": 0})
@@ -273,6 +276,51 @@ def test_a_wifi_interferer_destroys_the_frames_it_overlaps_alike(centre: int, no
         assert jammed == 0
     else:  # a share near what the busy slots cover, frames and ACKs together
         assert 0.15 * sent < jammed < 0.6 * sent
+
+
+@pytest.mark.parametrize(
+    ("model", "near"), [("traffic", None), ("traffic", "base"), ("slots", "mobile")]
+)
+def test_a_wifi_network_s_traffic_and_one_heard_at_one_end_agree(
+    model: str, near: str | None
+) -> None:
+    """A network's bursts and gaps (the ``traffic`` model), and an interferer near one node
+    only: near the base it destroys the mobile's frames there, near the mobile the ACKs that
+    come back to it; the same frames in both airs, and the power detector hears it only
+    where it is."""
+    script = _stream(600, per=0.0, ack_per=0.0, burst=1.0, no_ack=False, seed=6,
+                     names=("mobile-tx", "base-rx"))  # fmt: skip
+    wifi = {"op": "interferer", "centre": 77, "width": 22, "duty": 0.5, "burst_ns": 10**6}
+    script.insert(3, {**wifi, "model": model, **({"near": near} if near else {})})
+    # a third radio of each node, listening on the interferer's channel: its RPD
+    script[-2:-2] = [
+        {"op": "attach", "name": "base-tx"},
+        {"op": "attach", "name": "mobile-rx"},
+        {"op": "configure", "rid": 3, "regs": _regs(channel=70), "t": 10**9},
+        {"op": "configure", "rid": 4, "regs": _regs(channel=70), "t": 10**9},
+    ]
+    for k in range(40):
+        t = 10**9 + 10**6 + k * 3_000_000
+        for rid in (3, 4):
+            script[-2:-2] = [
+                {"op": "listen", "rid": rid, "on": True, "t": t},
+                {"op": "rpd", "rid": rid, "t": t + 200_000},
+                {"op": "listen", "rid": rid, "on": False, "t": t + 250_000},
+            ]
+    assert_same(script)
+    results = run_python(script)
+    stats = results[-1]["stats"]
+    rx, tx = stats["radios"]["base-rx"], stats["radios"]["mobile-tx"]
+    heard = {rid: sum(r.get("rpd", False) for r, op in zip(results, script, strict=True)
+                      if op["op"] == "rpd" and op["rid"] == rid) for rid in (3, 4)}  # fmt: skip
+    if near == "mobile":
+        assert rx.get("lost_collision", 0) == 0 and tx.get("ack_collisions", 0) > 0
+        assert heard[3] == 0 and heard[4] > 5
+    elif near == "base":
+        assert rx.get("lost_collision", 0) > 0 and tx.get("ack_collisions", 0) == 0
+        assert heard[4] == 0 and heard[3] > 5
+    else:
+        assert rx.get("lost_collision", 0) > 0 and heard[3] > 5 and heard[4] > 5
 
 
 # -- hypothesis: arbitrary event sequences --------------------------------------------------

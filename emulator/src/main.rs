@@ -1,7 +1,7 @@
 //! `longge-air`: LongGe's emulated nRF24L01+ air.
 //!
 //!     longge-air serve --socket PATH [--per P] [--ack-per P] [--burst B] [--seed S]
-//!                      [--path-loss DB] [--wifi CHANNEL --wifi-duty D]
+//!                      [--path-loss DB] [--wifi CHANNEL --wifi-duty D [--wifi-model M]]
 //!     longge-air replay     < script.jsonl   (virtual clock: one JSON result per line)
 //!
 //! `serve` is what `./run.sh air`, the testbed and radio-bench run; `replay` drives the same
@@ -19,7 +19,7 @@ use std::process::ExitCode;
 fn usage() -> ExitCode {
     eprintln!(
         "usage: longge-air serve --socket PATH [--per P] [--ack-per P] [--burst B] [--seed S] \
-         [--path-loss DB] [--wifi CHANNEL --wifi-duty D]\n\
+         [--path-loss DB] [--wifi CHANNEL --wifi-duty D [--wifi-model M]]\n\
          \x20      longge-air replay < script.jsonl"
     );
     ExitCode::from(2)
@@ -37,6 +37,7 @@ fn main() -> ExitCode {
 fn serve(args: &[String]) -> ExitCode {
     let (mut socket, mut per, mut ack_per, mut burst, mut seed) = (None, 0.0, None, 1.0, 1i64);
     let (mut wifi, mut duty): (Option<i64>, f64) = (None, 0.3);
+    let mut model = String::from("slots");
     let mut path_loss = None;
     let mut it = args.iter();
     while let Some(flag) = it.next() {
@@ -65,6 +66,10 @@ fn serve(args: &[String]) -> ExitCode {
                 .map(|v| wifi = Some(v))
                 .map_err(|_| format!("error: wifi = {value:?}")),
             "--wifi-duty" => num(value).map(|v| duty = v),
+            "--wifi-model" => {
+                model = value.clone();
+                Ok(())
+            }
             _ => return usage(),
         };
         if let Err(e) = r {
@@ -90,7 +95,8 @@ fn serve(args: &[String]) -> ExitCode {
         }
     };
     if let Some(channel) = wifi {
-        if let Err(e) = server.interfere(&serde_json::json!({"wifi": channel, "duty": duty})) {
+        let spec = serde_json::json!({"wifi": channel, "duty": duty, "model": model});
+        if let Err(e) = server.interfere(&spec) {
             eprintln!("error: --wifi {channel} --wifi-duty {duty}: {e}");
             return ExitCode::from(2);
         }

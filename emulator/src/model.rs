@@ -290,6 +290,16 @@ struct Transmission {
     start: i64,
     end: i64,
     collided: bool,
+    /// destroyed at the radios of these nodes (a Wi-Fi interferer near them only)
+    jammed_near: Vec<String>,
+}
+
+impl Transmission {
+    fn jammed_at(&self, radio_name: &str) -> bool {
+        self.jammed_near
+            .iter()
+            .any(|node| radio_name.starts_with(&format!("{node}-")))
+    }
 }
 
 type TxRef = Rc<RefCell<Transmission>>;
@@ -306,6 +316,7 @@ impl Transmission {
             start,
             end: start + toa,
             collided: false,
+            jammed_near: Vec::new(),
         }))
     }
 }
@@ -321,14 +332,74 @@ struct Attempt {
     ack_tx: Option<TxRef>,
 }
 
-/// A Wi-Fi transmitter: the RPD hears it, and it destroys the frames it overlaps (see
-/// `Interferer` in air/interferer.py).
+/// How a Wi-Fi interferer's traffic is made (air/interferer.py's MODELS).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WifiModel {
+    /// busy 1-ms slots, each with probability `duty`
+    Slots,
+    /// bursts of frames and gaps, the load changing every EPOCH_NS around `duty`
+    Traffic,
+}
+
+/// air/interferer.py's `traffic` model: its constants, the same numbers.
+const EPOCH_NS: i64 = 250_000_000;
+const TXOP_MIN_NS: u64 = 100_000;
+const TXOP_SPAN_NS: u64 = 3_900_000;
+const TXOP_MEAN_NS: u64 = TXOP_MIN_NS + TXOP_SPAN_NS / 2;
+const PPM: u64 = 1_000_000;
+
+/// splitmix64's finaliser (air/interferer.py's `_mix`).
+fn mix(x: u64) -> u64 {
+    let mut x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+fn key(centre: i64, epoch: i64, i: u64) -> u64 {
+    ((centre as u64) << 48) ^ ((epoch as u64) << 16) ^ i
+}
+
+/// An epoch's busy share in millionths (air/interferer.py's `epoch_duty_ppm`).
+pub fn epoch_duty_ppm(centre: i64, duty: f64, epoch: i64) -> u64 {
+    let nominal = ((duty * PPM as f64 + 0.5).floor() as u64).max(1);
+    let u = mix(key(centre, epoch, 0xFFFF));
+    (nominal * (500 + u % 1001) / 1000).min(PPM)
+}
+
+/// An epoch's bursts, [start, end) in ns (air/interferer.py's `epoch_bursts`).
+pub fn epoch_bursts(centre: i64, duty: f64, epoch: i64) -> Vec<(i64, i64)> {
+    let d = epoch_duty_ppm(centre, duty, epoch);
+    let mean_gap = TXOP_MEAN_NS * (PPM - d) / d;
+    let (mut t, end) = (epoch * EPOCH_NS, (epoch + 1) * EPOCH_NS);
+    let mut out = Vec::new();
+    for i in 0u64.. {
+        let u = mix(key(centre, epoch, i));
+        let start = t + ((u >> 32) % (2 * mean_gap + 1)) as i64;
+        if start >= end {
+            break;
+        }
+        t = (start + (TXOP_MIN_NS + (u & 0xFFFF_FFFF) % (TXOP_SPAN_NS + 1)) as i64).min(end);
+        out.push((start, t));
+    }
+    out
+}
+
+/// An epoch's number and its bursts (the traffic model's, kept for the next question).
+type EpochBursts = (i64, Vec<(i64, i64)>);
+
+/// A Wi-Fi transmitter: the RPD hears it, and it destroys the frames it overlaps, everywhere
+/// or (`near`: a node's name) at that node's radios only (see `Interferer` in
+/// air/interferer.py).
 #[derive(Clone, Debug)]
 pub struct Interferer {
     pub centre: i64,
     pub width: i64,
     pub duty: f64,
     pub burst_ns: i64,
+    pub model: WifiModel,
+    pub near: Option<String>,
+    cached: RefCell<Option<EpochBursts>>,
 }
 
 impl Interferer {
@@ -338,6 +409,9 @@ impl Interferer {
             width: 22,
             duty,
             burst_ns: 1_000_000,
+            model: WifiModel::Slots,
+            near: None,
+            cached: RefCell::new(None),
         }
     }
 
@@ -345,7 +419,17 @@ impl Interferer {
         (channel - self.centre).abs() <= self.width.div_euclid(2)
     }
 
+    fn heard_by(&self, radio_name: &str) -> bool {
+        match &self.near {
+            None => true,
+            Some(node) => radio_name.starts_with(&format!("{node}-")),
+        }
+    }
+
     fn active(&self, start: i64, end: i64) -> bool {
+        if self.model == WifiModel::Traffic {
+            return self.traffic_active(start, end);
+        }
         let first = start.div_euclid(self.burst_ns);
         let last = end.div_euclid(self.burst_ns);
         for slot in first..=last.min(first + 64) {
@@ -354,6 +438,25 @@ impl Interferer {
                 .wrapping_add((self.centre as u64).wrapping_mul(40_503))
                 & 0xffff_ffff;
             if (h as f64) / 4_294_967_296.0 < self.duty {
+                return true;
+            }
+        }
+        false
+    }
+
+    fn traffic_active(&self, start: i64, end: i64) -> bool {
+        let first = start.div_euclid(EPOCH_NS);
+        let last = end.div_euclid(EPOCH_NS);
+        for epoch in first..=last.min(first + 4) {
+            let mut cached = self.cached.borrow_mut();
+            let fresh = matches!(cached.as_ref(), Some((e, _)) if *e == epoch);
+            if !fresh {
+                *cached = Some((epoch, epoch_bursts(self.centre, self.duty, epoch)));
+            }
+            let bursts = &cached.as_ref().expect("just made").1;
+            // the last burst that starts at or before `end`
+            let i = bursts.partition_point(|b| b.0 <= end);
+            if i > 0 && bursts[i - 1].1 > start {
                 return true;
             }
         }
@@ -648,7 +751,10 @@ impl Air {
         // acknowledged: the next frame after settling
         let next = t + T_SETTLE_NS + toa(radio.tx_fifo[1].0.len());
         let acker = self.radios.get(attempt.acked_by.last()?)?;
-        let hit = attempt.ack_tx.as_ref()?.borrow().collided;
+        let hit = {
+            let ack = attempt.ack_tx.as_ref()?.borrow();
+            ack.collided || ack.jammed_at(&radio.name)
+        };
         if !hit && !self.loss.ack_may_be_lost(&radio.name, &acker.name) {
             return Some(next);
         }
@@ -850,7 +956,10 @@ impl Air {
                 }
             }
             for w in &self.interferers {
-                if w.covers(radio.regs.channel) && w.active(radio.rx_since, now) {
+                if w.covers(radio.regs.channel)
+                    && w.heard_by(&radio.name)
+                    && w.active(radio.rx_since, now)
+                {
                     rpd = true;
                 }
             }
@@ -886,23 +995,41 @@ impl Air {
                 t.collided = true;
             }
         }
-        // a Wi-Fi interferer on the air while it is: destroyed as by a collision (model.py)
-        let jammed = {
+        // a Wi-Fi interferer on the air while it is: destroyed as by a collision (model.py),
+        // everywhere or at one node's radios
+        let (jammed, near) = {
             let t = tx.borrow();
-            t.end != 0
-                && self
-                    .interferers
-                    .iter()
-                    .any(|w| w.covers(t.channel) && w.active(t.start, t.end))
+            let mut jammed = false;
+            let mut near = Vec::new();
+            if t.end != 0 {
+                for w in &self.interferers {
+                    if w.covers(t.channel) && w.active(t.start, t.end) {
+                        match &w.near {
+                            None => jammed = true,
+                            Some(node) => near.push(node.clone()),
+                        }
+                    }
+                }
+            }
+            (jammed, near)
         };
+        let channel = tx.borrow().channel;
         if jammed {
             tx.borrow_mut().collided = true;
-            let channel = tx.borrow().channel;
             *self
                 .channels
                 .entry(channel)
                 .or_default()
                 .entry("jammed")
+                .or_insert(0) += 1;
+        }
+        if !near.is_empty() {
+            tx.borrow_mut().jammed_near = near;
+            *self
+                .channels
+                .entry(channel)
+                .or_default()
+                .entry("jammed_near")
                 .or_insert(0) += 1;
         }
         self.on_air.push(tx.clone());
@@ -1010,9 +1137,10 @@ impl Air {
 
     /// Does `rx` take the frame in, and answer it with an ACK?
     fn receive(&mut self, sid: u32, tx: &TxRef, rid: u32) -> bool {
-        let (tx_start, tx_collided) = {
+        let (tx_start, tx_collided, jammed_near) = {
             let b = tx.borrow();
-            (b.start, b.collided)
+            let rx_name = &self.radios[&rid].name;
+            (b.start, b.collided, b.jammed_at(rx_name))
         };
         let sender = self.radios.get(&sid).expect("live");
         let sender_name = sender.name.clone();
@@ -1034,7 +1162,7 @@ impl Air {
         };
         let rx_name = rx.name.clone();
         let ack_wanted = rx.regs.auto_ack[pipe as usize] && !no_ack;
-        if tx_collided {
+        if tx_collided || jammed_near {
             rx.count("lost_collision", 1);
             return false;
         }
@@ -1097,7 +1225,10 @@ impl Air {
     fn ack_end(&mut self, rid: u32, t: i64) {
         let (ack_collided, tx_end, acker) = {
             let a = self.radios[&rid].attempt.as_ref().expect("live");
-            let ack = a.ack_tx.as_ref().expect("ack sent").borrow().collided;
+            let ack = {
+                let ack = a.ack_tx.as_ref().expect("ack sent").borrow();
+                ack.collided || ack.jammed_at(&self.radios[&rid].name)
+            };
             let end = a.tx.as_ref().expect("on air").borrow().end;
             (ack, end, *a.acked_by.last().expect("acked"))
         };

@@ -5,7 +5,8 @@
 //! Operations (`t` in ns): attach{name} detach{rid} configure{rid,regs,t} listen{rid,on,t}
 //! submit{rid,payload(hex),no_ack,t} flush_tx{rid,t} reuse_tx{rid,t} consumed{rid,count}
 //! flush_rx{rid} rpd{rid,t} advance{t} run_until_idle{limit}
-//! loss{per,ack_per,burst[,path_loss][,tx,rx]} interferer{centre,duty,width,burst_ns} stats{}
+//! loss{per,ack_per,burst[,path_loss][,tx,rx]} interferer{centre,duty,width,burst_ns[,model,near]}
+//! stats{}
 //! holds{on,not_held} blocking{}; any op with held: true is applied as a host message sent
 //! while the air held its clock (`Air::applying_held`).
 
@@ -15,7 +16,7 @@ use std::process::ExitCode;
 use serde_json::{json, Value};
 
 use crate::loss::{LossModel, LossSpec};
-use crate::model::{from_hex, to_hex, Air, Interferer, Output, Registers};
+use crate::model::{from_hex, to_hex, Air, Interferer, Output, Registers, WifiModel};
 
 fn outputs(out: Vec<Output>) -> Value {
     Value::Array(
@@ -117,6 +118,10 @@ fn step(air: &mut Air, op: &Value) -> Result<Value, String> {
                 .get("burst_ns")
                 .and_then(Value::as_i64)
                 .unwrap_or(w.burst_ns);
+            if op.get("model").and_then(Value::as_str) == Some("traffic") {
+                w.model = WifiModel::Traffic;
+            }
+            w.near = op.get("near").and_then(Value::as_str).map(String::from);
             air.interferers.push(w);
             json!({})
         }

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use serde_json::{json, Value};
 
 use crate::loss::{LossModel, LossSpec};
-use crate::model::{Air, Interferer, Output, Registers};
+use crate::model::{Air, Interferer, Output, Registers, WifiModel};
 use crate::realtime;
 
 pub const FREEZE_AFTER_NS: i64 = 1_000_000;
@@ -793,9 +793,20 @@ impl Server {
         if !(1..=13).contains(&wifi) {
             return Err(format!("Wi-Fi channel {wifi}: 1..13"));
         }
-        self.air
-            .interferers
-            .push(Interferer::new(12 + 5 * (wifi - 1), duty));
+        let model = match spec.get("model").map_or(Some("slots"), Value::as_str) {
+            Some("slots") => WifiModel::Slots,
+            Some("traffic") => WifiModel::Traffic,
+            other => return Err(format!("model {other:?}: slots, traffic")),
+        };
+        let near = match spec.get("near") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(node)) if !node.is_empty() => Some(node.clone()),
+            Some(other) => return Err(format!("near {other}: a node's name")),
+        };
+        let mut w = Interferer::new(12 + 5 * (wifi - 1), duty);
+        w.model = model;
+        w.near = near;
+        self.air.interferers.push(w);
         Ok(())
     }
 
@@ -874,7 +885,18 @@ impl Server {
             .air
             .interferers
             .iter()
-            .map(|w| json!({"centre_channel": w.centre, "width_mhz": w.width, "duty": w.duty}))
+            .map(|w| {
+                json!({
+                    "centre_channel": w.centre,
+                    "width_mhz": w.width,
+                    "duty": w.duty,
+                    "model": match w.model {
+                        WifiModel::Slots => "slots",
+                        WifiModel::Traffic => "traffic",
+                    },
+                    "near": w.near,
+                })
+            })
             .collect();
         json!({
             "air": self.air.stats(),

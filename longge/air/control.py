@@ -47,8 +47,9 @@ def add_set_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--interferer",
-        metavar="wifi:CHANNEL[:DUTY]|none",
-        help="the Wi-Fi interferer (replaces any; none: removes it)",
+        metavar="wifi:CHANNEL[:DUTY[:MODEL]]|none",
+        help="the Wi-Fi interferer (replaces any; none: removes it; with --node: heard, and "
+        "destroying frames, at that node's radios only)",
     )
     p.add_argument(
         "--node",
@@ -121,11 +122,12 @@ def apply(
             spec = _overlay(own.get((tx, rx), stats["loss"]), changes)
             wire.query(path, wire.loss_message({**spec, "tx": tx, "rx": rx}))
     elif node is not None:
-        _node_links(stats, node)  # (a wrong name is still refused)
+        _node_links(stats, node)  # (a wrong name is still refused; an interferer: near it)
     if interferer is not None:
         wire.query(path, wire.CLEAR_INTERFERERS)
         if interferer.lower() != "none":
-            wire.query(path, wire.interferer_message(*wifi))
+            msg = wire.interferer_message(wifi.channel, wifi.duty, wifi.model, near=node)
+            wire.query(path, msg)
     return wire.query(path)
 
 
@@ -140,8 +142,10 @@ def describe(stats: dict[str, Any]) -> str:
     lines = [f"every link: {one(stats['loss'])}"]
     lines += [f"{s['tx']} -> {s['rx']}: {one(s)}" for s in stats.get("links") or []]
     for w in stats.get("interferers") or []:
+        where = f", near {w['near']} only" if w.get("near") else ""
         lines.append(
             f"Wi-Fi interferer centred on channel {w['centre_channel']} "
-            f"({w['width_mhz']} MHz), busy {w['duty']:g} of the time"
+            f"({w['width_mhz']} MHz), busy {w['duty']:g} of the time "
+            f"({w.get('model', 'slots')}){where}"
         )
     return "\n".join(lines)

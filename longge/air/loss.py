@@ -25,7 +25,7 @@ import random
 import zlib
 from dataclasses import dataclass, field
 
-from longge.air.interferer import parse_interferer
+from longge.air.interferer import WifiSpec, parse_interferer
 from longge.chip.datasheet import PA_DBM, SENSITIVITY_BER, SENSITIVITY_DBM
 from longge.errors import ConfigError
 
@@ -103,7 +103,7 @@ class AirLoss:
     ack_per: float | None = None  # None: same as per
     burst: float = 1.0
     seed: int = 1
-    #: a Wi-Fi interferer that destroys the frames it overlaps: "wifi:CHANNEL[:DUTY]"
+    #: a Wi-Fi interferer that destroys the frames it overlaps: "wifi:CHANNEL[:DUTY[:MODEL]]"
     interferer: str | None = None
     #: dB on every link (None: the radios are close: no noise errors)
     path_loss: float | None = None
@@ -121,8 +121,8 @@ class AirLoss:
         if self.interferer is not None:
             parse_interferer(self.interferer)
 
-    def wifi(self) -> tuple[int, float] | None:
-        """The interferer's (Wi-Fi channel, busy share), or None."""
+    def wifi(self) -> WifiSpec | None:
+        """The interferer's Wi-Fi channel, busy share and model, or None."""
         return None if self.interferer is None else parse_interferer(self.interferer)
 
     def spec(self) -> LossSpec:
@@ -162,9 +162,10 @@ def add_loss_arguments(parser: argparse.ArgumentParser) -> None:
     e.add_argument("--seed", type=int, default=d.seed, help="seed of the losses")
     e.add_argument(
         "--interferer",
-        metavar="wifi:CHANNEL[:DUTY]",
+        metavar="wifi:CHANNEL[:DUTY[:MODEL]]",
         help="a Wi-Fi transmitter on that 2.4 GHz channel (1-13), busy DUTY of the time "
-        "(default 0.3), destroying the frames it overlaps",
+        "(default 0.3), destroying the frames it overlaps; MODEL slots (busy 1-ms slots, the "
+        "default) or traffic (bursts of frames and gaps, its load changing)",
     )
     e.add_argument(
         "--path-loss",

@@ -302,7 +302,11 @@ class Air:
                 if self._heard(radio, t.sender, t.channel, t.bandwidth, t.start, t.end, now):
                     radio.rpd = True
             for w in self.interferers:
-                if w.covers(radio.regs.channel) and w.active(radio.rx_since, now):
+                if (
+                    w.covers(radio.regs.channel)
+                    and w.heard_by(radio.name)
+                    and w.active(radio.rx_since, now)
+                ):
                     radio.rpd = True
         return radio.rpd
 
@@ -333,12 +337,21 @@ class Air:
                 other.collided = True
                 tx.collided = True
         ch = self.channels.setdefault(tx.channel, Counter())
-        # a Wi-Fi interferer on the air while it is: destroyed as by a collision (air/interferer.py)
-        if tx.end and any(
-            w.covers(tx.channel) and w.active(tx.start, tx.end) for w in self.interferers
-        ):
-            tx.collided = True
-            ch["jammed"] += 1
+        # a Wi-Fi interferer on the air while it is: destroyed as by a collision
+        # (air/interferer.py), everywhere or at one node's radios
+        if tx.end:
+            jammed = False
+            for w in self.interferers:
+                if w.covers(tx.channel) and w.active(tx.start, tx.end):
+                    if w.near is None:
+                        jammed = True
+                    else:
+                        tx.jammed_near.append(w.near)
+            if jammed:
+                tx.collided = True
+                ch["jammed"] += 1
+            if tx.jammed_near:
+                ch["jammed_near"] += 1
         self._on_air.append(tx)
         ch["transmissions"] += 1
         ch["airtime_ns"] += tx.end - tx.start
@@ -391,7 +404,7 @@ class Air:
             rx.counters["format_mismatch"] += 1
             return False
         assert isinstance(pipe, int)
-        if tx.collided:
+        if tx.collided or (tx.jammed_near and tx.jammed_at(rx.name)):
             rx.counters["lost_collision"] += 1
             return False
         bits = bits_on_air(len(attempt.payload), s.address_width, s.crc_len)
@@ -431,7 +444,8 @@ class Air:
         ack, tx = attempt.ack_tx, attempt.tx
         assert ack is not None and tx is not None
         acker = self.radios.get(attempt.acked_by[-1])
-        if ack.collided:  # two receivers answered, or something else was on air
+        if ack.collided or (ack.jammed_near and ack.jammed_at(radio.name)):
+            # two receivers answered, or something else was on air (here)
             radio.counters["ack_collisions"] += 1
             self._fail_attempt(radio, attempt, tx.end)
         elif acker is None or self._ack_lost(radio, acker):

@@ -88,7 +88,10 @@ def command(socket: str, loss: AirLoss = NO_LOSS) -> list[str]:
         args += (
             ["--interferer", str(loss.interferer)]
             if use_python()
-            else ["--wifi", str(wifi[0]), "--wifi-duty", repr(wifi[1])]
+            else [
+                *("--wifi", str(wifi.channel), "--wifi-duty", repr(wifi.duty)),
+                *("--wifi-model", wifi.model),
+            ]
         )
     return [*args, "--burst", str(loss.burst), "--seed", str(loss.seed)]
 

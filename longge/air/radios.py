@@ -43,6 +43,11 @@ class Transmission:
     start: int
     end: int
     collided: bool = False
+    #: destroyed at the radios of these nodes (a Wi-Fi interferer near them only)
+    jammed_near: list[str] = field(default_factory=list)
+
+    def jammed_at(self, radio_name: str) -> bool:
+        return any(radio_name.startswith(f"{node}-") for node in self.jammed_near)
 
 
 @dataclass

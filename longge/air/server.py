@@ -29,7 +29,7 @@ from typing import Any
 
 from longge import realtime
 from longge.air import wire
-from longge.air.interferer import Interferer
+from longge.air.interferer import MODELS, Interferer
 from longge.air.loss import LossModel, LossSpec
 from longge.air.model import Air, Outcome, RxFrame, TxResult
 from longge.air.wire import DEFAULT_SOCKET
@@ -287,7 +287,14 @@ class AirServer:
         duty = float(spec.get("duty", 0.3))
         if not 0 < duty <= 1:
             raise ValueError(f"duty {duty}: 0..1")
-        self.air.interferers.append(Interferer(wire.wifi_centre(int(spec["wifi"])), duty=duty))
+        model = spec.get("model", "slots")
+        if model not in MODELS:
+            raise ValueError(f"model {model!r}: {', '.join(MODELS)}")
+        near = spec.get("near")
+        if near is not None and (not isinstance(near, str) or not near):
+            raise ValueError(f"near {near!r}: a node's name")
+        centre = wire.wifi_centre(int(spec["wifi"]))
+        self.air.interferers.append(Interferer(centre, duty=duty, model=model, near=near))
 
     def _set_loss(self, spec: dict[str, Any]) -> None:
         path_loss = spec.get("path_loss")
@@ -333,7 +340,13 @@ class AirServer:
             "links": links,
             "seed": self.air.loss.seed,
             "interferers": [
-                {"centre_channel": w.centre, "width_mhz": w.width, "duty": w.duty}
+                {
+                    "centre_channel": w.centre,
+                    "width_mhz": w.width,
+                    "duty": w.duty,
+                    "model": w.model,
+                    "near": w.near,
+                }
                 for w in self.air.interferers
             ],
         }

@@ -43,9 +43,16 @@ def loss_message(spec: dict[str, Any]) -> bytes:
     return b"P" + json.dumps(spec).encode()
 
 
-def interferer_message(wifi: int, duty: float) -> bytes:
-    """``W``: add a Wi-Fi-like interferer on Wi-Fi channel ``wifi`` taking ``duty`` of the air."""
-    return b"W" + json.dumps({"wifi": wifi, "duty": duty}).encode()
+def interferer_message(
+    wifi: int, duty: float, model: str = "slots", near: str | None = None
+) -> bytes:
+    """``W``: add a Wi-Fi-like interferer on Wi-Fi channel ``wifi`` taking ``duty`` of the air,
+    its traffic made as ``model`` says (air/interferer.py), near every radio or (``near``) only
+    the radios of that node."""
+    spec: dict[str, object] = {"wifi": wifi, "duty": duty, "model": model}
+    if near is not None:
+        spec["near"] = near
+    return b"W" + json.dumps(spec).encode()
 
 
 CLEAR_INTERFERERS = b"W" + json.dumps({"clear": True}).encode()

@@ -72,7 +72,7 @@ def cmd_air(ns: argparse.Namespace) -> int:
     server = AirServer(ns.socket, LossModel(loss.spec(), seed=loss.seed))
     wifi = loss.wifi()
     if wifi is not None:
-        server.set_interferer({"wifi": wifi[0], "duty": wifi[1]})
+        server.set_interferer({"wifi": wifi.channel, "duty": wifi.duty, "model": wifi.model})
     signal.signal(signal.SIGTERM, lambda *_: server.stop())
     signal.signal(signal.SIGINT, lambda *_: server.stop())
     server.bind()
