@@ -141,6 +141,11 @@ class NodeConfig:
     # Unset (-1 and b""): the role's side of the default pair, so two default configs talk.
     tx_channel: int = -1
     rx_channel: int = -1
+    #: the channels the link may use (its home pair, tx/rx_channel above, among them) and
+    #: whether it moves off a busy one by itself (docs/design.md §6; false: it stays where
+    #: it is, pinned)
+    channels: tuple[int, ...] = tuple(range(ISM_MAX_CHANNEL + 1))
+    agile: bool = False
     default_route: bool = False
     routes: tuple[str, ...] = ()
     nat: bool = True
@@ -168,6 +173,30 @@ class NodeConfig:
     tx_port: str = "auto"
     rx_port: str = "auto"
     baud: int = 2_000_000
+
+    def _check_channels(self) -> None:
+        why = f'channels {CHANNEL_MIN}..{CHANNEL_MAX}: "0-83", "1-13,40-60" or a list [2, 5, 9]'
+        ok = isinstance(self.channels, tuple) and all(
+            type(c) is int and CHANNEL_MIN <= c <= CHANNEL_MAX for c in self.channels
+        )
+        if not ok or not self.channels:
+            raise ConfigError("radio.channels", channels_text(self.channels), why)
+        if not isinstance(self.agile, bool):
+            raise ConfigError("radio.agile", self.agile, "true or false")
+        if self.agile:
+            home = [c for c in (self.tx_channel, self.rx_channel) if c not in self.channels]
+            if home:
+                raise ConfigError(
+                    "radio.channels",
+                    channels_text(self.channels),
+                    f"the link's own channels among them with agile = true (not {home[0]})",
+                )
+            if len(set(self.channels)) < 4:
+                raise ConfigError(
+                    "radio.channels",
+                    channels_text(self.channels),
+                    "4 channels at least with agile = true (two for the link, room to move)",
+                )
 
     def warnings(self) -> list[str]:
         """What is allowed but a user should know before it happens (printed at start)."""
@@ -233,6 +262,7 @@ class NodeConfig:
             raise ConfigError(
                 "radio.rx_channel", self.rx_channel, "at least 2 channels from radio.tx_channel"
             )
+        self._check_channels()
         for key, flag in (("mobile.default_route", self.default_route), ("base.nat", self.nat)):
             if not isinstance(flag, bool):
                 raise ConfigError(key, flag, "true or false")
@@ -446,3 +476,38 @@ def _in_range(key: str, value: int, lo: int, hi: int) -> None:
     """A whole number (not a bool: TOML's true is no GPIO or channel) in lo..hi."""
     if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
         raise ConfigError(key, value, f"{lo}..{hi}")
+
+
+def parse_channels(key: str, value: object) -> tuple[int, ...]:
+    """A file's allowed channels: "0-83", "1-13,40-60", or a list of numbers."""
+    why = f'channels {CHANNEL_MIN}..{CHANNEL_MAX}: "0-83", "1-13,40-60" or a list [2, 5, 9]'
+    if isinstance(value, list):
+        if not all(type(c) is int for c in value):
+            raise ConfigError(key, value, why)
+        return tuple(sorted(set(value)))
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(key, value, why)
+    out: set[int] = set()
+    for part in value.split(","):
+        lo, _, hi = part.strip().partition("-")
+        try:
+            first, last = int(lo), int(hi or lo)
+        except ValueError:
+            raise ConfigError(key, value, why) from None
+        if not CHANNEL_MIN <= first <= last <= CHANNEL_MAX:
+            raise ConfigError(key, value, why)
+        out.update(range(first, last + 1))
+    return tuple(sorted(out))
+
+
+def channels_text(channels: object) -> str:
+    """The allowed channels as a file writes them ("0-83", "1-13,40-60")."""
+    if not isinstance(channels, tuple) or not all(type(c) is int for c in channels):
+        return repr(channels)
+    runs: list[list[int]] = []
+    for c in sorted(set(channels)):
+        if runs and c == runs[-1][1] + 1:
+            runs[-1][1] = c
+        else:
+            runs.append([c, c])
+    return ",".join(f"{a}-{b}" if a != b else str(a) for a, b in runs)

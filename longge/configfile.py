@@ -16,7 +16,7 @@ from typing import Any
 
 import tomli_w
 
-from longge.config import NodeConfig, PeerConfig
+from longge.config import NodeConfig, PeerConfig, channels_text, parse_channels
 from longge.errors import ConfigError
 from longge.protocol.secure import parse_key
 from longge.radio.options import LINK_KEYS
@@ -47,7 +47,7 @@ _NODE_KEYS = {
         "control",
         "keepalive_s",
     },
-    "radio": {"backend", "pa_level", "tx_channel", "rx_channel"},
+    "radio": {"backend", "pa_level", "tx_channel", "rx_channel", "channels", "agile"},
     "sim": {"air", "air_name"},
     "mobile": {"default_route", "routes"},
     "base": {"nat", "uplink"},
@@ -186,6 +186,8 @@ def _file_value(name: str, key: str, value: object) -> Any:
         return tuple(value)
     if key in _KEY_SOURCES:
         return _read_key(name, key, value)
+    if key == "channels":
+        return parse_channels(name, value)
     return value
 
 
@@ -275,6 +277,8 @@ def to_mapping(
             value = getattr(cfg, key)
             if key == "routes":
                 value = list(value)
+            elif key == "channels":
+                value = channels_text(value)
             table[key] = value
         out[section] = table
     out["radio"].update({k: getattr(cfg.radio, k) for k in (*LINK_KEYS, "adapt")})

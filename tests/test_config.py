@@ -122,6 +122,8 @@ WRONG = {
     "radio.pa_level": ('"loud"', "radio.pa_level"),
     "radio.tx_channel": ("126", "radio.tx_channel"),
     "radio.rx_channel": ("77", "radio.rx_channel"),  # next to tx_channel 76
+    "radio.channels": ('"0-200"', "radio.channels"),
+    "radio.agile": ('"yes"', "radio.agile"),
     "radio.tx_address": ('"LG"', "radio.tx_address"),
     "radio.rx_address": ('"0xzz"', "radio.rx_address"),
     "radio.rate": ('"11M"', "radio.rate"),
@@ -489,3 +491,36 @@ def test_a_base_takes_its_mobile_s_address_and_link_local_sources_by_default() -
         insecure=True,
     )
     assert base.peers[0].allowed_ips == ("10.24.0.2/32", "fe80::a18:2/128")
+
+
+def test_the_allowed_channels_read_as_ranges_or_a_list_and_write_back_as_ranges(
+    tmp_path: Path,
+) -> None:
+    f = tmp_path / "c.toml"
+    f.write_text('[security]\ninsecure = true\n[radio]\nchannels = "1-13, 40-60,76,81"\n')
+    cfg = configfile.load(f)
+    assert cfg.channels == (*range(1, 14), *range(40, 61), 76, 81)
+    assert config.channels_text(cfg.channels) == "1-13,40-60,76,81"
+    f.write_text("[security]\ninsecure = true\n[radio]\nchannels = [9, 2, 2]\n")
+    assert configfile.load(f).channels == (2, 9)
+    assert config.NodeConfig(insecure=True).channels == tuple(range(84))  # (the ISM band)
+    assert not config.NodeConfig(insecure=True).agile  # (pinned unless asked: design.md §6)
+
+
+@pytest.mark.parametrize(
+    ("toml", "says"),
+    [
+        ('channels = "1-13"\nagile = true', "link's own channels"),  # (76 and 81 outside)
+        ('channels = "76,81,82"\nagile = true', "4 channels at least"),
+        ('channels = "13-1"', "0..125"),
+        ('channels = ""', "0..125"),
+    ],
+)
+def test_a_link_that_may_move_needs_its_home_and_room_in_its_channels(
+    tmp_path: Path, toml: str, says: str
+) -> None:
+    f = tmp_path / "c.toml"
+    f.write_text(f"[security]\ninsecure = true\n[radio]\n{toml}\n")
+    with pytest.raises(ConfigError, match=says) as err:
+        configfile.load(f)
+    assert err.value.key == "radio.channels"

@@ -183,3 +183,39 @@ def test_a_grant_never_overtakes_the_grant_or_revoke_queued_before_it() -> None:
     assert len(p.urgent) == 1  # (between the packet's frames)
     p.uplink(b"revoke", 0.0)
     assert len(p.urgent) == 2  # (behind it, in its lane)
+
+
+def test_a_channel_s_link_control_is_taken_only_from_an_authentic_packet() -> None:
+    """MOVE, HERE and BAND move a link's radios: taken from the peer's sealed packets; a
+    stranger's (another key) moves nothing (the opener drops it, counted); on a link
+    without security they are refused, counted."""
+    from longge.protocol import channel_control as cc
+
+    key = bytes(range(32))
+    peer = sender("b", ("0.0.0.0/0",))
+    peer.sealer = secure.Sealer(key, lambda at_least: max(1, at_least))
+    peer.fragmenter = Fragmenter(32, 1500 + secure.OVERHEAD)
+    opener = secure.Opener([key], None, lambda mark, sync: True, clock=lambda: 0.0)
+    rx = receiver(("0.0.0.0/0",), opener)
+    levels = bytes(21)
+    for msg in (cc.move_message(4, 20, 40, 0.1), cc.here_message(4, 20, 40, 60),
+                cc.band_message(100, 7, 0.5, levels)):  # fmt: skip
+        for f in peer.control_frames(msg):
+            assert rx.receive(f, 2.0) is None
+    assert rx.move_heard == (cc.Move(4, 20, 40, 0.1), 2.0)
+    assert rx.here_heard == (cc.Here(4, 20, 40, 60), 2.0)
+    assert rx.band_heard == (cc.BandReport(100, 7, 127 / 254, levels), 2.0)
+    # a stranger's, sealed with another key
+    stranger = sender("b", ("0.0.0.0/0",))
+    stranger.sealer = secure.Sealer(bytes(32), lambda at_least: max(5, at_least))
+    stranger.fragmenter = Fragmenter(32, 1500 + secure.OVERHEAD)
+    rx.move_heard = None
+    dropped = sum(opener.drops.values())
+    for f in stranger.control_frames(cc.move_message(5, 2, 9, 0.1)):
+        rx.receive(f, 3.0)
+    assert rx.move_heard is None and sum(opener.drops.values()) > dropped
+    # a link without security
+    open_rx = receiver(("0.0.0.0/0",))
+    for f in sender("b", ("0.0.0.0/0",)).control_frames(cc.move_message(6, 2, 9, 0.1)):
+        open_rx.receive(f, 4.0)
+    assert open_rx.move_heard is None and open_rx.counters.control_refused == 1

@@ -13,6 +13,9 @@ from dataclasses import dataclass
 
 #: Tstby2a: standby -> TX/RX settling, and every TX<->RX turnaround (p. 22, table 16).
 T_SETTLE_NS = 130_000
+#: The received power detector is right this long after entering RX (§6.4: Tstby2a + Tdelay_AGC,
+#: 130 + 40 µs).
+T_RPD_NS = T_SETTLE_NS + 40_000
 #: The longest the chip may stay in TX mode: with Enhanced ShockBurst off the PLL runs open
 #: loop while it transmits, so a no-ack sender must return to standby at least this often
 #: (p. 22, 6.1.5).

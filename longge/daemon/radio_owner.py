@@ -14,9 +14,11 @@ holds the package to that, statically and with a radio that records who wrote.
 from __future__ import annotations
 
 import heapq
+import time
 from dataclasses import dataclass, replace
 from itertools import count
 
+from longge.chip.datasheet import T_RPD_NS
 from longge.config import NodeConfig
 from longge.protocol.actions import (
     Action,
@@ -64,6 +66,10 @@ class ChipSettings:
         )
 
 
+#: A dwell's wait in RX before the power detector is read (T_RPD_NS and a margin, as scan's).
+RPD_SETTLE_S = T_RPD_NS / 1e9 + 30e-6
+
+
 class RadioOwner:
     """A radio process's chip, as the only code that writes its settings."""
 
@@ -78,6 +84,7 @@ class RadioOwner:
         #: actions given for later, soonest first (a heap): the pumps call ``due`` only while
         #: it holds some (a call a turn costs a Pi's receiver a few per cent)
         self.later: list[tuple[float, int, Action]] = []
+        self.dwells = 0  # (read_power's)
         self._order = count()  # (actions given for one moment keep their order)
 
     def set_up(self, radio: LinkRadio, cfg: NodeConfig, which: str) -> None:
@@ -144,6 +151,27 @@ class RadioOwner:
                     radio.start_listening()
                     s = replace(s, listening=True)
         self.settings = s
+
+    def read_power(self, channel: int, settle_s: float = RPD_SETTLE_S) -> bool | None:
+        """The received power detector on ``channel`` (band.py's readings): the RX radio
+        leaves its channel, listens there for ``settle_s`` (RX settling and the detector's
+        40 µs: datasheet §6.4), reads it and comes back, listening on its own channel again.
+        None: no radio, or one that is not listening (a TX radio's dwell is not this)."""
+        radio, s = self.radio, self.settings
+        if radio is None or s is None or not s.listening:
+            return None
+        radio.stop_listening()
+        radio.channel = channel
+        radio.start_listening()
+        until = time.monotonic() + settle_s
+        while time.monotonic() < until:
+            pass  # (170 µs: shorter than any sleep the kernel keeps)
+        busy = bool(radio.rpd)
+        radio.stop_listening()
+        radio.channel = s.channel
+        radio.start_listening()
+        self.dwells += 1
+        return busy
 
     def schedule(self, at: float, *actions: Action) -> None:
         """``actions`` at ``at`` (time.monotonic's clock), in order, after those given before

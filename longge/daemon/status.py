@@ -156,6 +156,7 @@ class RxStatus(ProcessStatus):
     #: frames the TX radio heard between its bursts (listening.py), in frames_in
     frames_aside: int = 0
     control_unknown: int = 0  # authentic link-control packets of no known kind
+    control_refused: int = 0  # a channel's link control on a link without security
     source_not_allowed: int = 0  # packets from a source outside the peer's allowed_ips
     ip_packets: int = 0  # the peers' IP packets taken (whole, checked, allowed), and bytes
     ip_bytes: int = 0

@@ -31,6 +31,7 @@ from longge.protocol.band import LEVELS_BYTES
 MOVE_MAGIC = b"\x00LGmove"
 HERE_MAGIC = b"\x00LGhere"
 BAND_MAGIC = b"\x00LGband"
+MAGICS = (MOVE_MAGIC, HERE_MAGIC, BAND_MAGIC)
 _MOVE = struct.Struct(">BBBH")
 _HERE = struct.Struct(">BBBB")
 _BAND = struct.Struct(">HHB")

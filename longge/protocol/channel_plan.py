@@ -83,7 +83,7 @@ class Planned:
 @dataclass
 class _Direction:
     name: str
-    channel: int
+    on: int  # its channel now
     windows: FailureWindows
     bad: int = 0  # windows in a row that lost Q_BAD or more
     judging: float | None = None  # the q the last move left behind, while it is judged
@@ -124,11 +124,11 @@ class ChannelPlan:
 
     @property
     def uplink(self) -> int:
-        return self._dirs[UPLINK].channel
+        return self._dirs[UPLINK].on
 
     @property
     def downlink(self) -> int:
-        return self._dirs[DOWNLINK].channel
+        return self._dirs[DOWNLINK].on
 
     # -- what comes in --------------------------------------------------------------------------
     def sent(self, direction: str, attempts: int, failures: int, now: float) -> None:
@@ -172,11 +172,11 @@ class ChannelPlan:
         got through is failing (a dead channel: moved from again); one with too little
         traffic to tell stays, unjudged."""
         if d.absent and not d.judged:
-            self.decisions.note(now, f"{d.name} {d.channel}: nothing through, failing")
+            self.decisions.note(now, f"{d.name} {d.on}: nothing through, failing")
             d.bad = BAD_WINDOWS
             d.not_helped += 1
         else:
-            self.decisions.note(now, f"{d.name} {d.channel}: too little traffic to judge")
+            self.decisions.note(now, f"{d.name} {d.on}: too little traffic to judge")
         d.judging, d.judged, d.absent = None, [], 0
 
     def _judge(self, d: _Direction, now: float) -> None:
@@ -185,15 +185,13 @@ class ChannelPlan:
         if after < Q_BAD or after < before / 2:
             d.helped += 1
             self.wait = WAIT_S
-            self.decisions.note(
-                now, f"{d.name} {d.channel} kept: lost {after:.2f} (was {before:.2f})"
-            )
+            self.decisions.note(now, f"{d.name} {d.on} kept: lost {after:.2f} (was {before:.2f})")
         else:  # (the loss is the path's, not the channel's: neither direction moves a while)
             d.not_helped += 1
             self.not_before = now + self.wait
             self.decisions.note(
                 now,
-                f"{d.name} {d.channel}: lost {after:.2f} (was {before:.2f}), not the channel's:"
+                f"{d.name} {d.on}: lost {after:.2f} (was {before:.2f}), not the channel's:"
                 f" no move for {self.wait:.0f} s",
             )
             self.wait = min(self.wait * 2, WAIT_MAX_S)
@@ -217,8 +215,8 @@ class ChannelPlan:
             self.unconfirmed += 1
             return None
         self._forget_left(now)
-        avoid = sorted({*(d.channel for d in failing), *self._left})
-        chosen = {d.name: d.channel for d in self._dirs.values()}
+        avoid = sorted({*(d.on for d in failing), *self._left})
+        chosen = {d.name: d.on for d in self._dirs.values()}
         moved = []
         for d in sorted(failing, key=lambda d: d.name != DOWNLINK):  # (the downlink first)
             other = chosen[DOWNLINK if d.name == UPLINK else UPLINK]
@@ -228,7 +226,7 @@ class ChannelPlan:
                 continue
             chosen[d.name] = to
             avoid.append(to)
-            moved.append(f"{d.name} {d.channel} -> {to} (lost {d.windows.window_q:.2f})")
+            moved.append(f"{d.name} {d.on} -> {to} (lost {d.windows.window_q:.2f})")
         if not moved:
             return None
         self.seq = (self.seq + 1) & 0xFF
@@ -272,13 +270,13 @@ class ChannelPlan:
         if p is None:
             return
         for d, to in ((self._dirs[UPLINK], p.uplink), (self._dirs[DOWNLINK], p.downlink)):
-            if to != d.channel:
-                self._left[d.channel] = now + LEFT_S
+            if to != d.on:
+                self._left[d.on] = now + LEFT_S
                 d.judging = d.windows.window_q or 0.0
                 d.judging_since = now
                 d.judged, d.absent = [], 0
                 d.moves += 1
-                d.channel = to
+                d.on = to
             d.bad = 0
             d.windows = FailureWindows(now)
         self.pending = None

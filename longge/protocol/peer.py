@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Generic, TypeVar
 
-from longge.protocol import frame, rate, secure, uplink
+from longge.protocol import channel_control, frame, rate, secure, uplink
 from longge.protocol.arq import ArqSender
 from longge.protocol.arq_receiver import ArqReceiver
 from longge.protocol.fragmenter import Fragmenter
@@ -293,6 +293,9 @@ class ReceiveCounters:
     ip_packets: int = 0
     ip_bytes: int = 0
     control_unknown: int = 0
+    #: link control this link does not take: a channel's MOVE, HERE or BAND on a link
+    #: without security (anyone could send them: docs/design.md §6)
+    control_refused: int = 0
     source_not_allowed: int = 0
 
 
@@ -320,6 +323,11 @@ class PeerReceiver:
     #: the rate the peer (our direction's sender) announced, on trial? (rate.py), for our
     #: RX radio
     rate_heard: rate.RateMove | None = None
+    #: the link's channels (channel_control.py): a move, where the base is (from our base),
+    #: a mobile's report (from our mobile); for our RX process, each with when it came
+    move_heard: tuple[channel_control.Move, float] | None = None
+    here_heard: tuple[channel_control.Here, float] | None = None
+    band_heard: tuple[channel_control.BandReport, float] | None = None
     counters: ReceiveCounters = field(default_factory=ReceiveCounters)
     _stale_told: int = 0
     _told_at: float = -STALE_NOTICE_S
@@ -346,6 +354,8 @@ class PeerReceiver:
                 self.release_heard = number
             elif (announced := rate.parse_rate(packet)) is not None:
                 self.rate_heard = announced
+            elif packet.startswith(channel_control.MAGICS):
+                self._channel_control(packet, now)
             elif not rate.is_filler(packet):  # (a filler is taken and dropped)
                 self.counters.control_unknown += 1
             return None
@@ -356,6 +366,19 @@ class PeerReceiver:
         c.ip_packets += 1
         c.ip_bytes += len(packet)
         return packet
+
+    def _channel_control(self, packet: bytes, now: float) -> None:
+        """A MOVE, HERE or BAND: taken only on a secured link (this packet was opened)."""
+        if self.opener is None:
+            self.counters.control_refused += 1
+        elif (move := channel_control.parse_move(packet)) is not None:
+            self.move_heard = (move, now)
+        elif (here := channel_control.parse_here(packet)) is not None:
+            self.here_heard = (here, now)
+        elif (band := channel_control.parse_band(packet)) is not None:
+            self.band_heard = (band, now)
+        else:
+            self.counters.control_unknown += 1
 
     def tick(self, now: float) -> secure.Floor | None:
         """Each loop turn: a half-built packet that waited too long is dropped; the opener's

@@ -79,6 +79,7 @@ RADIO_PROPERTIES = (
     "is_plus_variant",
     "failure_detected",
     "rx_fifo_full",
+    "rpd",
 )
 
 
@@ -96,6 +97,8 @@ class Radio(Protocol):
 
     @property
     def rx_fifo_full(self) -> bool: ...
+    @property
+    def rpd(self) -> bool: ...
     @property
     def is_chip_connected(self) -> bool: ...
     def begin(self) -> bool: ...
