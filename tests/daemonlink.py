@@ -124,6 +124,7 @@ def make_link(
     radio: RadioOptions | None = None,
     backend: str = "sim",
     mobile_extra: dict[str, Any] | None = None,
+    base_extra: dict[str, Any] | None = None,
 ) -> Iterator[Link]:
     """Two supervisors (mobile, base) over in-memory TUNs, secured with LINK_KEY. With
     ``backend="rf24"``, the rf24 backend's code drives emulated chips (``driver = "sim"``)."""
@@ -158,6 +159,7 @@ def make_link(
         queue_ms=5000,
         radio=radio,
         **secured,
+        **(base_extra or {}),
     )
     mtun, btun = MemoryTun("m0"), MemoryTun("b0")
     sm, sb = Supervisor(mob, mtun, network=False), Supervisor(base, btun, network=False)

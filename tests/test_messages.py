@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from longge.daemon.messages import (
+    FRAME_MAX,
     MAX_LEN,
     AckToSend,
     AnswerAsked,
@@ -19,6 +20,9 @@ from longge.daemon.messages import (
     Message,
     PeerAck,
     Released,
+    Say,
+    Sent,
+    SwitchAt,
     decode,
     encode,
     received,
@@ -27,7 +31,7 @@ from longge.daemon.messages import (
 from longge.protocol.uplink import Grant
 
 index = st.integers(0, 255)
-frame = st.binary(min_size=1, max_size=MAX_LEN - 2)
+frame = st.binary(min_size=1, max_size=FRAME_MAX)
 moment = st.floats(0, 1e9, allow_nan=False)
 grant = st.builds(
     Grant,
@@ -45,6 +49,9 @@ messages = st.one_of(
     st.builds(Heard, index, st.booleans()),
     st.builds(FramesCame, index),
     st.builds(HeardAside, index, frame),
+    st.builds(Say, index, st.binary(min_size=1, max_size=MAX_LEN - 2)),
+    st.builds(SwitchAt, st.integers(0, 125), st.integers(0, 125), moment),
+    st.builds(Sent, st.integers(0, 2**32 - 1), st.integers(0, 2**32 - 1)),
 )
 
 
@@ -68,7 +75,8 @@ def test_what_is_not_a_message_is_none() -> None:
     assert decode(b"g\x00" + bytes(5)) is None  # (a grant cut short)
     assert decode(b"h\x00\x01") is None  # (a heard with a tail)
     assert decode(b"z\x00abc") is None
-    assert decode(b"x\x01" + bytes(MAX_LEN - 1)) is None  # (longer than any radio frame)
+    assert decode(b"x\x01" + bytes(FRAME_MAX + 1)) is None  # (longer than any radio frame)
+    assert decode(b"w\x01" + bytes(10)) is None  # (a switch names no peer)
 
 
 def test_the_pair_carries_messages_in_order_passes_garbage_over_and_says_when_full() -> None:

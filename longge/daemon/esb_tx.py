@@ -64,6 +64,7 @@ class EsbSending(UplinkSending):
         self.queues = queues
         self.c = c
         self.owner = owner
+        self.agile = cfg.agile  # (the RX process's agility.py: Say and SwitchAt come)
         self.adapt = EsbAdaptation()  # (adapt = true: retries, and with one peer the rate)
         self._fifo_empty = TxFifoEmpty()  # (the adaptation's question, of this turn's radio)
         self.storm = 0  # MAX_RT in a row, without a frame acknowledged in between
@@ -387,9 +388,15 @@ class EsbSending(UplinkSending):
         )
         # (the pair is watched once the uplink is granted; before, looked at every
         # PAIR_LOOK_S for a first grant)
-        self.pair_watched = self.permit is not None or self.grants is not None
+        self.pair_watched = self.permit is not None or self.grants is not None or self.agile
         also = (() if loading else (tun,)) + ((pair,) if self.pair_watched else ())
         return None, look_now, poll, also
+
+    def fates(self, radio: LinkRadio | None) -> tuple[int, int]:
+        """Our attempts and failed ones since we began (agility.py's ``Sent``): the frames
+        loaded and the chip's retransmissions."""
+        retransmissions = 0 if radio is None else radio.retransmissions
+        return self.c.frames_sent + retransmissions, retransmissions
 
     def parts(self) -> tuple[Part | None, ...]:
         owner = self.owner if self.owner.later else None  # (asked only while it holds some)

@@ -12,10 +12,18 @@ RX process -> TX process:
     Released     r    peer  number  a mobile handed its grant ``number`` back
     Heard        h|k  peer          a whole packet of a mobile's came (k: no IP packet)
     FramesCame   f    peer          a mobile's frames came (stream mode, between its packets)
+    Say          y    peer  packet  a link-control packet of the link's channels to send to
+                                    the peer (channel_control.py: MOVE, HERE, BAND)
+    SwitchAt     w    0  tx rx at (8)  the link's channels from ``at`` on: our TX radio's
+                                    (tx), the RX radio's (rx)
 
 TX process -> RX process:
 
     HeardAside   x    pipe  frame   a frame our TX radio heard between its bursts (listening.py)
+    Sent         s    0  attempts (4)  failures (4)   our sending's attempts and failed ones
+                                    since the process began (ESB: frames and retransmissions;
+                                    stream mode: the ARQ's fates), for the link's channels
+    SwitchAt     w    (as above: a base's move, for its RX radio)
 
 ``peer``: the peer's index in the table; times are ``time.monotonic()`` of the sender's
 (a double). A datagram that is none of these decodes to None: the reader counts and drops it.
@@ -30,10 +38,13 @@ from dataclasses import dataclass
 
 from longge.protocol.uplink import Grant
 
-#: A message is at most a tag, an index and a 32-byte radio frame (the pair's datagrams are
-#: read with this buffer).
-MAX_LEN = 34
+#: A message is at most a tag, an index and 38 bytes (a radio frame is 32 at most, a Say's
+#: packet 33: the pair's datagrams are read with this buffer).
+MAX_LEN = 40
+FRAME_MAX = 32
 _TIME = struct.Struct("!d")
+_COUNTS = struct.Struct("!II")
+_SWITCH = struct.Struct("!BBd")
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,8 +96,37 @@ class HeardAside:
     frame: bytes
 
 
+@dataclass(frozen=True, slots=True)
+class Say:
+    peer: int
+    packet: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class SwitchAt:
+    tx: int
+    rx: int
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Sent:
+    attempts: int
+    failures: int
+
+
 Message = (
-    AckToSend | PeerAck | GrantHeard | AnswerAsked | Released | Heard | FramesCame | HeardAside
+    AckToSend
+    | PeerAck
+    | GrantHeard
+    | AnswerAsked
+    | Released
+    | Heard
+    | FramesCame
+    | HeardAside
+    | Say
+    | SwitchAt
+    | Sent
 )
 
 
@@ -109,6 +149,12 @@ def encode(msg: Message) -> bytes:
             return b"f" + bytes((peer,))
         case HeardAside(pipe, frame):
             return b"x" + bytes((pipe,)) + frame
+        case Say(peer, packet):
+            return b"y" + bytes((peer,)) + packet
+        case SwitchAt(tx, rx, at):
+            return b"w\x00" + _SWITCH.pack(tx, rx, at)
+        case Sent(attempts, failures):
+            return b"s\x00" + _COUNTS.pack(attempts & 0xFFFFFFFF, failures & 0xFFFFFFFF)
     raise TypeError(f"not a pair message: {msg!r}")
 
 
@@ -117,6 +163,8 @@ def decode(data: bytes) -> Message | None:
     if len(data) < 2 or len(data) > MAX_LEN:
         return None
     tag, index, rest = data[0], data[1], data[2:]
+    if tag in b"ouix" and len(rest) > FRAME_MAX:
+        return None
     if tag in b"oui":
         if not rest:
             return None
@@ -134,6 +182,12 @@ def decode(data: bytes) -> Message | None:
         return FramesCame(index)
     if tag == ord("x") and rest:
         return HeardAside(index, rest)
+    if tag == ord("y") and rest:
+        return Say(index, rest)
+    if tag == ord("w") and index == 0 and len(rest) == _SWITCH.size:
+        return SwitchAt(*_SWITCH.unpack(rest))
+    if tag == ord("s") and index == 0 and len(rest) == _COUNTS.size:
+        return Sent(*_COUNTS.unpack(rest))
     return None
 
 

@@ -85,12 +85,17 @@ class RadioOwner:
         #: it holds some (a call a turn costs a Pi's receiver a few per cent)
         self.later: list[tuple[float, int, Action]] = []
         self.dwells = 0  # (read_power's)
+        #: the link's channel for this radio, once it moved (a Channel with home): the radio
+        #: is set up on it again, not on the configured one
+        self.link_channel: int | None = None
         self._order = count()  # (actions given for one moment keep their order)
 
     def set_up(self, radio: LinkRadio, cfg: NodeConfig, which: str) -> None:
         """A radio brought up (or reconfigured live): the node's whole configuration for
         its ``which`` ("tx", "rx") radio, read back where the backend can (HardwareError)."""
         channel = cfg.tx_channel if which == "tx" else cfg.rx_channel
+        if self.link_channel is not None:
+            channel = self.link_channel
         self.radio = radio
         self.settings = None  # (unknown until the whole set is on the chip)
         configure(radio, cfg.radio, channel=channel)
@@ -127,9 +132,11 @@ class RadioOwner:
             return
         for action in actions:
             match action:
-                case Channel(channel):
+                case Channel(channel, home):
                     radio.channel = channel
                     s = replace(s, channel=channel)
+                    if home:
+                        self.link_channel = channel
                 case Rate(rate):
                     radio.data_rate = int(RATE_BY_NAME[rate])
                     s = replace(s, rate=rate)

@@ -32,11 +32,14 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from longge.config import NodeConfig
+from longge.daemon.agility import RxAgility
 from longge.daemon.child import LONGEST_WAIT_S, Child, RxFifo
+from longge.daemon.messages import Message, Sent, SwitchAt
 from longge.daemon.peers import RxCounters, receivers
 from longge.daemon.radio_owner import hears_aside
 from longge.daemon.receiving import EsbReceiving, Receiving, flush, heard_aside, rx_stats, tend
 from longge.daemon.stream_rx import StreamReceiving
+from longge.protocol.actions import Channel
 from longge.protocol.part import wake_in
 from longge.protocol.peer import PeerReceiver, PeerTable
 from longge.protocol.rate_listening import HeardTurn, RateListening
@@ -57,18 +60,22 @@ class RxPump:
         c: RxCounters,
         pair: socket.socket,
         aside: bool,
+        agility: RxAgility | None = None,
     ) -> None:
         self.mode, self.rates, self.child, self.table, self.c = mode, rates, child, table, c
         self.pair = pair
         self.aside = aside  # (frames our TX radio heard: HeardAside on the pair)
+        self.agility = agility  # (agile: the link's channels, agility.py)
+        self.watch_pair = aside or agility is not None
         self.fifo = RxFifo()
         self.control_ready = True  # the supervisor's pipe: looked at when select() said so
-        self.pair_ready = aside
+        self.pair_ready = self.watch_pair
         #: what the pump's sleep asks (``sleep``; a mode without work of its own is not, nor
         #: the radio's owner while it holds nothing for later)
-        self.parts = (rates, mode) if mode.OWN_TURN else (rates,)
+        parts: tuple[Any, ...] = (rates, mode) if mode.OWN_TURN else (rates,)
+        self.parts = parts if agility is None else (*parts, agility)
         self.with_owner = (child.owner, *self.parts)
-        self.also = (pair,) if aside else ()
+        self.also = (pair,) if self.watch_pair else ()
         self.owner = child.owner
         #: what the rate's part is told, made again when the config is (applied) again
         self._heard: HeardTurn | None = None
@@ -93,8 +100,12 @@ class RxPump:
             radio.take_edges()
             # 1. radio_rx
             take = mode.take
+            came = False
             for pipe, frame in self.fifo.frames(radio, mode.first_pipe(radio)):
                 take(pipe, frame, now)
+                came = True
+            if came and self.agility is not None:
+                self.agility.frame(now)
             heard, rates = self._heard, self.rates
             if heard is None or self._heard_cfg is not child.cfg or heard.applied != owner.applied:
                 heard = self._heard_turn()
@@ -104,7 +115,9 @@ class RxPump:
                 if rates.announced:
                     mode.rate_switched(now)
         if self.pair_ready:
-            heard_aside(self.pair, self.c, mode.take, now)
+            heard_aside(self.pair, self.c, mode.take, now, self._from_tx)
+        if self.agility is not None:
+            self.agility.turn(self.table, now)
         if mode.OWN_TURN:  # (what goes out for the frames: stream mode's ACKs)
             mode.turn(now)
         tend(child, self.table, now)
@@ -112,7 +125,20 @@ class RxPump:
             child.handle_control()
         if child.stats_due(now):
             stats = rx_stats(self.c, self.table, now)
+            if self.agility is not None:
+                stats["channels"] = self.agility.stats(now)
             child.send_stats({**stats, **mode.stats(), "adapt": self.rates.stats(now)})
+
+    def _from_tx(self, msg: Message, now: float) -> None:
+        """What else the TX process sent: its counts, a base's move for our radio."""
+        agility = self.agility
+        if agility is None:
+            return
+        match msg:
+            case Sent():
+                agility.sent(msg, now)
+            case SwitchAt(_, rx, at):
+                self.owner.schedule(at, Channel(rx, home=True))
 
     def sleep(self, radio: LinkRadio | None, now: float) -> tuple[float, bool, tuple[Any, ...]]:
         """5. wait: how long (till the soonest of the parts' moments, LONGEST_WAIT_S at most),
@@ -127,7 +153,7 @@ class RxPump:
         timeout, more, also = self.sleep(radio, now)
         ready = self.child.wait(radio, timeout, now=more, poll=True, also=also)
         self.control_ready = self.child.conn_fd in ready
-        self.pair_ready = self.aside and self.pair in ready
+        self.pair_ready = self.watch_pair and self.pair in ready
 
 
 def run(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> None:
@@ -137,7 +163,9 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> Non
     table = receivers(cfg, kind.ARQ)
     c = RxCounters()
     rates = RateListening(kind.ARQ)  # (adapt = true, one peer: the rate the peer announced)
-    pump = RxPump(kind(tun, pair, table, c), rates, child, table, c, pair, hears_aside(cfg))
+    agility = RxAgility(cfg, child.owner, pair, time.monotonic()) if cfg.agile else None
+    mode = kind(tun, pair, table, c)
+    pump = RxPump(mode, rates, child, table, c, pair, hears_aside(cfg), agility)
     while child.running:
         now = time.monotonic()
         radio = child.ensure_radio(now)

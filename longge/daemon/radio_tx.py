@@ -34,6 +34,7 @@ from typing import Any
 from longge.config import NodeConfig
 from longge.daemon.child import LONGEST_WAIT_S, Child
 from longge.daemon.esb_tx import EsbSending
+from longge.daemon.messages import Sent, send
 from longge.daemon.peers import TxCounters, make_queues, read_tun, senders_once_recorded
 from longge.daemon.radio_owner import hears_aside
 from longge.daemon.sending import Sending, link_control
@@ -42,6 +43,10 @@ from longge.protocol.part import wake_in
 from longge.protocol.uplink_scheduler import UplinkScheduler
 from longge.radio.interface import LinkRadio
 from longge.tun import Tun, TunError
+
+#: A link that may move (agile): our sending's counts to the RX process this often (its
+#: windows judge the channel: agility.py).
+SENT_EVERY_S = 0.05
 
 
 class TxPump:
@@ -106,6 +111,7 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> Non
     out.uplink_start(cfg, time.monotonic())  # (a mobile that remembers its base's grants)
     pump = TxPump(out, child, tun, pair)
     conn_fd = child.conn_fd
+    sent_at = 0.0  # (agile: our fates to the RX process each SENT_EVERY_S)
     while child.running:
         now = time.monotonic()
         radio = child.ensure_radio(now)
@@ -121,5 +127,8 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> Non
             link_control(child, table)
         if child.stats_due(now):
             child.send_stats(out.stats(radio, now))
+        if cfg.agile and now - sent_at >= SENT_EVERY_S:
+            sent_at = now
+            send(pair, Sent(*out.fates(radio)))
         pump.wait(radio, now)
     child.close_radio()

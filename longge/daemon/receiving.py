@@ -175,15 +175,21 @@ def answer_news(
 
 
 def heard_aside(
-    pair: socket.socket, c: RxCounters, take: Callable[[int, bytes, float], None], now: float
+    pair: socket.socket,
+    c: RxCounters,
+    take: Callable[[int, bytes, float], None],
+    now: float,
+    other: Callable[[Message, float], None] | None = None,
 ) -> None:
     """aside (a base with several mobiles) the frames our TX radio heard on the downlink's
     channel between its bursts (``HeardAside``: listening.py), taken as our radio's (``take``:
-    pipe, frame, now)."""
+    pipe, frame, now); what else the TX process said, to ``other`` (agility.py's)."""
     for msg in received(pair):
         if isinstance(msg, HeardAside):
             c.frames_aside += 1
             take(msg.pipe, msg.frame, now)
+        elif other is not None:
+            other(msg, now)
 
 
 def rx_stats(c: RxCounters, table: PeerTable[PeerReceiver], now: float) -> dict[str, Any]:

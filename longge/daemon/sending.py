@@ -93,6 +93,11 @@ class Sending(Protocol):
         """How the pump may sleep now."""
         ...
 
+    def fates(self, radio: LinkRadio | None) -> tuple[int, int]:
+        """Our sending's attempts and failed attempts since the process began (the link's
+        channels judge on them: agility.py)."""
+        ...
+
     def parts(self) -> tuple[Part | None, ...]:
         """The parts the mode runs (None: one this process does not run), the radio's owner
         among them while it holds actions for later: the pump sleeps until the soonest one's

@@ -169,6 +169,8 @@ class RxStatus(ProcessStatus):
     peers: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: with adapt on an ESB link with one peer: the rate the RX radio listens at, why
     adapt: dict[str, Any] | None = None
+    #: agile: the link's channels (a base's plan, a mobile's following), the band, the dwells
+    channels: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

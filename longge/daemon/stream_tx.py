@@ -377,6 +377,12 @@ class StreamSending(UplinkSending):
             at = answered if at is None else min(at, answered)
         return at
 
+    def fates(self, radio: LinkRadio | None) -> tuple[int, int]:
+        """Our frames' fates the ARQs learnt since we began (agility.py's ``Sent``): found
+        acknowledged or lost, and lost."""
+        lost = sum(a.stats.lost for a in self.arqs)
+        return sum(a.stats.acked for a in self.arqs) + lost, lost
+
     def parts(self) -> tuple[Part | None, ...]:
         owner = self.owner if self.owner.later else None  # (asked only while it holds some)
         a, up, listen, aside = self.adapt, self.grants, self.listen, self.aside

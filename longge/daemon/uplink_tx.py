@@ -25,16 +25,22 @@ from longge.daemon.messages import (
     HeardAside,
     Message,
     Released,
+    Say,
+    Sent,
+    SwitchAt,
     received,
 )
 from longge.daemon.peerqueues import PeerQueues
 from longge.daemon.peers import PREEMPT_MAX, GoFirst
+from longge.daemon.radio_owner import RadioOwner
+from longge.protocol.actions import Channel
 from longge.protocol.peer import PeerSender, PeerTable
 from longge.protocol.uplink import UplinkPermit, asks_answer, grant_message, release_message
 from longge.protocol.uplink_scheduler import REVOKE_S, UplinkScheduler
 
 
 class UplinkSending:
+    owner: RadioOwner
     table: PeerTable[PeerSender]
     queues: PeerQueues
     addressed: PeerSender
@@ -200,7 +206,16 @@ class UplinkSending:
     def uplink_message(self, msg: Message, now: float) -> None:
         """One message of the RX process's about the uplink (messages.py: a grant heard, an
         answer asked, a release, a mobile heard, its frames came); anything else is ignored."""
-        if isinstance(msg, HeardAside) or not 0 <= msg.peer < len(self.table):
+        match msg:
+            case Say(index, packet) if 0 <= index < len(self.table):
+                self.table.peers[index].uplink(packet, now, count=False)  # (agility.py)
+                return
+            case SwitchAt(tx, _, at):
+                self.owner.schedule(at, Channel(tx, home=True))
+                return
+        if isinstance(msg, HeardAside | Say | SwitchAt | Sent) or not 0 <= msg.peer < len(
+            self.table
+        ):
             return
         grants, permit = self.grants, self.permit
         match msg:

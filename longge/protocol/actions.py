@@ -1,7 +1,8 @@
 """The chip settings a part decides, as values (docs/design.md §1, "The radio's owner"): a part
 returns them, in order, and the radio's owner (daemon/radio_owner.py) applies them to its chip.
 
-    Channel(n)            RF_CH                          (aside: the downlink's channel)
+    Channel(n[, home])    RF_CH                          (aside: the downlink's channel; a
+                                                         move of the link's, home: agility)
     Rate(name)            RF_SETUP's rate bits           (adaptation's rate)
     Power(level)          RF_SETUP's PA bits             (adaptation's power)
     Retries(ard_step, n)  SETUP_RETR                     (adaptation, aside)
@@ -18,6 +19,9 @@ from dataclasses import dataclass
 @dataclass(frozen=True, slots=True)
 class Channel:
     channel: int
+    #: the link's channel for this radio from now on (a move: docs/design.md §6), kept when
+    #: the radio is set up again; not: a moment elsewhere (aside), the configured one stays
+    home: bool = False
 
 
 @dataclass(frozen=True, slots=True)

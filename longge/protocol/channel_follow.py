@@ -31,7 +31,7 @@ DWELL_S = 0.3
 #: A mobile reports its sending and its band (channel_control.py's BAND) every REPORT_S, and
 #: every REPORT_BAD_S while its uplink fails (Q_BAD of REPORT_ATTEMPTS attempts or more): the
 #: base decides the uplink's moves on them.
-REPORT_S = 0.5
+REPORT_S = 0.25
 REPORT_BAD_S = 0.1
 REPORT_ATTEMPTS = 64
 #: The channels it was on that it tries again, newest first.

@@ -19,10 +19,11 @@ heard over it (the power detector, at either end, on the channels beside the lin
 Wi-Fi network is 22 channels wide; a weak path fails the link without that), both failing
 directions at once, to ``Band.best`` (the quietest at both ends, at least half a Wi-Fi
 channel from the failing ones where the allowed set has room), if that channel is not busy
-itself. After a move the new channel is **judged** (one move at a time: the other
-direction's waits for the verdict) on the median of JUDGE_WINDOWS windows (not on windows
-where nothing got through: a mobile that missed the move is not there yet): the move helped
-when they lost less than half the old channel's q (or less than Q_BAD); one that did not
+itself; the other direction with it if one window of it failed (it has fewer windows when
+it carries less). After a move the new channel is **judged** on the median of JUDGE_WINDOWS
+windows (not on windows where nothing got through: a mobile that missed the move is not
+there yet): the move helped when they lost less than half the old channel's q (or less than
+Q_BAD); one that did not
 help says the loss is not the channel's (a weak path, a loss every channel has): neither
 direction moves again for a wait that doubles from WAIT_S to WAIT_MAX_S (a move that helps
 sets it back), so a loss every channel has moves the link a few times in ten minutes at
@@ -47,7 +48,7 @@ JUDGE_WINDOWS = 4
 #: A channel that carried nothing JUDGE_MAX_S after the move is failing; one with too little
 #: traffic to judge by then stays, unjudged (a judgment holds other moves back).
 ABSENT_Q = 0.95
-JUDGE_MAX_S = 3.0
+JUDGE_MAX_S = 4.0
 #: The moment of a move, this long after it is decided: the MOVEs reach every mobile first
 #: (each alone in the TX FIFO at ARC 15, or through the ARQ), and each mobile's processes
 #: have switched when the base does.
@@ -204,13 +205,16 @@ class ChannelPlan:
         for d in self._dirs.values():
             if d.judging is not None and now - d.judging_since >= JUDGE_MAX_S:
                 self._unjudged(d, now)
-        judging = any(d.judging is not None for d in self._dirs.values())
-        waiting = now < self.not_before or now < self._settled_at or judging
+        waiting = now < self.not_before or now < self._settled_at
         if self.pinned or self.pending is not None or waiting:
             return None
         failing = [d for d in self._dirs.values() if d.bad >= BAD_WINDOWS]
         if not failing:
             return None
+        # (the other direction goes too once one window of it failed: Wi-Fi over one of the
+        # link's channels is likely over the other, a few MHz away; it has fewer windows
+        # when it carries less)
+        failing += [d for d in self._dirs.values() if d not in failing and d.bad >= 1]
         if not self.wifi_near(now):
             self.unconfirmed += 1
             return None

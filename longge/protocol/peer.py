@@ -189,7 +189,7 @@ class PeerSender:
         self.counters.preempted += 1
         self.last_sent = now
 
-    def uplink(self, message: bytes, now: float) -> None:
+    def uplink(self, message: bytes, now: float, count: bool = True) -> None:
         """A grant or a release (uplink.py), ahead of the rest: between the frames of the
         packet on its way (lane 1, behind an interactive packet's), or next; never ahead of
         the one queued before it."""
@@ -200,7 +200,7 @@ class PeerSender:
         else:
             self.frames.extend(self._cut(message))
             self._uplink_mark = (0, self.taken + len(self.urgent) + len(self.frames))
-        self.counters.uplink_sent += 1
+        self.counters.uplink_sent += count
         self.last_sent = now
 
     def control_frames(self, message: bytes) -> list[bytes]:

@@ -1,0 +1,224 @@
+"""A link that moves off a busy channel, in the RX radio process (``[radio] agile = true``;
+docs/design.md §6): the decisions are the protocol's parts (band.py, channel_plan.py,
+channel_follow.py); this is where they meet the node.
+
+The RX process is where the link's channels are decided, because it hears what they depend
+on: its radio's power detector (dwells on other channels while it is idle, ``read_power``),
+the base's MOVE and HERE (a mobile), the mobiles' BAND reports (a base). The TX process is
+the hands: it tells its sending's counts (``Sent``), sends what it is given to say (``Say``:
+MOVE, HERE, BAND through the peer's sender, between the frames of a packet on its way) and
+puts its radio on the channel it is given at the moment it is given (``SwitchAt``, through
+its radio's owner). messages.py carries them.
+
+    base    its plan (both channels): the downlink's windows from ``Sent``, the uplink's from
+            its mobiles' BAND; a move: MOVE to every mobile each MOVE_EVERY_S till its
+            moment, then both radios switch; HERE to every mobile each HERE_S.
+    mobile  its follower: a MOVE or HERE heard, both radios switch at its moment; nothing
+            heard for a while, the RX radio searches; its BAND each REPORT_S (or sooner
+            while its uplink fails), with ``Sent``'s counts.
+"""
+
+from __future__ import annotations
+
+import math
+import socket
+from typing import Any
+
+from longge.config import NodeConfig
+from longge.daemon.messages import Say, Sent, SwitchAt, send
+from longge.daemon.radio_owner import RadioOwner
+from longge.protocol import channel_control as cc
+from longge.protocol.actions import Channel
+from longge.protocol.band import Band
+from longge.protocol.channel_follow import RX, TX, ChannelFollower, Reporting, Switch
+from longge.protocol.channel_plan import DOWNLINK, UPLINK, ChannelPlan
+from longge.protocol.peer import PeerReceiver, PeerTable
+
+#: A dwell on another channel every DWELL_EVERY_S while the RX radio is idle (nothing came
+#: for IDLE_S), and at least every DWELL_BUSY_S when it is not: a frame that comes while it is
+#: away (about 0.5 ms) is sent again by the sender's retries (ESB) or its ARQ.
+DWELL_EVERY_S = 0.01
+DWELL_BUSY_S = 0.25
+IDLE_S = 0.005
+#: The base's HERE to each mobile (its keepalive while the link may move), and its MOVE
+#: again and again till the move's moment.
+HERE_S = 0.25
+MOVE_EVERY_S = 0.01
+
+
+class RxAgility:
+    """The RX process's part of a link that moves."""
+
+    def __init__(self, cfg: NodeConfig, owner: RadioOwner, pair: socket.socket, now: float):
+        self.owner, self.pair = owner, pair
+        self.base = cfg.role == "base"
+        # the link's (uplink, downlink): a base's RX radio is on the uplink, a mobile's on
+        # the downlink
+        if self.base:
+            up, down = cfg.rx_channel, cfg.tx_channel
+        else:
+            up, down = cfg.tx_channel, cfg.rx_channel
+        self.band = Band(cfg.channels)
+        self.plan = ChannelPlan(self.band, up, down, now) if self.base else None
+        self.follower = None if self.base else ChannelFollower((up, down), cfg.channels, now)
+        self.reporting = None if self.base else Reporting(now)
+        self.last_frame = -math.inf
+        self._last_dwell = -math.inf
+        self._next_here = now
+        self._next_move = now
+        self._sent: tuple[int, int] | None = None
+        self._heard: dict[int, float | None] = {}
+        self.said = self.unsaid = 0
+
+    # -- the link's channels --------------------------------------------------------------------
+    def channels(self) -> tuple[int, int]:
+        """(uplink, downlink) as this node has them now."""
+        if self.plan is not None:
+            return self.plan.uplink, self.plan.downlink
+        assert self.follower is not None
+        return self.follower.uplink, self.follower.downlink
+
+    # -- what comes in --------------------------------------------------------------------------
+    def sent(self, msg: Sent, now: float) -> None:
+        """Our TX process's counts since it began: the changes go to the plan (the downlink's
+        windows) or the mobile's report (the uplink's)."""
+        last, self._sent = self._sent, (msg.attempts, msg.failures)
+        if last is None or msg.attempts < last[0] or msg.failures < last[1]:
+            return  # (the first, or a TX process started again: counted from here)
+        attempts, failures = msg.attempts - last[0], msg.failures - last[1]
+        if self.plan is not None:
+            self.plan.sent(DOWNLINK, attempts, failures, now)
+        elif self.reporting is not None:
+            self.reporting.sent(attempts, failures)
+
+    def frame(self, now: float) -> None:
+        """A frame came (the RX radio is busy: no dwell just now)."""
+        self.last_frame = now
+
+    # -- each turn ------------------------------------------------------------------------------
+    def turn(self, table: PeerTable[PeerReceiver], now: float) -> None:
+        if self.plan is not None:
+            self._base(table, now)
+        else:
+            self._mobile(table, now)
+        self._dwell(now)
+
+    def _base(self, table: PeerTable[PeerReceiver], now: float) -> None:
+        plan = self.plan
+        assert plan is not None
+        for peer in table:
+            if peer.band_heard is not None:
+                report, at = peer.band_heard
+                peer.band_heard = None
+                plan.sent(UPLINK, report.attempts, report.failures, at)
+                self.band.peer_levels(report.levels, at)
+                plan.peer_near(report.near, at)
+        if plan.pending is not None and now >= plan.pending.at:
+            plan.done(now)
+        elif plan.pending is None:
+            move = plan.step(now)
+            if move is not None:
+                self.owner.schedule(move.at, Channel(move.uplink))
+                self._tell(SwitchAt(move.downlink, move.uplink, move.at))
+                self._next_move = now
+        p = plan.pending
+        if p is not None and now >= self._next_move:
+            self._next_move = now + MOVE_EVERY_S
+            for peer in table:
+                self._say(peer.index, cc.move_message(p.seq, p.uplink, p.downlink, p.at - now))
+        if now >= self._next_here:
+            self._next_here = now + HERE_S
+            nxt = plan.announce(now)
+            for peer in table:
+                self._say(peer.index, cc.here_message(plan.seq, plan.uplink, plan.downlink, nxt))
+
+    def _mobile(self, table: PeerTable[PeerReceiver], now: float) -> None:
+        follower, reporting = self.follower, self.reporting
+        assert follower is not None and reporting is not None
+        base = table.peers[0]
+        switches: list[Switch] = []
+        if base.last_heard is not None and base.last_heard != self._heard.get(0):
+            self._heard[0] = base.last_heard
+            switches += follower.heard(base.last_heard)
+        if base.move_heard is not None:
+            move, at = base.move_heard
+            base.move_heard = None
+            switches += follower.move(move, at)
+        if base.here_heard is not None:
+            here, at = base.here_heard
+            base.here_heard = None
+            switches += follower.here(here, at)
+        switches += follower.step(now)
+        self._switch(switches, now)
+        counts = reporting.take(now)
+        if counts is not None:
+            up, down = self.channels()
+            busy, total = self.band.near((up, down), now - 1.0)
+            near = busy / total if total else None
+            self._say(0, cc.band_message(*counts, near, self.band.levels(now)))
+
+    def _switch(self, switches: list[Switch], now: float) -> None:
+        """The follower's switches: the RX radio's ours (now, or at their moment), the TX
+        radio's told to the TX process."""
+        for s in switches:
+            if s.radio == RX:
+                if s.at <= now:
+                    self.owner.apply(Channel(s.channel))
+                else:
+                    self.owner.schedule(s.at, Channel(s.channel))
+            elif s.radio == TX:
+                assert self.follower is not None
+                self._tell(SwitchAt(s.channel, self.follower.downlink, s.at))
+
+    def _dwell(self, now: float) -> None:
+        """A reading of the power detector on another channel, when it is time (and the radio
+        idle, or it has been long)."""
+        if self.follower is not None and self.follower.searching:
+            return  # (the RX radio listens elsewhere now: the search's)
+        if now - self._last_dwell < DWELL_EVERY_S:
+            return
+        if now - self.last_frame < IDLE_S and now - self._last_dwell < DWELL_BUSY_S:
+            return
+        channel = self.band.next_channel(self.channels())
+        if channel is None:
+            return
+        busy = self.owner.read_power(channel)
+        self._last_dwell = now
+        if busy is not None:
+            self.band.reading(channel, busy, now)
+
+    def _say(self, peer: int, packet: bytes) -> None:
+        if send(self.pair, Say(peer, packet)):
+            self.said += 1
+        else:
+            self.unsaid += 1
+
+    def _tell(self, msg: SwitchAt) -> None:
+        if not send(self.pair, msg):
+            self.unsaid += 1
+
+    # -- the pump's questions -------------------------------------------------------------------
+    def wake_at(self, now: float) -> float | None:
+        soonest = self._last_dwell + DWELL_EVERY_S
+        if self.plan is not None:
+            soonest = min(soonest, self._next_here)
+            if self.plan.pending is not None:
+                soonest = min(soonest, self._next_move, self.plan.pending.at)
+        else:
+            assert self.follower is not None and self.reporting is not None
+            for part in (self.follower, self.reporting):
+                at = part.wake_at(now)
+                if at is not None:
+                    soonest = min(soonest, at)
+        return soonest
+
+    def stats(self, now: float) -> dict[str, Any]:
+        part = self.plan if self.plan is not None else self.follower
+        assert part is not None
+        return {
+            **part.stats(now),
+            "band": self.band.stats(now),
+            "dwells": self.owner.dwells,
+            "said": self.said,
+            "unsaid": self.unsaid,
+        }

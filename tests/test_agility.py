@@ -1,0 +1,73 @@
+"""A link that moves off a busy channel (``[radio] agile = true``; docs/design.md §6), with
+the daemons over the emulated air: Wi-Fi switched on over both of the link's channels, the
+ends move together out of its reach and carry packets again; a link that is not agile stays
+where it is."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import pytest
+from daemonlink import Link, make_link
+
+from longge.air import control
+from longge.radio.options import RadioOptions
+
+AGILE = {"agile": True}
+WIFI_13 = "wifi:13:0.5"  # (nRF channels 61..83: the link's 76 and 81)
+
+
+def channels(lk: Link) -> tuple[Any, Any]:
+    """(the base's plan, the mobile's following) as their RX processes report them."""
+    b = lk.base.status()["rx"].get("channels") or {}
+    m = lk.mobile.status()["rx"].get("channels") or {}
+    return b, m
+
+
+def moved_out(lk: Link, seconds: float) -> tuple[Any, Any]:
+    """Pump the link (packets both ways) until both ends are out of Wi-Fi 13's reach."""
+    end = time.monotonic() + seconds
+    b, m = channels(lk)
+    while time.monotonic() < end:
+        lk.send_for(0.3, 600)
+        b, m = channels(lk)
+        ends = (b.get("uplink"), b.get("downlink"), m.get("uplink"), m.get("downlink"))
+        if all(isinstance(c, int) and c < 61 for c in ends):
+            return b, m
+    return b, m
+
+
+@pytest.mark.parametrize("mode", ["esb", "stream"])
+def test_wifi_over_the_link_moves_both_ends_together_and_packets_go_through_again(
+    air_path: str, tmp_path: os.PathLike[str], mode: str
+) -> None:
+    radio = RadioOptions(mode=mode, ard_us=250, arc=3)
+    with make_link(air_path, str(tmp_path), radio, mobile_extra=AGILE, base_extra=AGILE) as lk:
+        end = time.monotonic() + 15.0  # (a clean band read a while: a sweep takes a second)
+        b, m = channels(lk)
+        while time.monotonic() < end and not (b and m and m["band"]["known"] > 40):
+            lk.send_for(0.5, 600)
+            b, m = channels(lk)
+        assert (b["uplink"], b["downlink"]) == (76, 81) and m["band"]["known"] > 40, (b, m)
+        assert m["searching"] is False and m["uplink"] == 76
+        control.apply(air_path, {}, interferer=WIFI_13)
+        b, m = moved_out(lk, 12.0)
+        assert b["uplink"] < 61 and b["downlink"] < 61, (b, m)
+        assert (m["uplink"], m["downlink"]) == (b["uplink"], b["downlink"]), (b, m)
+        assert b["judged"]["downlink"]["moves"] + b["judged"]["uplink"]["moves"] >= 1
+        sent, got = lk.send_for(2.0, 600)
+        assert len(got) >= 0.9 * len(sent), (len(sent), len(got), b, m)
+
+
+def test_a_link_that_is_not_agile_stays_where_it_is(
+    air_path: str, tmp_path: os.PathLike[str]
+) -> None:
+    with make_link(air_path, str(tmp_path), RadioOptions(ard_us=250, arc=3)) as lk:
+        control.apply(air_path, {}, interferer=WIFI_13)
+        lk.send_for(2.0, 600)
+        b, m = channels(lk)
+        assert b == {} and m == {}  # (no part of it runs)
+        st = lk.base.status()["radio"]
+        assert (st["tx_channel"], st["rx_channel"]) == (81, 76)
