@@ -330,7 +330,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "name",
         help="tcp-vs-udp, loss, window, parallel, multiplex, cc, mode, multinode, adaptive, "
-        "adaptive-stream, hostile, all, list",
+        "adaptive-stream, hostile, agility, all, list",
     )
     p.add_argument("--quick", action="store_true", help="fewer points, shorter trials")
     p.add_argument(

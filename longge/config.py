@@ -141,11 +141,9 @@ class NodeConfig:
     # Unset (-1 and b""): the role's side of the default pair, so two default configs talk.
     tx_channel: int = -1
     rx_channel: int = -1
-    #: the channels the link may use (its home pair, tx/rx_channel above, among them) and
-    #: whether it moves off a busy one by itself (docs/design.md §6; false: it stays where
-    #: it is, pinned)
+    #: the channels the link may use (its home pair, tx/rx_channel above, among them, when it
+    #: moves off a busy one by itself: radio.agile, docs/design.md §6)
     channels: tuple[int, ...] = tuple(range(ISM_MAX_CHANNEL + 1))
-    agile: bool = False
     default_route: bool = False
     routes: tuple[str, ...] = ()
     nat: bool = True
@@ -181,9 +179,7 @@ class NodeConfig:
         )
         if not ok or not self.channels:
             raise ConfigError("radio.channels", channels_text(self.channels), why)
-        if not isinstance(self.agile, bool):
-            raise ConfigError("radio.agile", self.agile, "true or false")
-        if self.agile:
+        if self.radio.agile:
             home = [c for c in (self.tx_channel, self.rx_channel) if c not in self.channels]
             if home:
                 raise ConfigError(

@@ -47,7 +47,7 @@ _NODE_KEYS = {
         "control",
         "keepalive_s",
     },
-    "radio": {"backend", "pa_level", "tx_channel", "rx_channel", "channels", "agile"},
+    "radio": {"backend", "pa_level", "tx_channel", "rx_channel", "channels"},
     "sim": {"air", "air_name"},
     "mobile": {"default_route", "routes"},
     "base": {"nat", "uplink"},

@@ -15,7 +15,6 @@ from daemonlink import Link, make_link
 from longge.air import control
 from longge.radio.options import RadioOptions
 
-AGILE = {"agile": True}
 WIFI_13 = "wifi:13:0.5"  # (nRF channels 61..83: the link's 76 and 81)
 
 
@@ -43,8 +42,8 @@ def moved_out(lk: Link, seconds: float) -> tuple[Any, Any]:
 def test_wifi_over_the_link_moves_both_ends_together_and_packets_go_through_again(
     air_path: str, tmp_path: os.PathLike[str], mode: str
 ) -> None:
-    radio = RadioOptions(mode=mode, ard_us=250, arc=3)
-    with make_link(air_path, str(tmp_path), radio, mobile_extra=AGILE, base_extra=AGILE) as lk:
+    radio = RadioOptions(mode=mode, ard_us=250, arc=3, agile=True)
+    with make_link(air_path, str(tmp_path), radio) as lk:
         end = time.monotonic() + 15.0  # (a clean band read a while: a sweep takes a second)
         b, m = channels(lk)
         while time.monotonic() < end and not (b and m and m["band"]["known"] > 40):
@@ -71,3 +70,36 @@ def test_a_link_that_is_not_agile_stays_where_it_is(
         assert b == {} and m == {}  # (no part of it runs)
         st = lk.base.status()["radio"]
         assert (st["tx_channel"], st["rx_channel"]) == (81, 76)
+
+
+def test_a_restarted_node_starts_where_its_link_was(tmp_path: os.PathLike[str]) -> None:
+    """The link's channels are kept in the state folder when they move; a node started
+    again starts there (both its radios), not at home; a kept pair it may not use is not."""
+    import socket
+
+    from longge.config import NodeConfig, PeerConfig
+    from longge.daemon.agility import RxAgility
+    from longge.daemon.messages import SwitchAt, received
+    from longge.daemon.radio_owner import RadioOwner
+
+    cfg = NodeConfig(
+        role="mobile",
+        state_dir=str(tmp_path),
+        radio=RadioOptions(agile=True),
+        peers=(PeerConfig(key=bytes(32)),),
+    )
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    theirs.setblocking(False)
+    first = RxAgility(cfg, RadioOwner(), ours, 0.0)
+    assert first.channels() == (76, 81) and not list(received(theirs))
+    assert first.follower is not None
+    first.follower.uplink, first.follower.downlink = 38, 0  # (as a move leaves them)
+    first._keep()
+    owner = RadioOwner()
+    again = RxAgility(cfg, owner, ours, 5.0)
+    assert again.channels() == (38, 0) and owner.link_channel == 0
+    assert list(received(theirs)) == [SwitchAt(38, 0, 5.0)]  # (the TX radio's, at once)
+    (tmp_path / f"{cfg.tun}.channels").write_text('{"uplink": 200, "downlink": 0}')
+    assert RxAgility(cfg, RadioOwner(), ours, 6.0).channels() == (76, 81)
+    ours.close()
+    theirs.close()

@@ -61,6 +61,7 @@ RUNS: dict[str, list[str]] = {
         "test_commands_run.py::test_experiment_multinode_and_plot",
         "test_commands_run.py::test_experiment_adaptive_stream",
         "test_commands_run.py::test_experiment_hostile",
+        "test_commands_run.py::test_experiment_agility",
     ],
     "experiment mode": ["test_commands_run.py::test_experiment_mode_from_nothing"],
     "experiment list": ["test_commands.py::test_experiment_list_names_every_experiment"],
@@ -273,7 +274,7 @@ def test_experiment_list_names_every_experiment() -> None:
 
     r = run_cli("experiment", "list")
     assert r.returncode == 0, r.stderr
-    for name in [*EXPERIMENTS, "multinode", "adaptive", "adaptive-stream", "hostile"]:
+    for name in [*EXPERIMENTS, "multinode", "adaptive", "adaptive-stream", "hostile", "agility"]:
         assert re.search(rf"^\s+{re.escape(name)}\s", r.stdout, re.M), name
 
 

@@ -217,6 +217,24 @@ def test_experiment_hostile(tmp_path: Path) -> None:
     assert_nothing_left()
 
 
+def test_experiment_agility(tmp_path: Path) -> None:
+    """Wi-Fi switched on over an agile link's channels, then onto its new ones, then off: the
+    link moves (and the experiment says where, when and why). Its times are the
+    experiment's verdict, not this test's."""
+    testbed.down()
+    out = tmp_path / "out"
+    ok(cli("experiment", "agility", "--values", "esb", "-t", "6", "--out", str(out)))
+    has(out, "summary.json", "agility.json", "agility.csv", "agility.png")
+    rows = json.loads((out / "agility.json").read_text())["rows"]
+    assert [r["phase"] for r in rows] == ["clean", "wifi", "follow", "off"]
+    clean, wifi, follow, off = rows
+    assert clean["moves"] == 0 and clean["goodput_bps"] > 0
+    assert wifi["moves"] >= 1 and wifi["downlink"] < 61, wifi  # (out of Wi-Fi 13's reach)
+    assert follow["moves"] >= 1, follow
+    assert off["moves"] == 0, off
+    assert_nothing_left()
+
+
 def test_testbed_up_serial_links_over_usb_modems() -> None:
     """The mobile on two emulated USB modems (the AVR firmware built for the host)."""
     testbed.down()

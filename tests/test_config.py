@@ -504,7 +504,7 @@ def test_the_allowed_channels_read_as_ranges_or_a_list_and_write_back_as_ranges(
     f.write_text("[security]\ninsecure = true\n[radio]\nchannels = [9, 2, 2]\n")
     assert configfile.load(f).channels == (2, 9)
     assert config.NodeConfig(insecure=True).channels == tuple(range(84))  # (the ISM band)
-    assert not config.NodeConfig(insecure=True).agile  # (pinned unless asked: design.md §6)
+    assert not config.NodeConfig(insecure=True).radio.agile  # (pinned unless asked: design.md §6)
 
 
 @pytest.mark.parametrize(

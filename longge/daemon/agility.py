@@ -20,8 +20,12 @@ its radio's owner). messages.py carries them.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import math
+import os
 import socket
+from pathlib import Path
 from typing import Any
 
 from longge.config import NodeConfig
@@ -54,13 +58,23 @@ class RxAgility:
         self.base = cfg.role == "base"
         # the link's (uplink, downlink): a base's RX radio is on the uplink, a mobile's on
         # the downlink
-        if self.base:
-            up, down = cfg.rx_channel, cfg.tx_channel
-        else:
-            up, down = cfg.tx_channel, cfg.rx_channel
+        mine = cfg.tx_channel, cfg.rx_channel
+        home = mine[::-1] if self.base else mine
+        #: where the link's channels are kept across restarts (a restarted node starts where
+        #: its link was, not at home)
+        self.kept = Path(cfg.state_dir) / f"{cfg.tun}.channels"
+        up, down = self._kept(cfg.channels) or home
         self.band = Band(cfg.channels)
         self.plan = ChannelPlan(self.band, up, down, now) if self.base else None
-        self.follower = None if self.base else ChannelFollower((up, down), cfg.channels, now)
+        self.follower = (
+            None if self.base else ChannelFollower(home, cfg.channels, now, current=(up, down))
+        )
+        self.keep_failed = 0
+        self.said = self.unsaid = 0
+        if (up, down) != home:  # (both radios where the link was)
+            tx, rx = (down, up) if self.base else (up, down)
+            owner.link_channel = rx  # (the radio is set up there: RadioOwner.set_up)
+            self._tell(SwitchAt(tx, rx, now))
         self.reporting = None if self.base else Reporting(now)
         self.last_frame = -math.inf
         self._last_dwell = -math.inf
@@ -68,7 +82,7 @@ class RxAgility:
         self._next_move = now
         self._sent: tuple[int, int] | None = None
         self._heard: dict[int, float | None] = {}
-        self.said = self.unsaid = 0
+        self._was = (up, down)
 
     # -- the link's channels --------------------------------------------------------------------
     def channels(self) -> tuple[int, int]:
@@ -101,6 +115,7 @@ class RxAgility:
             self._base(table, now)
         else:
             self._mobile(table, now)
+        self._keep()
         self._dwell(now)
 
     def _base(self, table: PeerTable[PeerReceiver], now: float) -> None:
@@ -196,6 +211,30 @@ class RxAgility:
     def _tell(self, msg: SwitchAt) -> None:
         if not send(self.pair, msg):
             self.unsaid += 1
+
+    def _keep(self) -> None:
+        """The link's channels, written where a restarted node finds them (when they moved)."""
+        now = self.channels()
+        if now == self._was:
+            return
+        self._was = now
+        tmp = self.kept.with_suffix(".tmp")
+        try:
+            tmp.write_text(json.dumps({"uplink": now[0], "downlink": now[1]}))
+            os.replace(tmp, self.kept)
+        except OSError:
+            self.keep_failed += 1  # (a read-only state folder: the link works, a restart
+            with contextlib.suppress(OSError):  # starts at home and searches)
+                tmp.unlink()
+
+    def _kept(self, allowed: tuple[int, ...]) -> tuple[int, int] | None:
+        try:
+            saved = json.loads(self.kept.read_text())
+            up, down = saved["uplink"], saved["downlink"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        fine = type(up) is int and type(down) is int and up in allowed and down in allowed
+        return (up, down) if fine and abs(up - down) >= 2 else None
 
     # -- the pump's questions -------------------------------------------------------------------
     def wake_at(self, now: float) -> float | None:

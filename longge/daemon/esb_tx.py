@@ -64,7 +64,7 @@ class EsbSending(UplinkSending):
         self.queues = queues
         self.c = c
         self.owner = owner
-        self.agile = cfg.agile  # (the RX process's agility.py: Say and SwitchAt come)
+        self.agile = cfg.radio.agile  # (the RX process's agility.py: Say and SwitchAt come)
         self.adapt = EsbAdaptation()  # (adapt = true: retries, and with one peer the rate)
         self._fifo_empty = TxFifoEmpty()  # (the adaptation's question, of this turn's radio)
         self.storm = 0  # MAX_RT in a row, without a frame acknowledged in between

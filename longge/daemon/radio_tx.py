@@ -127,7 +127,7 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> Non
             link_control(child, table)
         if child.stats_due(now):
             child.send_stats(out.stats(radio, now))
-        if cfg.agile and now - sent_at >= SENT_EVERY_S:
+        if cfg.radio.agile and now - sent_at >= SENT_EVERY_S:
             sent_at = now
             send(pair, Sent(*out.fates(radio)))
         pump.wait(radio, now)

@@ -69,12 +69,40 @@ def node_text(st: dict[str, Any]) -> str:
             _security_line(tx, rx),
             *_uplink_line(tx.get("uplink")),
             *_adapt_line(tx.get("adapt"), rx.get("adapt")),
+            *_channels_line(rx.get("channels")),
             f"  procs  {procs}; radios waited on: tx {tx.get('waits_on', '?')}, "
             f"rx {rx.get('waits_on', '?')}",
             *_forwarding_lines(st.get("forwarding")),
             *_peer_lines(st.get("peers")),
         ]
     )
+
+
+def _channels_line(ch: object) -> list[str]:
+    """With ``agile``: the link's channels now, its moves and the last one's why, the band."""
+    if not isinstance(ch, dict):
+        return []
+    band: dict[str, Any] = ch["band"] if isinstance(ch.get("band"), dict) else {}
+    recent = ch.get("recent") or []
+    last = recent[-1] if recent and isinstance(recent[-1], list) and len(recent[-1]) == 3 else None
+    why = f"; last: {last[2]} ({_number(last[1], '.1f')} s ago)" if last else ""
+    searching = " SEARCHING for the base" if ch.get("searching") else ""
+    busy = band.get("busy") or []
+    return [
+        f"  moves  uplink {ch.get('uplink')} / downlink {ch.get('downlink')}{searching}, "
+        f"move {ch.get('seq')}{why}; band: {band.get('known', 0)} channels known, busy "
+        f"{_channel_runs(busy) if busy else 'none'}, {ch.get('dwells', 0)} dwells"
+    ]
+
+
+def _channel_runs(channels: list[Any]) -> str:
+    runs: list[list[int]] = []
+    for c in sorted(c for c in channels if isinstance(c, int)):
+        if runs and c == runs[-1][1] + 1:
+            runs[-1][1] = c
+        else:
+            runs.append([c, c])
+    return ",".join(f"{a}-{b}" if a != b else str(a) for a, b in runs)
 
 
 def _adapt_line(adapt: object, rx: object = None) -> list[str]:

@@ -41,8 +41,9 @@ _CTX = mp.get_context("fork")
 RESTART_AFTER_S = 0.3
 PEER_SILENT_S = 3.0
 #: Radio settings that can change while the link runs (RadioOptions fields + channels). A
-#: change of ``mode`` restarts the radio processes (see Supervisor.set_radio).
-LIVE_KEYS = {*LINK_KEYS, *CHANNEL_KEYS, "adapt"}
+#: change of ``mode`` restarts the radio processes (see Supervisor.set_radio). Not ``agile``:
+#: the RX process's part of it is made when the process starts (a daemon restarted with it).
+LIVE_KEYS = {*LINK_KEYS, *CHANNEL_KEYS, "adapt"} - {"agile"}
 
 
 #: What the RX process says (child.py) and what the TX process is told: the peer's sender is
@@ -303,8 +304,15 @@ class Supervisor:
                     w.conn.send(("set", dict(options)))
         return {"ok": True, "radio": self.radio_settings()}
 
-    def radio_settings(self) -> dict[str, Any]:
+    def radio_settings(self, rx: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The radios' settings; their channels as the link has them now (``rx``: the RX
+        process's status, whose ``channels`` an agile link's moves change), else as set."""
         r = self.cfg.radio
+        tx_channel, rx_channel = self.cfg.tx_channel, self.cfg.rx_channel
+        now = (rx or {}).get("channels")
+        if isinstance(now, dict) and isinstance(now.get("uplink"), int):
+            up, down = now["uplink"], now.get("downlink", rx_channel)
+            tx_channel, rx_channel = (down, up) if self.cfg.role == "base" else (up, down)
         return {
             "backend": self.cfg.backend,
             "rate": r.rate,
@@ -316,9 +324,10 @@ class Supervisor:
             "crc": r.crc,
             "mode": r.mode,
             "adapt": r.adapt,
+            "agile": r.agile,
             "pa_level": self.cfg.pa_level,
-            "tx_channel": self.cfg.tx_channel,
-            "rx_channel": self.cfg.rx_channel,
+            "tx_channel": tx_channel,
+            "rx_channel": rx_channel,
             "tx_address": self.cfg.peers[0].tx_address.decode(errors="replace"),
             "rx_address": self.cfg.peers[0].rx_address.decode(errors="replace"),
         }
@@ -365,7 +374,7 @@ class Supervisor:
             "forwarding": FORWARDING.get(self.cfg.tun) if self.cfg.role == "base" else None,
             "link": link,
             "peer_last_heard_s": heard,
-            "radio": self.radio_settings(),
+            "radio": self.radio_settings(rx),
             "mode_changes": self.mode_changes,
             "control": (
                 self._control.counts()

@@ -41,6 +41,7 @@ from longge.measure.experiments import write_rows
 from longge.measure.hostile_radio import ATTACKS, OUT_OF_SCOPE, Attacker, attacks_for
 from longge.measure.model import udp_goodput_bps
 from longge.measure.results import ResultsDir
+from longge.measure.udp_count import DATAGRAM, RECEIVER, SENDER
 from longge.protocol.secure import OVERHEAD
 from longge.radio.options import RadioOptions
 from longge.testbed_spec import node_socket
@@ -60,65 +61,8 @@ OFFER_SHARE = 1.1
 #: An attack keeps the link when its goodput is at least this share of the none phases'.
 TARGET = 0.90
 PORT = 9000
-SLICE_S = 0.25
 #: The first part of a phase is not counted (the attack's start, the queues' new level).
 SKIP_S = 1.0
-DATAGRAM = 1400
-
-#: The mobile's sender (argv: bit/s, seconds, host, port): numbered datagrams.
-SENDER = """
-import socket, struct, sys, time
-rate, seconds, host, port = float(sys.argv[1]), float(sys.argv[2]), sys.argv[3], int(sys.argv[4])
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-pattern = bytes(range(256)) * 7
-gap, n = 1400 * 8 / rate, 0
-t = time.monotonic()
-end = t + seconds
-while t < end:
-    body = pattern[n % 256 : n % 256 + 1392]
-    try:
-        s.sendto(struct.pack(">Q", n) + body, (host, port))
-    except OSError:
-        pass
-    n += 1
-    t += gap
-    d = t - time.monotonic()
-    if d > 0:
-        time.sleep(d)
-"""
-#: The base's receiver (argv: host, port, seconds): one JSON line per slice with the bytes
-#: of genuine datagrams, and the datagrams that came again (from the same sender) or not as
-#: sent.
-RECEIVER = """
-import json, signal, socket, struct, sys, time
-signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-s.bind((sys.argv[1], int(sys.argv[2])))
-s.settimeout(0.05)
-pattern = bytes(range(256)) * 7
-seen, end = set(), time.monotonic() + float(sys.argv[3])
-good = again = bad = 0
-next_t = time.monotonic() + 0.25
-while time.monotonic() < end:
-    try:
-        data, peer = s.recvfrom(4096)
-    except socket.timeout:
-        data = None
-    if data is not None:
-        n = struct.unpack(">Q", data[:8])[0] if len(data) == 1400 else -1
-        if n < 0 or data[8:] != pattern[n % 256 : n % 256 + 1392]:
-            bad += 1
-        elif (peer, n) in seen:
-            again += 1
-        else:
-            seen.add((peer, n))
-            good += len(data)
-    now = time.monotonic()
-    if now >= next_t:
-        print(json.dumps([now, good, again, bad]), flush=True)
-        good = again = bad = 0
-        next_t += 0.25
-"""
 
 
 def bound_bps(mode: str) -> float:

@@ -35,7 +35,17 @@ from longge.radio.constants import RATE_BY_NAME, rf24_crclength_e
 from longge.radio.interface import Radio
 
 #: The RadioOptions fields that describe the link itself (both nodes must agree on them).
-LINK_KEYS = ("rate", "ard_us", "arc", "auto_ack", "payload", "address_width", "crc", "mode")
+LINK_KEYS = (
+    "rate",
+    "ard_us",
+    "arc",
+    "auto_ack",
+    "payload",
+    "address_width",
+    "crc",
+    "mode",
+    "agile",
+)
 #: The link modes: esb (Enhanced ShockBurst: the chips acknowledge every frame) and stream
 #: (auto-ack off, LongGe's own ARQ over the reverse channel: docs/design.md §4).
 MODES = ("esb", "stream")
@@ -62,6 +72,9 @@ class RadioOptions:
     #: the daemon chooses the retries itself (ESB: ARD and ARC from its frames' fate;
     #: protocol/adapt.py): ard_us and arc are then where it starts from
     adapt: bool = False
+    #: the link moves off a busy channel by itself (docs/design.md §6; both nodes; off: it
+    #: stays on its channels, pinned)
+    agile: bool = False
 
     def __post_init__(self) -> None:
         # Types first: a config file or a control request can carry any JSON/TOML value, and
@@ -70,7 +83,7 @@ class RadioOptions:
             value = getattr(self, key)
             if not isinstance(value, int) or isinstance(value, bool):
                 raise ConfigError(key, value, "a whole number")
-        for key in ("auto_ack", "adapt"):
+        for key in ("auto_ack", "adapt", "agile"):
             if not isinstance(getattr(self, key), bool):
                 raise ConfigError(key, getattr(self, key), "true or false")
         if not isinstance(self.mode, str) or self.mode not in MODES:
@@ -186,6 +199,14 @@ def add_radio_arguments(
             default=argparse.SUPPRESS,
             help="retries as set (--ard-us, --arc)",
         )
+    if not only_given:  # (not live: the RX process's part is made when it starts)
+        g.add_argument(
+            "--agile",
+            action="store_true",
+            default=False,
+            help="the link moves off a busy channel by itself (both nodes: a base moves its "
+            "mobiles; status shows each move and why)",
+        )
     if channels:
         g.add_argument(
             "--channel",
@@ -227,6 +248,7 @@ def options_from_args(ns: argparse.Namespace) -> RadioOptions:
         channel=ns.channel,
         mode=ns.mode,
         adapt=getattr(ns, "adapt", False),
+        agile=getattr(ns, "agile", False),
     )
 
 
