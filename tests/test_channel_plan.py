@@ -46,7 +46,8 @@ def test_a_failing_downlink_with_wifi_beside_it_moves_far_away_at_a_moment_ahead
     band = Band(ISM)
     quiet_band(band, 0.0)
     plan = ChannelPlan(band, 76, 81, 0.0)
-    now = fail(plan, DOWNLINK, BAD_WINDOWS - 1, 1.0)
+    now = fail(plan, UPLINK, 1, 1.0, q=0.0)  # (the uplink does well: it stays)
+    now = fail(plan, DOWNLINK, BAD_WINDOWS - 1, now)
     wifi_beside(band, now)
     assert plan.step(now) is None  # (one bad window: not yet)
     now = fail(plan, DOWNLINK, 1, now)
@@ -79,6 +80,7 @@ def test_a_move_that_did_not_help_holds_both_directions_back_for_a_doubling_wait
     waits = []
     now = 1.0
     for _ in range(8):
+        now = fail(plan, UPLINK, 1, now, q=0.0)  # (the uplink does well: it stays)
         now = fail(plan, DOWNLINK, BAD_WINDOWS, now)
         wifi_beside(band, now, (plan.uplink, plan.downlink))
         move = plan.step(now)
@@ -102,7 +104,8 @@ def test_a_move_that_helped_sets_the_wait_back_and_is_recorded() -> None:
     band = Band(ISM)
     quiet_band(band, 0.0)
     plan = ChannelPlan(band, 76, 81, 0.0)
-    now = fail(plan, UPLINK, BAD_WINDOWS, 1.0)
+    now = fail(plan, DOWNLINK, 1, 1.0, q=0.0)  # (the downlink does well: it stays)
+    now = fail(plan, UPLINK, BAD_WINDOWS, now)
     wifi_beside(band, now)
     move = plan.step(now)
     assert move is not None and move.downlink == 81 and abs(move.uplink - 76) > 11
@@ -113,6 +116,19 @@ def test_a_move_that_helped_sets_the_wait_back_and_is_recorded() -> None:
     assert judged["helped"] == 1 and judged["not_helped"] == 0  # type: ignore[index]
     assert plan.wait == WAIT_S
     assert any("kept" in what for _, _, what in plan.decisions.listed(now))
+
+
+def test_a_direction_with_no_window_near_a_failing_one_moves_with_it() -> None:
+    """Stream mode's downlink carries the uplink's ACKs and little else: no window of its
+    own; 5 channels from an uplink under Wi-Fi, it goes with it."""
+    band = Band(ISM)
+    quiet_band(band, 0.0)
+    plan = ChannelPlan(band, 76, 81, 0.0)
+    now = fail(plan, UPLINK, BAD_WINDOWS, 2.0)
+    wifi_beside(band, now)
+    move = plan.step(now)
+    assert move is not None and move.downlink != 81 and move.uplink != 76
+    assert "no window" in move.why
 
 
 def test_nowhere_quieter_nothing_moves() -> None:

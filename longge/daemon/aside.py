@@ -103,7 +103,7 @@ class MobileAside:
     ) -> None:
         self.owner = owner
         self.queues = queues  # (a packet queued: its time to try here wakes the pump)
-        self.own, self.other = own_channel, aside_channel
+        self.configured = own_channel, aside_channel  # (the owner's, once the link moved)
         self.retries = retries  # (the retries in force on the uplink's channel)
         self.ard = ard  # (ard_step)
         self.on = False  # the TX radio is on the downlink's channel
@@ -166,7 +166,8 @@ class MobileAside:
                 self.counters.aside_packets += 1
             # one attempt a frame: the base may be sending, and retries that met its frames
             # again and again ended them in MAX_RT (a reply lost)
-            self.owner.apply(Channel(self.other), Retries(self.ard, 0))
+            other = self.owner.others_channel(self.configured[1])
+            self.owner.apply(Channel(other), Retries(self.ard, 0))
             self.on, self.again = True, False
         loaded = 0
         while peer.frames and self.pace.has_token() and radio.is_fifo(True) != FIFO_FULL:
@@ -200,7 +201,7 @@ class MobileAside:
             return True
         if waiting and self.packet and self.pace.again_now(now):
             return False  # (its next frames go here)
-        self.owner.apply(Channel(self.own), self.retries())
+        self.owner.apply(Channel(self.owner.own_channel(self.configured[0])), self.retries())
         self.on = False
         return True
 
@@ -297,7 +298,7 @@ class StreamAside:
             if self.left <= 0 and not self._acks_here(control, now):
                 return 0
             self.owner.apply(
-                Channel(self.cfg.rx_channel),
+                Channel(self.owner.others_channel(self.cfg.rx_channel)),
                 AutoAck(0, True),  # (the base's chip acknowledges there)
                 Retries(ard_step(self.cfg), ASIDE_ARC),
             )
@@ -358,7 +359,9 @@ class StreamAside:
             return False  # (its next frames go here)
         opts = self.cfg.radio
         self.owner.apply(
-            Channel(self.cfg.tx_channel), AutoAck(0, opts.acked), Retries(opts.ard_step, opts.arc)
+            Channel(self.owner.own_channel(self.cfg.tx_channel)),
+            AutoAck(0, opts.acked),
+            Retries(opts.ard_step, opts.arc),
         )
         self.on = False
         return True

@@ -394,9 +394,10 @@ class EsbSending(UplinkSending):
 
     def fates(self, radio: LinkRadio | None) -> tuple[int, int]:
         """Our attempts and failed ones since we began (agility.py's ``Sent``): the frames
-        loaded and the chip's retransmissions."""
+        loaded and the chip's retransmissions; failed, those and each MAX_RT's first try."""
         retransmissions = 0 if radio is None else radio.retransmissions
-        return self.c.frames_sent + retransmissions, retransmissions
+        max_rt = sum(p.counters.max_rt for p in self.table)
+        return self.c.frames_sent + retransmissions, retransmissions + max_rt
 
     def parts(self) -> tuple[Part | None, ...]:
         owner = self.owner if self.owner.later else None  # (asked only while it holds some)

@@ -88,6 +88,9 @@ class RadioOwner:
         #: the link's channel for this radio, once it moved (a Channel with home): the radio
         #: is set up on it again, not on the configured one
         self.link_channel: int | None = None
+        #: the node's other radio's channel, once the link moved it (agility.py's SwitchAt:
+        #: a cell mobile's TX radio sends a light packet on the downlink's channel there)
+        self.other_channel: int | None = None
         self._order = count()  # (actions given for one moment keep their order)
 
     def set_up(self, radio: LinkRadio, cfg: NodeConfig, which: str) -> None:
@@ -119,6 +122,14 @@ class RadioOwner:
         self.applied += 1
         settings = ChipSettings.configured(cfg.radio, channel, cfg.pa_value, address)
         self.settings = replace(settings, auto_ack=tuple(auto_ack))
+
+    def own_channel(self, configured: int) -> int:
+        """This radio's channel on the link: where it moved, else ``configured``."""
+        return configured if self.link_channel is None else self.link_channel
+
+    def others_channel(self, configured: int) -> int:
+        """The node's other radio's channel: where the link moved it, else ``configured``."""
+        return configured if self.other_channel is None else self.other_channel
 
     def gone(self) -> None:
         """The radio was let go (lost, or started over): its settings are unknown."""

@@ -208,10 +208,11 @@ class UplinkSending:
         answer asked, a release, a mobile heard, its frames came); anything else is ignored."""
         match msg:
             case Say(index, packet) if 0 <= index < len(self.table):
-                self.table.peers[index].uplink(packet, now, count=False)  # (agility.py)
+                self.table.peers[index].say(packet, now)  # (agility.py)
                 return
-            case SwitchAt(tx, _, at):
+            case SwitchAt(tx, rx, at):
                 self.owner.schedule(at, Channel(tx, home=True))
+                self.owner.other_channel = rx  # (a light packet's channel: aside.py)
                 return
         if isinstance(msg, HeardAside | Say | SwitchAt | Sent) or not 0 <= msg.peer < len(
             self.table

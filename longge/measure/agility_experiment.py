@@ -11,8 +11,8 @@ and stream mode, one mobile and a cell of three (``CONFIGS``). The mobiles send 
 
     clean    no Wi-Fi: the clean rate (its mean after SKIP_S)
     wifi     ``air set --interferer wifi:13:0.5`` (nRF 61..83: both of the link's channels)
-    follow   the network moved onto the link's new downlink (the Wi-Fi channel whose span
-             covers it best): the link must move again
+    follow   the network moved onto the link's new channels (the Wi-Fi channel that covers
+             most of them, the downlink first): the link must move again
     off      ``air set --interferer none``: nothing must move
 
 Per switch (``wifi``, ``follow``): ``back_s`` (from the switch to the first 0.25-s slice at
@@ -84,10 +84,15 @@ def check_values(values: str) -> tuple[str, ...]:
 
 
 def wifi_covering(channels: tuple[int, int]) -> int:
-    """The Wi-Fi channel (1..13) whose 22 MHz cover the link's channels best (the nearest
-    centre to their middle)."""
-    middle = sum(channels) / 2
-    return min(range(1, 14), key=lambda n: abs(wire.wifi_centre(n) - middle))
+    """The Wi-Fi channel (1..13) whose 22 MHz cover most of the link's (uplink, downlink),
+    the downlink first, then the nearest centre."""
+
+    def covered(n: int) -> tuple[int, int, float]:
+        centre = wire.wifi_centre(n)
+        on = [abs(c - centre) <= 11 for c in channels]
+        return (sum(on), on[1], -min(abs(c - centre) for c in channels))
+
+    return max(range(1, 14), key=covered)
 
 
 def _channels() -> dict[str, Any]:
@@ -150,13 +155,17 @@ def run_config(label: str, mode: str, mobiles: int, phase_s: float) -> list[dict
     return rows_of(label, mode, mobiles, bounds, slices)
 
 
-def _moves(before: dict[str, Any], after: dict[str, Any], t1: float) -> list[str]:
-    """The base's decisions in the phase (its ``recent``: [number, seconds ago, what])."""
+def _decisions(
+    before: dict[str, Any], after: dict[str, Any], t0: float, t1: float, moves: bool = True
+) -> list[str]:
+    """The base's decisions in the phase (its ``recent``: [number, seconds ago, what]; its
+    moves, or all), each with the second of the phase it came at (from the status asked at
+    the phase's end, ``t1``)."""
     first = int(before.get("recent", [[0]])[-1][0]) if before.get("recent") else 0
     return [
-        f"{what} ({t1 - ago:.2f})"
+        f"{what} (at {t1 - ago - t0:.2f} s)"
         for n, ago, what in after.get("recent") or []
-        if int(n) > first and str(what).startswith("move")
+        if int(n) > first and (str(what).startswith("move") or not moves)
     ]
 
 
@@ -185,8 +194,9 @@ def rows_of(
             "phase": phase,
             "goodput_bps": whole,
             "share": whole / clean if clean == clean and clean > 0 else math.nan,
-            "moves": len(_moves(before, after, t1)),
-            "why": "; ".join(_moves(before, after, t1)),
+            "moves": len(_decisions(before, after, t0, t1)),
+            "why": "; ".join(_decisions(before, after, t0, t1)),
+            "decisions": "; ".join(_decisions(before, after, t0, t1, moves=False)),
             "uplink": after.get("uplink"),
             "downlink": after.get("downlink"),
             "seconds": round(t1 - t0, 2),

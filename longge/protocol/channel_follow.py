@@ -10,10 +10,13 @@ base's keepalive interval), until it hears the base: where the base's last HERE 
 downlink would go next (a move the mobile missed went there), the channel of the last move
 it heard, the channels it was on before (newest first), the link's home (the configured
 channels: where a restarted base without its state comes up), the channel it lost the base
-on, then every allowed channel in turn. Its TX radio stays where it was: the first HERE it
-hears says where the uplink is. Nobody else's help is needed, and a stranger cannot steer
-it: only an authentic packet of its base's ends the search (peer.py takes MOVE and HERE from
-opened packets only).
+on; then every allowed channel in turn, with one of those likely channels again between
+each two (the base may reach the announced channel after the mobile looked there: on the
+testbed a mobile that lost its base under the Wi-Fi that made the base move looked there
+first, left, and found the base 25 s later, the sweep's length). Its TX radio stays where
+it was: the first HERE it hears says where the uplink is. Nobody else's help is needed, and
+a stranger cannot steer it: only an authentic packet of its base's ends the search (peer.py
+takes MOVE and HERE from opened packets only).
 """
 
 from __future__ import annotations
@@ -29,8 +32,8 @@ from longge.protocol.channel_plan import Q_BAD
 LOST_S = 0.75
 DWELL_S = 0.3
 #: A mobile reports its sending and its band (channel_control.py's BAND) every REPORT_S, and
-#: every REPORT_BAD_S while its uplink fails (Q_BAD of REPORT_ATTEMPTS attempts or more): the
-#: base decides the uplink's moves on them.
+#: every REPORT_BAD_S while its uplink may be failing (half of Q_BAD of REPORT_ATTEMPTS
+#: attempts or more): the base decides the uplink's moves on them.
 REPORT_S = 0.25
 REPORT_BAD_S = 0.1
 REPORT_ATTEMPTS = 64
@@ -151,14 +154,17 @@ class ChannelFollower:
         return [Switch(RX, channel, now)]
 
     def _order(self) -> list[int]:
-        first = [self._next_down, self._move_down, *self._was, self.home[1], self.downlink]
-        rest = [c for c in self.allowed if c != self.uplink]
-        seen: set[int] = set()
-        order = []
-        for c in [*first, *rest]:
-            if c is not None and c not in seen and c != self.uplink:
-                seen.add(c)
-                order.append(c)
+        """The likely channels once each, then every other channel with a likely one again
+        between each two (the base may reach a likely channel after we looked there: it
+        moves when its own channel fails, perhaps after we lost it)."""
+        likely: list[int] = []
+        for c in [self._next_down, self._move_down, *self._was, self.home[1], self.downlink]:
+            if c is not None and c not in likely and c != self.uplink:
+                likely.append(c)
+        rest = [c for c in self.allowed if c != self.uplink and c not in likely]
+        order = list(likely)
+        for i, c in enumerate(rest):
+            order += [c, likely[i % len(likely)]]
         return order
 
     @property
@@ -198,7 +204,7 @@ class Reporting:
         self.failures += failures
 
     def _failing(self) -> bool:
-        return self.attempts >= REPORT_ATTEMPTS and self.failures >= Q_BAD * self.attempts
+        return self.attempts >= REPORT_ATTEMPTS and self.failures >= Q_BAD / 2 * self.attempts
 
     def wake_at(self, now: float) -> float | None:
         return self._last + (REPORT_BAD_S if self._failing() else REPORT_S)

@@ -38,7 +38,7 @@ import statistics
 from dataclasses import dataclass, field
 
 from longge.protocol.adapt import Decisions, FailureWindows
-from longge.protocol.band import APART, SOME, Band
+from longge.protocol.band import APART, SOME, WIFI_HALF_WIDTH, Band
 
 Q_BAD = 0.3
 BAD_WINDOWS = 2
@@ -62,6 +62,9 @@ LEAD_S = 0.1
 NEAR_BUSY = 0.1
 NEAR_READINGS = 6
 CONFIRM_S = 1.0
+#: A direction without a window for this long is not known to do well: it moves with a
+#: failing one close to it (``step``).
+UNKNOWN_AFTER_S = 1.0
 #: After a move, neither direction moves again for this long (the windows start afresh).
 SETTLE_S = 0.5
 WAIT_S = 30.0
@@ -87,6 +90,7 @@ class _Direction:
     on: int  # its channel now
     windows: FailureWindows
     bad: int = 0  # windows in a row that lost Q_BAD or more
+    window_at: float = -math.inf  # when its last window ended
     judging: float | None = None  # the q the last move left behind, while it is judged
     judging_since: float = 0.0
     absent: int = 0  # windows after the move where nothing got through
@@ -141,6 +145,7 @@ class ChannelPlan:
         q = d.windows.count(attempts, failures, 0, now)
         if q is None:
             return
+        d.window_at = now
         window_q = d.windows.window_q or 0.0
         if d.judging is not None:
             if window_q < ABSENT_Q:
@@ -211,10 +216,22 @@ class ChannelPlan:
         failing = [d for d in self._dirs.values() if d.bad >= BAD_WINDOWS]
         if not failing:
             return None
-        # (the other direction goes too once one window of it failed: Wi-Fi over one of the
-        # link's channels is likely over the other, a few MHz away; it has fewer windows
-        # when it carries less)
-        failing += [d for d in self._dirs.values() if d not in failing and d.bad >= 1]
+        # (the other direction goes too once one window of it failed, or when it has no
+        # recent window and is within a Wi-Fi network's half width of a failing channel:
+        # Wi-Fi over one of the link's channels is likely over the other, a few MHz away,
+        # and a direction that carries little has few windows or none)
+        failing += [
+            d
+            for d in self._dirs.values()
+            if d not in failing
+            and (
+                d.bad >= 1
+                or (
+                    now - d.window_at > UNKNOWN_AFTER_S
+                    and any(abs(d.on - f.on) <= WIFI_HALF_WIDTH for f in failing)
+                )
+            )
+        ]
         if not self.wifi_near(now):
             self.unconfirmed += 1
             return None
@@ -230,7 +247,9 @@ class ChannelPlan:
                 continue
             chosen[d.name] = to
             avoid.append(to)
-            moved.append(f"{d.name} {d.on} -> {to} (lost {d.windows.window_q:.2f})")
+            q = d.windows.window_q
+            lost = "no window" if q is None else f"lost {q:.2f}"
+            moved.append(f"{d.name} {d.on} -> {to} ({lost})")
         if not moved:
             return None
         self.seq = (self.seq + 1) & 0xFF

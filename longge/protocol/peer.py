@@ -168,6 +168,10 @@ class PeerSender:
     #: a revoke still queued: the mobile heard the grant, then the revoke, and held nothing
     #: while the base waited for the grant's release: 35 ms, one ping from the base in ten)
     _uplink_mark: tuple[int, int] = (1, 0)
+    #: the link's channels' packets (``say``) not yet taken whole: ``taken`` once each has
+    #: gone, and the packet; queued again when the packets on their way are given up (a
+    #: MAX_RT under the Wi-Fi they are about took every report with it: docs/design.md §6)
+    _saying: list[tuple[int, bytes]] = field(default_factory=list)
 
     def _cut(self, packet: bytes, lane: int = 0) -> list[bytes]:
         """A packet sealed (on a secured link) and cut into frames."""
@@ -203,6 +207,13 @@ class PeerSender:
         self.counters.uplink_sent += count
         self.last_sent = now
 
+    def say(self, message: bytes, now: float) -> None:
+        """A link-control packet of the link's channels (MOVE, HERE, BAND:
+        channel_control.py), queued as a grant is; sent again if given up before it went."""
+        self.uplink(message, now, count=False)
+        self._saying = [(m, p) for m, p in self._saying if m > self.taken]
+        self._saying.append((self.gone_at(), message))
+
     def control_frames(self, message: bytes) -> list[bytes]:
         """A rate's announcement or probe (rate.py), cut on lane 1: between the frames of a
         packet on its way, which waits. Loaded by the caller, not kept here."""
@@ -227,11 +238,16 @@ class PeerSender:
         return self.taken + (len(self.urgent) or len(self.frames))
 
     def give_up(self) -> None:
-        """What is left of the packets on their way is not sent (counted)."""
+        """What is left of the packets on their way is not sent (counted); the link's
+        channels' packets among them are queued again, whole."""
         self.counters.packets_aborted += bool(self.frames) + bool(self.urgent)
         self.frames.clear()
         self.urgent.clear()
         self._uplink_mark = (1, 0)
+        again = [p for m, p in self._saying if m > self.taken]
+        self._saying = []
+        for packet in again:
+            self.say(packet, self.last_sent)
 
     def max_rt(self) -> None:
         """A frame to this peer exhausted its retries (the chip's FIFO is flushed, whichever
