@@ -206,6 +206,11 @@ class NodeConfig:
                     f"{key} = {ch} ({2400 + ch} MHz) is outside the 2.4 GHz ISM band "
                     f"(0..{ISM_MAX_CHANNEL}): transmitting there is not allowed in most countries"
                 )
+        if self.radio.agile and self.insecure:
+            out.append(
+                "radio.agile = true on a link without security: it stays on its channels (a "
+                "move could be anyone's to send; give the link a key to let it move)"
+            )
         if self.role == "mobile" and self.default_route:
             out.append(
                 "mobile.default_route = true: ALL of this node's traffic (its SSH, updates, "

@@ -103,3 +103,26 @@ def test_a_restarted_node_starts_where_its_link_was(tmp_path: os.PathLike[str]) 
     assert RxAgility(cfg, RadioOwner(), ours, 6.0).channels() == (76, 81)
     ours.close()
     theirs.close()
+
+
+def test_a_link_without_security_does_not_move_and_says_why(tmp_path: os.PathLike[str]) -> None:
+    import socket
+
+    from longge.config import NodeConfig
+    from longge.daemon.agility import RxAgility
+    from longge.daemon.radio_owner import RadioOwner
+
+    cfg = NodeConfig(
+        role="base",
+        insecure=True,
+        state_dir=str(tmp_path),
+        tx_channel=81,
+        rx_channel=76,
+        radio=RadioOptions(agile=True),
+    )
+    assert any("without security" in w for w in cfg.warnings())
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    agility = RxAgility(cfg, RadioOwner(), ours, 0.0)
+    assert agility.plan is not None and agility.plan.pinned
+    ours.close()
+    theirs.close()

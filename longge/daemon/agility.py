@@ -65,7 +65,10 @@ class RxAgility:
         self.kept = Path(cfg.state_dir) / f"{cfg.tun}.channels"
         up, down = self._kept(cfg.channels) or home
         self.band = Band(cfg.channels)
-        self.plan = ChannelPlan(self.band, up, down, now) if self.base else None
+        #: a link without security stays where it is (its mobiles would refuse the moves:
+        #: docs/design.md §6, anyone could send them)
+        pinned = cfg.insecure
+        self.plan = ChannelPlan(self.band, up, down, now, pinned) if self.base else None
         self.follower = (
             None if self.base else ChannelFollower(home, cfg.channels, now, current=(up, down))
         )
