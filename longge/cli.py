@@ -324,6 +324,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--wifi", type=int, help="emulator: add a Wi-Fi interferer on channel 1..13")
     p.add_argument("--duty", type=float, default=0.3, help="its share of air time")
     p.add_argument("--traffic", action="store_true", help="testbed: ping the base during the scan")
+    p.add_argument(
+        "--link",
+        action="store_true",
+        help="what a running agile link sees of the band (its daemon's picture, no radio "
+        "taken): --control SOCKET, default the testbed's base, else the installed daemon's",
+    )
+    p.add_argument("--control", help="with --link: the daemon's control socket")
     p.set_defaults(func=node.cmd_scan)
 
     p = sub.add_parser("experiment", help="the experiment battery: NAME, all, or list")

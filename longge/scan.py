@@ -291,3 +291,39 @@ def run(
     }
     data.write_text(json.dumps(record, indent=1))
     return Done(survey, where, (a, b), busy, paths[0], data)
+
+
+#: A channel's level as ``scan --link`` draws it (band.py's levels).
+LEVEL_MARK = {0: "?", 1: ".", 2: "-", 3: "#"}
+
+
+def link_view(channels: dict[str, Any]) -> str:
+    """What a running agile link sees of the band (its RX process's ``channels`` status), as
+    lines: a mark per ISM channel (``.`` quiet, ``-`` some, ``#`` busy, ``?`` not known) for
+    this node's power detector and its peer's report, the link's channels under them (U, D),
+    and its last decisions."""
+    from longge.protocol.band import LEVEL_CHANNELS, parse_levels
+
+    band = channels.get("band") or {}
+    up, down = channels.get("uplink"), channels.get("downlink")
+
+    def row(hexed: object) -> str:
+        if not isinstance(hexed, str):
+            return "(none)"
+        try:
+            levels = parse_levels(bytes.fromhex(hexed))
+        except ValueError:
+            return "(unreadable)"
+        return "".join(LEVEL_MARK[levels[c]] for c in range(LEVEL_CHANNELS))
+
+    marks = "".join("U" if c == up else "D" if c == down else " " for c in range(LEVEL_CHANNELS))
+    ruler = "".join(str(c // 10) if c % 10 == 0 else " " for c in range(LEVEL_CHANNELS))
+    lines = [
+        f"  channel    {ruler}",
+        f"  here       {row(band.get('levels'))}",
+        f"  the peer   {row(band.get('peer_levels'))}",
+        f"  the link   {marks}   (uplink {up}, downlink {down})",
+    ]
+    for number, ago, what in channels.get("recent") or []:
+        lines.append(f"  {number:>4}  {ago:8.1f} s ago  {what}")
+    return "\n".join(lines)

@@ -13,6 +13,7 @@ import pytest
 from daemonlink import Link, make_link
 
 from longge.air import control
+from longge.commands.node import _scan_link
 from longge.radio.options import RadioOptions
 
 WIFI_13 = "wifi:13:0.5"  # (nRF channels 61..83: the link's 76 and 81)
@@ -40,7 +41,7 @@ def moved_out(lk: Link, seconds: float) -> tuple[Any, Any]:
 
 @pytest.mark.parametrize("mode", ["esb", "stream"])
 def test_wifi_over_the_link_moves_both_ends_together_and_packets_go_through_again(
-    air_path: str, tmp_path: os.PathLike[str], mode: str
+    air_path: str, tmp_path: os.PathLike[str], mode: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     radio = RadioOptions(mode=mode, ard_us=250, arc=3, agile=True)
     with make_link(air_path, str(tmp_path), radio) as lk:
@@ -58,6 +59,14 @@ def test_wifi_over_the_link_moves_both_ends_together_and_packets_go_through_agai
         assert b["judged"]["downlink"]["moves"] + b["judged"]["uplink"]["moves"] >= 1
         sent, got = lk.send_for(2.0, 600)
         assert len(got) >= 0.9 * len(sent), (len(sent), len(got), b, m)
+        # scan --link: the base's picture, Wi-Fi 13's channels busy, the link's marked
+        assert _scan_link(os.path.join(str(tmp_path), "b.sock")) == 0
+        view = capsys.readouterr().out.splitlines()
+        here = next(line for line in view if line.lstrip().startswith("here"))
+        marks = next(line for line in view if line.lstrip().startswith("the link"))
+        column = len(here) - len(here.lstrip()) + len("here       ")
+        assert "#" in here[column + 61 : column + 84], view
+        assert marks[column + b["uplink"]] == "U" and marks[column + b["downlink"]] == "D"
 
 
 def test_a_link_that_is_not_agile_stays_where_it_is(

@@ -177,3 +177,22 @@ def test_a_scan_that_fails_half_way_takes_its_wifi_interferer_away(
     # (and the interferer was there: a scan with it finds its channels busy)
     done = scan.run(None, "sim", air_path, 4, 200, wifi=6, duty=0.9, out=tmp_path / "c")
     assert any(29 <= ch <= 45 for ch in done.busy), done.busy
+
+
+def test_the_link_view_draws_each_end_s_levels_and_the_link_s_channels() -> None:
+    from longge.protocol.band import Band
+    from longge.scan import link_view
+
+    band = Band(range(84))
+    for c in range(84):
+        for _ in range(4):
+            band.reading(c, 61 <= c <= 83, 0.0)
+    view = link_view(
+        {"uplink": 38, "downlink": 0, "band": band.stats(0.0), "recent": [[1, 2.5, "move 1"]]}
+    ).splitlines()
+    here = view[1].split("here", 1)[1][7:]
+    assert here[:61] == "." * 61 and here[61:84] == "#" * 23
+    assert "(none)" in view[2]  # (no report from the peer)
+    link = view[3].split("the link", 1)[1][3:]
+    assert link[0] == "D" and link[38] == "U"
+    assert "move 1" in view[4]

@@ -289,6 +289,8 @@ def cmd_scan(ns: argparse.Namespace) -> int:
 
     from longge import scan
 
+    if ns.link:
+        return _scan_link(ns.control)
     for key, value, ok, allowed in (
         ("--sweeps", ns.sweeps, 1 <= ns.sweeps <= 100_000, "1..100000"),
         ("--dwell-us", ns.dwell_us, 130 <= ns.dwell_us <= 1_000_000, "130..1000000 µs"),
@@ -324,6 +326,30 @@ def cmd_scan(ns: argparse.Namespace) -> int:
         f"0..83); set tx_channel/rx_channel on both nodes (mirrored)"
     )
     print(f"scan: chart {done.chart}, data {done.data}")
+    return 0
+
+
+def _scan_link(control: str | None) -> int:
+    """scan --link: the running daemon's picture of the band (docs/design.md §6)."""
+    from longge import scan, testbed
+    from longge.config import NodeConfig
+    from longge.daemon.status import DaemonClient
+    from longge.testbed_spec import node_socket
+
+    if control is None:
+        base = node_socket("base")
+        control = str(base) if testbed.status().get("up") else NodeConfig(insecure=True).control
+    try:
+        raw = DaemonClient(control).status().raw
+    except LongGeError as exc:
+        print(f"scan: {exc}", file=sys.stderr)
+        return 1
+    channels = (raw.get("rx") or {}).get("channels")
+    if not isinstance(channels, dict):
+        print(f"scan: the link at {control} does not move (radio.agile is off)", file=sys.stderr)
+        return 1
+    print(f"scan: what the link at {control} sees of the band")
+    print(scan.link_view(channels))
     return 0
 
 

@@ -206,10 +206,21 @@ class Band:
             out[channel // 4] |= level << (2 * (channel % 4))
         return bytes(out)
 
+    def peer_levels_now(self, now: float) -> bytes | None:
+        """The peer's last report, while it is believed."""
+        return self._peer if self._peer is not None and now - self._peer_at <= PEER_S else None
+
     def stats(self, now: float) -> dict[str, object]:
         known = {c: s for c in self.allowed if (s := self.share(c, now)) is not None}
         busy = sorted(c for c, s in known.items() if s >= SOME)
-        return {"readings": self.readings, "known": len(known), "busy": busy}
+        peer = self.peer_levels_now(now)
+        return {
+            "readings": self.readings,
+            "known": len(known),
+            "busy": busy,
+            "levels": self.levels(now).hex(),
+            "peer_levels": None if peer is None else peer.hex(),
+        }
 
 
 def _level_at(levels: bytes, channel: int) -> int:
