@@ -223,7 +223,7 @@ def test_experiment_agility(tmp_path: Path) -> None:
     experiment's verdict, not this test's."""
     testbed.down()
     out = tmp_path / "out"
-    ok(cli("experiment", "agility", "--values", "esb", "-t", "6", "--out", str(out)))
+    ok(cli("experiment", "agility", "--values", "stream", "-t", "8", "--out", str(out)))
     has(out, "summary.json", "agility.json", "agility.csv", "agility.png")
     rows = json.loads((out / "agility.json").read_text())["rows"]
     assert [r["phase"] for r in rows] == ["clean", "wifi", "follow", "off"]
