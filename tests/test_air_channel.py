@@ -123,14 +123,17 @@ def test_air_set_changes_one_nodes_links_live_and_keeps_the_rest(air: str) -> No
 
 def test_air_set_puts_wifi_beside_one_node_and_moves_it_live(air: str) -> None:
     """Wi-Fi 13 (over channels 61..83) near the mobile only: the base's frames die there, a
-    frame to a radio of another node gets through; moved to channel 1, every frame does."""
+    frame to a radio of another node gets through; moved to channel 1, every frame does; the
+    traffic model's interferer is set the same way."""
     base = _radio(air, "base-tx")
     mobile = _radio(air, "mobile-rx", ADDR)
     other = _radio(air, "base-rx", b"2Node")
     try:
-        stats = control.apply(air, {}, node="mobile", interferer="wifi:13:1.0:traffic")
+        stats = control.apply(air, {}, node="mobile", interferer="wifi:13:0.5:traffic")
         (w,) = stats["interferers"]
         assert (w["near"], w["model"], w["centre_channel"]) == ("mobile", "traffic", 72)
+        # (busy all the time: slots at duty 1; traffic's load changes around its duty)
+        control.apply(air, {}, node="mobile", interferer="wifi:13:1.0")
         assert "near mobile only" in control.describe(stats)
         assert _delivered(base, mobile) == 0  # (busy all the time, at the mobile)
         base.stop_listening(b"2Node")

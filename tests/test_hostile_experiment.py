@@ -9,6 +9,7 @@ from pathlib import Path
 from longge.measure import hostile_experiment as hx
 from longge.measure.hostile_radio import Forger, attacks_for
 from longge.measure.results import ResultsDir
+from longge.measure.udp_count import SLICE_S
 from longge.protocol.arq_frames import ACK, BEHIND, RESET, RESYNC, control_body
 from longge.protocol.frame import FIRST, LAST
 
@@ -86,8 +87,8 @@ def test_each_attack_is_judged_against_the_none_phases_around_it(tmp_path: Path)
     slices = []
     for k, (_, t0, _, _, _) in enumerate(bounds):
         for i in range(1, 41):
-            got = goodput[k] * hx.SLICE_S / 8
-            slices.append([t0 + i * hx.SLICE_S, got, 1 if (k == 3 and i == 20) else 0, 0])
+            got = goodput[k] * SLICE_S / 8
+            slices.append([t0 + i * SLICE_S, got, 1 if (k == 3 and i == 20) else 0, 0])
     rows = hx._rows("stream", bounds, slices)
     reset, replay = rows[1], rows[3]
     assert math.isclose(reset["none_bps"], 1100, rel_tol=0.02)  # (1000 before, 1200 after)
