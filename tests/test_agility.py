@@ -78,18 +78,6 @@ def test_wifi_over_the_link_moves_both_ends_together_and_packets_go_through_agai
         assert marks[column + b["uplink"]] == "U" and marks[column + b["downlink"]] == "D"
 
 
-def test_a_link_that_is_not_agile_stays_where_it_is(
-    air_path: str, tmp_path: os.PathLike[str]
-) -> None:
-    with make_link(air_path, str(tmp_path), RadioOptions(ard_us=250, arc=3)) as lk:
-        control.apply(air_path, {}, interferer=WIFI_13)
-        lk.send_for(2.0, 600)
-        b, m = channels(lk)
-        assert b == {} and m == {}  # (no part of it runs)
-        st = lk.base.status()["radio"]
-        assert (st["tx_channel"], st["rx_channel"]) == (81, 76)
-
-
 def test_a_restarted_node_starts_where_its_link_was(tmp_path: os.PathLike[str]) -> None:
     """The link's channels are kept in the state folder when they move; a node started
     again starts there (both its radios), not at home; a kept pair it may not use is not."""
@@ -117,7 +105,7 @@ def test_a_restarted_node_starts_where_its_link_was(tmp_path: os.PathLike[str]) 
     again = RxAgility(cfg, owner, ours, 5.0)
     assert again.channels() == (38, 0) and owner.link_channel == 0
     assert list(received(theirs)) == [SwitchAt(38, 0, 5.0)]  # (the TX radio's, at once)
-    (tmp_path / f"{cfg.tun}.channels").write_text('{"uplink": 200, "downlink": 0}')
+    first.kept.write_text('{"uplink": 200, "downlink": 0}')
     assert RxAgility(cfg, RadioOwner(), ours, 6.0).channels() == (76, 81)
     ours.close()
     theirs.close()

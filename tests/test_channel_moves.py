@@ -125,8 +125,8 @@ class Link:
             move = cc.parse_move(cc.move_message(p.seq, p.uplink, p.downlink, p.at - now))
             assert move is not None
             self.later += self.follower.move(move, now)
-        if now >= self.next_here:
-            self.next_here = now + HERE_S
+        if now >= self.next_here and self.plan.pending is None:  # (as agility.py: not
+            self.next_here = now + HERE_S  # with a move's number and the old channels)
             nxt = self.plan.announce(now)
             msg = cc.here_message(self.plan.seq, self.base["up"], self.base["down"], nxt)
             if same_down and self.through("base", "mobile", self.base["down"]):
@@ -259,3 +259,14 @@ def test_a_mobile_that_lost_its_base_searches_the_likely_channels_first() -> Non
     assert len(tens) >= 20 and max(b - a for a, b in itertools.pairwise(tens)) <= 12
     f.heard(t)
     assert not f.searching and f.found == 1
+
+
+def test_a_here_older_than_the_move_applied_moves_nothing() -> None:
+    """A HERE sent before a move and delivered after it (stream mode's ARQ sends it again on
+    the new channel) must not take the mobile back."""
+    f = ChannelFollower((76, 81), ISM, 0.0)
+    switches = f.move(cc.Move(1, 38, 0, 0.1), 1.0)
+    assert {(s.radio, s.channel) for s in switches} == {(TX, 38), (RX, 0)}
+    assert f.here(cc.Here(0, 76, 81, 0), 1.2) == []  # (move 0's era: stale)
+    assert (f.uplink, f.downlink, f.seq) == (38, 0, 1)
+    assert f.here(cc.Here(2, 40, 0, 60), 1.5) == [Switch(TX, 40, 1.5)]  # (a newer one)

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from longge.config import NodeConfig
+from longge.daemon.keystate import identities
 from longge.daemon.messages import Say, Sent, SwitchAt, send
 from longge.daemon.radio_owner import RadioOwner
 from longge.protocol import channel_control as cc
@@ -62,7 +63,8 @@ class RxAgility:
         home = mine[::-1] if self.base else mine
         #: where the link's channels are kept across restarts (a restarted node starts where
         #: its link was, not at home)
-        self.kept = Path(cfg.state_dir) / f"{cfg.tun}.channels"
+        own, _ = identities(cfg, cfg.peers[0])  # (nodes may share a state directory)
+        self.kept = Path(cfg.state_dir) / f"{cfg.tun}.{own}.channels"
         up, down = self._kept(cfg.channels) or home
         self.band = Band(cfg.channels)
         #: a link without security stays where it is (its mobiles would refuse the moves:
@@ -144,8 +146,8 @@ class RxAgility:
             self._next_move = now + MOVE_EVERY_S
             for peer in table:
                 self._say(peer.index, cc.move_message(p.seq, p.uplink, p.downlink, p.at - now))
-        if now >= self._next_here:
-            self._next_here = now + HERE_S
+        if now >= self._next_here and plan.pending is None:  # (not with the old channels
+            self._next_here = now + HERE_S  # and the new move's number: MOVE says it now)
             nxt = plan.announce(now)
             for peer in table:
                 self._say(peer.index, cc.here_message(plan.seq, plan.uplink, plan.downlink, nxt))

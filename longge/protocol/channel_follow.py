@@ -113,6 +113,8 @@ class ChannelFollower:
         """A HERE heard (on our downlink channel, so the base is there): our uplink follows
         it at once if it differs (a move we missed)."""
         switches = self.heard(now)
+        if self.seq is not None and (here.seq - self.seq) & 0xFF >= 0x80:
+            return switches  # (older than the last move we applied: it came late)
         self.seq = here.seq
         self._next_down = here.next
         if here.uplink == self.uplink and here.downlink == self.downlink:
