@@ -125,6 +125,7 @@ def make_link(
     backend: str = "sim",
     mobile_extra: dict[str, Any] | None = None,
     base_extra: dict[str, Any] | None = None,
+    up_within: float = 8.0,
 ) -> Iterator[Link]:
     """Two supervisors (mobile, base) over in-memory TUNs, secured with LINK_KEY. With
     ``backend="rf24"``, the rf24 backend's code drives emulated chips (``driver = "sim"``)."""
@@ -167,7 +168,8 @@ def make_link(
     sb.start()
     lk = Link(sm, sb, mtun, btun, air_path)
     try:
-        assert lk.wait_link(sm, "up") and lk.wait_link(sb, "up"), "link did not come up"
+        up = lk.wait_link(sm, "up", up_within) and lk.wait_link(sb, "up", up_within)
+        assert up, "link did not come up"
         yield lk
     finally:
         lk.mobile.shutdown()

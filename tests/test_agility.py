@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 import pytest
-from daemonlink import Link, make_link
+from daemonlink import LINK_KEY, Link, make_link
 
 from longge.air import control
 from longge.commands.node import _scan_link
@@ -76,6 +76,44 @@ def test_wifi_over_the_link_moves_both_ends_together_and_packets_go_through_agai
         wifi, rest = here[column + 61 : column + 84], here[column : column + 50]
         assert set(wifi) & set("-#") and not set(rest) & set("#"), view  # (busy in its reach)
         assert marks[column + b["uplink"]] == "U" and marks[column + b["downlink"]] == "D"
+
+
+@pytest.mark.parametrize("mode", ["esb", "stream"])
+def test_a_mobile_that_missed_a_move_finds_its_base(
+    air_path: str, tmp_path: os.PathLike[str], mode: str
+) -> None:
+    """Both start where they had their link last (their kept channels), the mobile on an older
+    pair than the base (it missed the last move: 20/25, the base 38/0): it hears nothing,
+    searches, finds the base's downlink (the base beacons its HERE to a mobile it does not
+    hear), the HERE tells it the uplink, and packets go through. In stream mode the HERE goes
+    outside the ARQ's window (a CHANNEL frame): the mobile's ACKs go to the uplink's old
+    channel till it has heard one, so the window stays full (in the window, a HERE never
+    went: the two stayed apart for good)."""
+    from longge.config import NodeConfig, PeerConfig
+    from longge.daemon.agility import kept_file
+
+    state = os.path.join(str(tmp_path), "state")  # (make_link's)
+    os.makedirs(state, exist_ok=True)
+    base = NodeConfig(
+        role="base",
+        address="10.24.0.1/24",
+        peers=(PeerConfig(address="10.24.0.2", key=LINK_KEY),),
+        state_dir=state,
+    )
+    mobile = NodeConfig(role="mobile", peers=(PeerConfig(key=LINK_KEY),), state_dir=state)
+    kept_file(base).write_text('{"uplink": 38, "downlink": 0}')
+    kept_file(mobile).write_text('{"uplink": 20, "downlink": 25}')
+    radio = RadioOptions(mode=mode, ard_us=250, arc=3, agile=True)
+    with make_link(air_path, str(tmp_path), radio, up_within=40.0) as lk:
+        end = time.monotonic() + 30.0
+        b, m = channels(lk)
+        while time.monotonic() < end and (m.get("uplink"), m.get("downlink")) != (38, 0):
+            lk.send_for(0.3, 600)
+            b, m = channels(lk)
+        assert (b["uplink"], b["downlink"]) == (38, 0), b
+        assert (m["uplink"], m["downlink"]) == (38, 0) and m["found"] >= 1, m
+        sent, got = lk.send_for(2.0, 600)  # (through: most of it, on a busy machine)
+        assert len(got) >= 0.75 * len(sent), (len(sent), len(got), b, m)
 
 
 def test_a_restarted_node_starts_where_its_link_was(tmp_path: os.PathLike[str]) -> None:

@@ -114,3 +114,34 @@ def test_a_restarted_end_is_heard_again() -> None:
     assert resync is not None
     run.sender.on_control(resync, 21.001)
     assert not run.sender.established  # (it starts a new session: the receiver restarted)
+
+
+def test_a_channel_message_goes_outside_the_window_and_only_its_sender_is_heard() -> None:
+    """A CHANNEL frame (a MOVE or HERE: arq_frames.py) reaches the receiver while the
+    sender's window is full and no ACK comes (the mobile's ACKs go to the uplink's old
+    channel), and before any session; a stranger's, a repeat and a damaged one act on nothing;
+    a message too long for one frame is not made one (it goes as a packet)."""
+    from longge.protocol.channel_control import here_message
+
+    sender, receiver = pair()
+    for i in range(sender.window + 8):  # (a full window, never acknowledged)
+        sender.offer(bytes([i % 128]) + b"data")
+    sent = [sender.next_frame(t / 1000) for t in range(sender.window + 1)]
+    assert sent[0] is not None and receiver.epoch is None  # (the RESET, lost)
+    message = here_message(3, 38, 0, 5)
+    frame = sender.channel_frame(message)
+    assert frame is not None and len(frame) <= 32
+    assert receiver.on_frame(frame, 1.0) == [] and list(receiver.channel) == [message]
+    assert receiver.control(1.0) is None  # (no session, nothing to acknowledge: no ACK)
+    assert receiver.on_frame(frame, 1.1) == [] and len(receiver.channel) == 1
+    assert receiver.stats.control_replayed == 1
+    eve = KeyedSeal(control_key(WRONG), (), epoch=1 << 31)
+    assert receiver.on_frame(eve.seal(bytes((0x83,)) + message), 1.2) == []
+    damaged = frame[:3] + bytes((frame[3] ^ 1,)) + frame[4:]
+    assert receiver.on_frame(damaged, 1.3) == []
+    assert receiver.stats.control_forged == 2 and len(receiver.channel) == 1
+    assert sender.channel_frame(bytes(20)) is None  # (1 + 20 + 16 > 32)
+    open_sender, open_receiver = ArqSender(), ArqReceiver()  # (an open link: CRC-8 only)
+    frame = open_sender.channel_frame(bytes(20))
+    assert frame is not None and open_receiver.on_frame(frame, 0.0) == []
+    assert list(open_receiver.channel) == [bytes(20)]

@@ -15,13 +15,26 @@ from dataclasses import dataclass, field
 
 from longge.protocol import channel_control as cc
 from longge.protocol.band import Band
-from longge.protocol.channel_follow import RX, TX, ChannelFollower, Reporting, Switch
+from longge.protocol.channel_follow import (
+    BEACON_FOR_S,
+    BEACON_S,
+    DWELL_S,
+    HERE_S,
+    LIKELY_EVERY,
+    LOST_S,
+    RX,
+    SHORT_DWELL_S,
+    TX,
+    ChannelFollower,
+    Reporting,
+    Switch,
+    here_every,
+)
 from longge.protocol.channel_plan import DOWNLINK, Q_BAD, UPLINK, ChannelPlan
 
 ISM = tuple(range(84))
 TICK_S = 0.005
 ATTEMPTS = 15  # a direction's attempts a tick: about 3000 a second, a loaded link
-HERE_S = 0.25
 
 
 @dataclass
@@ -57,6 +70,7 @@ class Link:
         self.moves: list[tuple[float, int, int]] = []
         self.reporting = Reporting(0.0)
         self.next_here = HERE_S
+        self.heard_mobile = 0.0  # (the base heard the mobile's frames last)
         self.carried: list[tuple[float, bool]] = []  # (time, both directions carry)
 
     def duty(self, end: str, channel: int) -> float:
@@ -95,6 +109,8 @@ class Link:
         self.plan.sent(DOWNLINK, ATTEMPTS, fails, now)
         fails_up = sum(self.rng.random() < q_up for _ in range(ATTEMPTS))
         self.reporting.sent(ATTEMPTS, fails_up)
+        if fails_up < ATTEMPTS:
+            self.heard_mobile = now
         self.carried.append((now, q_down < Q_BAD and q_up < Q_BAD))
         # the power detectors: one reading each a tick, off the link's own channels
         for end, band, own in (
@@ -125,8 +141,10 @@ class Link:
             move = cc.parse_move(cc.move_message(p.seq, p.uplink, p.downlink, p.at - now))
             assert move is not None
             self.later += self.follower.move(move, now)
-        if now >= self.next_here and self.plan.pending is None:  # (as agility.py: not
-            self.next_here = now + HERE_S  # with a move's number and the old channels)
+        # (as agility.py: none with a move's number and the old channels; more often to a
+        # mobile not heard for a while: the beacon)
+        if now >= self.next_here and self.plan.pending is None:
+            self.next_here = now + here_every(now - self.heard_mobile)
             nxt = self.plan.announce(now)
             msg = cc.here_message(self.plan.seq, self.base["up"], self.base["down"], nxt)
             if same_down and self.through("base", "mobile", self.base["down"]):
@@ -240,25 +258,41 @@ def test_a_pinned_link_stays_where_it_is() -> None:
 
 
 def test_a_mobile_that_lost_its_base_searches_the_likely_channels_first() -> None:
+    """The likely channels first, a long dwell each; then sweeps of every allowed channel (not
+    the uplink's) with a likely one again after each LIKELY_EVERY, short dwells and long ones
+    in turn (a base that hears nothing of the mobile beacons; one that still does says HERE
+    only every HERE_S); an authentic packet ends the search."""
     f = ChannelFollower((76, 81), ISM, 0.0)
     f.here(cc.Here(3, 76, 81, 10), 0.1)
     assert f.step(0.5) == []  # (not lost yet)
-    first = f.step(0.1 + 0.76)
-    assert first == [Switch(RX, 10, 0.1 + 0.76)]  # (where the base said it would go)
-    assert f.searching
-    seen = [first[0].channel]
-    t = 0.86
-    for _ in range(200):
-        t += 0.3
+    t = 0.1 + LOST_S
+    first = f.step(t)
+    assert first == [Switch(RX, 10, t)] and f.searching  # (where the base said it would go)
+    seen, dwells = [10], []
+    for _ in range(400):
+        at = f.wake_at(t)
+        assert at is not None
+        dwells.append(round(at - t, 3))
+        t = at
         seen += [s.channel for s in f.step(t)]
-    assert seen[0] == 10
-    assert 76 not in seen  # (our uplink's channel: the base never sends there)
-    assert set(ISM) - {76} <= set(seen)  # (every allowed channel, in the end)
-    # the likely ones again and again: 10 (HERE's next) at least every few dwells
-    tens = [i for i, c in enumerate(seen) if c == 10]
-    assert len(tens) >= 20 and max(b - a for a, b in itertools.pairwise(tens)) <= 12
+    assert dwells[:2] == [DWELL_S, DWELL_S]  # (10, then 81: the channel it was lost on)
+    assert seen[1] == 81 and 76 not in seen  # (our uplink's: the base never sends there)
+    sweep = len(ISM) - 3 + (len(ISM) - 3) // LIKELY_EVERY  # (all but 76, 10 and 81)
+    assert set(dwells[2 : 2 + sweep]) == {SHORT_DWELL_S}, dwells[: 2 + sweep]
+    assert set(dwells[2 + sweep : 2 + 2 * sweep]) == {DWELL_S}
+    assert set(seen[2 : 2 + sweep]) == set(ISM) - {76}  # (every allowed channel, in a sweep)
+    tens = [i for i, c in enumerate(seen) if c == 10]  # (HERE's next, again and again)
+    gaps = [b - a for a, b in itertools.pairwise(tens)]  # (two likely ones: every other
+    assert max(gaps) <= 3 * (LIKELY_EVERY + 1), gaps  # insertion; a sweep's end adds a few)
     f.heard(t)
     assert not f.searching and f.found == 1
+
+
+def test_the_base_beacons_to_a_mobile_it_does_not_hear_for_a_while() -> None:
+    assert here_every(0.0) == here_every(LOST_S / 2) == HERE_S
+    assert here_every(LOST_S) == here_every(LOST_S + BEACON_FOR_S / 2) == BEACON_S
+    assert here_every(LOST_S + BEACON_FOR_S) == HERE_S  # (gone for good: the air is others')
+    assert 2 * BEACON_S < SHORT_DWELL_S and HERE_S < DWELL_S
 
 
 def test_a_here_older_than_the_move_applied_moves_nothing() -> None:

@@ -219,3 +219,29 @@ def test_a_channel_s_link_control_is_taken_only_from_an_authentic_packet() -> No
     for f in sender("b", ("0.0.0.0/0",)).control_frames(cc.move_message(6, 2, 9, 0.1)):
         open_rx.receive(f, 4.0)
     assert open_rx.move_heard is None and open_rx.counters.control_refused == 1
+    # from a CHANNEL frame (stream mode: its seal checked by the ARQ's receiver), a sign of
+    # life on a secured link; refused on an open one (its CRC-8 is no one's seal)
+    rx.channel_frame(cc.here_message(5, 21, 41, 61), 5.0)
+    assert rx.here_heard == (cc.Here(5, 21, 41, 61), 5.0) and rx.last_heard == 5.0
+    open_rx.channel_frame(cc.here_message(5, 21, 41, 61), 5.0)
+    assert open_rx.here_heard is None and open_rx.counters.control_refused == 2
+    assert open_rx.last_heard != 5.0
+
+
+def test_a_band_report_given_up_goes_again_and_a_here_does_not() -> None:
+    """A MAX_RT gives up the packets on their way: a BAND is queued again whole (its counts
+    would be lost), a HERE or MOVE is not (the base says them again anyway; sent again at
+    once, a HERE to a mobile that was not there kept the TX radio to itself)."""
+    from longge.protocol import channel_control as cc
+
+    peer = sender("b", ("0.0.0.0/0",))
+    band = cc.band_message(100, 7, 0.5, bytes(21))
+    peer.say(cc.here_message(4, 20, 40, 60), 1.0)
+    peer.say(band, 1.0)
+    peer.next_frame()  # (the HERE's first frame went, and met MAX_RT)
+    peer.max_rt()
+    rx = receiver(("0.0.0.0/0",))
+    while peer.frames or peer.urgent:
+        rx.receive(peer.next_frame(), 2.0)
+    assert rx.counters.control_refused == 1  # (the BAND, whole, on an open link: refused)
+    assert peer.counters.max_rt == 1 and not peer.frames

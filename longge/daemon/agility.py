@@ -12,7 +12,8 @@ its radio's owner). messages.py carries them.
 
     base    its plan (both channels): the downlink's windows from ``Sent``, the uplink's from
             its mobiles' BAND; a move: MOVE to every mobile each MOVE_EVERY_S till its
-            moment, then both radios switch; HERE to every mobile each HERE_S.
+            moment, then both radios switch; HERE to every mobile each HERE_S (BEACON_S to
+            one not heard for a while: channel_follow.py's rendezvous).
     mobile  its follower: a MOVE or HERE heard, both radios switch at its moment; nothing
             heard for a while, the RX radio searches; its BAND each REPORT_S (or sooner
             while its uplink fails), with ``Sent``'s counts.
@@ -35,7 +36,14 @@ from longge.daemon.radio_owner import RadioOwner
 from longge.protocol import channel_control as cc
 from longge.protocol.actions import Channel
 from longge.protocol.band import Band
-from longge.protocol.channel_follow import RX, TX, ChannelFollower, Reporting, Switch
+from longge.protocol.channel_follow import (
+    RX,
+    TX,
+    ChannelFollower,
+    Reporting,
+    Switch,
+    here_every,
+)
 from longge.protocol.channel_plan import DOWNLINK, UPLINK, ChannelPlan
 from longge.protocol.peer import PeerReceiver, PeerTable
 
@@ -45,10 +53,15 @@ from longge.protocol.peer import PeerReceiver, PeerTable
 DWELL_EVERY_S = 0.01
 DWELL_BUSY_S = 0.25
 IDLE_S = 0.005
-#: The base's HERE to each mobile (its keepalive while the link may move), and its MOVE
-#: again and again till the move's moment.
-HERE_S = 0.25
+#: The base's MOVE again and again till the move's moment (its HERE: channel_follow.py's
+#: ``here_every``).
 MOVE_EVERY_S = 0.01
+
+
+def kept_file(cfg: NodeConfig) -> Path:
+    """Where a node keeps its link's channels (its own file: nodes may share a state folder)."""
+    own, _ = identities(cfg, cfg.peers[0])
+    return Path(cfg.state_dir) / f"{cfg.tun}.{own}.channels"
 
 
 class RxAgility:
@@ -63,8 +76,7 @@ class RxAgility:
         home = mine[::-1] if self.base else mine
         #: where the link's channels are kept across restarts (a restarted node starts where
         #: its link was, not at home)
-        own, _ = identities(cfg, cfg.peers[0])  # (nodes may share a state directory)
-        self.kept = Path(cfg.state_dir) / f"{cfg.tun}.{own}.channels"
+        self.kept = kept_file(cfg)
         up, down = self._kept(cfg.channels) or home
         self.band = Band(cfg.channels)
         #: a link without security stays where it is (its mobiles would refuse the moves:
@@ -83,7 +95,8 @@ class RxAgility:
         self.reporting = None if self.base else Reporting(now)
         self.last_frame = -math.inf
         self._last_dwell = -math.inf
-        self._next_here = now
+        self._next_here: dict[int, float] = {}  # (each mobile's next HERE)
+        self._started = now
         self._next_move = now
         self._sent: tuple[int, int] | None = None
         self._heard: dict[int, float | None] = {}
@@ -146,11 +159,16 @@ class RxAgility:
             self._next_move = now + MOVE_EVERY_S
             for peer in table:
                 self._say(peer.index, cc.move_message(p.seq, p.uplink, p.downlink, p.at - now))
-        if now >= self._next_here and plan.pending is None:  # (not with the old channels
-            self._next_here = now + HERE_S  # and the new move's number: MOVE says it now)
-            nxt = plan.announce(now)
-            for peer in table:
-                self._say(peer.index, cc.here_message(plan.seq, plan.uplink, plan.downlink, nxt))
+        if plan.pending is not None:  # (no HERE with the old channels and the new move's
+            return  # number: MOVE says it now)
+        due = [peer for peer in table if now >= self._next_here.get(peer.index, now)]
+        if not due:
+            return
+        nxt = plan.announce(now)
+        for peer in due:  # (more often to one not heard for a while: the rendezvous's beacon)
+            heard = self._started if peer.last_heard is None else peer.last_heard
+            self._next_here[peer.index] = now + here_every(now - heard)
+            self._say(peer.index, cc.here_message(plan.seq, plan.uplink, plan.downlink, nxt))
 
     def _mobile(self, table: PeerTable[PeerReceiver], now: float) -> None:
         follower, reporting = self.follower, self.reporting
@@ -245,7 +263,7 @@ class RxAgility:
     def wake_at(self, now: float) -> float | None:
         soonest = self._last_dwell + DWELL_EVERY_S
         if self.plan is not None:
-            soonest = min(soonest, self._next_here)
+            soonest = min([soonest, *self._next_here.values()])
             if self.plan.pending is not None:
                 soonest = min(soonest, self._next_move, self.plan.pending.at)
         else:

@@ -17,7 +17,7 @@ from longge.daemon.messages import AckToSend, FramesCame, PeerAck
 from longge.daemon.peers import PREEMPT_MAX, RxCounters, arq_wake_at, deliver, peer_arqs
 from longge.daemon.receiving import answer_news, to_tx, uplink_news
 from longge.protocol import rate as rt
-from longge.protocol.arq_frames import CONTROL, RESET, arq_totals
+from longge.protocol.arq_frames import CHANNEL, CONTROL, RESET, arq_totals
 from longge.protocol.peer import PeerReceiver, PeerTable
 from longge.radio.interface import LinkRadio
 from longge.tun import Tun
@@ -71,7 +71,7 @@ class StreamReceiving:
         if peer is None:
             c.no_peer += 1
             return
-        if frame and frame[0] & CONTROL and frame[0] != RESET:
+        if frame and frame[0] & CONTROL and frame[0] not in (RESET, CHANNEL):
             c.acks_in += 1
             to_tx(self.pair, PeerAck(peer.index, frame), c)
             return
@@ -81,7 +81,10 @@ class StreamReceiving:
             if lately:  # (a whole authentic packet lately: FRAMES_COUNT_S)
                 told[i] = now
                 to_tx(self.pair, FramesCame(i), c)
-        for inner in arq.on_frame(frame, now):
+        delivered = arq.on_frame(frame, now)
+        while arq.channel:  # (a MOVE or HERE outside the window: agility.py takes it)
+            peer.channel_frame(arq.channel.popleft(), now)
+        for inner in delivered:
             heard = peer.heard
             packet = peer.receive(inner, now)
             if peer.heard != heard:  # a whole packet (a keepalive, link control)

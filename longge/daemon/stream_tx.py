@@ -13,7 +13,7 @@ from longge.config import NodeConfig
 from longge.daemon.aside import StreamAside, stream_part
 from longge.daemon.child import FIFO_EMPTY, FIFO_OCCUPIED, Child, on_irq, take_edges, waitable
 from longge.daemon.listening import BaseListening
-from longge.daemon.messages import AckToSend, PeerAck, received
+from longge.daemon.messages import AckToSend, Message, PeerAck, Say, received
 from longge.daemon.peerqueues import PeerQueues
 from longge.daemon.peers import (
     TxCounters,
@@ -122,8 +122,9 @@ class StreamSending(UplinkSending):
         return all(a.idle for a in self.arqs)
 
     def ack(self, index: int, frame: bytes, now: float, urgent: bool = False) -> None:
-        """Our receiver's ACK (or RESYNC) for peer ``index``, to go before its data;
-        ``urgent``: sent at once for an interactive packet (it may end a burst: ``_cut``)."""
+        """Our receiver's ACK (or RESYNC), or our sender's CHANNEL frame, for peer ``index``,
+        to go before its data; ``urgent``: sent at once for an interactive packet (it may end
+        a burst: ``_cut``)."""
         self._came += 1
         self.control[index].append((self._came, frame))
         if urgent:
@@ -408,6 +409,16 @@ class StreamSending(UplinkSending):
     def _burst_at(self, rate: str) -> int:
         """The 4 ms rule's frames per burst at ``rate`` (the adaptation's rate in force)."""
         return replace(self._opts, rate=rate).timing().stream_burst_frames
+
+    def uplink_message(self, msg: Message, now: float) -> None:
+        """A MOVE or HERE to say goes outside the window (a CHANNEL frame, ahead of the data:
+        arq_frames.py); a BAND, too long for one, and the rest as UplinkSending has them."""
+        if isinstance(msg, Say) and 0 <= msg.peer < len(self.arqs):
+            frame = self.arqs[msg.peer].channel_frame(msg.packet)
+            if frame is not None:
+                self.ack(msg.peer, frame, now)
+                return
+        super().uplink_message(msg, now)
 
     def from_rx(self, pair: socket.socket, now: float) -> None:
         """What the RX process sent: our receiver's ACKs to go, the peer's ACKs for our

@@ -30,7 +30,9 @@ from longge.protocol.arq_frames import (
     ACK_DELAY,
     BEHIND,
     BITMAP_BYTES,
+    CHANNEL,
     CONTROL,
+    MAX_FRAME,
     MAX_INNER,
     MAX_WINDOW,
     RESET,
@@ -178,6 +180,14 @@ class ArqSender(SendingAgain):
         tail = self._tail()
         at += [t for t in (self._probe_at(), None if tail is None else tail[0]) if t is not None]
         return min(at, default=None)
+
+    def channel_frame(self, message: bytes) -> bytes | None:
+        """A link-control message of the link's channels as a CHANNEL frame, to go outside
+        the window (arq_frames.py), or None: it does not fit one frame (it goes as a packet)."""
+        if 1 + len(message) + self.seal.OVERHEAD > MAX_FRAME:
+            return None
+        self.stats.channel_out += 1
+        return self.seal.seal(bytes((CHANNEL,)) + message)
 
     def on_control(self, msg: bytes, now: float) -> None:
         """A control frame from the peer's receiver (ACK or RESYNC)."""

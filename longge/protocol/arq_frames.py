@@ -13,6 +13,16 @@ byte per frame more than ESB::
                                                  b: the receiver fell behind (RX FIFO full)
     RESET    10000001  epoch  c                  the sender starts a session at sequence 0
     RESYNC   10000010  c                         the receiver knows no session (it restarted)
+    CHANNEL  10000011  message  c                the sender's link-control message of the
+                                                 link's channels (channel_control.py's MOVE,
+                                                 HERE), outside the window
+
+CHANNEL frames go ahead of the data, unacknowledged and outside the session, as a RESET does:
+a base whose link moved reaches a mobile that missed the move although that mobile's ACKs do
+not reach it (they go to the uplink's old channel, so the window stays full; a HERE in the
+window never went, and a stream-mode link that moved stayed apart for good). They are sent
+again and again anyway (MOVE till its moment, HERE as a keepalive: agility.py). A message
+that does not fit one frame (a mobile's BAND) goes in the window, as a packet.
 
 ``c`` is a CRC-8 of the control frame: a data frame damaged past the radio's CRC into the
 shape of a control frame (one bit flips 0x01 into RESET) is refused, and so is a damaged
@@ -35,6 +45,7 @@ from __future__ import annotations
 
 import hmac
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from longge.protocol.secure import keyed_hash
 
@@ -42,11 +53,13 @@ HEADER_LEN = 1  # the ARQ byte in front of every frame
 SEQ_MOD = 128
 MAX_WINDOW = SEQ_MOD // 2
 CONTROL = 0x80
-ACK, RESET, RESYNC = 0x80, 0x81, 0x82
+ACK, RESET, RESYNC, CHANNEL = 0x80, 0x81, 0x82, 0x83
 BEHIND = 0x04  # in an ACK's first byte: the receiver found its RX FIFO full
 BITMAP_BYTES = 8  # 64 frames after cum
 #: The LongGe frame behind the ARQ byte is at most this long (a 32-byte radio frame).
 MAX_INNER = 31
+#: A radio frame's longest payload: a control frame, sealed, is at most this long.
+MAX_FRAME = MAX_INNER + HEADER_LEN
 #: s: a receiver holds an ACK back at most this long (``ArqReceiver.ack_delay``); the sender's
 #: timer waits for it on top of the round trip (QUIC's max_ack_delay, RFC 9002 §6.2.1)
 ACK_DELAY = 0.004
@@ -78,6 +91,8 @@ class Crc8Seal:
     """Control frames on an open link (no key): a CRC-8 against damage, nothing against a
     stranger."""
 
+    OVERHEAD: ClassVar[int] = 1  # the check byte
+
     def seal(self, body: bytes) -> bytes:
         return control_frame(body)
 
@@ -106,6 +121,7 @@ class KeyedSeal:
     key_out: bytes
     keys_in: tuple[bytes, ...]
     epoch: int
+    OVERHEAD: ClassVar[int] = NONCE_LEN + TAG_LEN
     _counter: int = field(default=0, init=False)
     _last: int = field(default=-1, init=False)  # the last (epoch, counter) accepted
 
@@ -165,6 +181,9 @@ class ArqStats:
     control_replayed: int = 0
     acks_out: int = 0
     resyncs: int = 0
+    #: CHANNEL frames sent (sender), taken (receiver)
+    channel_out: int = 0
+    channel_in: int = 0
 
 
 def arq_totals(stats: list[ArqStats]) -> dict[str, int]:

@@ -4,6 +4,7 @@ and the ACKs to send back on the reverse channel."""
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 
 from longge.protocol.arq_frames import (
@@ -11,6 +12,7 @@ from longge.protocol.arq_frames import (
     ACK_DELAY,
     BEHIND,
     BITMAP_BYTES,
+    CHANNEL,
     CONTROL,
     MAX_WINDOW,
     RESET,
@@ -20,6 +22,9 @@ from longge.protocol.arq_frames import (
     ControlSeal,
     Crc8Seal,
 )
+
+#: CHANNEL messages kept till the caller takes them
+CHANNEL_BACKLOG = 8
 
 
 @dataclass
@@ -52,6 +57,9 @@ class ArqReceiver:
         self._repeat_at: float | None = None  # the last ACK once more, if nothing came since
         self._behind = False
         self._full_seen = False  # the host found the RX FIFO full since the last ACK
+        #: the sender's CHANNEL messages taken (arq_frames.py), for the caller to take away
+        #: (the newest few: each is sent again and again)
+        self.channel: deque[bytes] = deque(maxlen=CHANNEL_BACKLOG)
 
     def on_frame(self, frame: bytes, now: float) -> list[bytes]:
         """A frame from the peer's sender: the LongGe frames it makes deliverable, in order."""
@@ -71,6 +79,9 @@ class ArqReceiver:
                     self._tight = self._unacked = 0
                     self._first_unacked_at = None
                 self._ack_now = True  # the sender waits for this ACK to begin
+            elif len(body) > 1 and body[0] == CHANNEL:
+                self.stats.channel_in += 1
+                self.channel.append(body[1:])
             else:
                 self.stats.malformed += 1
             return []

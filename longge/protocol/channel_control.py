@@ -65,6 +65,14 @@ class BandReport:
     levels: bytes
 
 
+def sent_again(message: bytes) -> bool:
+    """Is ``message`` sent again when its frames are given up (a MAX_RT)? A BAND: its counts
+    would be lost with it. Not a MOVE or a HERE: the base says them again anyway (MOVE till its
+    moment, HERE each channel_follow.here_every); sent again at once, a HERE to a mobile that
+    is not there met MAX_RT after MAX_RT and kept the base's TX radio to itself."""
+    return message.startswith(BAND_MAGIC)
+
+
 def _channels_ok(uplink: int, downlink: int) -> bool:
     return 0 <= uplink <= CHANNEL_MAX and 0 <= downlink <= CHANNEL_MAX and uplink != downlink
 

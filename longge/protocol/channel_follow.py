@@ -3,20 +3,29 @@ moves (channel_control.py's MOVE: switch both radios at the moment it says) and 
 HERE (the channels the base is on: a mobile that missed a move learns its uplink from it),
 and finds its base again when it has lost it (the rendezvous).
 
-**The rendezvous.** A mobile that heard nothing authentic from its base for LOST_S (the base
-says HERE every ``channel_control`` keepalive, at most 0.25 s apart) listens in turn on the
-downlink channels it has reason to think the base is on, DWELL_S each (longer than the
-base's keepalive interval), until it hears the base: where the base's last HERE said its
-downlink would go next (a move the mobile missed went there), the channel of the last move
-it heard, the channels it was on before (newest first), the link's home (the configured
-channels: where a restarted base without its state comes up), the channel it lost the base
-on; then every allowed channel in turn, with one of those likely channels again between
-each two (the base may reach the announced channel after the mobile looked there: on the
-testbed a mobile that lost its base under the Wi-Fi that made the base move looked there
-first, left, and found the base 25 s later, the sweep's length). Its TX radio stays where
-it was: the first HERE it hears says where the uplink is. Nobody else's help is needed, and
-a stranger cannot steer it: only an authentic packet of its base's ends the search (peer.py
-takes MOVE and HERE from opened packets only).
+**The rendezvous**, a rule both ends know. The base says HERE to each mobile every HERE_S,
+and every BEACON_S to a mobile it has heard nothing from for LOST_S (for BEACON_FOR_S; a
+mobile gone for good does not cost the air for ever): ``here_every``. A mobile that heard
+nothing authentic from its base for LOST_S listens in turn on the downlink channels it has
+reason to think the base is on, DWELL_S each (longer than HERE_S): where the base's last HERE
+said its downlink would go next (a move the mobile missed went there), the channel of the last
+move it heard, the channels it was on before (newest first), the link's home (the configured
+channels: where a base restarted without its state comes up), the channel it lost the base
+on. Then it sweeps every allowed channel, with one of those likely channels again after each
+LIKELY_EVERY (the base may reach the announced channel after the mobile looked there), a
+sweep SHORT_DWELL_S a channel (longer than two BEACON_S: a base that hears nothing from the
+mobile beacons) and the next DWELL_S a channel (a base that still hears the mobile, whose
+downlink alone moved, says HERE only every HERE_S), in turn. Its TX radio stays where it was:
+the first HERE it hears says where the uplink is. Nobody else's help is needed, and a stranger
+cannot steer it: only an authentic packet of its base's ends the search (peer.py takes MOVE
+and HERE from opened packets only; in stream mode they come outside the ARQ's window:
+arq_frames.py's CHANNEL).
+
+On the testbed, before the beacon and the short sweeps, a mobile that lost its base under the
+Wi-Fi that made the base move looked at the announced channel first, left, and found the base
+25 s later (the sweep's length at 0.3 s a channel); a mobile restarted without its state, its
+base where the link had moved, looked at the base's channel before the base was up and not
+again for 50 s.
 """
 
 from __future__ import annotations
@@ -31,6 +40,13 @@ from longge.protocol.channel_plan import Q_BAD
 
 LOST_S = 0.75
 DWELL_S = 0.3
+SHORT_DWELL_S = 0.12
+LIKELY_EVERY = 4
+#: The base's HERE to a mobile: every HERE_S; every BEACON_S to one it has not heard for
+#: LOST_S, BEACON_FOR_S long.
+HERE_S = 0.25
+BEACON_S = 0.05
+BEACON_FOR_S = 30.0
 #: A mobile reports its sending and its band (channel_control.py's BAND) every REPORT_S, and
 #: every REPORT_BAD_S while its uplink may be failing (half of Q_BAD of REPORT_ATTEMPTS
 #: attempts or more): the base decides the uplink's moves on them.
@@ -40,6 +56,11 @@ REPORT_ATTEMPTS = 64
 #: The channels it was on that it tries again, newest first.
 REMEMBERED = 4
 TX, RX = "tx", "rx"
+
+
+def here_every(silent_s: float) -> float:
+    """How often the base says HERE to a mobile it has heard nothing from for ``silent_s``."""
+    return BEACON_S if LOST_S <= silent_s < LOST_S + BEACON_FOR_S else HERE_S
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +92,9 @@ class ChannelFollower:
         self._was: deque[int] = deque(maxlen=REMEMBERED)
         self._move_down: int | None = None
         self._next_down: int | None = None  # where the base said its downlink would go
-        self._search: list[int] = []
+        self._search: list[tuple[int, float]] = []  # (channel, dwell) to come
+        self._sweeps = 0  # sweeps begun in this search
+        self._lost_on = self.downlink  # the channel the base was lost on
         self._searching_since: float | None = None
         self._dwell_until = -math.inf
         self.decisions = Decisions()
@@ -89,7 +112,7 @@ class ChannelFollower:
                 now,
                 f"found the base on {self.downlink} after {now - self._searching_since:.2f} s",
             )
-            self._searching_since, self._search = None, []
+            self._searching_since, self._search, self._sweeps = None, [], 0
         return []
 
     def move(self, move: Move, now: float) -> list[Switch]:
@@ -143,31 +166,38 @@ class ChannelFollower:
             self._searching_since = now
             self.searches += 1
             self.decisions.note(now, f"lost the base on {self.downlink}: searching")
-            self._search = self._order()
+            self._lost_on = self.downlink
+            self._search = [(c, DWELL_S) for c in self._likely()]
         if not self._search:
-            self._search = self._order()
-        channel = self._search.pop(0)
-        self._dwell_until = now + DWELL_S
+            self._search = self._sweep()
+        channel, dwell = self._search.pop(0)
+        self._dwell_until = now + dwell
         if channel == self.downlink:
             return []
-        if self.downlink not in self._was:
-            self._was.appendleft(self.downlink)
-        self.downlink = channel
+        self.downlink = channel  # (not one it was on: the search's, kept out of ``_was``)
         return [Switch(RX, channel, now)]
 
-    def _order(self) -> list[int]:
-        """The likely channels once each, then every other channel with a likely one again
-        between each two (the base may reach a likely channel after we looked there: it
-        moves when its own channel fails, perhaps after we lost it)."""
+    def _likely(self) -> list[int]:
+        """Where the base probably is, most likely first."""
         likely: list[int] = []
-        for c in [self._next_down, self._move_down, *self._was, self.home[1], self.downlink]:
+        for c in [self._next_down, self._move_down, *self._was, self.home[1], self._lost_on]:
             if c is not None and c not in likely and c != self.uplink:
                 likely.append(c)
+        return likely
+
+    def _sweep(self) -> list[tuple[int, float]]:
+        """Every allowed channel once, a likely one again after each LIKELY_EVERY; short dwells
+        and long ones, sweep by sweep."""
+        dwell = SHORT_DWELL_S if self._sweeps % 2 == 0 else DWELL_S
+        self._sweeps += 1
+        likely = self._likely()
         rest = [c for c in self.allowed if c != self.uplink and c not in likely]
-        order = list(likely)
+        order: list[int] = []
         for i, c in enumerate(rest):
-            order += [c, likely[i % len(likely)]]
-        return order
+            order.append(c)
+            if likely and i % LIKELY_EVERY == LIKELY_EVERY - 1:
+                order.append(likely[i // LIKELY_EVERY % len(likely)])
+        return [(c, dwell) for c in order]
 
     @property
     def searching(self) -> bool:

@@ -168,9 +168,9 @@ class PeerSender:
     #: a revoke still queued: the mobile heard the grant, then the revoke, and held nothing
     #: while the base waited for the grant's release: 35 ms, one ping from the base in ten)
     _uplink_mark: tuple[int, int] = (1, 0)
-    #: the link's channels' packets (``say``) not yet taken whole: ``taken`` once each has
-    #: gone, and the packet; queued again when the packets on their way are given up (a
-    #: MAX_RT under the Wi-Fi they are about took every report with it: docs/design.md §6)
+    #: the BAND reports (``say``) not yet taken whole: ``taken`` once each has gone, and the
+    #: packet; queued again when the packets on their way are given up (a MAX_RT under the
+    #: Wi-Fi they are about took every report with it: docs/design.md §6)
     _saying: list[tuple[int, bytes]] = field(default_factory=list)
 
     def _cut(self, packet: bytes, lane: int = 0) -> list[bytes]:
@@ -209,10 +209,12 @@ class PeerSender:
 
     def say(self, message: bytes, now: float) -> None:
         """A link-control packet of the link's channels (MOVE, HERE, BAND:
-        channel_control.py), queued as a grant is; sent again if given up before it went."""
+        channel_control.py), queued as a grant is; a BAND sent again if given up before it
+        went (channel_control.sent_again)."""
         self.uplink(message, now, count=False)
         self._saying = [(m, p) for m, p in self._saying if m > self.taken]
-        self._saying.append((self.gone_at(), message))
+        if channel_control.sent_again(message):
+            self._saying.append((self.gone_at(), message))
 
     def control_frames(self, message: bytes) -> list[bytes]:
         """A rate's announcement or probe (rate.py), cut on lane 1: between the frames of a
@@ -382,6 +384,13 @@ class PeerReceiver:
         c.ip_packets += 1
         c.ip_bytes += len(packet)
         return packet
+
+    def channel_frame(self, message: bytes, now: float) -> None:
+        """A MOVE or HERE from a CHANNEL frame (stream mode: arq_frames.py): on a secured link
+        its seal checked (keyed and fresh), so it is a sign of life as a packet is."""
+        if self.opener is not None:
+            self.last_heard = now
+        self._channel_control(message, now)
 
     def _channel_control(self, packet: bytes, now: float) -> None:
         """A MOVE, HERE or BAND: taken only on a secured link (this packet was opened)."""
