@@ -170,3 +170,42 @@ def test_a_link_without_security_does_not_move_and_says_why(tmp_path: os.PathLik
     assert agility.plan is not None and agility.plan.pinned
     ours.close()
     theirs.close()
+
+
+def test_an_agile_node_lets_its_pump_sleep_and_works_only_when_due(
+    tmp_path: os.PathLike[str],
+) -> None:
+    """The RX pump turns for every frame and sleeps till its parts' soonest moment: the
+    agility's moment is never in the past (a searching mobile's was: its dwell's moment stayed
+    behind, and the pump never slept), and a turn before it does nothing."""
+    import socket
+
+    from longge.config import NodeConfig, PeerConfig
+    from longge.daemon.agility import RxAgility
+    from longge.daemon.peers import receivers
+    from longge.daemon.radio_owner import RadioOwner
+
+    cfg = NodeConfig(
+        role="mobile",
+        state_dir=str(tmp_path),
+        radio=RadioOptions(agile=True),
+        peers=(PeerConfig(key=bytes(32)),),
+    )
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    theirs.setblocking(False)
+    table = receivers(cfg, arq=False)
+    agility = RxAgility(cfg, RadioOwner(), ours, 0.0)
+    assert agility.follower is not None
+    t = 0.0
+    for _ in range(400):  # (4 s of turns each 10 ms: lost at 0.75 s, then searching)
+        agility.turn(table, t)
+        at = agility.wake_at(t)
+        assert at is not None and at >= t, (t, at, agility.follower.stats(t))
+        t += 0.01
+    assert agility.follower.searching and agility.follower.searches == 1
+    assert agility.reporting is not None
+    due, reports = agility._due, agility.reporting.reports
+    agility.turn(table, due - 0.001)  # (before its moment, nothing came: nothing done)
+    assert agility._due == due and agility.reporting.reports == reports
+    ours.close()
+    theirs.close()

@@ -53,18 +53,30 @@ static void hex(char *out, const uint8_t *b, int n) {
 }
 
 static void push_config(void) {
-    char json[600], tx[11], p0[11], p1[11];
+    char json[800], tx[11], p0[11], p1[11];
     int aw = (reg[REG_SETUP_AW] & 3) + 2;
     const char *rate = (reg[REG_RF_SETUP] & RF_DR_LOW) ? "250k" : (reg[REG_RF_SETUP] & RF_DR_HIGH) ? "2M" : "1M";
     hex(tx, addr_tx, aw);
     hex(p0, addr_p0, aw);
     hex(p1, addr_p1, aw);
-    char pipes[64] = "";
-    if (reg[REG_EN_RXADDR] & 1)
-        snprintf(pipes + strlen(pipes), sizeof pipes - strlen(pipes), "\"0\":\"%s\"", p0);
-    if (reg[REG_EN_RXADDR] & 2)
-        snprintf(pipes + strlen(pipes), sizeof pipes - strlen(pipes), "%s\"1\":\"%s\"",
-                 pipes[0] ? "," : "", p1);
+    /* the open pipes and their addresses: pipes 2..5 have a byte of their own (their
+       RX_ADDR_Pn, the address's first byte on the air) and pipe 1's others (datasheet §7.6) */
+    char pipes[200] = "";
+    for (int pipe = 0; pipe < 6; pipe++) {
+        char own[11];
+        if (!(reg[REG_EN_RXADDR] & (1 << pipe)))
+            continue;
+        if (pipe < 2) {
+            memcpy(own, pipe ? p1 : p0, sizeof own);
+        } else {
+            uint8_t a[5];
+            memcpy(a, addr_p1, 5);
+            a[0] = reg[REG_RX_ADDR_P1 + pipe - 1];
+            hex(own, a, aw);
+        }
+        snprintf(pipes + strlen(pipes), sizeof pipes - strlen(pipes), "%s\"%d\":\"%s\"",
+                 pipes[0] ? "," : "", pipe, own);
+    }
     char aa[64];
     snprintf(aa, sizeof aa, "[%s,%s,%s,%s,%s,%s]", reg[REG_EN_AA] & 1 ? "true" : "false",
              reg[REG_EN_AA] & 2 ? "true" : "false", reg[REG_EN_AA] & 4 ? "true" : "false",
@@ -217,6 +229,8 @@ static void reset_registers(void) {
     memset(addr_p0, 0xE7, 5);
     memset(addr_p1, 0xC2, 5);
     memset(addr_tx, 0xE7, 5);
+    for (int pipe = 2; pipe < 6; pipe++) /* RX_ADDR_P2..P5: 0xC3..0xC6 */
+        reg[REG_RX_ADDR_P1 + pipe - 1] = (uint8_t)(0xC1 + pipe);
 }
 
 static void power_on(const char *name) {

@@ -101,6 +101,7 @@ class RxAgility:
         self._sent: tuple[int, int] | None = None
         self._heard: dict[int, float | None] = {}
         self._was = (up, down)
+        self._due = now  # (the parts' next moment: ``turn``)
 
     # -- the link's channels --------------------------------------------------------------------
     def channels(self) -> tuple[int, int]:
@@ -118,6 +119,7 @@ class RxAgility:
         if last is None or msg.attempts < last[0] or msg.failures < last[1]:
             return  # (the first, or a TX process started again: counted from here)
         attempts, failures = msg.attempts - last[0], msg.failures - last[1]
+        self._due = now  # (a window may have ended: the plan decides)
         if self.plan is not None:
             self.plan.sent(DOWNLINK, attempts, failures, now)
         elif self.reporting is not None:
@@ -129,12 +131,26 @@ class RxAgility:
 
     # -- each turn ------------------------------------------------------------------------------
     def turn(self, table: PeerTable[PeerReceiver], now: float) -> None:
+        """Each turn of the RX pump: the parts' work when one of their moments came or news
+        did (a report, a move, a HERE, a packet of the base's), else nothing (the pump turns
+        for every frame: thousands of times a second on a loaded link)."""
+        if now < self._due and not self._news(table):
+            return
         if self.plan is not None:
             self._base(table, now)
         else:
             self._mobile(table, now)
         self._keep()
         self._dwell(now)
+        due = self.wake_at(now)
+        self._due = now if due is None else due
+
+    def _news(self, table: PeerTable[PeerReceiver]) -> bool:
+        if self.plan is not None:
+            return any(peer.band_heard is not None for peer in table)
+        base = table.peers[0]
+        heard = base.last_heard is not None and base.last_heard != self._heard.get(0)
+        return heard or base.move_heard is not None or base.here_heard is not None
 
     def _base(self, table: PeerTable[PeerReceiver], now: float) -> None:
         plan = self.plan
@@ -218,10 +234,10 @@ class RxAgility:
         if now - self.last_frame < IDLE_S and now - self._last_dwell < DWELL_BUSY_S:
             return
         channel = self.band.next_channel(self.channels())
+        self._last_dwell = now
         if channel is None:
             return
         busy = self.owner.read_power(channel)
-        self._last_dwell = now
         if busy is not None:
             self.band.reading(channel, busy, now)
 
@@ -260,8 +276,18 @@ class RxAgility:
         return (up, down) if fine and abs(up - down) >= 2 else None
 
     # -- the pump's questions -------------------------------------------------------------------
+    def _next_dwell(self, now: float) -> float:
+        """When ``_dwell`` may read the power detector next (later while frames come; not
+        while the search has the radio: a moment past then kept the pump from sleeping)."""
+        if self.follower is not None and self.follower.searching:
+            return math.inf
+        at = self._last_dwell + DWELL_EVERY_S
+        if now - self.last_frame < IDLE_S:
+            at = max(at, min(self.last_frame + IDLE_S, self._last_dwell + DWELL_BUSY_S))
+        return at
+
     def wake_at(self, now: float) -> float | None:
-        soonest = self._last_dwell + DWELL_EVERY_S
+        soonest = self._next_dwell(now)
         if self.plan is not None:
             soonest = min([soonest, *self._next_here.values()])
             if self.plan.pending is not None:

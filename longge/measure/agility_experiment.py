@@ -25,10 +25,7 @@ in ``clean`` and ``off``. summary.json (``agility.json``), CSV, plot.
 
 from __future__ import annotations
 
-import json
 import math
-import subprocess
-import sys
 import textwrap
 import time
 from collections.abc import Callable
@@ -41,10 +38,8 @@ from longge.daemon.status import DaemonClient
 from longge.errors import ConfigError, LongGeError
 from longge.measure.experiment_report import save_figure
 from longge.measure.experiments import write_rows
-from longge.measure.model import udp_goodput_bps
 from longge.measure.results import ResultsDir
-from longge.measure.udp_count import DATAGRAM, RECEIVER, SENDER, SLICE_S
-from longge.protocol.secure import OVERHEAD
+from longge.measure.udp_count import SLICE_S, bound_bps, counted_load
 from longge.radio.options import RadioOptions
 from longge.testbed_spec import node_socket
 
@@ -67,11 +62,6 @@ BACK_SHARE = 0.9
 HOLD_S = 1.0
 TARGET_S, CELL_TARGET_S = 2.0, 3.0
 SHARE_TARGET = 0.85
-PORT = 9000
-
-
-def bound_bps(mode: str) -> float:
-    return udp_goodput_bps(RadioOptions(mode=mode), DATAGRAM, OVERHEAD)
 
 
 def check_values(values: str) -> tuple[str, ...]:
@@ -112,47 +102,27 @@ def run_config(label: str, mode: str, mobiles: int, phase_s: float) -> list[dict
     testbed.up(spec, owner=f"experiment {NAME}")
     air = str(testbed.paths()["air"])
     total = WARM_S + len(PHASES) * phase_s + 5
-    base = ("ip", "netns", "exec", "lg-base", sys.executable, "-c", RECEIVER)
-    receiver = None
-    senders: list[subprocess.Popen[bytes]] = []
     bounds: list[tuple[str, float, float, dict[str, Any], dict[str, Any]]] = []
+    rate = OFFER_SHARE * bound_bps(mode) / mobiles
     try:
-        receiver = subprocess.Popen(
-            [*base, testbed.BASE_IP, str(PORT), str(total)], stdout=subprocess.PIPE, text=True
-        )
-        time.sleep(1.0)  # (listening)
-        rate = OFFER_SHARE * bound_bps(mode) / mobiles
-        for name in spec.mobile_names:
-            mobile = ("ip", "netns", "exec", f"lg-{name}", sys.executable, "-c", SENDER)
-            args = [str(rate), str(total), testbed.BASE_IP, str(PORT)]
-            senders.append(subprocess.Popen([*mobile, *args], stdout=subprocess.DEVNULL))
-        time.sleep(WARM_S)
-        for phase in PHASES:
-            before = _channels()
-            if phase == "wifi":
-                control.apply(air, {}, interferer=f"wifi:{WIFI_OVER_THE_LINK}:{DUTY}")
-            elif phase == "follow":
-                now = (int(before.get("uplink", 76)), int(before.get("downlink", 81)))
-                control.apply(air, {}, interferer=f"wifi:{wifi_covering(now)}:{DUTY}")
-            elif phase == "off":
-                control.apply(air, {}, interferer="none")
-            t0 = time.monotonic()
-            time.sleep(phase_s)
-            t1 = time.monotonic()
-            bounds.append((phase, t0, t1, before, _channels()))
+        with counted_load(spec.mobile_names, rate, total) as meter:
+            time.sleep(WARM_S)
+            for phase in PHASES:
+                before = _channels()
+                if phase == "wifi":
+                    control.apply(air, {}, interferer=f"wifi:{WIFI_OVER_THE_LINK}:{DUTY}")
+                elif phase == "follow":
+                    now = (int(before.get("uplink", 76)), int(before.get("downlink", 81)))
+                    control.apply(air, {}, interferer=f"wifi:{wifi_covering(now)}:{DUTY}")
+                elif phase == "off":
+                    control.apply(air, {}, interferer="none")
+                t0 = time.monotonic()
+                time.sleep(phase_s)
+                t1 = time.monotonic()
+                bounds.append((phase, t0, t1, before, _channels()))
     finally:
-        try:
-            procs: list[subprocess.Popen[Any]] = [*senders]
-            if receiver is not None:
-                procs.append(receiver)
-            for p in procs:
-                if p.poll() is None:
-                    p.terminate()
-            out = receiver.communicate(timeout=30)[0] if receiver is not None else ""
-        finally:
-            testbed.down()
-    slices = [json.loads(line) for line in out.splitlines() if line.startswith("[")]
-    return rows_of(label, mode, mobiles, bounds, slices)
+        testbed.down()
+    return rows_of(label, mode, mobiles, bounds, meter.slices)
 
 
 def _decisions(

@@ -25,8 +25,6 @@ import json
 import math
 import os
 import signal
-import subprocess
-import sys
 import textwrap
 import time
 from collections.abc import Callable
@@ -39,10 +37,8 @@ from longge.errors import ConfigError, LongGeError
 from longge.measure.experiment_report import save_figure
 from longge.measure.experiments import write_rows
 from longge.measure.hostile_radio import ATTACKS, OUT_OF_SCOPE, Attacker, attacks_for
-from longge.measure.model import udp_goodput_bps
 from longge.measure.results import ResultsDir
-from longge.measure.udp_count import DATAGRAM, RECEIVER, SENDER
-from longge.protocol.secure import OVERHEAD
+from longge.measure.udp_count import bound_bps, counted_load
 from longge.radio.options import RadioOptions
 from longge.testbed_spec import node_socket
 
@@ -63,10 +59,6 @@ TARGET = 0.90
 PORT = 9000
 #: The first part of a phase is not counted (the attack's start, the queues' new level).
 SKIP_S = 1.0
-
-
-def bound_bps(mode: str) -> float:
-    return udp_goodput_bps(RadioOptions(mode=_link_mode(mode)), DATAGRAM, OVERHEAD)
 
 
 def _link_mode(mode: str) -> str:
@@ -129,55 +121,38 @@ def run_mode(mode: str, attacks: list[str], phase_s: float) -> list[dict[str, An
     attacks = sorted(attacks, key=lambda a: a != "replay")
     plan = ["none"] + [p for a in attacks for p in (a, "none")]
     total = len(plan) * phase_s + 30 * ("replay" in attacks) + 10
-    base = ("ip", "netns", "exec", "lg-base", sys.executable, "-c", RECEIVER)
-    receiver = None
-    senders: list[subprocess.Popen[bytes]] = []
     eve = Attacker(str(testbed.paths()["air"]), opts, mobile=CELL_MOBILES - 1 if cell else 0)
     bounds: list[tuple[str, float, float, dict[str, int], dict[str, int]]] = []
+    rate = OFFER_SHARE * bound_bps(_link_mode(mode)) / len(names)
     try:
         if cell:
             testbed.take_away(spec.mobile_names[-1])
-        receiver = subprocess.Popen(
-            [*base, testbed.BASE_IP, str(PORT), str(total)], stdout=subprocess.PIPE, text=True
-        )
-        time.sleep(1.0)  # (listening)
-        rate = OFFER_SHARE * bound_bps(mode) / len(names)
-        for name in names:
-            mobile = ("ip", "netns", "exec", f"lg-{name}", sys.executable, "-c", SENDER)
-            args = [str(rate), str(total), testbed.BASE_IP, str(PORT)]
-            senders.append(subprocess.Popen([*mobile, *args], stdout=subprocess.DEVNULL))
-        eve.start()
-        time.sleep(2.0)  # (the queues full, the first ACKs heard)
-        if "replay" in attacks:
-            if not eve.keep():
-                raise LongGeError("the attacker heard no whole packet to replay")
-            _restart_mobile()  # the packets kept are of an old epoch now
-            time.sleep(2.0)
-        for phase in plan:
-            if eve.error is not None:
-                raise LongGeError(f"the attacker's radios: {eve.error}")
-            before, counted = dict(eve.sent), _counts(names)
-            eve.attack = None if phase == "none" else phase
-            t0 = time.monotonic()
-            time.sleep(phase_s)
-            eve.attack = None
-            t1 = time.monotonic()
-            sent = {k: v - before.get(k, 0) for k, v in eve.sent.items()}
-            counts = {k: max(0, v - counted[k]) for k, v in _counts(names).items()}
-            bounds.append((phase, t0, t1, sent, counts))
+        with counted_load(names, rate, total) as meter:
+            eve.start()
+            try:
+                time.sleep(2.0)  # (the queues full, the first ACKs heard)
+                if "replay" in attacks:
+                    if not eve.keep():
+                        raise LongGeError("the attacker heard no whole packet to replay")
+                    _restart_mobile()  # the packets kept are of an old epoch now
+                    time.sleep(2.0)
+                for phase in plan:
+                    if eve.error is not None:
+                        raise LongGeError(f"the attacker's radios: {eve.error}")
+                    before, counted = dict(eve.sent), _counts(names)
+                    eve.attack = None if phase == "none" else phase
+                    t0 = time.monotonic()
+                    time.sleep(phase_s)
+                    eve.attack = None
+                    t1 = time.monotonic()
+                    sent = {k: v - before.get(k, 0) for k, v in eve.sent.items()}
+                    counts = {k: max(0, v - counted[k]) for k, v in _counts(names).items()}
+                    bounds.append((phase, t0, t1, sent, counts))
+            finally:
+                eve.stop()
     finally:
-        try:
-            eve.stop()
-            procs: list[subprocess.Popen[Any]] = [*senders]
-            if receiver is not None:
-                procs.append(receiver)
-            for p in procs:
-                if p.poll() is None:
-                    p.terminate()
-            out = receiver.communicate(timeout=30)[0] if receiver is not None else ""
-        finally:
-            testbed.down()
-    slices = [json.loads(line) for line in out.splitlines() if line.startswith("[")]
+        testbed.down()
+    slices = meter.slices
     return _rows(mode, bounds, slices)
 
 

@@ -13,8 +13,23 @@ as sent]``.
 
 from __future__ import annotations
 
+import contextlib
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from longge import testbed
+from longge.measure.model import udp_goodput_bps
+from longge.protocol.secure import OVERHEAD
+from longge.radio.options import RadioOptions
+
 DATAGRAM = 1400
 SLICE_S = 0.25
+PORT = 9000
 
 #: The mobile's sender (argv: bit/s, seconds, host, port): numbered datagrams.
 SENDER = """
@@ -70,3 +85,49 @@ while time.monotonic() < end:
         good = again = bad = 0
         next_t += 0.25
 """
+
+
+def bound_bps(mode: str) -> float:
+    """The model's UDP goodput of 1400-byte datagrams over a secured link in ``mode`` (the
+    bound the experiments' goodputs are shares of)."""
+    return udp_goodput_bps(RadioOptions(mode=mode), DATAGRAM, OVERHEAD)
+
+
+@dataclass
+class Meter:
+    """The RECEIVER's slices once the load ended: ``[time, good bytes, again, bad]``."""
+
+    slices: list[list[float]] = field(default_factory=list)
+
+
+@contextlib.contextmanager
+def counted_load(mobiles: Sequence[str], rate_bps: float, seconds: float) -> Iterator[Meter]:
+    """A RECEIVER in the base's namespace and a SENDER at ``rate_bps`` in each of
+    ``mobiles``' (testbed names) for ``seconds`` at most; on the way out they are ended and
+    the meter's slices read (a failure inside still ends them)."""
+    base = ("ip", "netns", "exec", "lg-base", sys.executable, "-c", RECEIVER)
+    meter = Meter()
+    receiver = subprocess.Popen(
+        [*base, testbed.BASE_IP, str(PORT), str(seconds)], stdout=subprocess.PIPE, text=True
+    )
+    procs: list[subprocess.Popen[Any]] = [receiver]
+    try:
+        time.sleep(1.0)  # (listening)
+        for name in mobiles:
+            mobile = ("ip", "netns", "exec", f"lg-{name}", sys.executable, "-c", SENDER)
+            args = [str(rate_bps), str(seconds), testbed.BASE_IP, str(PORT)]
+            procs.append(subprocess.Popen([*mobile, *args], stdout=subprocess.DEVNULL))
+        yield meter
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.terminate()
+        try:
+            out = receiver.communicate(timeout=30)[0]
+        except subprocess.TimeoutExpired:
+            receiver.kill()
+            out = receiver.communicate()[0]
+        for p in procs[1:]:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.wait(timeout=10)
+        meter.slices = [json.loads(line) for line in out.splitlines() if line.startswith("[")]
