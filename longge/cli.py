@@ -358,6 +358,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--keep-testbed", action="store_true", help="leave a testbed brought up for this run"
     )
+    p.add_argument(
+        "--backend",
+        choices=["sim", "rf24"],
+        default="sim",
+        help="multinode: the testbeds' radios (rf24: the real pyrf24 on emulated chips)",
+    )
     _add_server_arguments(p)
     add_radio_arguments(p)
     add_loss_arguments(p)

@@ -213,6 +213,7 @@ BAD = [
     (["experiment", "multinode", "--values", "9"], "--values"),
     (["experiment", "adaptive", "--values", "fast"], "--values"),
     (["experiment", "all", "--time", "2"], "--time"),
+    (["experiment", "hostile", "--backend", "rf24"], "--backend"),  # (multinode's only)
     (["plot", "/nonexistent/results"], "summary.json"),
     (["daemon", "--config", "/nonexistent.toml"], "config"),
     (["radio", "set", "--arc", "99"], "arc"),

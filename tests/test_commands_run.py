@@ -165,14 +165,17 @@ def test_experiment_mode_from_nothing(tmp_path: Path) -> None:
 
 
 def test_experiment_multinode_and_plot(tmp_path: Path) -> None:
-    """An experiment with testbeds of its own (two mobiles, both modes), then plot on what it
-    wrote: the same plots and verdict from the files alone."""
+    """An experiment with testbeds of its own (two mobiles, both modes, every radio the real
+    pyrf24 on an emulated chip: ``--backend rf24``), then plot on what it wrote: the same
+    plots and verdict from the files alone."""
     testbed.down()
     out = tmp_path / "out"
-    ok(cli("experiment", "multinode", "--values", "2", "-t", "4", "--out", str(out)))
+    args = ("--values", "2", "-t", "4", "--backend", "rf24", "--out", str(out))
+    ok(cli("experiment", "multinode", *args))
     summary = has(out, "context.json", "summary.json", "multinode.json", "multinode.csv")
     assert summary["kind"] == "experiments"
     mine = json.loads((out / "multinode.json").read_text())
+    assert mine["backend"] == "rf24"
     assert {(r["mode"], r["direction"]) for r in mine["rows"]} == {
         (m, d) for m in ("esb", "stream") for d in ("down", "up")
     }

@@ -171,6 +171,42 @@ def test_frames_cross_the_modem_both_ways_and_it_reports_itself(
     rx.close()
 
 
+def test_a_modem_hears_three_senders_each_on_its_own_pipe(
+    modems: tuple[Modem, Modem], air_path: str
+) -> None:
+    """Firmware 1.2's 33-byte record: pipes 2..5 with their own first byte (pipe 1's other
+    bytes), so a base on modems can serve several mobiles; each frame is read with its pipe.
+    (Firmware 1.1 refused pipes 2..5: a base on modems heard one mobile.)"""
+    from longge.testbed_spec import base_listens
+
+    _, rx_modem = modems
+    rx = SerialRadio(str(rx_modem.link), name="base-rx")
+    assert rx.begin()
+    configure(rx, RadioOptions(), channel=76)
+    for i in range(3):
+        rx.open_rx_pipe(i + 1, base_listens(i))
+    rx.start_listening()
+    got: list[tuple[int, bytes]] = []
+    for i in range(3):
+        tx = SimRadio(air=air_path, name=f"mobile{i}")
+        assert tx.begin()
+        configure(tx, RadioOptions(), channel=76)
+        tx.stop_listening(base_listens(i))
+        deadline = time.monotonic() + 5  # (the modem takes its settings over the line first)
+        while not tx.write(bytes([i, 0])) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        for k in range(1, 5):
+            assert tx.write(bytes([i, k])), (i, k)  # (acknowledged: the pipe is open)
+        tx.close()
+        deadline = time.monotonic() + 5
+        while len(got) < 5 * (i + 1) and time.monotonic() < deadline:
+            rx.wait(0.05)
+            while (has := rx.available_pipe())[0]:
+                got.append((has[1], bytes(rx.read())))
+    assert got == [(i + 1, bytes([i, k])) for i in range(3) for k in range(5)]
+    rx.close()
+
+
 def test_wrong_port_and_wrong_device_are_explained(tmp_path: Path) -> None:
     with pytest.raises(HardwareError, match="cannot open the modem"):
         SerialRadio(str(tmp_path / "nothing"), name="tx").begin()

@@ -61,7 +61,8 @@ uint8_t radio_is_plus(void) {
 }
 
 uint8_t radio_config_from_wire(const uint8_t *b, uint8_t len, radio_config *c) {
-    if (len != RADIO_CONFIG_WIRE_LEN)
+    uint8_t six = len == RADIO_CONFIG_WIRE_LEN_PIPES;
+    if (len != RADIO_CONFIG_WIRE_LEN && !six)
         return 1;
     c->channel = b[0];
     c->rate = b[1];
@@ -81,6 +82,8 @@ uint8_t radio_config_from_wire(const uint8_t *b, uint8_t len, radio_config *c) {
         c->rx_address[1][i] = b[23 + i];
     }
     c->rx_pipes = b[17];
+    for (uint8_t p = 0; p < 4; p++) /* (the power-on values when the record has none) */
+        c->rx_first[p] = six ? b[29 + p] : (uint8_t)(0xC3 + p);
     if (c->channel > 125)
         return 2;
     if (c->rate > 2)
@@ -93,7 +96,7 @@ uint8_t radio_config_from_wire(const uint8_t *b, uint8_t len, radio_config *c) {
         return 6;
     if (c->ard_step > 15 || c->arc > 15)
         return 7;
-    if (c->auto_ack > 0x3F || (c->rx_pipes & ~0x03))
+    if (c->auto_ack > 0x3F || (c->rx_pipes & (six ? ~0x3F : ~0x03)))
         return 8;
     if (c->payload_size < 1 || c->payload_size > NRF_MAX_PAYLOAD)
         return 9;
@@ -121,6 +124,8 @@ void radio_apply(const radio_config *c) {
     write_buf((uint8_t)(CMD_W_REGISTER | REG_TX_ADDR), c->tx_address, c->address_width);
     write_buf((uint8_t)(CMD_W_REGISTER | REG_RX_ADDR_P0), c->rx_address[0], c->address_width);
     write_buf((uint8_t)(CMD_W_REGISTER | REG_RX_ADDR_P1), c->rx_address[1], c->address_width);
+    for (uint8_t p = 0; p < 4; p++) /* RX_ADDR_P2..P5: one byte each (datasheet §7.6) */
+        write_reg((uint8_t)(REG_RX_ADDR_P1 + 1 + p), c->rx_first[p]);
     write_reg(REG_EN_RXADDR, c->rx_pipes);
     uint8_t config = CONFIG_EN_CRC | (c->crc_len == 2 ? CONFIG_CRCO : 0);
     if (c->powered)

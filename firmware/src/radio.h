@@ -19,10 +19,13 @@ typedef struct {
     uint8_t powered;
     uint8_t tx_address[5];
     uint8_t rx_pipes;     /* bit per pipe 0..5 that is open */
-    uint8_t rx_address[2][5]; /* pipes 0 and 1 (2..5 share pipe 1's upper bytes: unused here) */
+    uint8_t rx_address[2][5]; /* pipes 0 and 1 */
+    uint8_t rx_first[4];  /* pipes 2..5: their own first byte (the others are pipe 1's) */
 } radio_config;
 
+/* The record without pipes 2..5 (firmware 1.0 and 1.1 know only it), and with them (1.2). */
 #define RADIO_CONFIG_WIRE_LEN 29
+#define RADIO_CONFIG_WIRE_LEN_PIPES 33
 
 /* 1 if a chip answers on SPI (a register written reads back), 0 otherwise. */
 uint8_t radio_begin(void);

@@ -6,7 +6,7 @@ one code for both. The first byte says what a message is.
 Host -> chip:
     ``H`` name                         attach as a radio called ``name`` (utf-8; the air only)
     ``C`` registers                    set the chip registers (the air: ``RadioRegisters`` as
-                                       JSON; the modem: a 29-byte record)
+                                       JSON; the modem: a 29- or 33-byte record)
     ``L`` on(1)                        listen (RX mode) or not
     ``T`` no_ack(1) payload            load a payload into the TX FIFO
     ``F``                              flush the TX FIFO (also clears MAX_RT)

@@ -321,6 +321,11 @@ def _own(ns: argparse.Namespace, path: Path | None, own: list[Any]) -> int:
         )
     from longge import testbed
 
+    backend = getattr(ns, "backend", "sim")
+    if backend != "sim":  # (an experiment's radios: its module's BACKENDS, else the sim's)
+        refusing = [m.NAME for m in own if backend not in getattr(m, "BACKENDS", ("sim",))]
+        if refusing:
+            raise ConfigError("--backend", backend, f"sim for {', '.join(refusing)}")
     if ns.values is not None:  # (refused by name before anything else)
         for m in own:
             m.check_values(ns.values)
@@ -351,6 +356,7 @@ def _own(ns: argparse.Namespace, path: Path | None, own: list[Any]) -> int:
                     progress("experiment"),
                     values=ns.values,
                     seconds=ns.time,
+                    **({"backend": backend} if hasattr(m, "BACKENDS") else {}),
                 )
                 summary["verdicts"][m.NAME] = got["verdict"]
             except (ConfigError, KeyboardInterrupt):

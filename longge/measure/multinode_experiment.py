@@ -43,6 +43,9 @@ QUICK_MOBILES = (1, 3, 5)
 OVERSHARE = 1.3
 PING_EVERY_S = 0.2
 MODES = ("esb", "stream")
+#: the testbeds' radios it can run on (experiment --backend): the sim's, or the real pyrf24
+#: on emulated chips (not the USB modem yet: its firmware keeps pipes 0 and 1 only)
+BACKENDS = ("sim", "rf24")
 
 
 def bound_bps(mode: str = "esb") -> float:
@@ -107,10 +110,11 @@ def run(
     progress: Callable[[str, float], None],
     values: str | None = None,
     seconds: int | None = None,
+    backend: str = "sim",
 ) -> dict[str, Any]:
     """Every N of the experiment, each on its own testbed; the summary, CSV and plot in
     ``out``. ``values``: only these N (experiment --values, text with commas); ``seconds``:
-    each direction's trial (--time)."""
+    each direction's trial (--time); ``backend``: the testbeds' radios (BACKENDS)."""
     ns: tuple[int, ...] = QUICK_MOBILES if quick else MOBILES
     if values is not None:
         ns = check_values(values)
@@ -120,7 +124,9 @@ def run(
     steps = [(mode, n) for mode in MODES for n in ns]
     for k, (mode, n) in enumerate(steps):
         say(f"{NAME}: {mode}, {n} mobile(s): bringing up the testbed")
-        spec = testbed.TestbedSpec(options=RadioOptions(mode=mode), mobiles=n)
+        spec = testbed.TestbedSpec(
+            options=RadioOptions(mode=mode), mobiles=n, rf24=backend == "rf24"
+        )
         testbed.up(spec, owner=f"experiment {NAME}")
         try:
             for j, direction in enumerate(("down", "up")):
@@ -134,6 +140,7 @@ def run(
         "kind": "experiment",
         "experiment": {"name": NAME, "question": QUESTION, "mobiles": list(ns)},
         "quick": quick,
+        "backend": backend,
         "trial_s": seconds,
         "rows": rows,
         "bound_bps": {"udp_1400": bounds["esb"], "udp_1400_stream": bounds["stream"]},

@@ -3,10 +3,11 @@
 
 The modem speaks the emulated radios' own messages (``longge/chip/messages.py``: ``T`` payload,
 ``F`` flush, ``t`` TX result, ``r`` received frame, …), each framed with COBS and a CRC-16
-(CCITT, init 0xFFFF) on the serial line; only the chip settings travel as a fixed 29-byte
-record instead of JSON. So this backend is the emulated radio's host side (``mirror.ChipMirror``:
-FIFO accounting, TX results, MAX_RT) over a serial line (``SerialLink``) instead of the air
-socket, and the daemon cannot tell the three backends apart.
+(CCITT, init 0xFFFF) on the serial line; only the chip settings travel as a fixed record
+instead of JSON (29 bytes; 33 with pipes 2..5 open, firmware 1.2 on). So this backend is the
+emulated radio's host side (``mirror.ChipMirror``: FIFO accounting, TX results, MAX_RT) over
+a serial line (``SerialLink``) instead of the air socket, and the daemon cannot tell the three
+backends apart.
 
 ``begin()`` opens the port, asks for the firmware version and whether a chip answers on the
 modem's SPI bus, and says precisely what is wrong. A modem that disappears (unplugged) counts as
@@ -35,6 +36,9 @@ MAX_DEPTH = 64
 DEFAULT_BAUD = 2_000_000
 RATE_CODE = {"1M": 0, "2M": 1, "250k": 2}
 CONFIG_LEN = 29
+#: The record with pipes 2..5's own first bytes (a base serving several mobiles): firmware 1.2
+CONFIG_LEN_PIPES = 33
+PIPES_FIRMWARE = (1, 2)
 
 
 def crc16(data: bytes) -> int:
@@ -242,7 +246,14 @@ class SerialLink:
         return self._read_frames() if readable else ([], False)
 
     def registers_message(self, regs: RadioRegisters) -> bytes:
-        return b"C" + config_record(regs)
+        record = config_record(regs)
+        if len(record) == CONFIG_LEN_PIPES and (self.firmware or (0, 0)) < PIPES_FIRMWARE:
+            major, minor = self.firmware or (0, 0)
+            raise HardwareError(
+                f"{self.name}: pipes 2..5 need modem firmware 1.2; {major}.{minor} here: flash "
+                "firmware/ again (make -C firmware flash)"
+            )
+        return b"C" + record
 
 
 class SerialRadio(ChipMirror):
@@ -310,9 +321,10 @@ class SerialRadio(ChipMirror):
 
 
 def config_record(regs: RadioRegisters) -> bytes:
-    """The chip settings as the firmware's 29-byte record (firmware/src/radio.c)."""
+    """The chip settings as the firmware's record (firmware/src/radio.c): 29 bytes, and 4 more
+    (pipes 2..5's own first bytes: datasheet §7.6) when one of those pipes is open."""
     aw = regs.address_width
-    pipes = {p: a for p, a in regs.rx_pipes.items() if p in (0, 1)}
+    pipes = dict(regs.rx_pipes)
     mask = sum(1 << p for p in pipes)
     auto = sum(1 << i for i, on in enumerate(regs.auto_ack) if on)
     rec = bytes(
@@ -335,5 +347,8 @@ def config_record(regs: RadioRegisters) -> bytes:
     for p in (0, 1):
         rec += pipes.get(p, b"")[:aw].ljust(5, b"\x00")
     rec += b"\x00"
-    assert len(rec) == CONFIG_LEN
+    more = any(p >= 2 for p in pipes)
+    if more:  # (their other bytes are pipe 1's: mirror.py's open_rx_pipe keeps them so)
+        rec += bytes(pipes[p][0] if p in pipes else 0xC1 + p for p in range(2, 6))
+    assert len(rec) == (CONFIG_LEN_PIPES if more else CONFIG_LEN)
     return rec
