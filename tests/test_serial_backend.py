@@ -207,6 +207,27 @@ def test_a_modem_hears_three_senders_each_on_its_own_pipe(
     rx.close()
 
 
+def test_pipes_past_1_need_firmware_1_2_and_the_host_says_so() -> None:
+    """The 29-byte record while pipes 0 and 1 only are open (any firmware takes it); with a
+    pipe past 1, the 33-byte one, and a modem older than 1.2 is told to be flashed."""
+    from longge.chip.registers import RadioRegisters
+    from longge.radio.serial_modem import CONFIG_LEN, CONFIG_LEN_PIPES, SerialLink
+
+    regs = RadioRegisters()
+    regs.rx_pipes = {0: b"LGb2m", 1: b"LGm2b"}
+    assert len(config_record(regs)) == CONFIG_LEN
+    regs.rx_pipes = {**regs.rx_pipes, 3: b"NGm2b"}
+    record = config_record(regs)
+    assert len(record) == CONFIG_LEN_PIPES and record[17] == 0b1011
+    assert record[29:] == bytes((0xC3, ord("N"), 0xC5, 0xC6))  # (closed pipes: power-on bytes)
+    link = SerialLink("/nonexistent", 2_000_000, "base-rx")
+    link.firmware = (1, 1)
+    with pytest.raises(HardwareError, match=r"firmware 1\.2"):
+        link.registers_message(regs)
+    link.firmware = (1, 2)
+    assert link.registers_message(regs) == b"C" + record
+
+
 def test_wrong_port_and_wrong_device_are_explained(tmp_path: Path) -> None:
     with pytest.raises(HardwareError, match="cannot open the modem"):
         SerialRadio(str(tmp_path / "nothing"), name="tx").begin()
