@@ -227,11 +227,7 @@ class RxAgility:
     def _dwell(self, now: float) -> None:
         """A reading of the power detector on another channel, when it is time (and the radio
         idle, or it has been long)."""
-        if self.follower is not None and self.follower.searching:
-            return  # (the RX radio listens elsewhere now: the search's)
-        if now - self._last_dwell < DWELL_EVERY_S:
-            return
-        if now - self.last_frame < IDLE_S and now - self._last_dwell < DWELL_BUSY_S:
+        if now < self._next_dwell(now):
             return
         channel = self.band.next_channel(self.channels())
         self._last_dwell = now
@@ -277,8 +273,9 @@ class RxAgility:
 
     # -- the pump's questions -------------------------------------------------------------------
     def _next_dwell(self, now: float) -> float:
-        """When ``_dwell`` may read the power detector next (later while frames come; not
-        while the search has the radio: a moment past then kept the pump from sleeping)."""
+        """When ``_dwell`` may read the power detector next: DWELL_EVERY_S after the last;
+        while frames come (one within IDLE_S), once they stop or DWELL_BUSY_S after the last;
+        not while the search has the RX radio (a moment past then kept the pump awake)."""
         if self.follower is not None and self.follower.searching:
             return math.inf
         at = self._last_dwell + DWELL_EVERY_S
