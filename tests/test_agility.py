@@ -6,6 +6,7 @@ where it is."""
 from __future__ import annotations
 
 import os
+import socket
 import threading
 import time
 from typing import Any
@@ -15,6 +16,7 @@ from daemonlink import LINK_KEY, Link, make_link
 
 from longge.air import control
 from longge.commands.node import _scan_link
+from longge.config import NodeConfig, PeerConfig
 from longge.radio.options import RadioOptions
 
 WIFI_13 = "wifi:13:0.5"  # (nRF channels 61..83: the link's 76 and 81)
@@ -38,6 +40,23 @@ def moved_out(lk: Link, seconds: float) -> tuple[Any, Any]:
         if all(isinstance(c, int) and c < 61 for c in ends):
             return b, m
     return b, m
+
+
+def agile_mobile(tmp_path: os.PathLike[str]) -> NodeConfig:
+    """A secured agile mobile's config, its state in ``tmp_path`` (the RX part alone)."""
+    return NodeConfig(
+        role="mobile",
+        state_dir=str(tmp_path),
+        radio=RadioOptions(agile=True),
+        peers=(PeerConfig(key=bytes(32)),),
+    )
+
+
+def tx_pair() -> tuple[socket.socket, socket.socket]:
+    """(the RX process's end, the TX process's end: not blocking) of their pair."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    theirs.setblocking(False)
+    return ours, theirs
 
 
 @pytest.mark.parametrize("mode", ["esb", "stream"])
@@ -89,7 +108,6 @@ def test_a_mobile_that_missed_a_move_finds_its_base(
     outside the ARQ's window (a CHANNEL frame): the mobile's ACKs go to the uplink's old
     channel till it has heard one, so the window stays full (in the window, a HERE never
     went: the two stayed apart for good)."""
-    from longge.config import NodeConfig, PeerConfig
     from longge.daemon.agility import kept_file
 
     state = os.path.join(str(tmp_path), "state")  # (make_link's)
@@ -119,21 +137,12 @@ def test_a_mobile_that_missed_a_move_finds_its_base(
 def test_a_restarted_node_starts_where_its_link_was(tmp_path: os.PathLike[str]) -> None:
     """The link's channels are kept in the state folder when they move; a node started
     again starts there (both its radios), not at home; a kept pair it may not use is not."""
-    import socket
-
-    from longge.config import NodeConfig, PeerConfig
     from longge.daemon.agility import RxAgility
     from longge.daemon.messages import SwitchAt, received
     from longge.daemon.radio_owner import RadioOwner
 
-    cfg = NodeConfig(
-        role="mobile",
-        state_dir=str(tmp_path),
-        radio=RadioOptions(agile=True),
-        peers=(PeerConfig(key=bytes(32)),),
-    )
-    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    theirs.setblocking(False)
+    cfg = agile_mobile(tmp_path)
+    ours, theirs = tx_pair()
     first = RxAgility(cfg, RadioOwner(), ours, 0.0)
     assert first.channels() == (76, 81) and not list(received(theirs))
     assert first.follower is not None
@@ -150,9 +159,6 @@ def test_a_restarted_node_starts_where_its_link_was(tmp_path: os.PathLike[str]) 
 
 
 def test_a_link_without_security_does_not_move_and_says_why(tmp_path: os.PathLike[str]) -> None:
-    import socket
-
-    from longge.config import NodeConfig
     from longge.daemon.agility import RxAgility
     from longge.daemon.radio_owner import RadioOwner
 
@@ -178,21 +184,12 @@ def test_an_agile_node_lets_its_pump_sleep_and_works_only_when_due(
     """The RX pump turns for every frame and sleeps till its parts' soonest moment: the
     agility's moment is never in the past (a searching mobile's was: its dwell's moment stayed
     behind, and the pump never slept), and a turn before it does nothing."""
-    import socket
-
-    from longge.config import NodeConfig, PeerConfig
     from longge.daemon.agility import RxAgility
     from longge.daemon.peers import receivers
     from longge.daemon.radio_owner import RadioOwner
 
-    cfg = NodeConfig(
-        role="mobile",
-        state_dir=str(tmp_path),
-        radio=RadioOptions(agile=True),
-        peers=(PeerConfig(key=bytes(32)),),
-    )
-    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    theirs.setblocking(False)
+    cfg = agile_mobile(tmp_path)
+    ours, theirs = tx_pair()
     table = receivers(cfg, arq=False)
     agility = RxAgility(cfg, RadioOwner(), ours, 0.0)
     assert agility.follower is not None
