@@ -169,11 +169,13 @@ def _down_then_farther(
             sent += batch
         got += lk.collect(lk.btun, collect_s)
         # the level in force: a trial of a lower one (every so often) may be on when the
-        # status is read, and ends within a window (at most 3 s here)
+        # status is read, and ends within a window (at most 3 s here). The daemons are
+        # stepped meanwhile: their status is what their radio processes last sent (a sleep
+        # read the same trial again and again: a fresh clone's run failed so)
         adapt = lk.mobile.status()["tx"]["adapt"]
         end = time.monotonic() + 3.0
         while adapt["power"]["stage"] is not None and time.monotonic() < end:
-            time.sleep(0.1)
+            lk.pump(0.1)
             adapt = lk.mobile.status()["tx"]["adapt"]
         return sent, got, adapt
 
