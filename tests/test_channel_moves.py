@@ -3,7 +3,9 @@
 pictures (protocol/band.py), and the packets between them (protocol/channel_control.py), over
 a small model of the air: each end hears the Wi-Fi near it on the channels it covers, a
 frame's attempt fails with the Wi-Fi at its receiver, the ACK's at its sender and the loss
-floor; an end on another channel than its peer hears nothing. The radios and the daemon's
+floor (ESB: the ACK on the frame's channel; stream mode: on the other direction's, and a
+frame that came through with its ACK lost is received again); an end on another channel
+than its peer hears nothing. The radios and the daemon's
 plumbing are not here (tests with the daemons are); what is: when the link moves, where,
 that both ends end up together, and when it must not move."""
 
@@ -12,6 +14,8 @@ from __future__ import annotations
 import itertools
 import random
 from dataclasses import dataclass, field
+
+import pytest
 
 from longge.protocol import channel_control as cc
 from longge.protocol.band import Band
@@ -30,7 +34,7 @@ from longge.protocol.channel_follow import (
     Switch,
     here_every,
 )
-from longge.protocol.channel_plan import DOWNLINK, Q_BAD, UPLINK, ChannelPlan
+from longge.protocol.channel_plan import DOWNLINK, Q_BAD, ChannelPlan
 
 ISM = tuple(range(84))
 TICK_S = 0.005
@@ -56,15 +60,19 @@ class Link:
     drop_moves: bool = False
     pinned: bool = False
     seed: int = 1
+    stream: bool = False  # (each direction's ACKs on the other's channel)
+    home: tuple[int, int] = (76, 81)  # (uplink, downlink)
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
         self.now = 0.0
         self.base_band, self.mobile_band = Band(ISM), Band(ISM)
-        self.plan = ChannelPlan(self.base_band, 76, 81, 0.0, pinned=self.pinned)
-        self.follower = ChannelFollower((76, 81), ISM, 0.0)
-        self.base = {"up": 76, "down": 81}
-        self.mobile = {"up": 76, "down": 81}
+        up, down = self.home
+        self.plan = ChannelPlan(self.base_band, up, down, 0.0, self.pinned, self.stream)
+        self.follower = ChannelFollower((up, down), ISM, 0.0)
+        self.base = {"up": up, "down": down}
+        self.mobile = {"up": up, "down": down}
+        self.again_up = 0  # (the mobile's frames the base received again since its report)
         self.later: list[Switch] = []
         self.base_at: float | None = None
         self.moves: list[tuple[float, int, int]] = []
@@ -79,6 +87,22 @@ class Link:
     def q(self, sender: str, receiver: str, channel: int) -> float:
         clean = (1 - self.per) * (1 - self.duty(receiver, channel))
         return 1 - clean * (1 - self.per) * (1 - self.duty(sender, channel))
+
+    def fates(self, sender: str, receiver: str, channel: int, back: int) -> tuple[int, int]:
+        """A tick's attempts of one direction on ``channel`` (its ACKs on ``back``: stream
+        mode): (failed, received again)."""
+        if not self.stream:
+            q = self.q(sender, receiver, channel)
+            return sum(self.rng.random() < q for _ in range(ATTEMPTS)), 0
+        frame_q = 1 - (1 - self.per) * (1 - self.duty(receiver, channel))
+        ack_q = 1 - (1 - self.per) * (1 - self.duty(sender, back))
+        failed = again = 0
+        for _ in range(ATTEMPTS):
+            through = self.rng.random() >= frame_q
+            acked = through and self.rng.random() >= ack_q
+            failed += not acked
+            again += through and not acked
+        return failed, again
 
     def through(self, sender: str, receiver: str, channel: int, tries: int = 16) -> bool:
         """A control packet alone at ARC 15 (ESB) gets through?"""
@@ -103,14 +127,21 @@ class Link:
         same_down = self.base["down"] == self.mobile["down"]
         same_up = self.base["up"] == self.mobile["up"]
         # the traffic: each direction's attempts and failures
-        q_down = self.q("base", "mobile", self.base["down"]) if same_down else 1.0
-        q_up = self.q("mobile", "base", self.mobile["up"]) if same_up else 1.0
-        fails = sum(self.rng.random() < q_down for _ in range(ATTEMPTS))
+        both = same_down and same_up  # (stream mode: an ACK needs the other channel)
+        down, up = self.base["down"], self.mobile["up"]
+        none = (ATTEMPTS, 0)
+        ok = both if self.stream else same_down
+        fails, echoed = self.fates("base", "mobile", down, up) if ok else none
         self.plan.sent(DOWNLINK, ATTEMPTS, fails, now)
-        fails_up = sum(self.rng.random() < q_up for _ in range(ATTEMPTS))
+        self.reporting.received_again(echoed)
+        ok = both if self.stream else same_up
+        fails_up, again = self.fates("mobile", "base", up, down) if ok else none
         self.reporting.sent(ATTEMPTS, fails_up)
+        self.again_up += again
         if fails_up < ATTEMPTS:
             self.heard_mobile = now
+        q_down = self.q("base", "mobile", down) if same_down else 1.0
+        q_up = self.q("mobile", "base", up) if same_up else 1.0
         self.carried.append((now, q_down < Q_BAD and q_up < Q_BAD))
         # the power detectors: one reading each a tick, off the link's own channels
         for end, band, own in (
@@ -122,15 +153,16 @@ class Link:
                 band.reading(ch, self.rng.random() < self.duty(end, ch), now)
         # the mobile's report, up
         if (counts := self.reporting.take(now)) is not None:
-            a, f = counts
+            a, f, echoed = counts
             own = (self.mobile["up"], self.mobile["down"])
             busy, total = self.mobile_band.near(own, now - 1.0)
             near = busy / total if total else None
-            msg = cc.band_message(a, f, near, self.mobile_band.levels(now))
+            msg = cc.band_message(a, f, near, self.mobile_band.levels(now), echoed)
             if same_up and self.through("mobile", "base", self.mobile["up"]):
                 report = cc.parse_band(msg)
                 assert report is not None
-                self.plan.sent(UPLINK, report.attempts, report.failures, now)
+                again, self.again_up = self.again_up, 0
+                self.plan.report(report.attempts, report.failures, report.echoed, again, now)
                 self.base_band.peer_levels(report.levels, now)
                 self.plan.peer_near(report.near, now)
         # the base: a move decided, its MOVE (again each tick until its moment), its HERE
@@ -190,6 +222,28 @@ def test_wifi_over_both_channels_moves_both_within_two_seconds_out_of_its_reach(
         up, down = link.base["up"], link.base["down"]
         assert (up, down) == (link.mobile["up"], link.mobile["down"])
         assert up < 61 and down < 61 and abs(up - down) >= 2
+
+
+@pytest.mark.parametrize("busy", ["downlink", "uplink"])
+def test_stream_mode_moves_only_the_direction_whose_channel_is_busy(busy: str) -> None:
+    """Stream mode, the link's channels far apart (uplink 20, downlink 81) and Wi-Fi over one
+    of them: the other direction's ARQ loses its ACKs there (its failures are the busy
+    channel's), but its receiver got those frames again: that direction stays; the busy one
+    moves and the link carries again. (Counted as its ARQ counts, the uplink moved beside
+    Wi-Fi over the downlink and was then judged "not the channel's": the link stayed under
+    the Wi-Fi for 30 s.)"""
+    for seed in range(1, 4):
+        link = Link(stream=True, home=(20, 81), seed=seed)
+        link.run(10.0)
+        assert link.moves == []
+        link.wifi.append(Wifi(78 if busy == "downlink" else 23, 0.5))
+        link.run(6.0)
+        back = link.back_after(10.0)
+        assert back is not None and back <= 2.0, (seed, back, link.moves)
+        stays = "up" if busy == "downlink" else "down"
+        assert link.base[stays] == (20 if stays == "up" else 81), (seed, link.moves)
+        assert link.moves, seed
+        assert (link.base["up"], link.base["down"]) == (link.mobile["up"], link.mobile["down"])
 
 
 def test_a_loss_every_channel_has_moves_nothing_in_ten_minutes() -> None:

@@ -44,7 +44,7 @@ from longge.protocol.channel_follow import (
     Switch,
     here_every,
 )
-from longge.protocol.channel_plan import DOWNLINK, UPLINK, ChannelPlan
+from longge.protocol.channel_plan import DOWNLINK, ChannelPlan
 from longge.protocol.peer import PeerReceiver, PeerTable
 
 #: A dwell on another channel every DWELL_EVERY_S while the RX radio is idle (nothing came
@@ -82,7 +82,8 @@ class RxAgility:
         #: a link without security stays where it is (its mobiles would refuse the moves:
         #: docs/design.md §6, anyone could send them)
         pinned = cfg.insecure
-        self.plan = ChannelPlan(self.band, up, down, now, pinned) if self.base else None
+        acks_apart = cfg.radio.mode == "stream"  # (a frame's ACK on the other channel)
+        self.plan = ChannelPlan(self.band, up, down, now, pinned, acks_apart) if self.base else None
         self.follower = (
             None if self.base else ChannelFollower(home, cfg.channels, now, current=(up, down))
         )
@@ -100,6 +101,7 @@ class RxAgility:
         self._next_move = now
         self._sent: tuple[int, int] | None = None
         self._heard: dict[int, float | None] = {}
+        self._again: dict[int, int] = {}  # (each peer's frames received again, last read)
         self._was = (up, down)
         self._due = now  # (the parts' next moment: ``turn``)
 
@@ -159,7 +161,8 @@ class RxAgility:
             if peer.band_heard is not None:
                 report, at = peer.band_heard
                 peer.band_heard = None
-                plan.sent(UPLINK, report.attempts, report.failures, at)
+                again = self._received_again(peer)
+                plan.report(report.attempts, report.failures, report.echoed, again, at)
                 self.band.peer_levels(report.levels, at)
                 plan.peer_near(report.near, at)
         if plan.pending is not None and now >= plan.pending.at:
@@ -204,12 +207,25 @@ class RxAgility:
             switches += follower.here(here, at)
         switches += follower.step(now)
         self._switch(switches, now)
+        reporting.received_again(self._received_again(base))
         counts = reporting.take(now)
         if counts is not None:
             up, down = self.channels()
             busy, total = self.band.near((up, down), now - 1.0)
             near = busy / total if total else None
-            self._say(0, cc.band_message(*counts, near, self.band.levels(now)))
+            attempts, failures, echoed = counts
+            levels = self.band.levels(now)
+            self._say(0, cc.band_message(attempts, failures, near, levels, echoed))
+
+    def _received_again(self, peer: PeerReceiver) -> int:
+        """The frames of ``peer`` our receiver got again since the last call (stream mode's
+        ARQ: a copy of one that came through, its ACK lost on the other channel; 0 in ESB)."""
+        if peer.arq is None:
+            return 0
+        total = peer.arq.stats.duplicates
+        last = self._again.get(peer.index)
+        self._again[peer.index] = total
+        return 0 if last is None or total < last else total - last
 
     def _switch(self, switches: list[Switch], now: float) -> None:
         """The follower's switches: the RX radio's ours (now, or at their moment), the TX

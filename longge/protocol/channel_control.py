@@ -9,11 +9,13 @@ packet).
             "I am on these now, and if the downlink moves it goes to ``next``" (the base's
             keepalive while its link may move: a mobile that missed a move learns the uplink's
             channel from it; one that lost the base looks for it on ``next`` first)
-    BAND    mobile -> base   \\x00LGband  attempts(2)  failures(2)  near  levels(21)
+    BAND    mobile -> base   \\x00LGband  attempts(2)  failures(2)  near  echoed(2)  levels(21)
             the mobile's sending since its last report (its frames' attempts and failures on
             the uplink: ESB's ARC counts, stream mode's ARQ fates; each saturates at 65535),
             the share of its last second's readings of the link's neighbourhood that were busy
-            (band.py's ``near``: 0..254 for 0..1, 255 for none) and its picture of the band
+            (band.py's ``near``: 0..254 for 0..1, 255 for none), the base's frames it received
+            again since its last report (stream mode: their ACKs were lost on the uplink's
+            channel, not they on the downlink's: channel_plan.py) and its picture of the band
             (band.py's levels)
 
 ``seq`` numbers the base's moves (mod 256): a mobile applies a MOVE once however often it is
@@ -34,7 +36,7 @@ BAND_MAGIC = b"\x00LGband"
 MAGICS = (MOVE_MAGIC, HERE_MAGIC, BAND_MAGIC)
 _MOVE = struct.Struct(">BBBH")
 _HERE = struct.Struct(">BBBB")
-_BAND = struct.Struct(">HHB")
+_BAND = struct.Struct(">HHBH")
 NEAR_NONE = 255
 COUNT_MAX = 0xFFFF
 
@@ -63,6 +65,7 @@ class BandReport:
     failures: int
     near: float | None  # (None: no reading of the neighbourhood)
     levels: bytes
+    echoed: int = 0
 
 
 def sent_again(message: bytes) -> bool:
@@ -102,12 +105,16 @@ def parse_here(packet: bytes) -> Here | None:
     return Here(seq, up, down, nxt) if ok else None
 
 
-def band_message(attempts: int, failures: int, near: float | None, levels: bytes) -> bytes:
+def band_message(
+    attempts: int, failures: int, near: float | None, levels: bytes, echoed: int = 0
+) -> bytes:
     if len(levels) != LEVELS_BYTES:
         raise ValueError(f"levels: {len(levels)} bytes, not {LEVELS_BYTES}")
     failures = min(failures, attempts)
     near_byte = NEAR_NONE if near is None else round(min(max(near, 0.0), 1.0) * 254)
-    counts = _BAND.pack(min(attempts, COUNT_MAX), min(failures, COUNT_MAX), near_byte)
+    counts = _BAND.pack(
+        min(attempts, COUNT_MAX), min(failures, COUNT_MAX), near_byte, min(echoed, COUNT_MAX)
+    )
     return BAND_MAGIC + counts + levels
 
 
@@ -116,8 +123,9 @@ def parse_band(packet: bytes) -> BandReport | None:
         return None
     if len(packet) != len(BAND_MAGIC) + _BAND.size + LEVELS_BYTES:
         return None
-    attempts, failures, near = _BAND.unpack_from(packet, len(BAND_MAGIC))
+    attempts, failures, near, echoed = _BAND.unpack_from(packet, len(BAND_MAGIC))
     if failures > attempts:
         return None
     share = None if near == NEAR_NONE else near / 254
-    return BandReport(attempts, failures, share, packet[len(BAND_MAGIC) + _BAND.size :])
+    levels = packet[len(BAND_MAGIC) + _BAND.size :]
+    return BandReport(attempts, failures, share, levels, echoed)

@@ -224,10 +224,10 @@ class ChannelFollower:
 
 class Reporting:
     """When a mobile sends its BAND report, and the counts it carries (its uplink's attempts
-    and failed attempts since the last one)."""
+    and failed attempts since the last one, and the base's frames it received again)."""
 
     def __init__(self, now: float) -> None:
-        self.attempts = self.failures = 0
+        self.attempts = self.failures = self.echoed = 0
         self._last = now
         self.reports = 0
 
@@ -235,18 +235,23 @@ class Reporting:
         self.attempts += attempts
         self.failures += failures
 
+    def received_again(self, frames: int) -> None:
+        """The base's frames our receiver got again (stream mode: their ACKs were lost)."""
+        self.echoed += frames
+
     def _failing(self) -> bool:
         return self.attempts >= REPORT_ATTEMPTS and self.failures >= Q_BAD / 2 * self.attempts
 
     def wake_at(self, now: float) -> float | None:
         return self._last + (REPORT_BAD_S if self._failing() else REPORT_S)
 
-    def take(self, now: float) -> tuple[int, int] | None:
-        """The counts to report now (and from now on counted afresh), or None: not yet."""
+    def take(self, now: float) -> tuple[int, int, int] | None:
+        """The counts to report now (attempts, failures, echoed; from now on counted
+        afresh), or None: not yet."""
         if now < (self.wake_at(now) or now):
             return None
-        counts = (self.attempts, self.failures)
-        self.attempts = self.failures = 0
+        counts = (self.attempts, self.failures, self.echoed)
+        self.attempts = self.failures = self.echoed = 0
         self._last = now
         self.reports += 1
         return counts

@@ -9,7 +9,16 @@ its TX radio speaks to every mobile on one downlink channel). What it learns fro
 - each direction's sending: the share q of failed attempts, in the windows the adaptation
   uses (adapt.FailureWindows: 128 attempts, or 0.5 s with 8 at least). The downlink's are
   the base's own (its TX: ESB's ARC counts, stream mode's ARQ fates); the uplink's, what its
-  mobiles report (channel_control.py's BAND, added up over the cell);
+  mobiles report (channel_control.py's BAND, added up over the cell). In stream mode a
+  frame's ACK comes back on the *other* direction's channel, so the ARQ's fates blame a
+  direction for its ACKs lost on the other's (Wi-Fi over the downlink failed the uplink
+  too, and a moved uplink was judged "not the channel's": the link stayed under the Wi-Fi).
+  What tells them apart is the receiver: a frame it gets again is one whose first copy
+  came through (its ACK was lost, or the sender was early). So each direction's failures
+  are counted less its frames received again (``acks_apart``): the uplink's as the base's
+  receiver counts them between a mobile's reports, the downlink's as each mobile reports
+  them (BAND's ``echoed``); the downlink's own counts are held till a report comes to
+  take them with (or HOLD_S: a mobile that cannot report does not hide a failing channel);
 - the band (band.py): its own RPD readings and its mobiles' levels.
 
 A direction's channel is **failing** when BAD_WINDOWS windows in a row lost Q_BAD of their
@@ -70,6 +79,9 @@ SETTLE_S = 0.5
 WAIT_S = 30.0
 WAIT_MAX_S = 320.0
 LEFT_S = 30.0
+#: Stream mode: the downlink's counts wait at most this long for a mobile's report of the
+#: frames it received again; what is reported and not yet used is kept as long.
+HOLD_S = 0.5
 UPLINK, DOWNLINK = "uplink", "downlink"
 
 
@@ -102,13 +114,28 @@ class _Direction:
 
 class ChannelPlan:
     """The base's channels (``uplink``, ``downlink``: its RX's and its TX's), moved when one
-    fails. ``pinned``: the user fixed them; nothing moves."""
+    fails. ``pinned``: the user fixed them; nothing moves. ``acks_apart``: stream mode (a
+    frame's ACK comes back on the other channel: what its receiver got again is not counted
+    against a direction)."""
 
     def __init__(
-        self, band: Band, uplink: int, downlink: int, now: float, pinned: bool = False
+        self,
+        band: Band,
+        uplink: int,
+        downlink: int,
+        now: float,
+        pinned: bool = False,
+        acks_apart: bool = False,
     ) -> None:
         self.band = band
         self.pinned = pinned
+        self.acks_apart = acks_apart
+        #: (stream mode) the downlink's counts not yet fed, since when; the frames mobiles
+        #: reported received again, not yet taken off its failures, since when
+        self._held = (0, 0)
+        self._held_since: float | None = None
+        self._echoed = 0
+        self._echoed_at = -math.inf
         self.seq = 0
         self.pending: Planned | None = None
         self.decisions = Decisions()
@@ -138,8 +165,41 @@ class ChannelPlan:
     # -- what comes in --------------------------------------------------------------------------
     def sent(self, direction: str, attempts: int, failures: int, now: float) -> None:
         """A direction's attempts and failed attempts since the last call (the downlink: ours;
-        the uplink: a mobile's report)."""
-        d = self._dirs[direction]
+        the uplink: a mobile's, ``report`` in stream mode)."""
+        if direction == DOWNLINK and self.acks_apart:
+            a, f = self._held
+            self._held = (a + attempts, f + failures)
+            if self._held_since is None:
+                self._held_since = now
+            if now - self._held_since >= HOLD_S:
+                self._feed_downlink(now)
+            return
+        self._count(self._dirs[direction], attempts, failures, now)
+
+    def report(self, attempts: int, failures: int, echoed: int, again: int, now: float) -> None:
+        """A mobile's report: its uplink's attempts and failures, the downlink's frames it
+        received again (``echoed``); ``again``: its frames our receiver got again since its
+        last report (stream mode: neither is a failure of the frame's own channel)."""
+        if not self.acks_apart:
+            self._count(self._dirs[UPLINK], attempts, failures, now)
+            return
+        self._count(self._dirs[UPLINK], attempts, failures - min(failures, again), now)
+        if now - self._echoed_at >= HOLD_S:
+            self._echoed = 0
+        self._echoed += echoed
+        self._echoed_at = now
+        self._feed_downlink(now)
+
+    def _feed_downlink(self, now: float) -> None:
+        attempts, failures = self._held
+        self._held, self._held_since = (0, 0), None
+        if now - self._echoed_at >= HOLD_S:
+            self._echoed = 0
+        taken = min(failures, self._echoed)
+        self._echoed -= taken
+        self._count(self._dirs[DOWNLINK], attempts, failures - taken, now)
+
+    def _count(self, d: _Direction, attempts: int, failures: int, now: float) -> None:
         if self.pending is not None or now < self._settled_at:
             return  # (frames on the old channel, or settling: not this channel's)
         q = d.windows.count(attempts, failures, 0, now)
