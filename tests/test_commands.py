@@ -271,7 +271,7 @@ def test_help_lists_every_command() -> None:
 
 
 def test_experiment_list_names_every_experiment() -> None:
-    from longge.measure.experiments import EXPERIMENTS
+    from longge.measure.experiment_plans import EXPERIMENTS
 
     r = run_cli("experiment", "list")
     assert r.returncode == 0, r.stderr

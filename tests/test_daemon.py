@@ -420,7 +420,8 @@ def test_tune_puts_back_what_each_node_had_even_when_interrupted(
 
     from longge.measure.link import Target
     from longge.measure.results import ResultsDir
-    from longge.measure.tune import Tune, TunePlan
+    from longge.measure.tune import Tune
+    from longge.measure.tune_plan import TunePlan
     from longge.radio.options import RadioOptions
 
     paths = (link.mobile.cfg.control, link.base.cfg.control)

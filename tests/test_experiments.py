@@ -13,8 +13,7 @@ import pytest
 from fielddoc import assert_documented
 
 from longge.errors import ConfigError
-from longge.measure.experiment_report import plot, verdict
-from longge.measure.experiments import (
+from longge.measure.experiment_plans import (
     DEFAULTS,
     EXPERIMENTS,
     GRID_BULK,
@@ -23,6 +22,7 @@ from longge.measure.experiments import (
     interactive_grid,
     probe_spec,
 )
+from longge.measure.experiment_report import plot, verdict
 from longge.measure.model import IP_UDP_HEADERS, udp_goodput_bps
 from longge.radio.options import RadioOptions
 

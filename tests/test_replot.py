@@ -11,12 +11,13 @@ import pytest
 from fielddoc import assert_folder_documented
 
 from longge.cli import main
+from longge.measure.experiment_plans import EXPERIMENTS
 from longge.measure.experiment_report import verdict
-from longge.measure.experiments import EXPERIMENTS
 from longge.measure.link import Target
 from longge.measure.plots import plot_runs
 from longge.measure.results import ResultsDir
-from longge.measure.tune import Tune, TunePlan
+from longge.measure.tune import Tune
+from longge.measure.tune_plan import TunePlan
 from longge.radio.options import RadioOptions
 
 

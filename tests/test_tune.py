@@ -19,14 +19,14 @@ from longge.measure.results import ResultsDir
 from longge.measure.tune import (
     GRID_FIELDS,
     Tune,
-    TunePlan,
     failure_rate,
-    mode_verdict,
     model_capacity,
     model_rtt_ms,
     packet_service_ms,
 )
+from longge.measure.tune_plan import TunePlan
 from longge.measure.tune_plots import best_and_worst, curve_of, plot_tune, plot_tune_curves
+from longge.measure.tune_verdict import mode_verdict
 from longge.radio.options import RadioOptions
 
 

@@ -179,12 +179,12 @@ def cmd_tune(ns: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from longge.air.loss import loss_from_args
-    from longge.measure import report, runner, tune
+    from longge.measure import report, runner, tune_plan
     from longge.radio.options import options_from_args
 
     signal.signal(signal.SIGINT, _interrupt)
     signal.signal(signal.SIGTERM, _interrupt)
-    plan = tune.QUICK_TUNE if ns.quick else tune.TunePlan()
+    plan = tune_plan.QUICK_TUNE if ns.quick else tune_plan.TunePlan()
     if ns.ard_list is not None:
         plan = replace(plan, ard_us=_int_list("--ard-list", ns.ard_list))
     if ns.arc_list is not None:
@@ -227,7 +227,7 @@ def cmd_tune(ns: argparse.Namespace) -> int:
 def cmd_experiment(ns: argparse.Namespace) -> int:
     from longge.air.loss import loss_from_args
     from longge.measure import own_testbeds, runner
-    from longge.measure.experiments import EXPERIMENTS, narrowed
+    from longge.measure.experiment_plans import EXPERIMENTS, narrowed
     from longge.radio.options import options_from_args
 
     own_all = own_testbeds.modules()

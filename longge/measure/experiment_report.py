@@ -8,11 +8,9 @@ import math
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from longge.measure.experiments import Experiment
-
+from longge.measure.experiment_plans import Experiment
 
 # -- verdicts ---------------------------------------------------------------------------------
 

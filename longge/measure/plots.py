@@ -230,8 +230,8 @@ def rejudge_experiments(folder: Path, draw: bool = True) -> list[tuple[str, str,
     (name, verdict, plots). The definition is the code's (EXPERIMENTS), the rows the file's."""
     import json
 
+    from longge.measure.experiment_plans import EXPERIMENTS
     from longge.measure.experiment_report import plot, verdict
-    from longge.measure.experiments import EXPERIMENTS
 
     out = []
     for name, exp in EXPERIMENTS.items():

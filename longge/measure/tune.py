@@ -15,19 +15,19 @@ import csv
 import itertools
 import json
 import math
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from typing import Any
 
 from longge.errors import ConfigError
 from longge.measure import analysis, floor
 from longge.measure.disturbance import unspoilt
-from longge.measure.floor import PDR_LOSS, check_pdr_loss
 from longge.measure.iperf import TrialSpec, parse_result, run_trial
 from longge.measure.link import Target
 from longge.measure.loadprobe import load_and_probe, probe_in
 from longge.measure.model import IP_UDP_HEADERS, datagram_frames, lossy_model, udp_goodput_bps
 from longge.measure.results import ResultsDir
 from longge.measure.sweep import Progress
+from longge.measure.tune_plan import TunePlan
 from longge.measure.tune_verdict import mode_verdict, recommend
 from longge.protocol.frame import frames_for
 from longge.radio.options import RadioOptions
@@ -56,26 +56,6 @@ GRID_FIELDS = [
     "error",
 ]
 PROBE_BYTES = 60
-
-
-@dataclass(frozen=True)
-class TunePlan:
-    ard_us: tuple[int, ...] = (250, 500, 1000, 2500)
-    arc: tuple[int, ...] = (0, 1, 2, 3, 5, 10, 15)
-    trial_s: int = 5
-    probe_s: int = 5
-    max_loss: float = 0.001
-    max_rtt_factor: float = 2.0
-    #: a setting whose loss floor (datagrams lost at every load) is above this is recommended
-    #: only when no setting has one below it
-    pdr_loss: float = PDR_LOSS
-    vs_stream: bool = False  # then measure stream mode too (docs/design.md §4)
-
-    def __post_init__(self) -> None:
-        check_pdr_loss(self.pdr_loss)
-
-
-QUICK_TUNE = TunePlan(ard_us=(250, 2500), arc=(2, 15), trial_s=3, probe_s=3)
 
 
 def model_capacity(opts: RadioOptions, q: float, length: int = 1400, overhead: int = 0) -> float:

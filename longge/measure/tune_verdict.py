@@ -1,14 +1,14 @@
 """tune's verdicts: which ARD/ARC setting it recommends, and why in one line (a setting that
 loses more than the PDR loss at every load is never chosen while another keeps below it), and
-the best ESB setting against stream mode. Plain functions of the grid's rows (tune.py)."""
+the best ESB setting against stream mode. Plain functions of the grid's rows (tune.py) and
+the plan's limits (tune_plan.py)."""
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from longge.measure.tune import TunePlan
+from longge.measure.tune_plan import TunePlan
 
 
 def _floor(r: dict[str, Any]) -> float:
