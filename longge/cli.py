@@ -276,14 +276,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--serial",
         action="store_true",
-        help="the mobile node's radios are USB modems (firmware/, built natively, on ptys)",
+        help="the mobiles' radios are USB modems (firmware/, built natively, on ptys); with "
+        "--mobiles 2..5 the base's too",
     )
     p.add_argument(
         "--mobiles",
         type=int,
         default=1,
         help="mobiles on the base: 1 (lg-mobile, 10.24.0.2) or 2..5 (lg-mobile1 ... at "
-        "10.24.0.2 ...; sim backend)",
+        "10.24.0.2 ...; any backend)",
     )
     p.add_argument(
         "--backend",
@@ -360,9 +361,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--backend",
-        choices=["sim", "rf24"],
+        choices=["sim", "rf24", "serial"],
         default="sim",
-        help="multinode: the testbeds' radios (rf24: the real pyrf24 on emulated chips)",
+        help="multinode: the testbeds' radios (rf24: the real pyrf24 on emulated chips; "
+        "serial: every node's on native USB modems)",
     )
     _add_server_arguments(p)
     add_radio_arguments(p)

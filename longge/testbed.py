@@ -196,23 +196,16 @@ def up(
         air_args = native.command(str(p["air"]), spec.loss)
         _start(state, "air", air_args, STATE_DIR / "air.log")
         _wait_for(lambda: native.serving(p["air"]), "the air emulator", STATE_DIR / "air.log")
-        if spec.serial:
-            say("building the modem firmware (native) and plugging two modems into the mobile")
+        modems = spec.modems()
+        if modems:
+            on = sorted({m.node for m in modems}, key=lambda n: n == "base")
+            say(f"building the modem firmware (native) and plugging two modems into {on}")
             _make("native")
-            for which in ("tx", "rx"):
-                link = STATE_DIR / f"mobile-{which}.pty"
-                _start(
-                    state,
-                    f"modem-{which}",
-                    [
-                        str(FIRMWARE / "build" / "modem-native-fast"),
-                        str(p["air"]),
-                        f"mobile-{which}",
-                        str(link),
-                    ],
-                    STATE_DIR / f"modem-{which}.log",
-                )
-                _wait_for(link.exists, f"the {which} modem", STATE_DIR / f"modem-{which}.log")
+            for m in modems:
+                log = STATE_DIR / f"{m.process}.log"
+                firmware = str(FIRMWARE / "build" / "modem-native-fast")
+                _start(state, m.process, [firmware, str(p["air"]), m.air_name, str(m.pty)], log)
+                _wait_for(m.pty.exists, f"the {m.node}'s {m.which} modem", log)
         env = None
         if spec.rf24:
             say("building the spidev/GPIO library pyrf24 reaches the emulated chips through")

@@ -51,7 +51,12 @@ class TestbedSpec:
     queue_ms: int | None = None
     mtu: int | None = None
     secured: bool = True
-    serial: bool = False  # the mobile's radios are two native USB modems (on ptys)
+    #: the mobiles' radios are native USB modems (two each, on ptys); with several mobiles
+    #: the base's too (a base on modems serving them: firmware 1.2's pipes 2..5). One
+    #: mobile's base stays on the sim backend, as the fault matrix has measured it, unless
+    #: ``serial_base`` (experiment multinode's one link, against which its cells are judged).
+    serial: bool = False
+    serial_base: bool = False
     rf24: bool = False  # both nodes run the rf24 backend: the real pyrf24 on emulated chips
     irq: bool = True  # rf24: the radio processes sleep on the radios' IRQ pins (else: polled)
     mobiles: int = 1  # mobiles on the base (1: lg-mobile; more: lg-mobile1 ...)
@@ -60,8 +65,6 @@ class TestbedSpec:
         n = self.mobiles
         if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_TESTBED_MOBILES:
             raise ConfigError("--mobiles", n, f"1..{MAX_TESTBED_MOBILES}")
-        if n > 1 and self.serial:  # (the modem's firmware keeps pipes 0 and 1 only)
-            raise ConfigError("--mobiles", n, "1 with --serial (for now)")
         # a wrong queue, queue_ms or mtu: refused here, by name (a stand-in key for the check)
         self.node_config("mobile", bytes(KEY_LEN))
 
@@ -70,7 +73,18 @@ class TestbedSpec:
         return mobile_names(self.mobiles)
 
     def backend(self, role: str) -> str:
-        return "serial" if self.serial and role == "mobile" else "rf24" if self.rf24 else "sim"
+        on_modems = self.serial and (role == "mobile" or self.mobiles > 1 or self.serial_base)
+        return "serial" if on_modems else "rf24" if self.rf24 else "sim"
+
+    def modems(self) -> list[Modem]:
+        """The USB modems the testbed plugs in: each node on the serial backend has two."""
+        nodes = [*self.mobile_names, "base"]
+        return [
+            Modem(node, which)
+            for node in nodes
+            if self.backend("base" if node == "base" else "mobile") == "serial"
+            for which in ("tx", "rx")
+        ]
 
     def node_config(
         self, role: str, key: bytes | None, keys: list[bytes | None] | None = None, index: int = 0
@@ -133,8 +147,9 @@ class TestbedSpec:
         if self.rf24 and self.irq:  # README's wiring table
             node["tx_irq_pin"], node["rx_irq_pin"] = IRQ_PINS
         if self.backend(role) == "serial":
-            node["tx_port"] = str(STATE_DIR / "mobile-tx.pty")
-            node["rx_port"] = str(STATE_DIR / "mobile-rx.pty")
+            name = names[index] if mobile else "base"
+            node["tx_port"] = str(Modem(name, "tx").pty)
+            node["rx_port"] = str(Modem(name, "rx").pty)
         for name in ("queue_ms", "mtu"):
             if getattr(self, name) is not None:
                 node[name] = getattr(self, name)
@@ -160,10 +175,34 @@ class TestbedSpec:
             "mtu": self.mtu,
             "secured": self.secured,
             "serial": self.serial,
+            "serial_base": self.serial and self.backend("base") == "serial",
             "backend": "rf24" if self.rf24 else "sim",
             "irq": self.rf24 and self.irq,
             "mobiles": self.mobiles,
         }
+
+
+@dataclass(frozen=True)
+class Modem:
+    """One USB modem of a testbed node: ``which`` radio (tx or rx) of ``node``."""
+
+    node: str
+    which: str
+
+    @property
+    def process(self) -> str:
+        """Its process's name in the testbed's state (a single mobile's: modem-tx, modem-rx,
+        the names the fault matrix unplugs)."""
+        return f"modem-{self.which}" if self.node == "mobile" else f"modem-{self.node}-{self.which}"
+
+    @property
+    def pty(self) -> Path:
+        """Where its serial port appears (the node's config names it)."""
+        return STATE_DIR / f"{self.node}-{self.which}.pty"
+
+    @property
+    def air_name(self) -> str:
+        return f"{self.node}-{self.which}"
 
 
 def mobile_names(n: int) -> list[str]:

@@ -384,6 +384,32 @@ def test_the_testbed_spec_writes_configs_the_daemons_read_back(
         assert key_name in str(err.value.key)
 
 
+def test_a_testbed_on_modems_plugs_two_into_each_node_on_them() -> None:
+    """--serial: one mobile's two modems (its base on the sim backend, as the fault matrix
+    measured it: modem-tx, modem-rx); with three mobiles the base's too, each node's config
+    naming its own ports (issue 71)."""
+    from longge import testbed
+
+    one = testbed.TestbedSpec(serial=True, secured=False)
+    assert [(m.process, m.air_name) for m in one.modems()] == [
+        ("modem-tx", "mobile-tx"),
+        ("modem-rx", "mobile-rx"),
+    ]
+    assert one.node_config("mobile", None).tx_port == str(testbed.STATE_DIR / "mobile-tx.pty")
+    assert one.backend("base") == "sim"
+    three = testbed.TestbedSpec(serial=True, mobiles=3, secured=False)
+    nodes = ["mobile1", "mobile2", "mobile3", "base"]
+    assert [m.process for m in three.modems()] == [
+        f"modem-{n}-{w}" for n in nodes for w in ("tx", "rx")
+    ]
+    ports = {three.node_config("mobile", None, index=i).rx_port for i in range(3)} | {
+        three.node_config("base", None).rx_port
+    }
+    assert ports == {str(m.pty) for m in three.modems() if m.which == "rx"}
+    assert three.backend("base") == three.backend("mobile") == "serial"
+    assert testbed.TestbedSpec(mobiles=3).modems() == []
+
+
 def test_a_key_file_that_is_not_text_is_named(tmp_path: Path) -> None:
     """Once a UnicodeDecodeError out of daemon --config and doctor --config."""
     key = tmp_path / "key"

@@ -43,9 +43,9 @@ QUICK_MOBILES = (1, 3, 5)
 OVERSHARE = 1.3
 PING_EVERY_S = 0.2
 MODES = ("esb", "stream")
-#: the testbeds' radios it can run on (experiment --backend): the sim's, or the real pyrf24
-#: on emulated chips (not the USB modem yet: its firmware keeps pipes 0 and 1 only)
-BACKENDS = ("sim", "rf24")
+#: the testbeds' radios it can run on (experiment --backend): the sim's, the real pyrf24 on
+#: emulated chips, or native USB modems (every node's, the one link's base too)
+BACKENDS = ("sim", "rf24", "serial")
 
 
 def bound_bps(mode: str = "esb") -> float:
@@ -125,7 +125,11 @@ def run(
     for k, (mode, n) in enumerate(steps):
         say(f"{NAME}: {mode}, {n} mobile(s): bringing up the testbed")
         spec = testbed.TestbedSpec(
-            options=RadioOptions(mode=mode), mobiles=n, rf24=backend == "rf24"
+            options=RadioOptions(mode=mode),
+            mobiles=n,
+            rf24=backend == "rf24",
+            serial=backend == "serial",
+            serial_base=backend == "serial",
         )
         testbed.up(spec, owner=f"experiment {NAME}")
         try:
