@@ -73,24 +73,6 @@ def test_without_wifi_beside_the_link_a_failing_channel_is_not_left() -> None:
     assert plan.step(now) is not None
 
 
-def test_a_failing_link_asks_for_the_readings_beside_it_until_it_moves() -> None:
-    """From its first failing window the plan is ``confirming`` (the RX radio reads the
-    link's neighbourhood often and only there: a loaded link gathered the six readings
-    ``wifi_near`` needs in 1-2 s), and no longer once the move is decided."""
-    band = Band(ISM)
-    quiet_band(band, 0.0)
-    plan = ChannelPlan(band, 76, 81, 0.0)
-    now = fail(plan, DOWNLINK, 1, 1.0, q=0.0)
-    assert not plan.confirming()
-    now = fail(plan, DOWNLINK, 1, now)
-    assert plan.confirming()
-    near = band.neighbourhood((76, 81))
-    assert all(band.next_channel((76, 81), near_only=True) in near for _ in range(50))
-    now = fail(plan, DOWNLINK, 1, now)
-    wifi_beside(band, now)
-    assert plan.step(now) is not None and not plan.confirming()
-
-
 def test_a_move_that_did_not_help_holds_both_directions_back_for_a_doubling_wait() -> None:
     band = Band(ISM)
     quiet_band(band, 0.0)

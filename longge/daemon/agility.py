@@ -53,11 +53,6 @@ from longge.protocol.peer import PeerReceiver, PeerTable
 DWELL_EVERY_S = 0.01
 DWELL_BUSY_S = 0.25
 IDLE_S = 0.005
-#: While the link's channel fails, a dwell every CONFIRM_EVERY_S, busy or not, each on the
-#: link's neighbourhood: whether Wi-Fi is beside the link decides the move (channel_plan.py's
-#: ``wifi_near``: 6 readings in a second), and at DWELL_BUSY_S a loaded link took 1-2 s to
-#: gather them (a failing link loses a frame to a dwell now and then: little more).
-CONFIRM_EVERY_S = 0.02
 #: The base's MOVE again and again till the move's moment (its HERE: channel_follow.py's
 #: ``here_every``).
 MOVE_EVERY_S = 0.01
@@ -250,7 +245,7 @@ class RxAgility:
         idle, or it has been long)."""
         if now < self._next_dwell(now):
             return
-        channel = self.band.next_channel(self.channels(), near_only=self._confirming())
+        channel = self.band.next_channel(self.channels())
         self._last_dwell = now
         if channel is None:
             return
@@ -299,20 +294,10 @@ class RxAgility:
         not while the search has the RX radio (a moment past then kept the pump awake)."""
         if self.follower is not None and self.follower.searching:
             return math.inf
-        if self._confirming():
-            return self._last_dwell + CONFIRM_EVERY_S
         at = self._last_dwell + DWELL_EVERY_S
         if now - self.last_frame < IDLE_S:
             at = max(at, min(self.last_frame + IDLE_S, self._last_dwell + DWELL_BUSY_S))
         return at
-
-    def _confirming(self) -> bool:
-        """Does the link fail where Wi-Fi may be beside it (the base's plan: a direction
-        failing; the mobile: its uplink)?"""
-        if self.plan is not None:
-            return self.plan.confirming()
-        assert self.reporting is not None
-        return self.reporting.failing()
 
     def wake_at(self, now: float) -> float | None:
         soonest = self._next_dwell(now)

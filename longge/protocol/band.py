@@ -159,15 +159,14 @@ class Band:
             and all(abs(c - o) > OWN_SPREAD for o in own)
         ]
 
-    def next_channel(self, own: Sequence[int] = (), near_only: bool = False) -> int | None:
+    def next_channel(self, own: Sequence[int] = ()) -> int | None:
         """The channel to read next: every NEAR_EVERY-th reading one of the link's
-        neighbourhood in turn (where Wi-Fi on the link's channels shows: ``near``; each one,
-        ``near_only``: the link fails and whether Wi-Fi is beside it is what matters), the
-        others the allowed channels in turn (a sweep), never the link's ``own`` (our peer's
-        frames on them would read as a carrier)."""
+        neighbourhood in turn (where Wi-Fi on the link's channels shows: ``near``), the others
+        the allowed channels in turn (a sweep), never the link's ``own`` (our peer's frames on
+        them would read as a carrier)."""
         self._turn += 1
         near = self.neighbourhood(own)
-        if near and (near_only or self._turn % NEAR_EVERY == 0):
+        if near and self._turn % NEAR_EVERY == 0:
             self._near += 1
             return near[self._near % len(near)]
         for _ in range(len(self.allowed)):

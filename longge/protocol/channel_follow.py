@@ -239,12 +239,11 @@ class Reporting:
         """The base's frames our receiver got again (stream mode: their ACKs were lost)."""
         self.echoed += frames
 
-    def failing(self) -> bool:
-        """Has our uplink been failing since the last report (it is reported sooner)?"""
+    def _failing(self) -> bool:
         return self.attempts >= REPORT_ATTEMPTS and self.failures >= Q_BAD / 2 * self.attempts
 
     def wake_at(self, now: float) -> float | None:
-        return self._last + (REPORT_BAD_S if self.failing() else REPORT_S)
+        return self._last + (REPORT_BAD_S if self._failing() else REPORT_S)
 
     def take(self, now: float) -> tuple[int, int, int] | None:
         """The counts to report now (attempts, failures, echoed; from now on counted

@@ -222,13 +222,6 @@ class ChannelPlan:
         if share is not None:
             self._peer_near = (share, now)
 
-    def confirming(self) -> bool:
-        """Is a direction failing, and whether Wi-Fi is heard beside the link what holds a
-        move back (the RX radio reads the neighbourhood often meanwhile: agility.py)?"""
-        if self.pinned or self.pending is not None:
-            return False
-        return any(d.bad >= 1 and d.judging is None for d in self._dirs.values())
-
     def wifi_near(self, now: float) -> bool:
         """Is Wi-Fi heard over the link's channels, at either end (or can nobody tell)?"""
         own = (self.uplink, self.downlink)
