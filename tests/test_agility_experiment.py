@@ -35,6 +35,12 @@ def test_a_switch_s_time_back_outage_share_and_moves() -> None:
     assert wifi["outage_s"] == 1.5
     assert math.isclose(wifi["share"], 0.85)
     assert wifi["moves"] == 1 and "81 -> 0" in wifi["why"] and wifi["downlink"] == 0
+    assert clean["unconfirmed"] is None  # (not in the status: not made up)
+    waited = {**moved(1, 8.8, "move 1"), "unconfirmed": 9}
+    _, wifi = ag.rows_of(
+        "esb", "esb", 1, [bounds[0], ("wifi", 10, 20, {"unconfirmed": 2}, waited)], s
+    )
+    assert wifi["unconfirmed"] == 7  # (what the move waited for: Wi-Fi heard beside the link)
 
 
 def test_a_link_that_never_comes_back_has_no_time_back_and_the_verdict_says_missed() -> None:

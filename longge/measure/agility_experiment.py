@@ -169,12 +169,20 @@ def rows_of(
             "decisions": "; ".join(_decisions(before, after, t0, t1, moves=False)),
             "uplink": after.get("uplink"),
             "downlink": after.get("downlink"),
+            "unconfirmed": _grew(before, after, "unconfirmed"),
             "seconds": round(t1 - t0, 2),
         }
         if phase in ("wifi", "follow"):
             row.update(_switch(inside, t0, clean))
         rows.append(row)
     return rows
+
+
+def _grew(before: dict[str, Any], after: dict[str, Any], key: str) -> int | None:
+    """How much the base's count ``key`` grew in the phase (None: not in its status)."""
+    if not isinstance(after.get(key), int) or not isinstance(before.get(key), int):
+        return None
+    return int(after[key]) - int(before[key])
 
 
 def _switch(inside: list[list[float]], t0: float, clean: float) -> dict[str, Any]:
