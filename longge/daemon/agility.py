@@ -67,7 +67,16 @@ def kept_file(cfg: NodeConfig) -> Path:
 class RxAgility:
     """The RX process's part of a link that moves."""
 
-    def __init__(self, cfg: NodeConfig, owner: RadioOwner, pair: socket.socket, now: float):
+    def __init__(
+        self,
+        cfg: NodeConfig,
+        owner: RadioOwner,
+        pair: socket.socket,
+        now: float,
+        acks_apart: bool = False,
+    ):
+        """``acks_apart``: the link's frames are acknowledged by LongGe's ARQ, across the
+        other direction's channel (stream mode: channel_plan.py counts so)."""
         self.owner, self.pair = owner, pair
         self.base = cfg.role == "base"
         # the link's (uplink, downlink): a base's RX radio is on the uplink, a mobile's on
@@ -82,7 +91,6 @@ class RxAgility:
         #: a link without security stays where it is (its mobiles would refuse the moves:
         #: docs/design.md §6, anyone could send them)
         pinned = cfg.insecure
-        acks_apart = cfg.radio.mode == "stream"  # (a frame's ACK on the other channel)
         self.plan = ChannelPlan(self.band, up, down, now, pinned, acks_apart) if self.base else None
         self.follower = (
             None if self.base else ChannelFollower(home, cfg.channels, now, current=(up, down))

@@ -163,7 +163,11 @@ def run(cfg: NodeConfig, tun: Tun, conn: Connection, pair: socket.socket) -> Non
     table = receivers(cfg, kind.ARQ)
     c = RxCounters()
     rates = RateListening(kind.ARQ)  # (adapt = true, one peer: the rate the peer announced)
-    agility = RxAgility(cfg, child.owner, pair, time.monotonic()) if cfg.radio.agile else None
+    agility = (
+        RxAgility(cfg, child.owner, pair, time.monotonic(), acks_apart=kind.ARQ)
+        if cfg.radio.agile
+        else None
+    )
     mode = kind(tun, pair, table, c)
     pump = RxPump(mode, rates, child, table, c, pair, hears_aside(cfg), agility)
     while child.running:

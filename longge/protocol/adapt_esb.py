@@ -188,10 +188,13 @@ class EsbAdaptation(Deciding[EsbTurn, "EsbAction"]):
         retrans = turn.retransmissions - self._retrans
         self._loaded, self._retrans = turn.frames_sent, turn.retransmissions
         max_rt, self.max_rt = self.max_rt, 0
+        raised = False
         if max_rt and self.rates is not None and not self.probing():
             self._dead = now  # (a data frame's: the packet was given up; the rest waits)
             if self.power is not None:
-                self._set_power(self.power.max_rt(now), now)
+                level = self.power.max_rt(now)
+                self._set_power(level, now)
+                raised = level is not None
         # (gone once the FIFO drained, or once it took a FIFO's depth of frames behind them:
         # under load it never drains, and a data frame's MAX_RT read as a probe's gave up
         # nothing: the packet went on with a frame missing)
@@ -204,6 +207,11 @@ class EsbAdaptation(Deciding[EsbTurn, "EsbAction"]):
             self.decisions.note(now, f"ARC {adapter.choice.arc}")
             if not self._all_retries:  # (else once our link-control frames have gone)
                 self._apply_retries()
+        if raised:  # (the attempts so far were at the level that failed: not the rate's to
+            # judge, nor a window that ended with them: judged, a window lost at -18 dBm on a
+            # path grown to 66 dB sent the rate to 1M where -12 dBm carries 2M)
+            adapter.restart_window(now, a.WINDOW_ATTEMPTS, a.WINDOW_S)
+            self._windows = adapter.windows
         if self.rates is not None:
             self._rate_step(peer, max_rt, now)
         return self._out
