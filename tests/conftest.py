@@ -59,6 +59,7 @@ SYSTEM_MODULES = frozenset(
         "test_testbed_multi",
         "test_testbed_multi_stream",
         "test_testbed_multi_rf24",
+        "test_testbed_multi_serial",
         "test_units_run",
         "test_testbed_rf24",
         "test_testbed_teardown",

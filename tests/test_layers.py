@@ -48,3 +48,21 @@ def test_no_module_imports_itself_through_others() -> None:
             if back is not None:
                 cycles.append((module, *back))
     assert not cycles, cycles[:5]
+
+
+def test_every_module_that_brings_a_testbed_up_runs_on_the_system_worker() -> None:
+    """A module that brings the testbed up (fixed namespaces, /run/longge/testbed) and is not
+    in conftest's SYSTEM_MODULES runs beside another on the second worker: each takes the
+    other's testbed down (a fresh clone's run, 2026-12-08: test_testbed_multi_serial beside
+    test_testbed_rf24)."""
+    from conftest import SYSTEM_MODULES
+
+    bring_up = ("star_testbed(", 'cli("testbed", "up"', "testbed.up(")
+    missing = [
+        p.stem
+        for p in sorted((ROOT / "tests").glob("test_*.py"))
+        if p.stem != "test_layers"
+        and any(s in p.read_text() for s in bring_up)
+        and p.stem not in SYSTEM_MODULES
+    ]
+    assert not missing, missing
