@@ -84,9 +84,13 @@ class Link:
     def duty(self, end: str, channel: int) -> float:
         return max((w.duty_at(end, channel) for w in self.wifi), default=0.0)
 
+    def lost(self, receiver: str, channel: int) -> float:
+        """One frame's share lost on its way to ``receiver`` on ``channel``."""
+        return 1 - (1 - self.per) * (1 - self.duty(receiver, channel))
+
     def q(self, sender: str, receiver: str, channel: int) -> float:
-        clean = (1 - self.per) * (1 - self.duty(receiver, channel))
-        return 1 - clean * (1 - self.per) * (1 - self.duty(sender, channel))
+        """An ESB attempt's: the frame, and its ACK on the same channel."""
+        return 1 - (1 - self.lost(receiver, channel)) * (1 - self.lost(sender, channel))
 
     def fates(self, sender: str, receiver: str, channel: int, back: int) -> tuple[int, int]:
         """A tick's attempts of one direction on ``channel`` (its ACKs on ``back``: stream
@@ -94,8 +98,7 @@ class Link:
         if not self.stream:
             q = self.q(sender, receiver, channel)
             return sum(self.rng.random() < q for _ in range(ATTEMPTS)), 0
-        frame_q = 1 - (1 - self.per) * (1 - self.duty(receiver, channel))
-        ack_q = 1 - (1 - self.per) * (1 - self.duty(sender, back))
+        frame_q, ack_q = self.lost(receiver, channel), self.lost(sender, back)
         failed = again = 0
         for _ in range(ATTEMPTS):
             through = self.rng.random() >= frame_q

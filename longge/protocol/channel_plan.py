@@ -184,17 +184,18 @@ class ChannelPlan:
             self._count(self._dirs[UPLINK], attempts, failures, now)
             return
         self._count(self._dirs[UPLINK], attempts, failures - min(failures, again), now)
-        if now - self._echoed_at >= HOLD_S:
-            self._echoed = 0
-        self._echoed += echoed
+        self._echoed = self._echoes_kept(now) + echoed
         self._echoed_at = now
         self._feed_downlink(now)
+
+    def _echoes_kept(self, now: float) -> int:
+        """The frames reported received again not yet taken off, while not older than HOLD_S."""
+        return self._echoed if now - self._echoed_at < HOLD_S else 0
 
     def _feed_downlink(self, now: float) -> None:
         attempts, failures = self._held
         self._held, self._held_since = (0, 0), None
-        if now - self._echoed_at >= HOLD_S:
-            self._echoed = 0
+        self._echoed = self._echoes_kept(now)
         taken = min(failures, self._echoed)
         self._echoed -= taken
         self._count(self._dirs[DOWNLINK], attempts, failures - taken, now)
