@@ -201,9 +201,9 @@ def up(
             on = sorted({m.node for m in modems}, key=lambda n: n == "base")
             say(f"building the modem firmware (native) and plugging two modems into {on}")
             _make("native")
+            firmware = str(FIRMWARE / "build" / "modem-native-fast")
             for m in modems:
                 log = STATE_DIR / f"{m.process}.log"
-                firmware = str(FIRMWARE / "build" / "modem-native-fast")
                 _start(state, m.process, [firmware, str(p["air"]), m.air_name, str(m.pty)], log)
                 _wait_for(m.pty.exists, f"the {m.node}'s {m.which} modem", log)
         env = None

@@ -175,7 +175,7 @@ class TestbedSpec:
             "mtu": self.mtu,
             "secured": self.secured,
             "serial": self.serial,
-            "serial_base": self.serial and self.backend("base") == "serial",
+            "serial_base": self.backend("base") == "serial",
             "backend": "rf24" if self.rf24 else "sim",
             "irq": self.rf24 and self.irq,
             "mobiles": self.mobiles,

@@ -61,6 +61,7 @@ from longge.keeper import running
 from longge.measure.model import udp_goodput_both_ways_bps
 from longge.protocol.secure import OVERHEAD
 from longge.radio.options import RadioOptions
+from longge.testbed_spec import Modem
 from tools.soak import Load, children, usage
 
 PING_EVERY_S = 0.05
@@ -201,9 +202,8 @@ def unplug(pinger: Pinger, kind: str) -> dict[str, Any]:
     """A USB modem unplugged for UNPLUG_S and plugged in again: its process killed while the
     keeper is held (SIGSTOP), then the keeper let go: it starts a new modem process, which makes
     a new pty; back counts from the moment the new pty is there (the replug)."""
-    which = kind.split("-")[1]
-    name = f"modem-{which}"
-    link = testbed.STATE_DIR / f"mobile-{which}.pty"
+    modem = Modem("mobile", kind.split("-")[1])
+    name, link = modem.process, modem.pty
     keeper = int(_state()["keeper"])
     old = int(_state()["pids"][name])
     os.kill(keeper, signal.SIGSTOP)
