@@ -66,6 +66,25 @@ def star_testbed(*options: str) -> Iterator[None]:
         assert "lg-" not in left, left
 
 
+def mobiles_reach_the_base_and_through_it(base_back: bool = True) -> None:
+    """Each mobile pings the base and the internet host; ``base_back``: the base each
+    mobile too."""
+    for i in range(N):
+        ns = f"lg-mobile{i + 1}"
+        for dst in (testbed.BASE_IP, testbed.INET_IP):
+            r = in_ns(ns, "ping", "-c", "3", "-i", "0.3", "-W", "5", dst)
+            assert r.returncode == 0, (ns, dst, r.stdout + r.stderr)
+        if base_back:
+            r = in_ns("lg-base", "ping", "-c", "3", "-i", "0.3", "-W", "5", testbed.mobile_ip(i))
+            assert r.returncode == 0, (i, r.stdout + r.stderr)
+
+
+def backends() -> set[str]:
+    """The radio backends the testbed's nodes say they run."""
+    nodes = json.loads(cli("testbed", "status", "--json").stdout)["nodes"]
+    return {n["radio"]["backend"] for n in nodes.values()}
+
+
 @pytest.fixture(scope="module")
 def star() -> Iterator[None]:
     with star_testbed():
@@ -73,13 +92,7 @@ def star() -> Iterator[None]:
 
 
 def test_every_mobile_reaches_the_base_and_through_it(star: None) -> None:
-    for i in range(N):
-        ns = f"lg-mobile{i + 1}"
-        for dst in (testbed.BASE_IP, testbed.INET_IP):
-            r = in_ns(ns, "ping", "-c", "3", "-i", "0.3", "-W", "5", dst)
-            assert r.returncode == 0, (ns, dst, r.stdout + r.stderr)
-        r = in_ns("lg-base", "ping", "-c", "3", "-i", "0.3", "-W", "5", testbed.mobile_ip(i))
-        assert r.returncode == 0, (i, r.stdout + r.stderr)
+    mobiles_reach_the_base_and_through_it()
 
 
 def test_a_mobiles_link_local_address_reaches_that_mobile_only(star: None) -> None:
